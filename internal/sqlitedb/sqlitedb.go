@@ -1,0 +1,57 @@
+// Package sqlitedb opens SQLite databases the one way every ratekeeper
+// package uses them: WAL journal (readers never block the writer), a busy
+// timeout (several processes share one file), and immediate write
+// transactions (a read-modify-write takes the write lock up front instead of
+// failing with SQLITE_BUSY when it tries to upgrade).
+package sqlitedb
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"net/url"
+	"strings"
+
+	_ "modernc.org/sqlite" // registers the "sqlite" driver
+)
+
+// BusyTimeoutMillis is how long a connection waits for another writer
+// before giving up with SQLITE_BUSY.
+const BusyTimeoutMillis = 10000
+
+// IsPostgres reports whether dsn names a PostgreSQL database rather than a
+// SQLite file.
+func IsPostgres(dsn string) bool {
+	return strings.HasPrefix(dsn, "postgres://") || strings.HasPrefix(dsn, "postgresql://")
+}
+
+// DSN returns the database/sql data source name for the SQLite file at path.
+// A path may carry a "sqlite://" or "file:" prefix.
+func DSN(path string) string {
+	path = strings.TrimPrefix(path, "sqlite://")
+	path = strings.TrimPrefix(path, "file:")
+	q := url.Values{}
+	q.Add("_pragma", fmt.Sprintf("busy_timeout(%d)", BusyTimeoutMillis))
+	q.Add("_pragma", "journal_mode(WAL)")
+	q.Add("_pragma", "synchronous(NORMAL)")
+	q.Add("_pragma", "foreign_keys(ON)")
+	q.Set("_txlock", "immediate")
+	return "file:" + path + "?" + q.Encode()
+}
+
+// Open opens (creating if needed) the SQLite database at path and checks
+// that it is usable.
+func Open(ctx context.Context, path string) (*sql.DB, error) {
+	if path == "" {
+		return nil, fmt.Errorf("sqlite: empty database path")
+	}
+	db, err := sql.Open("sqlite", DSN(path))
+	if err != nil {
+		return nil, fmt.Errorf("sqlite %s: %w", path, err)
+	}
+	if err := db.PingContext(ctx); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("sqlite %s: %w", path, err)
+	}
+	return db, nil
+}
