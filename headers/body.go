@@ -1,0 +1,129 @@
+package headers
+
+import (
+	"bytes"
+	"time"
+)
+
+// maxBody is how much of a body Parse looks at.
+const maxBody = 8 << 10
+
+// bodySignal is what a refusal's body says about rate limiting.
+type bodySignal struct {
+	rateLimited   bool // a rate-limit message or problem type
+	secondary     bool // GitHub's secondary-limit message or documentation URL
+	github        bool // GitHub's documentation URL
+	retryAfter    time.Duration
+	hasRetryAfter bool // a JSON "retry_after" (Discord and others), in seconds
+}
+
+// Phrases, in lower case, that mark a body as a rate-limit refusal. The
+// secondary ones are GitHub's documented messages and documentation
+// anchors for secondary (formerly "abuse") limits, and the IETF draft's
+// abnormal-usage problem type.
+var (
+	secondaryPhrases = []string{
+		"secondary rate limit", "abuse detection", "abuse-rate-limits",
+		"secondary-rate-limits", "abnormal-usage-detected",
+	}
+	rateLimitPhrases = []string{
+		"rate limit exceeded", "api rate limit", "rate limit", "rate-limit exceeded",
+		"ratelimit exceeded", "rate limited", "ratelimited", "rate_limited",
+		"too many requests", "quota exceeded", "quota-exceeded", "exceeded our",
+		"throttled", "retry later",
+	}
+)
+
+// inspectBody reads a response body prefix. Only refusals (403, 429, 420)
+// and GraphQL errors in a 200 are inspected: a successful body mentioning
+// "rate limit" is content, not a signal.
+func inspectBody(status int, body []byte) bodySignal {
+	var sig bodySignal
+	if len(body) == 0 {
+		return sig
+	}
+	if len(body) > maxBody {
+		body = body[:maxBody]
+	}
+	switch status {
+	case 403, 429, 420:
+	case 200:
+		// GitHub's GraphQL API answers 200 with an error of type
+		// RATE_LIMITED when the points budget is spent.
+		if bytes.Contains(body, []byte(`"errors"`)) && bytes.Contains(body, []byte(`RATE_LIMITED`)) {
+			sig.rateLimited = true
+			sig.secondary = containsAnyFold(body, secondaryPhrases)
+		}
+		return sig
+	default:
+		return sig
+	}
+	sig.github = indexFoldBytes(body, "docs.github.com") >= 0 || indexFoldBytes(body, "developer.github.com") >= 0
+	sig.secondary = containsAnyFold(body, secondaryPhrases)
+	sig.rateLimited = sig.secondary || containsAnyFold(body, rateLimitPhrases)
+	if v, ok := jsonNumberField(body, "retry_after"); ok {
+		sig.retryAfter, sig.hasRetryAfter = secondsToDuration(v), true
+	}
+	return sig
+}
+
+func containsAnyFold(body []byte, phrases []string) bool {
+	for _, p := range phrases {
+		if indexFoldBytes(body, p) >= 0 {
+			return true
+		}
+	}
+	return false
+}
+
+func indexFoldBytes(b []byte, sub string) int {
+	n := len(sub)
+	for i := 0; i+n <= len(b); i++ {
+		j := 0
+		for ; j < n; j++ {
+			c := b[i+j]
+			if 'A' <= c && c <= 'Z' {
+				c += 'a' - 'A'
+			}
+			if c != sub[j] {
+				break
+			}
+		}
+		if j == n {
+			return i
+		}
+	}
+	return -1
+}
+
+// jsonNumberField finds "key": <non-negative number> anywhere in a JSON
+// prefix, without decoding the (possibly truncated) document.
+func jsonNumberField(body []byte, key string) (float64, bool) {
+	quoted := `"` + key + `"`
+	for off := 0; off < len(body); {
+		i := bytes.Index(body[off:], []byte(quoted))
+		if i < 0 {
+			return 0, false
+		}
+		j := off + i + len(quoted)
+		off = j
+		for j < len(body) && (body[j] == ' ' || body[j] == '\t' || body[j] == '\n' || body[j] == '\r') {
+			j++
+		}
+		if j >= len(body) || body[j] != ':' {
+			continue
+		}
+		j++
+		for j < len(body) && (body[j] == ' ' || body[j] == '\t' || body[j] == '\n' || body[j] == '\r') {
+			j++
+		}
+		k := j
+		for k < len(body) && (body[k] >= '0' && body[k] <= '9' || body[k] == '.') {
+			k++
+		}
+		if v, ok := parseNumber(string(body[j:k])); ok {
+			return v, true
+		}
+	}
+	return 0, false
+}

@@ -1,0 +1,453 @@
+package headers
+
+import (
+	"net/http"
+	"time"
+)
+
+// DefaultWait is the wait Parse asks for when a response says the next
+// request would be refused but not for how long (a rate-limit refusal with
+// no Retry-After and no reset, or no quota left with no reset), and the
+// floor GitHub documents for a secondary limit without retry-after.
+const DefaultWait = 60 * time.Second
+
+// maxGroups bounds how many distinct buckets one response may describe;
+// the rest are ignored, so a hostile response cannot make Parse do much.
+const maxGroups = 12
+
+// maxUsed bounds the header names listed in HeadersUsed.
+const maxUsed = 32
+
+// group is one bucket a response describes: the unqualified x-ratelimit-*
+// headers, one qualifier of per-kind headers, or one IETF policy.
+type group struct {
+	name      string
+	limit     int64
+	remaining int64
+	used      int64
+	reset     time.Time
+	window    time.Duration
+	resource  string
+	otherUnit bool // IETF quota unit other than requests: not a request count
+	ietf      bool
+}
+
+// parser is the state of one Parse call; it lives on the stack.
+type parser struct {
+	now     time.Time
+	groups  [maxGroups]group
+	ngroups int
+
+	retryAfter    time.Duration
+	hasRetryAfter bool
+
+	used  [maxUsed]string
+	nused int
+
+	github, gitlab, legacy, discord, qualified, ietf bool
+}
+
+func (p *parser) markUsed(name string) {
+	for i := 0; i < p.nused; i++ {
+		if p.used[i] == name {
+			return
+		}
+	}
+	if p.nused < maxUsed {
+		p.used[p.nused] = name
+		p.nused++
+	}
+}
+
+// group returns the bucket named name, creating it; nil when there are
+// already too many.
+func (p *parser) group(name string) *group {
+	for i := 0; i < p.ngroups; i++ {
+		if p.groups[i].name == name {
+			return &p.groups[i]
+		}
+	}
+	if p.ngroups == maxGroups {
+		return nil
+	}
+	g := &p.groups[p.ngroups]
+	p.ngroups++
+	*g = group{name: name, limit: Unknown, remaining: Unknown, used: Unknown, window: qualifierWindow(name)}
+	return g
+}
+
+// qualifierWindow reads the window of per-period headers such as
+// x-ratelimit-limit-minute.
+func qualifierWindow(q string) time.Duration {
+	switch q {
+	case "second":
+		return time.Second
+	case "minute":
+		return time.Minute
+	case "hour":
+		return time.Hour
+	case "day":
+		return 24 * time.Hour
+	case "week":
+		return 7 * 24 * time.Hour
+	}
+	return 0
+}
+
+// The conservative merges of repeated values: the least limit and
+// remaining, the most used, the latest reset, the longest retry-after.
+func minCount(cur, v int64) int64 {
+	if cur == Unknown || v < cur {
+		return v
+	}
+	return cur
+}
+
+func maxCount(cur, v int64) int64 {
+	if cur == Unknown || v > cur {
+		return v
+	}
+	return cur
+}
+
+func laterTime(cur, t time.Time) time.Time {
+	if cur.IsZero() || t.After(cur) {
+		return t
+	}
+	return cur
+}
+
+func (p *parser) addRetryAfter(d time.Duration) {
+	if !p.hasRetryAfter || d > p.retryAfter {
+		p.retryAfter = d
+	}
+	p.hasRetryAfter = true
+}
+
+// Parse reads what a response says about rate limits. status is the HTTP
+// status code, h the response header, body the first few kilobytes of the
+// body (nil is fine; it is only read on refusals, to tell GitHub's
+// secondary limits apart and to find a JSON retry_after), and now the time
+// the response was received, on whatever clock the caller wants the
+// reading's absolute times on.
+//
+// Parse never fails and never panics: headers it cannot read are ignored.
+// The package documentation lists every rule it applies.
+func Parse(status int, h http.Header, body []byte, now time.Time) Reading {
+	p := parser{now: now}
+	r := Reading{Status: status, Limit: Unknown, Remaining: Unknown, Used: Unknown}
+	var rateLimit, ratePolicy []string
+
+	for name, values := range h {
+		info := lookupName(name)
+		if info.field == fNone || len(values) == 0 {
+			continue
+		}
+		if info.field == fGitHubMarker {
+			p.github = true
+			continue
+		}
+		if p.read(info, values, &r) {
+			p.markUsed(info.lower)
+		}
+		switch info.field {
+		case fStructured:
+			rateLimit = values
+		case fStructuredPolicy:
+			ratePolicy = values
+		}
+	}
+	if rateLimit != nil || ratePolicy != nil {
+		if p.readStructured(rateLimit, ratePolicy) {
+			p.ietf = true
+		}
+	}
+
+	g := p.choose()
+	if g != nil {
+		r.Limit, r.Remaining, r.Used = g.limit, g.remaining, g.used
+		r.Reset, r.Window, r.Resource = g.reset, g.window, g.resource
+		if r.Resource == "" && g.name != "" {
+			r.Resource = g.name
+		}
+		resolveContradictions(&r)
+	}
+	r.RetryAfter, r.HasRetryAfter = p.retryAfter, p.hasRetryAfter
+
+	sig := inspectBody(status, body)
+	if sig.github {
+		p.github = true
+	}
+	if !r.HasRetryAfter && sig.hasRetryAfter {
+		r.RetryAfter, r.HasRetryAfter = sig.retryAfter, true
+	}
+	r.Limited = classifyRefusal(status, &r, sig)
+	r.Wait = wait(&r, now)
+	r.Dialect = p.dialect(&r)
+	if p.nused > 0 {
+		r.HeadersUsed = make([]string, p.nused)
+		copy(r.HeadersUsed, p.used[:p.nused])
+		sortStrings(r.HeadersUsed)
+	}
+	return r
+}
+
+// read applies one header's values; it reports whether any value was
+// usable.
+func (p *parser) read(info nameInfo, values []string, r *Reading) bool {
+	now := p.now
+	unit := time.Second
+	if info.millis {
+		unit = time.Millisecond
+	}
+	switch info.field {
+	case fRetryAfter, fRetryAfterMillis, fFamilyRetryAfter:
+		return eachValue(values, func(s string) bool {
+			d, ok := parseDelay(s, now, unit)
+			if ok {
+				p.addRetryAfter(d)
+			}
+			return ok
+		})
+	case fDate:
+		return eachValue(values[:1], func(s string) bool {
+			t, ok := parseDate(cleanValue(s))
+			if ok {
+				r.ServerTime = t
+			}
+			return ok
+		})
+	case fPollInterval:
+		return eachValue(values, func(s string) bool {
+			v, ok := parseNumber(s)
+			if ok {
+				if d := secondsToDuration(v); d > r.PollInterval {
+					r.PollInterval = d
+				}
+			}
+			return ok
+		})
+	case fStructured, fStructuredPolicy:
+		return false // read together once every header has been seen
+	}
+
+	g := p.group(info.qual)
+	if g == nil {
+		return false
+	}
+	ok := false
+	switch info.field {
+	case fLimit:
+		ok = eachValue(values, func(s string) bool {
+			v, ok := parseCount(s, false)
+			if ok {
+				g.limit = minCount(g.limit, v)
+			}
+			return ok
+		})
+	case fRemaining:
+		ok = eachValue(values, func(s string) bool {
+			v, ok := parseCount(s, false)
+			if ok {
+				g.remaining = minCount(g.remaining, v)
+			}
+			return ok
+		})
+	case fUsed:
+		ok = eachValue(values, func(s string) bool {
+			v, ok := parseCount(s, true)
+			if ok {
+				g.used = maxCount(g.used, v)
+			}
+			return ok
+		})
+	case fReset, fResetAfter:
+		ok = eachValue(values, func(s string) bool {
+			var t time.Time
+			var ok bool
+			if info.field == fResetAfter {
+				var d time.Duration
+				if d, ok = parseDelay(s, now, unit); ok {
+					t = now.Add(d)
+				}
+			} else {
+				t, ok = parseInstant(s, now, unit)
+			}
+			if ok {
+				g.reset = laterTime(g.reset, t)
+			}
+			return ok
+		})
+		if ok && info.field == fResetAfter {
+			p.discord = true
+		}
+	case fResource:
+		for _, v := range values {
+			v = cleanValue(v)
+			if v != "" && len(v) <= 128 && (g.resource == "" || v < g.resource) {
+				g.resource = v
+				ok = true
+			}
+		}
+		if ok && info.lower == "x-ratelimit-bucket" {
+			p.discord = true
+		}
+		if ok && info.lower == "x-ratelimit-resource" {
+			p.github = true
+		}
+	}
+	if ok {
+		switch {
+		case info.gitlab:
+			p.gitlab = true
+		case info.qual != "":
+			p.qualified = true
+		case info.legacy:
+			p.legacy = true
+		}
+	}
+	return ok
+}
+
+// choose picks the most restrictive bucket: the one with the least
+// remaining; among equals, the one that resets last; then the unqualified
+// one, then by name. Buckets counted in units other than requests (IETF
+// qu=content-bytes...) only count when they are used up.
+func (p *parser) choose() *group {
+	var best *group
+	for i := 0; i < p.ngroups; i++ {
+		g := &p.groups[i]
+		if g.remaining == Unknown || (g.otherUnit && g.remaining != 0) {
+			continue
+		}
+		if best == nil || moreRestrictive(g, best) {
+			best = g
+		}
+	}
+	if best != nil {
+		return best
+	}
+	// Nothing states what is left: report the bucket that states most.
+	for i := 0; i < p.ngroups; i++ {
+		g := &p.groups[i]
+		if g.otherUnit {
+			continue
+		}
+		if best == nil || g.limit != Unknown && (best.limit == Unknown || g.limit < best.limit) ||
+			g.limit == best.limit && g.name < best.name {
+			best = g
+		}
+	}
+	return best
+}
+
+func moreRestrictive(a, b *group) bool {
+	if a.remaining != b.remaining {
+		return a.remaining < b.remaining
+	}
+	if !a.reset.Equal(b.reset) {
+		return a.reset.After(b.reset)
+	}
+	return a.name < b.name
+}
+
+// resolveContradictions makes the counts agree, conservatively: nothing
+// left beyond the limit, nor beyond limit minus used.
+func resolveContradictions(r *Reading) {
+	if r.Limit == Unknown || r.Remaining == Unknown {
+		return
+	}
+	if r.Remaining > r.Limit {
+		r.Remaining = r.Limit
+	}
+	if r.Used != Unknown && r.Used <= r.Limit && r.Remaining > r.Limit-r.Used {
+		r.Remaining = r.Limit - r.Used
+	}
+}
+
+// classifyRefusal decides whether the response refused the request for rate
+// limiting, and which limit did.
+func classifyRefusal(status int, r *Reading, sig bodySignal) Limited {
+	refused := false
+	switch status {
+	case http.StatusTooManyRequests, 420: // 420: Twitter's old "Enhance Your Calm"
+		refused = true
+	case http.StatusForbidden:
+		// A 403 is a permission error unless something says rate limit.
+		refused = r.Remaining == 0 || sig.rateLimited || sig.secondary || r.HasRetryAfter
+	default:
+		refused = sig.rateLimited && status == http.StatusOK // GraphQL RATE_LIMITED
+	}
+	switch {
+	case !refused:
+		return NotLimited
+	case sig.secondary:
+		return Secondary
+	case r.Remaining > 0:
+		// The headers describe a quota that still has room, so what
+		// refused the request is some other limit.
+		return Secondary
+	default:
+		return Primary
+	}
+}
+
+// wait is the least wait before the next request on this reading alone.
+func wait(r *Reading, now time.Time) time.Duration {
+	untilReset := time.Duration(-1)
+	if r.HasReset() {
+		untilReset = r.Reset.Sub(now)
+		if untilReset < 0 {
+			untilReset = 0
+		}
+	}
+	switch {
+	case r.HasRetryAfter:
+		// RFC 9110 and the IETF RateLimit draft: Retry-After takes
+		// precedence over any reset.
+		return r.RetryAfter
+	case r.Limited == Secondary:
+		if r.Remaining == 0 && untilReset >= 0 {
+			return untilReset
+		}
+		return DefaultWait
+	case r.Limited == Primary || r.Remaining == 0:
+		if untilReset >= 0 {
+			return untilReset
+		}
+		return DefaultWait
+	}
+	return 0
+}
+
+func (p *parser) dialect(r *Reading) Dialect {
+	switch {
+	case p.github:
+		return DialectGitHub
+	case p.gitlab:
+		return DialectGitLab
+	case p.ietf:
+		return DialectIETF
+	case p.discord:
+		return DialectDiscord
+	case p.qualified:
+		return DialectQualified
+	case p.legacy:
+		return DialectIETFOld
+	case p.ngroups > 0:
+		return DialectXRate
+	case r.HasRetryAfter:
+		return DialectRetry
+	}
+	return DialectNone
+}
+
+// sortStrings is an insertion sort: HeadersUsed is short, and sort.Strings
+// would allocate.
+func sortStrings(s []string) {
+	for i := 1; i < len(s); i++ {
+		for j := i; j > 0 && s[j] < s[j-1]; j-- {
+			s[j], s[j-1] = s[j-1], s[j]
+		}
+	}
+}

@@ -1,0 +1,218 @@
+package headers
+
+import (
+	"math"
+	"net/http"
+	"strings"
+	"time"
+)
+
+// Thresholds of the bare-number rule (see the package doc).
+const (
+	epochSecondsMin = 1e9  // 2001-09-09: smaller bare numbers are delta seconds
+	epochMillisMin  = 1e12 // larger numbers are Unix milliseconds
+	maxExactNumber  = 1 << 53
+)
+
+// cleanValue trims optional whitespace and one pair of surrounding double
+// quotes, which some servers put around numbers and dates.
+func cleanValue(s string) string {
+	s = strings.TrimSpace(s)
+	if len(s) >= 2 && s[0] == '"' && s[len(s)-1] == '"' {
+		s = strings.TrimSpace(s[1 : len(s)-1])
+	}
+	return s
+}
+
+// parseNumber parses a non-negative decimal number written as digits with at
+// most one decimal point ("5000", "598.0", ".5"). Signs, exponents, hex,
+// "Inf" and "NaN" are rejected: no rate-limit header uses them, and a value
+// that needs them is garbage.
+func parseNumber(s string) (float64, bool) {
+	s = cleanValue(s)
+	if s == "" || len(s) > 32 {
+		return 0, false
+	}
+	var intPart, frac float64
+	digits, dot := 0, false
+	scale := 1.0
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c >= '0' && c <= '9':
+			digits++
+			if dot {
+				scale /= 10
+				frac += float64(c-'0') * scale
+			} else {
+				intPart = intPart*10 + float64(c-'0')
+			}
+		case c == '.' && !dot:
+			dot = true
+		default:
+			return 0, false
+		}
+	}
+	if digits == 0 {
+		return 0, false
+	}
+	v := intPart + frac
+	if v > maxExactNumber {
+		return 0, false
+	}
+	return v, true
+}
+
+// parseCount parses a count (limit, remaining, used). Fractions are rounded
+// down for remaining and limit and up for used, so the result never
+// overstates what is left.
+func parseCount(s string, roundUp bool) (int64, bool) {
+	v, ok := parseNumber(s)
+	if !ok {
+		return 0, false
+	}
+	if roundUp {
+		return int64(math.Ceil(v)), true
+	}
+	return int64(math.Floor(v)), true
+}
+
+// secondsToDuration converts fractional seconds to a Duration, saturating
+// instead of overflowing.
+func secondsToDuration(sec float64) time.Duration {
+	if sec >= float64(math.MaxInt64)/float64(time.Second) {
+		return time.Duration(math.MaxInt64)
+	}
+	return time.Duration(sec * float64(time.Second))
+}
+
+// parseDurationString accepts Go-style duration strings as OpenAI and others
+// send them ("6m0s", "1m20.5s", "20ms", "1h2m"). It requires a unit so bare
+// numbers keep their own rule.
+func parseDurationString(s string) (time.Duration, bool) {
+	if s == "" {
+		return 0, false
+	}
+	last := s[len(s)-1]
+	if last < 'a' || last > 'z' {
+		return 0, false
+	}
+	if s[0] != '.' && (s[0] < '0' || s[0] > '9') {
+		return 0, false
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil || d < 0 {
+		return 0, false
+	}
+	return d, true
+}
+
+// parseDate accepts the three HTTP-date forms of RFC 9110 (IMF-fixdate,
+// RFC 850, asctime) and RFC 3339 timestamps.
+func parseDate(s string) (time.Time, bool) {
+	if len(s) < 8 {
+		return time.Time{}, false
+	}
+	if s[0] >= '0' && s[0] <= '9' {
+		if t, err := time.Parse(time.RFC3339Nano, s); err == nil {
+			return t.UTC(), true
+		}
+		return time.Time{}, false
+	}
+	if t, err := http.ParseTime(s); err == nil {
+		return t.UTC(), true
+	}
+	return time.Time{}, false
+}
+
+// epochToTime converts a Unix time in seconds (or milliseconds, by the
+// bare-number rule) to a time.Time.
+func epochToTime(v float64) time.Time {
+	if v >= epochMillisMin {
+		v /= 1000
+	}
+	sec := math.Floor(v)
+	return time.Unix(int64(sec), int64((v-sec)*1e9)).UTC()
+}
+
+// parseInstant reads a reset-like value as an absolute time: a bare number
+// by the bare-number rule (delta seconds from now, or a Unix time), a
+// duration string (from now), an RFC 3339 timestamp or an HTTP-date. unit
+// scales a bare delta (time.Millisecond for *-ms headers).
+func parseInstant(s string, now time.Time, unit time.Duration) (time.Time, bool) {
+	s = cleanValue(s)
+	if v, ok := parseNumber(s); ok {
+		if unit == time.Millisecond && v < epochMillisMin {
+			return now.Add(time.Duration(v * float64(time.Millisecond))), true
+		}
+		if v >= epochSecondsMin {
+			return epochToTime(v), true
+		}
+		return now.Add(secondsToDuration(v)), true
+	}
+	if d, ok := parseDurationString(s); ok {
+		return now.Add(d), true
+	}
+	return parseDate(s)
+}
+
+// parseDelay reads a Retry-After-like value as a wait from now: delta
+// seconds (fractions allowed), a duration string, or an absolute time (an
+// HTTP-date, RFC 3339, or a bare number large enough to be a Unix time).
+// Absolute times in the past give 0.
+func parseDelay(s string, now time.Time, unit time.Duration) (time.Duration, bool) {
+	t, ok := parseInstant(s, now, unit)
+	if !ok {
+		return 0, false
+	}
+	d := t.Sub(now)
+	if d < 0 {
+		d = 0
+	}
+	return d, true
+}
+
+// eachValue calls fn for every value of a header: each field line, and, when
+// a line does not parse whole, each of its comma-separated parts (proxies
+// join repeated fields with commas). HTTP-dates contain a comma, so a line
+// is always tried whole first.
+func eachValue(lines []string, parse func(string) bool) bool {
+	any := false
+	for _, line := range lines {
+		if parse(line) {
+			any = true
+			continue
+		}
+		if strings.IndexByte(line, ',') < 0 && strings.IndexByte(line, ';') < 0 {
+			continue
+		}
+		rest := line
+		for rest != "" {
+			part := rest
+			if i := strings.IndexByte(rest, ','); i >= 0 {
+				part, rest = rest[:i], rest[i+1:]
+			} else {
+				rest = ""
+			}
+			// Drop structured-field parameters of older drafts
+			// ("10;w=1") so the leading number still counts.
+			if i := strings.IndexByte(part, ';'); i >= 0 {
+				part = part[:i]
+			}
+			if parse(part) {
+				any = true
+			}
+		}
+	}
+	return any
+}
+
+// ServerTime returns the time in a response's Date header, if it has a
+// valid one.
+func ServerTime(h http.Header) (time.Time, bool) {
+	v := h.Values("Date")
+	if len(v) == 0 {
+		return time.Time{}, false
+	}
+	return parseDate(cleanValue(v[0]))
+}
