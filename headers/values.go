@@ -3,6 +3,7 @@ package headers
 import (
 	"math"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -33,20 +34,12 @@ func parseNumber(s string) (float64, bool) {
 	if s == "" || len(s) > 32 {
 		return 0, false
 	}
-	var intPart, frac float64
 	digits, dot := 0, false
-	scale := 1.0
 	for i := 0; i < len(s); i++ {
 		c := s[i]
 		switch {
 		case c >= '0' && c <= '9':
 			digits++
-			if dot {
-				scale /= 10
-				frac += float64(c-'0') * scale
-			} else {
-				intPart = intPart*10 + float64(c-'0')
-			}
 		case c == '.' && !dot:
 			dot = true
 		default:
@@ -56,7 +49,10 @@ func parseNumber(s string) (float64, bool) {
 	if digits == 0 {
 		return 0, false
 	}
-	v := intPart + frac
+	v, err := strconv.ParseFloat(s, 64)
+	if err != nil {
+		return 0, false
+	}
 	if v > maxExactNumber {
 		return 0, false
 	}
@@ -83,7 +79,7 @@ func secondsToDuration(sec float64) time.Duration {
 	if sec >= float64(math.MaxInt64)/float64(time.Second) {
 		return time.Duration(math.MaxInt64)
 	}
-	return time.Duration(sec * float64(time.Second))
+	return time.Duration(math.Round(sec * float64(time.Second)))
 }
 
 // parseDurationString accepts Go-style duration strings as OpenAI and others
@@ -143,7 +139,7 @@ func parseInstant(s string, now time.Time, unit time.Duration) (time.Time, bool)
 	s = cleanValue(s)
 	if v, ok := parseNumber(s); ok {
 		if unit == time.Millisecond && v < epochMillisMin {
-			return now.Add(time.Duration(v * float64(time.Millisecond))), true
+			return now.Add(time.Duration(math.Round(v * float64(time.Millisecond)))), true
 		}
 		if v >= epochSecondsMin {
 			return epochToTime(v), true
