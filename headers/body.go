@@ -30,7 +30,8 @@ var (
 		"rate limit exceeded", "api rate limit", "rate limit", "rate-limit exceeded",
 		"ratelimit exceeded", "rate limited", "ratelimited", "rate_limited",
 		"too many requests", "quota exceeded", "quota-exceeded", "exceeded our",
-		"throttled", "retry later",
+		"throttled", "retry later", "ratelimitexceeded", "resource_exhausted",
+		"quotaexceeded", "dailylimitexceeded",
 	}
 )
 

@@ -56,6 +56,11 @@ func (p *parser) readStructured(rateLimit, ratePolicy []string) bool {
 		}
 		return nil
 	}
+	if len(limits) == 1 && len(policies) == 1 && findPolicy(limits[0].name) == nil {
+		// One quota described twice under two names: the server can
+		// only mean the one policy it announced.
+		policies[0].name = limits[0].name
+	}
 	for _, l := range limits {
 		g := p.group(l.name)
 		if g == nil {
@@ -154,7 +159,7 @@ func (p *parser) parseServiceLimits(lines []string) ([]serviceLimit, *group) {
 			}
 			continue
 		}
-		name := strings.Trim(head, `"`)
+		name := lenientName(parts)
 		params := lenientParams(parts[1:])
 		if l, ok := serviceLimitFrom(name, params); ok {
 			out = append(out, l)
@@ -249,12 +254,12 @@ func parsePolicies(lines []string) []policy {
 	}
 	for _, raw := range splitItems(lines) {
 		parts := strings.Split(raw, ";")
-		head := strings.Trim(strings.TrimSpace(parts[0]), `"`)
-		var bare any = head
-		if v, ok := parseNumber(head); ok {
-			bare, head = v, ""
+		name := lenientName(parts)
+		var bare any = name
+		if v, ok := parseNumber(name); ok {
+			bare, name = v, ""
 		}
-		add(head, bare, lenientParams(parts[1:]))
+		add(name, bare, lenientParams(parts[1:]))
 	}
 	return out
 }
@@ -335,6 +340,23 @@ func splitItems(lines []string) []string {
 		out = append(out, line[start:])
 	}
 	return out
+}
+
+// lenientName is the policy name of a leniently read item: its last part
+// that is not a key=value parameter. Hugging Face sends
+// RateLimit-Policy: "fixed window";"api";q=500;w=300, where the first
+// string is the kind of window and the second the name its RateLimit items
+// use.
+func lenientName(parts []string) string {
+	name := ""
+	for _, part := range parts {
+		part = strings.TrimSpace(part)
+		if part == "" || strings.IndexByte(part, '=') >= 0 {
+			continue
+		}
+		name = strings.Trim(part, `"`)
+	}
+	return name
 }
 
 // lenientParams reads "key=value" parameters with any spacing, case and

@@ -24,6 +24,8 @@ const (
 	fStructured       // RateLimit
 	fStructuredPolicy // RateLimit-Policy
 	fGitHubMarker     // any x-github-* header: tells the dialect, nothing else
+	fQualifierOnly    // x-hubspot-ratelimit-daily, zendesk-ratelimit-tickets-index: see readQualifierOnly
+	fCallLimit        // Shopify's X-Shopify-Shop-Api-Call-Limit: used/limit
 )
 
 // nameInfo is the classification of one header name.
@@ -77,7 +79,8 @@ func mayMatter(name string) bool {
 	return indexFold(name, "ratelimit") >= 0 || indexFold(name, "rate-limit") >= 0 ||
 		strings.EqualFold(name, "retry-after") || strings.EqualFold(name, "retry-after-ms") ||
 		strings.EqualFold(name, "x-ms-retry-after-ms") || strings.EqualFold(name, "date") ||
-		strings.EqualFold(name, "x-poll-interval") || hasPrefixFold(name, "x-github-")
+		strings.EqualFold(name, "x-poll-interval") || hasPrefixFold(name, "x-github-") ||
+		indexFold(name, "-api-call-limit") >= 0
 }
 
 // classify maps a lower-case header name to what it contributes.
@@ -115,6 +118,10 @@ func classify(lower string) nameInfo {
 		info.field = fGitHubMarker
 		return info
 	}
+	if strings.HasSuffix(lower, "-api-call-limit") {
+		info.field = fCallLimit
+		return info
+	}
 	i, n := strings.Index(lower, "ratelimit"), len("ratelimit")
 	if j := strings.Index(lower, "rate-limit"); j >= 0 && (i < 0 || j < i) {
 		i, n = j, len("rate-limit")
@@ -123,6 +130,11 @@ func classify(lower string) nameInfo {
 		return info
 	}
 	rest := lower[i+n:]
+	if rest == "" && i > 0 {
+		// Zendesk's X-Rate-Limit: 700 states the limit alone.
+		info.field = fLimit
+		return info
+	}
 	if len(rest) < 2 || rest[0] != '-' {
 		return info
 	}
@@ -137,7 +149,7 @@ func classify(lower string) nameInfo {
 		pos += len(tok) + 1
 		var tf field
 		switch tok {
-		case "limit":
+		case "limit", "max":
 			tf = fLimit
 		case "remaining":
 			tf = fRemaining
@@ -192,6 +204,8 @@ func classify(lower string) nameInfo {
 		f = fResetAfter
 	case after || retry:
 		return nameInfo{lower: lower}
+	case f == fNone && qualStart >= 0:
+		f = fQualifierOnly
 	}
 	if f == fNone {
 		return nameInfo{lower: lower}

@@ -2,6 +2,7 @@ package headers
 
 import (
 	"net/http"
+	"strings"
 	"time"
 )
 
@@ -80,15 +81,15 @@ func (p *parser) group(name string) *group {
 // x-ratelimit-limit-minute.
 func qualifierWindow(q string) time.Duration {
 	switch q {
-	case "second":
+	case "second", "secondly":
 		return time.Second
-	case "minute":
+	case "minute", "minutely":
 		return time.Minute
-	case "hour":
+	case "hour", "hourly":
 		return time.Hour
-	case "day":
+	case "day", "daily":
 		return 24 * time.Hour
-	case "week":
+	case "week", "weekly":
 		return 7 * 24 * time.Hour
 	}
 	return 0
@@ -237,6 +238,10 @@ func (p *parser) read(info nameInfo, values []string, r *Reading) bool {
 	}
 	ok := false
 	switch info.field {
+	case fCallLimit:
+		ok = p.readCallLimit(g, values)
+	case fQualifierOnly:
+		ok = p.readQualifierOnly(g, values)
 	case fLimit:
 		ok = eachValue(values, func(s string) bool {
 			v, ok := parseCount(s, false)
@@ -245,6 +250,9 @@ func (p *parser) read(info nameInfo, values []string, r *Reading) bool {
 			}
 			return ok
 		})
+		if w := windowParam(values); w > 0 && g.window == 0 {
+			g.window = w
+		}
 	case fRemaining:
 		ok = eachValue(values, func(s string) bool {
 			v, ok := parseCount(s, false)
@@ -309,6 +317,96 @@ func (p *parser) read(info nameInfo, values []string, r *Reading) bool {
 	return ok
 }
 
+// readCallLimit reads Shopify's "used/limit" leaky-bucket header.
+func (p *parser) readCallLimit(g *group, values []string) bool {
+	ok := false
+	for _, v := range values {
+		usedStr, limStr, found := strings.Cut(cleanValue(v), "/")
+		if !found {
+			continue
+		}
+		used, ok1 := parseCount(usedStr, true)
+		lim, ok2 := parseCount(limStr, false)
+		if !ok1 || !ok2 {
+			continue
+		}
+		g.used = maxCount(g.used, used)
+		g.limit = minCount(g.limit, lim)
+		rem := lim - used
+		if rem < 0 {
+			rem = 0
+		}
+		g.remaining = minCount(g.remaining, rem)
+		ok = true
+	}
+	return ok
+}
+
+// readQualifierOnly reads a family header that has a bucket qualifier but
+// no field word. Its value is either "key=value" pairs, as in Zendesk's
+// zendesk-ratelimit-tickets-index: total=100; remaining=99; resets=8, or,
+// for a period qualifier (HubSpot's x-hubspot-ratelimit-daily: 250000),
+// the limit of that period.
+func (p *parser) readQualifierOnly(g *group, values []string) bool {
+	ok := false
+	for _, v := range values {
+		if strings.IndexByte(v, '=') < 0 {
+			if g.window == 0 {
+				continue
+			}
+			if n, good := parseCount(v, false); good {
+				g.limit = minCount(g.limit, n)
+				ok = true
+			}
+			continue
+		}
+		for _, part := range strings.FieldsFunc(v, func(r rune) bool { return r == ';' || r == ',' }) {
+			k, val, found := strings.Cut(part, "=")
+			if !found {
+				continue
+			}
+			switch strings.ToLower(strings.TrimSpace(k)) {
+			case "total", "limit", "max":
+				if n, good := parseCount(val, false); good {
+					g.limit, ok = minCount(g.limit, n), true
+				}
+			case "remaining":
+				if n, good := parseCount(val, false); good {
+					g.remaining, ok = minCount(g.remaining, n), true
+				}
+			case "used":
+				if n, good := parseCount(val, true); good {
+					g.used, ok = maxCount(g.used, n), true
+				}
+			case "reset", "resets":
+				if t, good := parseInstant(val, p.now, time.Second); good {
+					g.reset, ok = laterTime(g.reset, t), true
+				}
+			}
+		}
+	}
+	return ok
+}
+
+// windowParam reads the ";w=" window parameter the earlier IETF drafts
+// (and Docker Hub) attach to limit values: "100;w=21600".
+func windowParam(values []string) time.Duration {
+	for _, v := range values {
+		i := strings.Index(v, ";w=")
+		if i < 0 {
+			continue
+		}
+		rest := v[i+3:]
+		if j := strings.IndexAny(rest, ";, "); j >= 0 {
+			rest = rest[:j]
+		}
+		if n, ok := parseNumber(rest); ok && n > 0 && n < epochSecondsMin {
+			return secondsToDuration(n)
+		}
+	}
+	return 0
+}
+
 // choose picks the most restrictive bucket: the one with the least
 // remaining; among equals, the one that resets last; then the unqualified
 // one, then by name. Buckets counted in units other than requests (IETF
@@ -327,10 +425,11 @@ func (p *parser) choose() *group {
 	if best != nil {
 		return best
 	}
-	// Nothing states what is left: report the bucket that states most.
+	// Nothing states what is left: report the bucket with the least
+	// limit, or failing that one with a reset.
 	for i := 0; i < p.ngroups; i++ {
 		g := &p.groups[i]
-		if g.otherUnit {
+		if g.otherUnit || g.empty() {
 			continue
 		}
 		if best == nil || g.limit != Unknown && (best.limit == Unknown || g.limit < best.limit) ||
@@ -339,6 +438,11 @@ func (p *parser) choose() *group {
 		}
 	}
 	return best
+}
+
+// empty reports whether the bucket was named but nothing usable was read.
+func (g *group) empty() bool {
+	return g.limit == Unknown && g.remaining == Unknown && g.used == Unknown && g.reset.IsZero()
 }
 
 func moreRestrictive(a, b *group) bool {
@@ -434,12 +538,21 @@ func (p *parser) dialect(r *Reading) Dialect {
 		return DialectQualified
 	case p.legacy:
 		return DialectIETFOld
-	case p.ngroups > 0:
+	case p.anyGroup():
 		return DialectXRate
 	case r.HasRetryAfter:
 		return DialectRetry
 	}
 	return DialectNone
+}
+
+func (p *parser) anyGroup() bool {
+	for i := 0; i < p.ngroups; i++ {
+		if !p.groups[i].empty() {
+			return true
+		}
+	}
+	return false
 }
 
 // sortStrings is an insertion sort: HeadersUsed is short, and sort.Strings

@@ -30,6 +30,7 @@ type want struct {
 }
 
 func i64(v int64) *int64                 { return &v }
+func at(t time.Time) *time.Time          { return &t }
 func dur(d time.Duration) *time.Duration { return &d }
 func str(s string) *string               { return &s }
 func epoch(sec int64) *time.Time         { t := time.Unix(sec, 0).UTC(); return &t }
@@ -410,6 +411,67 @@ func TestOtherDialects(t *testing.T) {
 			want: want{reset: epoch(resetAt), wait: 754 * time.Second}},
 		{name: "family retry-after", status: 429, header: `X-RateLimit-Retry-After: 7`,
 			want: want{retryAfter: dur(7 * time.Second), wait: 7 * time.Second, limited: Primary}},
+		{name: "hugging face", status: 200, header: `
+			ratelimit: "api";r=489;t=189
+			ratelimit-policy: "fixed window";"api";q=500;w=300`,
+			want: want{limit: i64(500), remaining: i64(489), reset: after(189 * time.Second), window: 5 * time.Minute,
+				resource: str("api"), dialect: DialectIETF}},
+		{name: "hugging face 429", status: 429, header: `
+			RateLimit: "api";r=0;t=55
+			RateLimit-Policy: "fixed window";"api";q=2500;w=300`,
+			want: want{limit: i64(2500), remaining: i64(0), limited: Primary, wait: 55 * time.Second}},
+		{name: "one policy under another name", status: 200, header: `
+			RateLimit: "default";r=50;t=30
+			RateLimit-Policy: "burst";q=100;w=60`,
+			want: want{limit: i64(100), remaining: i64(50)}},
+		{name: "shopify call limit", status: 200, header: `X-Shopify-Shop-Api-Call-Limit: 32/40`,
+			want: want{limit: i64(40), used: i64(32), remaining: i64(8)}},
+		{name: "shopify 429", status: 429, header: `
+			X-Shopify-Shop-Api-Call-Limit: 40/40
+			Retry-After: 2.0`,
+			want: want{remaining: i64(0), limited: Primary, wait: 2 * time.Second}},
+		{name: "zendesk", status: 200, header: `
+			X-Rate-Limit: 700
+			X-Rate-Limit-Remaining: 699
+			zendesk-ratelimit-tickets-index: total=100; remaining=99; resets=8`,
+			want: want{limit: i64(100), remaining: i64(99), reset: after(8 * time.Second), resource: str("tickets-index")}},
+		{name: "hubspot", status: 200, header: `
+			X-HubSpot-RateLimit-Daily: 250000
+			X-HubSpot-RateLimit-Daily-Remaining: 249999
+			X-HubSpot-RateLimit-Interval-Milliseconds: 10000
+			X-HubSpot-RateLimit-Max: 100
+			X-HubSpot-RateLimit-Remaining: 99
+			X-HubSpot-RateLimit-Secondly: 10
+			X-HubSpot-RateLimit-Secondly-Remaining: 9`,
+			want: want{limit: i64(10), remaining: i64(9), resource: str("secondly"), window: time.Second}},
+		{name: "jira iso reset without seconds", status: 429, header: `
+			X-RateLimit-Limit: 100
+			X-RateLimit-Remaining: 0
+			X-RateLimit-Reset: 2026-01-01T01:00Z
+			RateLimit-Reason: jira-quota-tenant-based`,
+			want: want{reset: epoch(resetAt), limited: Primary, wait: 754 * time.Second}},
+		{name: "mastodon microsecond reset", status: 200, header: `
+			X-RateLimit-Limit: 300
+			X-RateLimit-Remaining: 299
+			X-RateLimit-Reset: 2026-01-01T01:00:00.551054Z`,
+			want: want{remaining: i64(299), reset: at(time.Date(2026, 1, 1, 1, 0, 0, 551054000, time.UTC))}},
+		{name: "docker hub window", status: 200, header: `
+			ratelimit-limit: 100;w=21600
+			ratelimit-remaining: 76;w=21600`,
+			want: want{limit: i64(100), remaining: i64(76), window: 6 * time.Hour}},
+		{name: "linear epoch millis", status: 200, header: `
+			X-RateLimit-Requests-Limit: 1500
+			X-RateLimit-Requests-Remaining: 1499
+			X-RateLimit-Requests-Reset: 1767229200000
+			X-RateLimit-Complexity-Limit: 250000
+			X-RateLimit-Complexity-Remaining: 249000`,
+			want: want{limit: i64(1500), remaining: i64(1499), reset: epoch(resetAt), resource: str("requests")}},
+		{name: "google 403 rateLimitExceeded", status: 403, header: `Content-Type: application/json`,
+			body: `{"error":{"errors":[{"domain":"usageLimits","reason":"userRateLimitExceeded","message":"User Rate Limit Exceeded"}],"code":403}}`,
+			want: want{limited: Primary, wait: DefaultWait}},
+		{name: "telegram body retry_after", status: 429, header: `Content-Type: application/json`,
+			body: `{"ok":false,"error_code":429,"description":"Too Many Requests: retry after 35","parameters":{"retry_after":35}}`,
+			want: want{retryAfter: dur(35 * time.Second), wait: 35 * time.Second, limited: Primary}},
 		{name: "upper case names", status: 200, header: `
 			X-RATELIMIT-LIMIT: 100
 			X-RATELIMIT-REMAINING: 3`,

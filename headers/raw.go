@@ -149,6 +149,12 @@ func truncate(s string, n int) string {
 // with "< " are response lines, "> " request lines and "* " notes. Input
 // without such lines is returned unchanged.
 func stripVerbose(data []byte) []byte {
+	trimmed := bytes.TrimLeft(data, " \t\r\n")
+	if bytes.HasPrefix(trimmed, []byte("> HTTP/")) {
+		// Documentation pages (GitHub's among them) quote responses
+		// with "> " in front of every line.
+		return quoted(data)
+	}
 	if !bytes.Contains(data, []byte("< HTTP/")) {
 		return data
 	}
@@ -172,6 +178,21 @@ func stripVerbose(data []byte) []byte {
 				out.WriteByte('\n')
 			}
 		}
+	}
+	return out.Bytes()
+}
+
+// quoted removes a leading "> " (or ">") from every line.
+func quoted(data []byte) []byte {
+	var out bytes.Buffer
+	for _, line := range bytes.SplitAfter(data, []byte("\n")) {
+		switch {
+		case bytes.HasPrefix(line, []byte("> ")):
+			line = line[2:]
+		case bytes.HasPrefix(line, []byte(">")):
+			line = line[1:]
+		}
+		out.Write(line)
 	}
 	return out.Bytes()
 }

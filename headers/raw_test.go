@@ -25,6 +25,7 @@ func TestReadRaw(t *testing.T) {
 		{"junk line ignored", "HTTP/1.1 200 OK\nnot a header\nA: b\n\n", 200, "A: b", ""},
 		{"curl -v", "* Trying 127.0.0.1\n> GET / HTTP/1.1\n> Host: x\n>\n< HTTP/1.1 429 Too Many Requests\n< Retry-After: 3\n<\n{}\n* Connection left intact\n", 429, "Retry-After: 3", "{}\n"},
 		{"HTTP/3", "HTTP/3 200\nA: b\n\n", 200, "A: b", ""},
+		{"documentation quoting", "> HTTP/2 200\n> Date: Mon, 01 Jul 2013 17:27:06 GMT\n> x-ratelimit-remaining: 56\n", 200, "X-Ratelimit-Remaining: 56", ""},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

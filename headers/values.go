@@ -103,6 +103,17 @@ func parseDurationString(s string) (time.Duration, bool) {
 	return d, true
 }
 
+// isoLayouts are RFC 3339 and the ISO 8601 near misses APIs send: no
+// seconds (Jira's "2023-09-28T12:00Z"), no zone (taken as UTC), a space
+// for the T.
+var isoLayouts = []string{
+	time.RFC3339Nano,
+	"2006-01-02T15:04Z07:00",
+	"2006-01-02T15:04:05.999999999",
+	"2006-01-02 15:04:05Z07:00",
+	"2006-01-02 15:04:05",
+}
+
 // parseDate accepts the three HTTP-date forms of RFC 9110 (IMF-fixdate,
 // RFC 850, asctime) and RFC 3339 timestamps.
 func parseDate(s string) (time.Time, bool) {
@@ -110,8 +121,10 @@ func parseDate(s string) (time.Time, bool) {
 		return time.Time{}, false
 	}
 	if s[0] >= '0' && s[0] <= '9' {
-		if t, err := time.Parse(time.RFC3339Nano, s); err == nil {
-			return t.UTC(), true
+		for _, layout := range isoLayouts {
+			if t, err := time.Parse(layout, s); err == nil {
+				return t.UTC(), true
+			}
 		}
 		return time.Time{}, false
 	}
