@@ -1,0 +1,197 @@
+package provider
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"time"
+)
+
+// Owner is who a token belongs to, as the provider's "who am I" endpoint
+// reports it. Tokens with the same owner share one server-side bucket.
+type Owner struct {
+	ID   string // stable id (GitHub, GitLab, Gitea: the numeric user id; Hugging Face: the account id)
+	Name string // login or user name, for display
+}
+
+// Key returns the owner's bucket identity, "user:" followed by the id (or the
+// name when there is no id), or "" for an unknown owner.
+func (o Owner) Key() string {
+	switch {
+	case o.ID != "":
+		return "user:" + o.ID
+	case o.Name != "":
+		return "user:" + o.Name
+	}
+	return ""
+}
+
+// String returns "name (id ID)", or whichever part is known.
+func (o Owner) String() string {
+	switch {
+	case o.Name != "" && o.ID != "":
+		return o.Name + " (id " + o.ID + ")"
+	case o.Name != "":
+		return o.Name
+	}
+	return o.ID
+}
+
+// ErrNoValidation is returned by [Provider.ValidationRequest] for providers
+// without a known "who am I" endpoint (generic ones).
+var ErrNoValidation = errors.New("provider has no validation endpoint")
+
+// ValidationURL returns the endpoint that tells who owns a token: GET /user
+// for GitHub, GitLab and Gitea, GET /api/whoami-v2 for Hugging Face. ok is
+// false for generic providers.
+func (p *Provider) ValidationURL() (u *url.URL, ok bool) {
+	switch p.Kind {
+	case GitHub, GitLab, Gitea:
+		return withPath(p.base, p.base.Path+"/user"), true
+	case HuggingFace:
+		return withPath(p.base, p.base.Path+"/api/whoami-v2"), true
+	}
+	return nil, false
+}
+
+// ValidationRequest builds (but does not send or authorize) the request that
+// validates a token and names its owner. It fails with [ErrNoValidation] for
+// a generic provider.
+func (p *Provider) ValidationRequest(ctx context.Context) (*http.Request, error) {
+	u, ok := p.ValidationURL()
+	if !ok {
+		return nil, fmt.Errorf("%s: %w", p.Name, ErrNoValidation)
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Accept", "application/json")
+	return req, nil
+}
+
+// ParseOwner reads the body of a successful validation response: GitHub and
+// Gitea {"login", "id"}, GitLab {"username", "id"}, Hugging Face whoami-v2
+// {"name", "id"}. It fails when the body is not JSON or names nobody.
+func (p *Provider) ParseOwner(body []byte) (Owner, error) {
+	var v struct {
+		Login    string          `json:"login"`
+		Username string          `json:"username"`
+		Name     string          `json:"name"`
+		ID       json.RawMessage `json:"id"`
+	}
+	if err := json.Unmarshal(body, &v); err != nil {
+		return Owner{}, fmt.Errorf("%s: validation response is not the expected JSON object: %v", p.Name, err)
+	}
+	var o Owner
+	switch p.Kind {
+	case GitHub, Gitea:
+		o.Name = v.Login
+	case GitLab:
+		o.Name = v.Username
+	case HuggingFace:
+		o.Name = v.Name
+	default:
+		o.Name = firstNonEmpty(v.Login, v.Username, v.Name)
+	}
+	o.ID = rawID(v.ID)
+	if o.Key() == "" {
+		return Owner{}, fmt.Errorf("%s: validation response names no owner (no login, username, name or id)", p.Name)
+	}
+	return o, nil
+}
+
+// rawID renders a JSON id that may be a number or a string.
+func rawID(raw json.RawMessage) string {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || string(raw) == "null" {
+		return ""
+	}
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		return s
+	}
+	var n json.Number
+	if json.Unmarshal(raw, &n) == nil {
+		return n.String()
+	}
+	return ""
+}
+
+func firstNonEmpty(ss ...string) string {
+	for _, s := range ss {
+		if s != "" {
+			return s
+		}
+	}
+	return ""
+}
+
+// ResourceLimit is one bucket's state as a status endpoint reports it.
+type ResourceLimit struct {
+	Resource  string
+	Limit     int
+	Remaining int
+	Used      int
+	Reset     time.Time
+}
+
+// StatusURL returns an endpoint that reports every bucket's state without
+// spending any: GitHub's GET /rate_limit. ok is false for kinds without one.
+func (p *Provider) StatusURL() (u *url.URL, ok bool) {
+	if p.Kind != GitHub {
+		return nil, false
+	}
+	return withPath(p.base, p.base.Path+"/rate_limit"), true
+}
+
+// ParseStatus reads a GitHub /rate_limit body into its buckets, keyed by
+// resource name. The deprecated top-level "rate" object duplicates "core"
+// and is used only when "resources" lacks core.
+func ParseStatus(body []byte) (map[string]ResourceLimit, error) {
+	type rate struct {
+		Limit     *int   `json:"limit"`
+		Remaining *int   `json:"remaining"`
+		Used      *int   `json:"used"`
+		Reset     *int64 `json:"reset"`
+	}
+	var v struct {
+		Resources map[string]rate `json:"resources"`
+		Rate      *rate           `json:"rate"`
+	}
+	if err := json.Unmarshal(body, &v); err != nil {
+		return nil, fmt.Errorf("rate-limit status is not the expected JSON object: %v", err)
+	}
+	if v.Resources == nil && v.Rate == nil {
+		return nil, errors.New(`rate-limit status has neither "resources" nor "rate"`)
+	}
+	out := make(map[string]ResourceLimit, len(v.Resources)+1)
+	add := func(name string, r rate) error {
+		if r.Limit == nil || r.Remaining == nil || r.Reset == nil {
+			return fmt.Errorf("rate-limit status: resource %q lacks limit, remaining or reset", name)
+		}
+		rl := ResourceLimit{Resource: name, Limit: *r.Limit, Remaining: *r.Remaining, Reset: time.Unix(*r.Reset, 0)}
+		if r.Used != nil {
+			rl.Used = *r.Used
+		} else {
+			rl.Used = rl.Limit - rl.Remaining
+		}
+		out[name] = rl
+		return nil
+	}
+	for name, r := range v.Resources {
+		if err := add(name, r); err != nil {
+			return nil, err
+		}
+	}
+	if _, ok := out[ResourceCore]; !ok && v.Rate != nil {
+		if err := add(ResourceCore, *v.Rate); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}

@@ -1,0 +1,506 @@
+package provider
+
+import (
+	"fmt"
+	"net/http"
+	"net/url"
+	"path"
+	"strings"
+	"time"
+)
+
+// Auth says how a token travels in a request.
+type Auth struct {
+	// Header is the request header that carries the token, such as
+	// "Authorization" or GitLab's "PRIVATE-TOKEN".
+	Header string
+	// Prefix goes before the token, separated by one space: "Bearer" or
+	// Gitea's "token". Empty sends the token alone.
+	Prefix string
+}
+
+// Limits are what to assume when a server says nothing, and how the client
+// spends the quota of this provider. Zero values mean "the client's default"
+// unless a field says otherwise.
+type Limits struct {
+	// DefaultLimit requests per DefaultWindow are assumed for a bucket whose
+	// server has sent no rate-limit headers. Every kind starts at 60 per
+	// minute: slow enough to be safe anywhere, fast enough to be usable.
+	DefaultLimit  int
+	DefaultWindow time.Duration
+	// Policy names the pacing policy: "" (the client's default), "spread",
+	// "adaptive" or "greedy". It is validated here and interpreted by the
+	// pacing code.
+	Policy string
+	// Reserve is the number of requests per bucket the client keeps back for
+	// other uses; 0 keeps none back.
+	Reserve int
+	// MaxWait caps a single wait for quota; 0 means the client's default.
+	MaxWait time.Duration
+}
+
+// Secondary holds the limits a server enforces besides the per-bucket quota.
+// GitHub documents them (concurrency, points per endpoint per minute, content
+// creation); for the other kinds only a concurrency cap applies by default.
+// Zero disables a rule.
+type Secondary struct {
+	// MaxConcurrency caps requests in flight per owner. GitHub allows 100;
+	// the default of 20 stays well clear of it.
+	MaxConcurrency int
+	// WriteSpacing is the least time between two writes
+	// (POST/PATCH/PUT/DELETE) of one owner. GitHub asks for at least 1 s.
+	WriteSpacing time.Duration
+	// ReadPoints and WritePoints are what a read (GET/HEAD/OPTIONS) and a
+	// write cost against the per-endpoint point budgets.
+	ReadPoints, WritePoints int
+	// EndpointPointsPerMinute is the point budget per REST endpoint per
+	// minute (GitHub: 900); GraphQLPointsPerMinute the budget of the GraphQL
+	// endpoint (GitHub: 2,000).
+	EndpointPointsPerMinute int
+	GraphQLPointsPerMinute  int
+	// ContentCreationPerMinute and ContentCreationPerHour cap requests that
+	// create content (GitHub: 80 per minute and 500 per hour).
+	ContentCreationPerMinute int
+	ContentCreationPerHour   int
+}
+
+// AppConfig describes a GitHub App whose installations are used as
+// credentials; package creds mints and refreshes their tokens.
+type AppConfig struct {
+	AppID           int64
+	PrivateKeyFile  string
+	InstallationIDs []int64
+}
+
+// Provider is one API endpoint family and everything known about it. Build
+// one with [New] (or get it from a [Registry]); the exported fields may be
+// adjusted before the provider is shared, and must not change afterwards.
+type Provider struct {
+	Name      string
+	Kind      Kind
+	TokenEnv  []string // environment variables holding comma-separated tokens, read in order
+	Auth      Auth
+	Limits    Limits
+	Secondary Secondary
+	App       *AppConfig // GitHub App installations to use as credentials; nil for none
+
+	base        *url.URL // API root, normalised
+	graphql     *url.URL // GitHub GraphQL endpoint; nil for other kinds
+	web         *url.URL // where repository web pages live; nil when unknown
+	webExplicit bool     // web was configured, not derived
+	owned       []prefix // base first, then extra owned roots (GHES GraphQL)
+	webPrefix   *prefix
+}
+
+// Default limits shared by every kind: 60 requests per minute.
+const (
+	DefaultLimit  = 60
+	DefaultWindow = time.Minute
+)
+
+// New returns a provider of the given kind with that kind's defaults, rooted
+// at baseURL (see [ParseBaseURL] for what is accepted). The name is lower-cased
+// ("hf" becomes "huggingface") and may contain letters, digits, '-', '_' and
+// '.'.
+func New(name string, kind Kind, baseURL string) (*Provider, error) {
+	name = CanonicalName(name)
+	if !validName(name) {
+		return nil, fmt.Errorf("provider name %q may contain only letters, digits, '-', '_' and '.', starting with a letter or digit", name)
+	}
+	if _, ok := kindNames[string(kind)]; !ok {
+		return nil, fmt.Errorf("unknown kind %q; known kinds: %s", kind, KnownKinds)
+	}
+	p := &Provider{
+		Name:   name,
+		Kind:   kind,
+		Auth:   defaultAuth(kind),
+		Limits: Limits{DefaultLimit: DefaultLimit, DefaultWindow: DefaultWindow},
+		Secondary: Secondary{
+			MaxConcurrency: 10,
+			ReadPoints:     1,
+			WritePoints:    1,
+		},
+	}
+	if kind == GitHub {
+		p.Secondary = Secondary{
+			MaxConcurrency:           20,
+			WriteSpacing:             time.Second,
+			ReadPoints:               1,
+			WritePoints:              5,
+			EndpointPointsPerMinute:  900,
+			GraphQLPointsPerMinute:   2000,
+			ContentCreationPerMinute: 80,
+			ContentCreationPerHour:   500,
+		}
+	}
+	if err := p.SetBaseURL(baseURL); err != nil {
+		return nil, err
+	}
+	p.TokenEnv = defaultTokenEnv(name, kind, p.base)
+	return p, nil
+}
+
+func defaultAuth(kind Kind) Auth {
+	switch kind {
+	case GitLab:
+		// Personal, project and group access tokens go in PRIVATE-TOKEN;
+		// OAuth tokens need Authorization: Bearer (set auth_header and
+		// auth_prefix in the config file).
+		return Auth{Header: "PRIVATE-TOKEN"}
+	case Gitea:
+		return Auth{Header: "Authorization", Prefix: "token"}
+	default:
+		return Auth{Header: "Authorization", Prefix: "Bearer"}
+	}
+}
+
+func defaultTokenEnv(name string, kind Kind, base *url.URL) []string {
+	switch kind {
+	case GitHub:
+		return []string{"GITHUB_TOKEN", "GH_TOKEN"}
+	case GitLab:
+		return []string{"GITLAB_TOKEN"}
+	case HuggingFace:
+		return []string{"HF_TOKEN", "HUGGINGFACE_TOKEN"}
+	case Gitea:
+		return []string{"CODEBERG_TOKEN", "GITEA_TOKEN", "FORGEJO_TOKEN"}
+	}
+	return []string{GenericTokenEnv(name, base.Hostname())}
+}
+
+// GenericTokenEnv returns the token environment variable of a generic
+// provider: the host's first label upper-cased plus _TOKEN
+// (git.example.com → GIT_TOKEN), or, when the host is an IP address or a
+// single label such as localhost, the provider name instead (corp →
+// CORP_TOKEN). Characters other than ASCII letters and digits become '_', and
+// a leading digit gets a '_' in front, so the result is a valid variable name.
+func GenericTokenEnv(name, host string) string {
+	label := name
+	if host != "" && strings.Contains(host, ".") && !isIP(host) {
+		label, _, _ = strings.Cut(host, ".")
+	}
+	var b strings.Builder
+	for _, r := range strings.ToUpper(label) {
+		if (r >= 'A' && r <= 'Z') || (r >= '0' && r <= '9') {
+			b.WriteRune(r)
+		} else {
+			b.WriteByte('_')
+		}
+	}
+	s := b.String()
+	if s == "" || (s[0] >= '0' && s[0] <= '9') {
+		s = "_" + s
+	}
+	return s + "_TOKEN"
+}
+
+func isIP(host string) bool {
+	if strings.Contains(host, ":") {
+		return true // only IPv6 literals contain colons in a hostname
+	}
+	for _, r := range host {
+		if (r < '0' || r > '9') && r != '.' {
+			return false
+		}
+	}
+	return true
+}
+
+// SetBaseURL moves the provider to a new API root and re-derives the URLs that
+// follow from it (GitHub's GraphQL endpoint, the web root), keeping a web root
+// that was set with [Provider.SetWebURL].
+func (p *Provider) SetBaseURL(raw string) error {
+	base, err := ParseBaseURL(raw)
+	if err != nil {
+		return err
+	}
+	p.base = base
+	p.owned = []prefix{newPrefix(base)}
+	p.graphql = nil
+	if p.Kind == GitHub {
+		if root, ok := strings.CutSuffix(base.Path, "/api/v3"); ok {
+			// GitHub Enterprise Server serves GraphQL beside the REST root,
+			// not under it.
+			p.graphql = withPath(base, root+"/api/graphql")
+			p.owned = append(p.owned, newPrefix(p.graphql))
+		} else {
+			p.graphql = withPath(base, base.Path+"/graphql")
+		}
+	}
+	if !p.webExplicit {
+		p.web = deriveWeb(p.Kind, base)
+		p.webPrefix = nil
+		if p.web != nil {
+			wp := newPrefix(p.web)
+			p.webPrefix = &wp
+		}
+	}
+	return nil
+}
+
+// SetWebURL sets where the provider's repository pages live (github.com for
+// api.github.com), used to turn a repository's web URL into an API request.
+// It overrides the root derived from the base URL.
+func (p *Provider) SetWebURL(raw string) error {
+	web, err := ParseBaseURL(raw)
+	if err != nil {
+		return fmt.Errorf("web URL: %w", err)
+	}
+	p.web, p.webExplicit = web, true
+	wp := newPrefix(web)
+	p.webPrefix = &wp
+	return nil
+}
+
+// deriveWeb guesses the web root from the API root: github.com for
+// api.github.com, the API root without its /api/vN suffix for self-hosted
+// instances, the root itself for Hugging Face and for anything else (such as a
+// simulator that serves both under one path). Generic providers have none.
+func deriveWeb(kind Kind, base *url.URL) *url.URL {
+	switch kind {
+	case GitHub:
+		if base.Host == "api.github.com" && base.Path == "" {
+			return &url.URL{Scheme: base.Scheme, Host: "github.com"}
+		}
+		if root, ok := strings.CutSuffix(base.Path, "/api/v3"); ok {
+			return withPath(base, root)
+		}
+	case GitLab:
+		if root, ok := strings.CutSuffix(base.Path, "/api/v4"); ok {
+			return withPath(base, root)
+		}
+	case Gitea:
+		if root, ok := strings.CutSuffix(base.Path, "/api/v1"); ok {
+			return withPath(base, root)
+		}
+	case HuggingFace:
+	default:
+		return nil
+	}
+	return withPath(base, base.Path)
+}
+
+// BaseURL returns a copy of the API root, such as https://api.github.com or
+// https://ghe.example.com/api/v3, without a trailing slash.
+func (p *Provider) BaseURL() *url.URL { return clone(p.base) }
+
+// GraphQLURL returns a copy of GitHub's GraphQL endpoint, or nil for other
+// kinds.
+func (p *Provider) GraphQLURL() *url.URL { return clone(p.graphql) }
+
+// WebURL returns a copy of the root of the provider's repository web pages,
+// or nil when unknown.
+func (p *Provider) WebURL() *url.URL { return clone(p.web) }
+
+// Bases returns copies of every URL root the provider owns: the base URL
+// first, then any extra root (GitHub Enterprise Server's /api/graphql).
+func (p *Provider) Bases() []*url.URL {
+	out := make([]*url.URL, len(p.owned))
+	for i, o := range p.owned {
+		out[i] = o.url()
+	}
+	return out
+}
+
+// Owns reports whether u lies under one of the provider's roots, so that a
+// token of this provider may be sent to it. Ask it for every hop of a
+// request: a redirect elsewhere must lose the token.
+func (p *Provider) Owns(u *url.URL) bool {
+	_, ok := p.matchLen(u)
+	return ok
+}
+
+// matchLen returns the length of the longest owned root that is a prefix of
+// u, for longest-prefix matching across providers.
+func (p *Provider) matchLen(u *url.URL) (int, bool) {
+	best, found := -1, false
+	if u == nil {
+		return best, false
+	}
+	for _, o := range p.owned {
+		if n, ok := o.match(u); ok && n > best {
+			best, found = n, true
+		}
+	}
+	return best, found
+}
+
+// relPath returns u's path below the owned root that matches it: "/user" for
+// https://api.github.com/user, "/graphql" for GHES's /api/graphql. A URL the
+// provider does not own yields its whole path.
+func (p *Provider) relPath(u *url.URL) string {
+	clean := cleanPath(u.Path)
+	if p.graphql != nil && len(p.owned) > 1 {
+		if _, ok := p.owned[1].match(u); ok {
+			return "/graphql" + strings.TrimPrefix(clean, p.owned[1].path)
+		}
+	}
+	if _, ok := p.owned[0].match(u); ok {
+		rel := strings.TrimPrefix(clean, p.owned[0].path)
+		if rel == "" {
+			rel = "/"
+		}
+		return rel
+	}
+	return clean
+}
+
+// Authorize sets the provider's auth header on h to carry token. An empty
+// token (anonymous access) leaves h unchanged. It does not check the
+// request's URL: call it only for URLs the provider [Provider.Owns].
+func (p *Provider) Authorize(h http.Header, token string) {
+	if token == "" {
+		return
+	}
+	v := token
+	if p.Auth.Prefix != "" {
+		v = p.Auth.Prefix + " " + token
+	}
+	h.Set(p.Auth.Header, v)
+}
+
+// Deauthorize removes the provider's auth header from h, for a hop to a URL
+// the provider does not own.
+func (p *Provider) Deauthorize(h http.Header) { h.Del(p.Auth.Header) }
+
+// String returns "name (kind, base URL)".
+func (p *Provider) String() string {
+	return fmt.Sprintf("%s (%s, %s)", p.Name, p.Kind, p.base)
+}
+
+// ParseBaseURL validates and normalises a provider's base URL: the scheme must
+// be http or https, a host must be present, and there may be no user
+// information, query or fragment. Scheme and host are lower-cased, dot
+// segments and trailing slashes removed. Errors never repeat a password that
+// was typed into the URL.
+func ParseBaseURL(raw string) (*url.URL, error) {
+	raw = strings.TrimSpace(raw)
+	if raw == "" {
+		return nil, fmt.Errorf("base URL is empty; expected e.g. https://api.github.com")
+	}
+	if !strings.Contains(raw, "://") {
+		return nil, fmt.Errorf("base URL %q has no scheme; write https://%s", redactURL(raw), strings.TrimPrefix(redactURL(raw), "//"))
+	}
+	u, err := url.Parse(raw)
+	if err != nil {
+		return nil, fmt.Errorf("base URL %q is not a valid URL; expected e.g. https://api.github.com", redactURL(raw))
+	}
+	scheme := strings.ToLower(u.Scheme)
+	switch {
+	case scheme != "http" && scheme != "https":
+		return nil, fmt.Errorf("base URL must be http or https, not %q", scheme)
+	case u.User != nil:
+		return nil, fmt.Errorf("base URL %q must not contain a user name or password; put the token in an environment variable", redactURL(raw))
+	case u.Host == "" || u.Hostname() == "":
+		return nil, fmt.Errorf("base URL %q has no host; expected e.g. https://api.github.com", raw)
+	case u.RawQuery != "" || u.ForceQuery || u.Fragment != "":
+		return nil, fmt.Errorf("base URL %q must not have a query or fragment", raw)
+	}
+	p := cleanPath(u.Path)
+	if p == "/" {
+		p = ""
+	}
+	return &url.URL{Scheme: scheme, Host: strings.ToLower(u.Host), Path: p}, nil
+}
+
+// redactURL hides the user information of a URL-like string, which may hold a
+// password, even when the string does not parse.
+func redactURL(s string) string {
+	rest, start := s, 0
+	if i := strings.Index(s, "://"); i >= 0 {
+		rest, start = s[i+3:], i+3
+	}
+	end := strings.IndexAny(rest, "/?#")
+	if end < 0 {
+		end = len(rest)
+	}
+	if at := strings.LastIndex(rest[:end], "@"); at >= 0 {
+		return s[:start] + "***@" + rest[at+1:]
+	}
+	return s
+}
+
+// cleanPath removes dot segments, duplicate and trailing slashes, so that a
+// request for /gh/../gl/x is matched as the server will route it (/gl/x).
+func cleanPath(p string) string {
+	if p == "" {
+		return "/"
+	}
+	if strings.Contains(p, "/.") || strings.Contains(p, "//") || (len(p) > 1 && p[len(p)-1] == '/') {
+		p = path.Clean(p)
+	}
+	if p[0] != '/' {
+		p = "/" + p
+	}
+	return p
+}
+
+func withPath(u *url.URL, p string) *url.URL {
+	return &url.URL{Scheme: u.Scheme, Host: u.Host, Path: p}
+}
+
+func clone(u *url.URL) *url.URL {
+	if u == nil {
+		return nil
+	}
+	c := *u
+	return &c
+}
+
+// prefix is a normalised URL root to match request URLs against.
+type prefix struct {
+	scheme string
+	host   string // lower-case host name without port, IPv6 without brackets
+	port   string // explicit, or the scheme's default
+	path   string // "" for the root, else starts with '/' and has no trailing '/'
+}
+
+func newPrefix(u *url.URL) prefix {
+	return prefix{
+		scheme: u.Scheme,
+		host:   strings.ToLower(u.Hostname()),
+		port:   portOf(u),
+		path:   u.Path,
+	}
+}
+
+func (p prefix) url() *url.URL {
+	host := p.host
+	if strings.Contains(host, ":") {
+		host = "[" + host + "]"
+	}
+	if p.port != defaultPort(p.scheme) {
+		host += ":" + p.port
+	}
+	return &url.URL{Scheme: p.scheme, Host: host, Path: p.path}
+}
+
+// match reports whether u lies under the root and how long the root's path
+// is. The path must match whole segments.
+func (p prefix) match(u *url.URL) (int, bool) {
+	if !strings.EqualFold(u.Scheme, p.scheme) || !strings.EqualFold(u.Hostname(), p.host) || portOf(u) != p.port {
+		return 0, false
+	}
+	if p.path == "" {
+		return 0, true
+	}
+	up := cleanPath(u.Path)
+	if up == p.path || (strings.HasPrefix(up, p.path) && up[len(p.path)] == '/') {
+		return len(p.path), true
+	}
+	return 0, false
+}
+
+func portOf(u *url.URL) string {
+	if port := u.Port(); port != "" {
+		return port
+	}
+	return defaultPort(strings.ToLower(u.Scheme))
+}
+
+func defaultPort(scheme string) string {
+	if scheme == "https" {
+		return "443"
+	}
+	return "80"
+}
