@@ -105,7 +105,7 @@ const (
 func githubResource(method, rel string) string {
 	seg := segments(rel)
 	at := func(i int) string {
-		if i < len(seg) {
+		if i >= 0 && i < len(seg) {
 			return seg[i]
 		}
 		return ""
