@@ -1,0 +1,450 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/ratekeeper/ratekeeper/internal/sqlitedb"
+)
+
+// SQLite is a Store in a SQLite file, shared by every process on the machine
+// that opens the same file. Each Update is one immediate transaction: it
+// takes the database's write lock before reading, so concurrent writers
+// (goroutines or processes) queue instead of failing, and a process that
+// dies mid-update leaves the previous value in place.
+type SQLite struct {
+	opts    Options
+	closed  closedFlag
+	corrupt *corruptionLog
+	// write has a single connection: this process's writers queue on it
+	// in Go instead of sleeping in SQLite's busy handler, which only has
+	// to arbitrate between processes.
+	write *sql.DB
+	// read serves Get and List; in WAL mode readers never wait for the
+	// writer.
+	read *sql.DB
+}
+
+// sqliteReaders is how many connections serve reads concurrently.
+const sqliteReaders = 4
+
+// OpenSQLite opens the store in the SQLite file at path, creating the file
+// and migrating its schema as needed (see the package doc).
+func OpenSQLite(ctx context.Context, path string, opts Options) (*SQLite, error) {
+	return openSQLite(ctx, path, opts, SchemaVersion)
+}
+
+// openSQLite opens the store and migrates its schema up to version target
+// (tests create old databases with a target below SchemaVersion).
+func openSQLite(ctx context.Context, path string, opts Options, target int) (*SQLite, error) {
+	opts, err := opts.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	if p := strings.TrimPrefix(strings.TrimPrefix(path, "sqlite://"), "file:"); p == ":memory:" || strings.HasPrefix(p, ":memory:?") {
+		return nil, fmt.Errorf("store: SQLite %q is private to one connection and cannot be shared; use \"memory\" for an in-memory store or a file path", path)
+	}
+	write, err := sqlitedb.Open(ctx, path)
+	if err != nil {
+		return nil, fmt.Errorf("store: %w", err)
+	}
+	write.SetMaxOpenConns(1)
+	write.SetMaxIdleConns(1)
+	write.SetConnMaxIdleTime(0)
+	write.SetConnMaxLifetime(0)
+	if err := migrateSQLite(ctx, write, target); err != nil {
+		write.Close()
+		return nil, fmt.Errorf("store: SQLite %s: %w", path, err)
+	}
+	read, err := sqlitedb.Open(ctx, path)
+	if err != nil {
+		write.Close()
+		return nil, fmt.Errorf("store: %w", err)
+	}
+	read.SetMaxOpenConns(sqliteReaders)
+	read.SetMaxIdleConns(sqliteReaders)
+	return &SQLite{opts: opts, corrupt: newCorruptionLog(opts.Logger), write: write, read: read}, nil
+}
+
+// migrateSQLite brings the schema to version target. The write lock taken by
+// the immediate transaction makes concurrent openers take turns: the second
+// one finds the work done.
+func migrateSQLite(ctx context.Context, db *sql.DB, target int) error {
+	// Fast path, without the write lock: most opens find the schema current.
+	var tables int
+	if err := db.QueryRowContext(ctx, `SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = ?`, schemaTable).Scan(&tables); err != nil {
+		return fmt.Errorf("reading the schema version: %w", err)
+	}
+	if tables == 1 {
+		found, err := sqliteVersion(ctx, db)
+		if err != nil {
+			return err
+		}
+		if err := checkVersion(found); err != nil {
+			return err
+		}
+		if found >= target {
+			return nil
+		}
+	}
+
+	tx, err := db.BeginTx(ctx, nil) // BEGIN IMMEDIATE (see sqlitedb)
+	if err != nil {
+		return fmt.Errorf("locking the database to migrate its schema: %w", err)
+	}
+	defer tx.Rollback()
+	if _, err := tx.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS ratekeeper_schema (id INTEGER PRIMARY KEY CHECK (id = 1), version INTEGER NOT NULL)`); err != nil {
+		return fmt.Errorf("creating %s: %w", schemaTable, err)
+	}
+	found, err := sqliteVersion(ctx, tx)
+	if err != nil {
+		return err
+	}
+	if err := checkVersion(found); err != nil {
+		return err
+	}
+	for _, m := range pending(found, target) {
+		for _, stmt := range m.sqlite {
+			if _, err := tx.ExecContext(ctx, stmt); err != nil {
+				return fmt.Errorf("migrating the schema to version %d: %w", m.version, err)
+			}
+		}
+		found = m.version
+	}
+	if _, err := tx.ExecContext(ctx, `INSERT INTO ratekeeper_schema (id, version) VALUES (1, ?) ON CONFLICT (id) DO UPDATE SET version = excluded.version`, found); err != nil {
+		return fmt.Errorf("recording schema version %d: %w", found, err)
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("committing the schema migration: %w", err)
+	}
+	return nil
+}
+
+type sqlQueryer interface {
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+// sqliteVersion reads the schema version; a missing row is version 0.
+func sqliteVersion(ctx context.Context, q sqlQueryer) (int, error) {
+	var v int
+	err := q.QueryRowContext(ctx, `SELECT version FROM ratekeeper_schema WHERE id = 1`).Scan(&v)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("reading the schema version: %w", err)
+	}
+	return v, nil
+}
+
+func (s *SQLite) begin(key string) error {
+	if err := s.closed.check(); err != nil {
+		return err
+	}
+	return ValidateKey(key)
+}
+
+// Update implements Store.
+func (s *SQLite) Update(ctx context.Context, key string, fn func(rec *Record) error) error {
+	if err := s.begin(key); err != nil {
+		return err
+	}
+	tx, err := s.write.BeginTx(ctx, nil) // BEGIN IMMEDIATE: the write lock before the read
+	if err != nil {
+		return fmt.Errorf("store: update %q: %w", key, err)
+	}
+	defer tx.Rollback()
+	rec, exists, err := s.readRecord(ctx, tx, key)
+	if err != nil {
+		return fmt.Errorf("store: update %q: %w", key, err)
+	}
+	version := rec.Version
+	if err := fn(&rec); err != nil {
+		return err
+	}
+	switch {
+	case rec.Value == nil && !exists:
+		return nil // deleting what is not there
+	case rec.Value == nil:
+		_, err = tx.ExecContext(ctx, `DELETE FROM ratekeeper_records WHERE key = ?`, key)
+	default:
+		_, err = tx.ExecContext(ctx, `
+INSERT INTO ratekeeper_records (key, value, version, updated_at, checksum) VALUES (?, ?, ?, ?, ?)
+ON CONFLICT (key) DO UPDATE SET value = excluded.value, version = excluded.version,
+	updated_at = excluded.updated_at, checksum = excluded.checksum`,
+			key, nonNil(rec.Value), version+1, s.opts.now().UnixNano(), checksum(key, rec.Value))
+	}
+	if err == nil {
+		err = tx.Commit()
+	}
+	if err != nil {
+		return fmt.Errorf("store: update %q: %w", key, err)
+	}
+	s.corrupt.written(recordsTable, key)
+	return nil
+}
+
+// readRecord reads key's record. exists reports whether a row is there, even
+// a corrupted one, which is returned as absent.
+func (s *SQLite) readRecord(ctx context.Context, q sqlQueryer, key string) (rec Record, exists bool, err error) {
+	var value, version, updated, sum any
+	err = q.QueryRowContext(ctx, `SELECT value, version, updated_at, checksum FROM ratekeeper_records WHERE key = ?`, key).
+		Scan(&value, &version, &updated, &sum)
+	if errors.Is(err, sql.ErrNoRows) {
+		return Record{Key: key}, false, nil
+	}
+	if err != nil {
+		return Record{}, false, err
+	}
+	rec, problem := decodeSQLiteRecord(key, value, version, updated, sum)
+	if problem != "" {
+		s.corrupt.report(recordsTable, key, problem)
+		return Record{Key: key}, true, nil
+	}
+	return rec, true, nil
+}
+
+// decodeSQLiteRecord checks a row's columns. SQLite lets any column hold any
+// type, so a damaged row may hold text where a number belongs; problem says
+// what is wrong, or is empty for a good row.
+func decodeSQLiteRecord(key string, value, version, updated, sum any) (rec Record, problem string) {
+	v, ok := value.([]byte)
+	if !ok {
+		if s, isText := value.(string); isText {
+			v = []byte(s) // the checksum decides whether the bytes are right
+		} else {
+			return Record{}, fmt.Sprintf("value is %T, want bytes", value)
+		}
+	}
+	ver, ok := version.(int64)
+	if !ok || ver < 1 {
+		return Record{}, fmt.Sprintf("version is %T %v, want a positive integer", version, version)
+	}
+	nanos, ok := updated.(int64)
+	if !ok {
+		return Record{}, fmt.Sprintf("updated_at is %T %v, want Unix nanoseconds", updated, updated)
+	}
+	got, ok := sum.(int64)
+	if !ok {
+		return Record{}, fmt.Sprintf("checksum is %T %v, want an integer", sum, sum)
+	}
+	if want := checksum(key, v); got != want {
+		return Record{}, fmt.Sprintf("checksum %d does not match the value (want %d)", got, want)
+	}
+	return Record{Key: key, Value: nonNil(v), Version: ver, UpdatedAt: time.Unix(0, nanos).UTC()}, ""
+}
+
+// Get implements Store.
+func (s *SQLite) Get(ctx context.Context, key string) (Record, error) {
+	if err := s.begin(key); err != nil {
+		return Record{}, err
+	}
+	rec, _, err := s.readRecord(ctx, s.read, key)
+	if err != nil {
+		return Record{}, fmt.Errorf("store: get %q: %w", key, err)
+	}
+	if rec.Value == nil {
+		return Record{}, fmt.Errorf("%w: %q", ErrNotFound, key)
+	}
+	return rec, nil
+}
+
+// List implements Store.
+func (s *SQLite) List(ctx context.Context, prefix string) ([]Record, error) {
+	if err := s.closed.check(); err != nil {
+		return nil, err
+	}
+	if err := validatePrefix(prefix, "prefix"); err != nil {
+		return nil, err
+	}
+	query, args := `SELECT key, value, version, updated_at, checksum FROM ratekeeper_records WHERE key >= ?`, []any{prefix}
+	if end, ok := prefixEnd(prefix); ok {
+		query, args = query+` AND key < ?`, append(args, end)
+	}
+	rows, err := s.read.QueryContext(ctx, query+` ORDER BY key`, args...)
+	if err != nil {
+		return nil, fmt.Errorf("store: list %q: %w", prefix, err)
+	}
+	defer rows.Close()
+	var out []Record
+	for rows.Next() {
+		var key string
+		var value, version, updated, sum any
+		if err := rows.Scan(&key, &value, &version, &updated, &sum); err != nil {
+			return nil, fmt.Errorf("store: list %q: %w", prefix, err)
+		}
+		rec, problem := decodeSQLiteRecord(key, value, version, updated, sum)
+		if problem != "" {
+			s.corrupt.report(recordsTable, key, problem)
+			continue
+		}
+		out = append(out, rec)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("store: list %q: %w", prefix, err)
+	}
+	return out, nil
+}
+
+// sqliteNextUse is the LRU clock: one past the most recent use. It is exact
+// because every blob write holds the database's write lock.
+const sqliteNextUse = `(SELECT coalesce(max(last_used), 0) + 1 FROM ratekeeper_blobs)`
+
+// GetBlob implements Blobs. A hit is a write (it moves the blob to the
+// front of the LRU order).
+func (s *SQLite) GetBlob(ctx context.Context, key string) ([]byte, bool, error) {
+	if err := s.begin(key); err != nil {
+		return nil, false, err
+	}
+	var value, sum any
+	err := s.write.QueryRowContext(ctx, `UPDATE ratekeeper_blobs SET last_used = `+sqliteNextUse+` WHERE key = ? RETURNING value, checksum`, key).
+		Scan(&value, &sum)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, fmt.Errorf("store: get blob %q: %w", key, err)
+	}
+	v, ok := value.([]byte)
+	if !ok {
+		s.corrupt.report(blobsTable, key, fmt.Sprintf("value is %T, want bytes", value))
+		return nil, false, nil
+	}
+	if got, ok := sum.(int64); !ok || got != checksum(key, v) {
+		s.corrupt.report(blobsTable, key, fmt.Sprintf("checksum %v does not match the value", sum))
+		return nil, false, nil
+	}
+	return nonNil(v), true, nil
+}
+
+// PutBlob implements Blobs.
+func (s *SQLite) PutBlob(ctx context.Context, key string, value []byte) error {
+	if err := s.begin(key); err != nil {
+		return err
+	}
+	if err := s.putBlob(ctx, key, value); err != nil {
+		if errors.Is(err, ErrBlobTooLarge) {
+			return err
+		}
+		return fmt.Errorf("store: put blob %q: %w", key, err)
+	}
+	s.corrupt.written(blobsTable, key)
+	return nil
+}
+
+func (s *SQLite) putBlob(ctx context.Context, key string, value []byte) error {
+	size := int64(len(key) + len(value))
+	tx, err := s.write.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	var total int64
+	if err := tx.QueryRowContext(ctx, `SELECT total FROM ratekeeper_blob_usage WHERE id = 1`).Scan(&total); err != nil {
+		return err
+	}
+	old, err := sqliteDeleteBlob(ctx, tx, key)
+	if err != nil {
+		return err
+	}
+	total -= old
+	var tooLarge error
+	if size > s.opts.BlobLimit {
+		tooLarge = blobTooLarge(key, size, s.opts.BlobLimit) // the old blob goes anyway: it is stale
+	} else {
+		if _, err := tx.ExecContext(ctx, `INSERT INTO ratekeeper_blobs (key, value, size, last_used, checksum) VALUES (?, ?, ?, `+sqliteNextUse+`, ?)`,
+			key, nonNil(value), size, checksum(key, value)); err != nil {
+			return err
+		}
+		total += size
+		if total, err = s.evict(ctx, tx, total); err != nil {
+			return err
+		}
+	}
+	if _, err := tx.ExecContext(ctx, `UPDATE ratekeeper_blob_usage SET total = ? WHERE id = 1`, total); err != nil {
+		return err
+	}
+	if err := tx.Commit(); err != nil {
+		return err
+	}
+	return tooLarge
+}
+
+// evict deletes least recently used blobs until total is within the limit,
+// and returns the new total.
+func (s *SQLite) evict(ctx context.Context, tx *sql.Tx, total int64) (int64, error) {
+	for total > s.opts.BlobLimit {
+		var key string
+		var size int64
+		err := tx.QueryRowContext(ctx, `SELECT key, size FROM ratekeeper_blobs ORDER BY last_used LIMIT 1`).Scan(&key, &size)
+		if errors.Is(err, sql.ErrNoRows) {
+			return 0, nil // the usage row overcounted: the table is empty
+		}
+		if err != nil {
+			return 0, err
+		}
+		if _, err := tx.ExecContext(ctx, `DELETE FROM ratekeeper_blobs WHERE key = ?`, key); err != nil {
+			return 0, err
+		}
+		total -= size
+	}
+	return total, nil
+}
+
+// sqliteDeleteBlob deletes key's blob and returns its size (0 if absent).
+func sqliteDeleteBlob(ctx context.Context, tx *sql.Tx, key string) (int64, error) {
+	var size int64
+	err := tx.QueryRowContext(ctx, `DELETE FROM ratekeeper_blobs WHERE key = ? RETURNING size`, key).Scan(&size)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, nil
+	}
+	return size, err
+}
+
+// DeleteBlob implements Blobs.
+func (s *SQLite) DeleteBlob(ctx context.Context, key string) error {
+	if err := s.begin(key); err != nil {
+		return err
+	}
+	err := func() error {
+		tx, err := s.write.BeginTx(ctx, nil)
+		if err != nil {
+			return err
+		}
+		defer tx.Rollback()
+		size, err := sqliteDeleteBlob(ctx, tx, key)
+		if err != nil || size == 0 {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, `UPDATE ratekeeper_blob_usage SET total = max(total - ?, 0) WHERE id = 1`, size); err != nil {
+			return err
+		}
+		return tx.Commit()
+	}()
+	if err != nil {
+		return fmt.Errorf("store: delete blob %q: %w", key, err)
+	}
+	return nil
+}
+
+// Close implements Store.
+func (s *SQLite) Close() error {
+	if !s.closed.close() {
+		return nil
+	}
+	return errors.Join(s.read.Close(), s.write.Close())
+}
+
+// nonNil turns a nil slice into an empty one, so that an empty value is
+// stored as an empty BLOB rather than NULL and a present record never has a
+// nil Value.
+func nonNil(b []byte) []byte {
+	if b == nil {
+		return []byte{}
+	}
+	return b
+}
