@@ -141,16 +141,30 @@ func (opts Options) now() time.Time { return opts.Now().UTC().Round(0) }
 //
 // A URL with any other scheme is refused.
 func Open(ctx context.Context, dsn string, opts Options) (Store, error) {
+	// Each case checks err itself so that a failure returns a nil Store,
+	// not an interface holding a nil pointer.
 	switch {
 	case dsn == "" || dsn == "memory":
-		return NewMemory(opts)
+		s, err := NewMemory(opts)
+		if err != nil {
+			return nil, err
+		}
+		return s, nil
 	case sqlitedb.IsPostgres(dsn):
-		return OpenPostgres(ctx, dsn, opts)
+		s, err := OpenPostgres(ctx, dsn, opts)
+		if err != nil {
+			return nil, err
+		}
+		return s, nil
 	}
 	if scheme, _, ok := strings.Cut(dsn, "://"); ok && scheme != "sqlite" && scheme != "file" && !strings.ContainsAny(scheme, `/\.`) {
 		return nil, fmt.Errorf("store: unsupported database URL scheme %q; use a SQLite file path (or sqlite://path), postgres://... for PostgreSQL, or \"memory\"", scheme)
 	}
-	return OpenSQLite(ctx, dsn, opts)
+	s, err := OpenSQLite(ctx, dsn, opts)
+	if err != nil {
+		return nil, err
+	}
+	return s, nil
 }
 
 // ValidateKey reports whether key can be stored by every implementation: it

@@ -98,6 +98,7 @@ func Run(t *testing.T, b Backend) {
 		{"Blobs", testBlobs},
 		{"BlobEvictionLRU", testBlobEviction},
 		{"BlobTooLarge", testBlobTooLarge},
+		{"ConcurrentBlobPuts", testConcurrentBlobPuts},
 		{"Close", testClose},
 	}
 	if b.shared() {
@@ -110,6 +111,7 @@ func Run(t *testing.T, b Backend) {
 			{"ConcurrentOpenMigratesOnce", testConcurrentOpen},
 			{"MigratesOlderSchema", testMigration},
 			{"RefusesNewerSchema", testNewerSchema},
+			{"RefusesDamagedSchemaVersion", testDamagedSchemaVersion},
 			{"CorruptedRecordIsAbsent", testCorruptedRecord},
 			{"CorruptedBlobIsAbsent", testCorruptedBlob},
 			{"ProcessesIncrementOneCounter", testProcesses},
@@ -509,6 +511,45 @@ func testBlobTooLarge(t *testing.T, b Backend) {
 	wantBlob(t, s, "big", strings.Repeat("x", 40))
 }
 
+func testConcurrentBlobPuts(t *testing.T, b Backend) {
+	// 40 blobs of 40 bytes each into room for 400 bytes: whatever the
+	// interleaving, eviction keeps exactly the 10 most recent.
+	s := b.open(t, store.Options{BlobLimit: 400})
+	const goroutines, each = 4, 10
+	var wg sync.WaitGroup
+	errs := make(chan error, goroutines)
+	for g := range goroutines {
+		wg.Go(func() {
+			for i := range each {
+				if err := s.PutBlob(t.Context(), fmt.Sprintf("b%d/%d", g, i), bytes.Repeat([]byte{'x'}, 36)); err != nil {
+					errs <- err
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	present := 0
+	for g := range goroutines {
+		for i := range each {
+			_, ok, err := s.GetBlob(t.Context(), fmt.Sprintf("b%d/%d", g, i))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if ok {
+				present++
+			}
+		}
+	}
+	if present != 400/40 {
+		t.Fatalf("%d blobs of 40 bytes survived under a 400-byte limit; want exactly 10", present)
+	}
+}
+
 func testClose(t *testing.T, b Backend) {
 	s := b.open(t, store.Options{})
 	mustUpdate(t, s, "k", set("v"))
@@ -650,6 +691,20 @@ func testNewerSchema(t *testing.T, b Backend) {
 	want := fmt.Sprintf("database schema version %d is newer than this ratekeeper supports (%d); upgrade ratekeeper", newer, store.SchemaVersion)
 	if !strings.Contains(err.Error(), want) {
 		t.Fatalf("error %q does not say %q", err, want)
+	}
+}
+
+func testDamagedSchemaVersion(t *testing.T, b Backend) {
+	dsn := b.NewDSN(t)
+	openDSN(t, dsn, store.Options{}).Close()
+	b.Exec(t, dsn, "UPDATE ratekeeper_schema SET version = -1")
+	s, err := store.Open(t.Context(), dsn, store.Options{})
+	if err == nil {
+		s.Close()
+		t.Fatal("store.Open of a database at schema version -1 succeeded; want it refused")
+	}
+	if !strings.Contains(err.Error(), "holds version -1") {
+		t.Fatalf("store.Open = %v; want it to say the version table holds -1", err)
 	}
 }
 
