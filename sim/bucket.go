@@ -1,0 +1,262 @@
+package sim
+
+import (
+	"sync"
+	"time"
+)
+
+// maxTimelineSeconds bounds a bucket's per-second timeline (one week), so a
+// simulator left running does not grow without end.
+const maxTimelineSeconds = 7 * 24 * 3600
+
+// bucket is the primary quota of one (API, owner, resource). Every field
+// below mu is guarded by it; a request holds it only to count, never while
+// writing its answer.
+type bucket struct {
+	// Fixed at creation.
+	api      *api
+	owner    *owner
+	resource int
+	limit    int64 // 0: unlimited
+	window   int64 // seconds
+	fixed    bool
+
+	mu     sync.Mutex
+	active bool  // a window is open (rolling mode)
+	start  int64 // current window's first second, server clock
+	used   int64
+
+	requests, accepted, charged, notModified, unauthorized int64
+	primaryViolations, secondaryViolations                 int64
+	serverErrors, dropped                                  int64
+	maxInFlight                                            int64
+	timeline                                               []uint32
+}
+
+// bucketState is what a response says about a bucket.
+type bucketState struct {
+	limit     int64 // 0: unlimited
+	used      int64
+	remaining int64
+	reset     int64 // Unix second the window ends, server clock
+	window    int64 // seconds
+	fixed     bool
+}
+
+// roll opens the window now falls in. Must hold b.mu.
+func (b *bucket) roll(sec int64) {
+	if b.fixed {
+		start := sec - mod(sec, b.window)
+		if !b.active || start != b.start {
+			b.active, b.start, b.used = true, start, 0
+		}
+		return
+	}
+	if !b.active || sec >= b.start+b.window {
+		b.active, b.start, b.used = true, sec, 0
+	}
+}
+
+// state reports the bucket as of second sec without opening a window: a
+// bucket with no open window is full and would reset one window from now
+// (rolling) or at the next boundary (fixed). Must hold b.mu.
+func (b *bucket) state(sec int64) bucketState {
+	st := bucketState{limit: b.limit, window: b.window, fixed: b.fixed}
+	switch {
+	case b.fixed:
+		start := sec - mod(sec, b.window)
+		st.reset = start + b.window
+		if b.active && b.start == start {
+			st.used = b.used
+		}
+	case b.active && sec < b.start+b.window:
+		st.used = b.used
+		st.reset = b.start + b.window
+	default:
+		st.reset = sec + b.window
+	}
+	st.remaining = max(st.limit-st.used, 0)
+	return st
+}
+
+// admission is how the bucket answered a request.
+type admission int
+
+const (
+	admitted admission = iota
+	admittedFree
+	refused
+)
+
+// admit counts one request arriving at server time now with inFlight
+// requests of its owner in flight. A request costs cost units unless free;
+// a free request (a 304 where those are free, GitHub's /rate_limit) is
+// served even from an empty bucket. countRefused makes a refused request
+// still count as used, as Rack::Attack counts every request.
+func (b *bucket) admit(now time.Time, realNow time.Time, inFlight, cost int64, free, notModified, countRefused bool) (bucketState, admission) {
+	sec := now.Unix()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.roll(sec)
+	b.requests++
+	b.maxInFlight = max(b.maxInFlight, inFlight)
+	if !free && b.limit > 0 && b.used+cost > b.limit {
+		b.primaryViolations++
+		if countRefused {
+			b.used += cost
+		}
+		return b.state(sec), refused
+	}
+	b.accepted++
+	b.tick(realNow)
+	if notModified {
+		b.notModified++
+	}
+	verdict := admittedFree
+	if !free {
+		b.used += cost
+		b.charged += cost
+		verdict = admitted
+	}
+	return b.state(sec), verdict
+}
+
+// tick adds one accepted request to the per-second timeline. Must hold b.mu.
+func (b *bucket) tick(realNow time.Time) {
+	i := int(realNow.Sub(*b.api.srv.start.Load()) / time.Second)
+	if i < 0 || i >= maxTimelineSeconds {
+		return
+	}
+	if i >= len(b.timeline) {
+		if i < cap(b.timeline) {
+			b.timeline = b.timeline[:i+1]
+		} else {
+			grown := make([]uint32, i+1, max(2*cap(b.timeline), i+1, 64))
+			copy(grown, b.timeline)
+			b.timeline = grown
+		}
+	}
+	b.timeline[i]++
+}
+
+// outcome is a request that never reached the quota check.
+type outcome int
+
+const (
+	outUnauthorized outcome = iota
+	outSecondary
+	outServerError
+	outDropped
+)
+
+// record counts a request that ended before the quota check and returns the
+// bucket's state for the headers of the answer.
+func (b *bucket) record(now time.Time, inFlight int64, o outcome) bucketState {
+	sec := now.Unix()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.requests++
+	b.maxInFlight = max(b.maxInFlight, inFlight)
+	switch o {
+	case outUnauthorized:
+		b.unauthorized++
+	case outSecondary:
+		b.secondaryViolations++
+	case outServerError:
+		b.serverErrors++
+	case outDropped:
+		b.dropped++
+	}
+	return b.state(sec)
+}
+
+// peek reports the bucket without counting anything.
+func (b *bucket) peek(now time.Time) bucketState {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.state(now.Unix())
+}
+
+func (b *bucket) reset() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.active, b.start, b.used = false, 0, 0
+	b.requests, b.accepted, b.charged, b.notModified, b.unauthorized = 0, 0, 0, 0, 0
+	b.primaryViolations, b.secondaryViolations, b.serverErrors, b.dropped = 0, 0, 0, 0
+	b.maxInFlight = 0
+	b.timeline = nil
+}
+
+// secondary is the secondary-limit state of one owner.
+type secondary struct {
+	cfg SecondaryConfig
+
+	mu           sync.Mutex
+	penaltyUntil time.Time
+	wrote        bool
+	lastWrite    time.Time
+	// points spent in each of the last 60 seconds: slot i holds second
+	// slotSec[i]; sum is their total over the current minute.
+	slots   [60]int64
+	slotSec [60]int64
+	sum     int64
+}
+
+// admit decides whether a request of points points (a write if write) may
+// go, with inFlight requests of the owner in flight including this one. A
+// refusal during a penalty leaves the penalty as it is; tripping a limit
+// starts one. It returns how long until the penalty ends when refused.
+func (s *secondary) admit(now time.Time, inFlight, points int64, write bool) (bool, time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if now.Before(s.penaltyUntil) {
+		return false, s.penaltyUntil.Sub(now)
+	}
+	sec := now.Unix()
+	if s.cfg.PointsPerMinute > 0 {
+		s.expire(sec)
+	}
+	trip := (s.cfg.MaxConcurrent > 0 && inFlight > int64(s.cfg.MaxConcurrent)) ||
+		(s.cfg.PointsPerMinute > 0 && s.sum+points > int64(s.cfg.PointsPerMinute)) ||
+		(write && s.cfg.WriteSpacing > 0 && s.wrote && now.Sub(s.lastWrite) < s.cfg.WriteSpacing)
+	if trip {
+		s.penaltyUntil = now.Add(s.cfg.Penalty)
+		return false, s.cfg.Penalty
+	}
+	if s.cfg.PointsPerMinute > 0 {
+		i := mod(sec, 60)
+		s.slots[i] += points
+		s.slotSec[i] = sec
+		s.sum += points
+	}
+	if write {
+		s.wrote, s.lastWrite = true, now
+	}
+	return true, 0
+}
+
+// expire drops the points of seconds older than a minute. Must hold s.mu.
+func (s *secondary) expire(sec int64) {
+	for i := range s.slots {
+		if s.slots[i] != 0 && s.slotSec[i] <= sec-60 {
+			s.sum -= s.slots[i]
+			s.slots[i] = 0
+		}
+	}
+}
+
+func (s *secondary) reset() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.penaltyUntil, s.wrote, s.lastWrite = time.Time{}, false, time.Time{}
+	s.slots, s.slotSec, s.sum = [60]int64{}, [60]int64{}, 0
+}
+
+// mod is the non-negative remainder, so windows align before 1970 too.
+func mod(a, b int64) int64 {
+	m := a % b
+	if m < 0 {
+		m += b
+	}
+	return m
+}

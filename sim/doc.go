@@ -1,0 +1,206 @@
+// Package sim simulates rate-limited APIs — GitHub, GitLab, Hugging Face and
+// Gitea/Forgejo — faithfully enough to test, demonstrate and benchmark a
+// rate-limit client offline, without spending anyone's real quota.
+//
+// It writes every provider's headers itself, from the providers'
+// documentation, and shares no code with ratekeeper's client side: a
+// simulator that used the client's parser would hide the parser's mistakes.
+//
+// # Use
+//
+//	srv, err := sim.New(sim.Config{APIs: []sim.APIConfig{{
+//		Dialect: sim.DialectGitHub,
+//		Tokens:  []sim.TokenConfig{{Token: "tok-alice-1", Owner: "alice"}, {Token: "tok-alice-2", Owner: "alice"}},
+//		Limit:   100, Window: time.Minute,
+//	}}})
+//	ts := httptest.NewServer(srv) // or `ratekeeper sim`
+//	defer ts.Close()
+//	... requests to ts.URL + "/repos/o/r" ...
+//	st := srv.Stats() // per-bucket counters; st.Total.Violations should be 0
+//
+// A Server is an http.Handler with no goroutines of its own (no Close is
+// needed). Its clock is time.Now plus the configured skew, so inside a
+// testing/synctest bubble it runs on fake time; Server.Transport returns a
+// RoundTripper that serves requests in-process, without sockets, for such
+// tests. Server.Stats, Server.Touch, Server.Reset and Server.APIs are the
+// Go side of the control endpoints below.
+//
+// One server hosts several APIs, each mounted at a path prefix with its own
+// dialect, tokens and limits; a client then points each provider at
+// ts.URL + prefix (e.g. github=http://127.0.0.1:PORT/github). A config with a
+// single API mounts it at "/" unless it says otherwise.
+//
+// # Buckets
+//
+// A bucket is (API, owner, resource). Tokens with the same Owner share the
+// owner's buckets (all personal tokens of one GitHub user share one 5,000/h
+// bucket); each token without an Owner is its own owner "user<N>". Requests
+// without a token use one bucket per client IP with the anonymous limits.
+// An unknown token is answered 401 with the dialect's body and counted (not
+// charged) on the client IP's anonymous bucket.
+//
+// A window is either rolling — it opens at the first request after the
+// previous one ended and resets one window later, as GitHub — or fixed —
+// aligned on multiples of its length since the Unix epoch, as Hugging Face's
+// 5-minute windows and GitLab's Rack::Attack periods. Windows are whole
+// seconds, computed on the server's skewed clock, and so are the reset times
+// the headers carry.
+//
+// A request that arrives when its bucket is empty is refused (a violation)
+// with ExhaustedStatus and the dialect's body; a free request is still
+// served: GitHub's GET /rate_limit, and a 304 where 304s are free. GitLab
+// counts refused requests as used, as Rack::Attack does (Observed goes
+// above Limit); the others do not.
+//
+// Secondary limits (SecondaryConfig) are kept per owner across all of its
+// resources: MaxConcurrent requests in flight, PointsPerMinute over any
+// sliding 60 seconds (GET/HEAD/OPTIONS and GraphQL queries 1 point, other
+// methods and GraphQL mutations 5), and WriteSpacing between two writes.
+// Tripping one starts a Penalty during which every request of the owner is
+// refused (each a violation) with Status and, if RetryAfter, a retry-after
+// of the seconds left. GitHub's defaults apply when Secondary is nil: 100
+// concurrent, 900 points a minute, 60 s penalty with retry-after, 403.
+//
+// Conditional requests: every GET answer carries an ETag; If-None-Match
+// with a matching tag is answered 304 without a body (free on GitHub, as
+// documented; charged elsewhere unless FreeNotModified). Content changes
+// when it is touched (POST /_sim/touch or Server.Touch), when a write
+// creates something (POST .../issues also changes the issue list and the
+// repository's events), and for events feeds every EventsEvery.
+//
+// Faults (FaultConfig) are drawn per request from Config.Seed: the n-th
+// request to an API gets the same fault for the same seed. They come after
+// authentication and before any quota is spent: 500/502/504 without
+// Retry-After, 503 with Retry-After, a dropped connection (hijacked and
+// closed; with a ResponseWriter that cannot be hijacked, ServeHTTP panics
+// with http.ErrAbortHandler, which net/http turns into a closed connection
+// and Transport into an error), or a slow answer (SlowDelay, then normal).
+// Latency delays every answer.
+//
+// # Dialects and their headers
+//
+// github (docs.github.com, "Rate limits for the REST API"):
+//
+//	x-ratelimit-limit: 5000
+//	x-ratelimit-remaining: 4999
+//	x-ratelimit-used: 1
+//	x-ratelimit-reset: 1700000000        (Unix seconds)
+//	x-ratelimit-resource: core           (core, search, code_search, graphql)
+//
+// Defaults: core 5,000/h (anonymous 60/h per IP), search 30/min (anonymous
+// 10), code_search 10/min and graphql 5,000/h (both need a token), rolling
+// windows; exhausted 403 with {"message":"API rate limit exceeded for user ID
+// N. If you reach out to GitHub Support…","documentation_url":
+// "https://docs.github.com/rest/overview/rate-limits-for-the-rest-api",
+// "status":"403"} (for an IP: "API rate limit exceeded for 127.0.0.1. (But
+// here's the good news: …)"); GraphQL exhaustion is a 200 with a
+// RATE_LIMITED error, as documented. Secondary refusals say "You have
+// exceeded a secondary rate limit. Please wait a few minutes before you try
+// again." with the #about-secondary-rate-limits documentation_url.
+// Authentication: "Authorization: token T" or "Bearer T"; bad tokens get
+// {"message":"Bad credentials",…}. Endpoints:
+//
+//	GET  /rate_limit                      free; every resource, plus "rate"
+//	GET  /user                            the token's owner (needs a token)
+//	GET  /users/{u}
+//	GET  /users/{u}/events, /events, /repos/{o}/{r}/events   X-Poll-Interval
+//	GET  /repos/{o}/{r}
+//	GET  /repos/{o}/{r}/readme            JSON with base64 content; raw text
+//	                                      with Accept: application/vnd.github.raw
+//	GET  /repos/{o}/{r}/issues            Link pagination (per_page ≤ 100, page)
+//	POST /repos/{o}/{r}/issues            201; a write (5 points)
+//	GET  /search/repositories|issues|users|commits|topics|labels   search
+//	GET  /search/code                     code_search
+//	POST /graphql                         graphql; answers viewer and rateLimit
+//
+// gitlab (GitLab docs "User and IP rate limits", and the headers of
+// Gitlab::RackAttack):
+//
+//	RateLimit-Name: throttle_authenticated_api   (throttle_unauthenticated_api without a token)
+//	RateLimit-Limit: 2000      (the limit scaled to 60 s, rounded up, as GitLab does)
+//	RateLimit-Observed: 1      (requests in the period, this one included)
+//	RateLimit-Remaining: 1999
+//	RateLimit-Reset: 1700000040                       (Unix seconds)
+//	RateLimit-ResetTime: Tue, 14 Nov 2023 22:14:00 GMT   (429 only)
+//	Retry-After: 20                                      (429 only)
+//
+// Defaults: 2,000/min per user, 500/min per IP, fixed windows; exhausted 429
+// with the plain-text body "Retry later". Authentication: PRIVATE-TOKEN,
+// "Authorization: Bearer T", or ?private_token=. Endpoints (IDs are numbers
+// or URL-encoded paths like group%2Fproject; file paths are URL-encoded):
+//
+//	GET /api/v4/user
+//	GET /api/v4/projects/{id}
+//	GET /api/v4/projects/{id}/repository/files/{path}?ref=main   JSON, base64
+//	GET /api/v4/projects/{id}/repository/files/{path}/raw
+//	GET /api/v4/projects/{id}/merge_requests   X-Page, X-Per-Page, X-Total,
+//	                                           X-Total-Pages, X-Next-Page,
+//	                                           X-Prev-Page, Link
+//
+// huggingface (Hub docs "Hub Rate limits"; IETF draft RateLimit fields):
+//
+//	RateLimit: "api";r=999;t=212                      (remaining; seconds to reset)
+//	RateLimit-Policy: "fixed window";"api";q=1000;w=300
+//
+// Resources api (/api/...), resolvers (any path with /resolve/) and pages
+// (anything else). Defaults per 5-minute fixed window: api 1,000 (anonymous
+// 500), resolvers 5,000 (3,000), pages 200 (100); exhausted 429 with
+// {"error":"We had to rate limit you, you hit the quota of …"}.
+// Authentication: "Authorization: Bearer T". Endpoints:
+//
+//	GET /api/whoami-v2
+//	GET /api/models/{o}/{m}, /api/datasets/{o}/{d}
+//	GET /{o}/{m}/resolve/{rev}/{path}, /datasets/{o}/{d}/resolve/{rev}/{path}
+//	                                  (README.md, config.json, any file; X-Repo-Commit)
+//
+// gitea (also forgejo, codeberg): Gitea and Forgejo have no API rate limit
+// and send no rate-limit headers; public instances limit in a reverse proxy
+// (Codeberg: Caddy), which answers 429 with Retry-After and an empty body.
+// So by default nothing is limited and no header is sent; with a Limit the
+// dialect refuses like that proxy, and only with RateLimitHeaders does it
+// send X-RateLimit-Limit, X-RateLimit-Remaining and X-RateLimit-Reset (Unix
+// seconds) — the conservative trio most clients understand. Authentication:
+// "Authorization: token T" or "Bearer T", or ?access_token=. Endpoints:
+//
+//	GET  /api/v1/user, /api/v1/users/{u}
+//	GET  /api/v1/repos/{o}/{r}
+//	GET  /api/v1/repos/{o}/{r}/raw/{path}, /api/v1/repos/{o}/{r}/contents/{path}
+//	GET  /api/v1/repos/{o}/{r}/issues      page, limit (≤ 50); X-Total-Count, Link
+//	POST /api/v1/repos/{o}/{r}/issues
+//
+// Any other path gets the dialect's 404 body (and costs quota, as on the
+// real servers). Every name "exists": content is synthetic, deterministic
+// for a name and version.
+//
+// # Control endpoints
+//
+//	GET  /_stats[?timeline=1]      Stats as JSON (per bucket: requests, accepted,
+//	                               charged, not_modified, unauthorized, violations,
+//	                               max_in_flight…; timeline: accepted per second)
+//	POST /_sim/touch?path=P        change the content at P (with the API prefix)
+//	POST /_sim/reset               Server.Reset
+//
+// # Configuration
+//
+// Config is a Go struct and also a TOML or JSON file (LoadConfig); keys are
+// the snake_case names below, durations are strings like "1h" or "90s".
+// Zero values mean the provider's default. Validate names the field of every
+// problem (unknown dialect, negative limits or windows, unknown keys…).
+//
+//	seed = 1                                  fault injection seed
+//	[[apis]]
+//	name, dialect, prefix                     dialect: github|gitlab|huggingface|gitea
+//	require_auth                              401 for requests without a token
+//	limit, window, window_mode                main resource; window_mode rolling|fixed
+//	anonymous_limit                           per client IP
+//	exhausted_status                          403 or 429
+//	free_not_modified, rate_limit_headers     booleans overriding the dialect
+//	poll_interval, events_every               events feeds
+//	skew, latency                             server clock offset; added delay
+//	[[apis.tokens]] token, owner, user_id, limit
+//	[apis.resources.NAME] limit, window, window_mode, anonymous_limit
+//	[apis.secondary] max_concurrent, points_per_minute, write_spacing,
+//	                 penalty, retry_after, status
+//	[apis.faults] error_rate, unavailable_rate, unavailable_retry_after,
+//	              drop_rate, slow_rate, slow_delay
+package sim

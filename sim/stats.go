@@ -1,0 +1,169 @@
+package sim
+
+import (
+	"encoding/json"
+	"net/http"
+	"time"
+)
+
+// Stats is a snapshot of every bucket's counters.
+type Stats struct {
+	// Start is when the timelines begin (New, or the last Reset), on the
+	// real clock (not skewed).
+	Start time.Time `json:"start"`
+	// Buckets lists, per API in config order: the configured owners' buckets
+	// (in token order, each owner's resources in the dialect's order), then
+	// the anonymous client IPs' buckets that saw requests.
+	Buckets []BucketStats `json:"buckets"`
+	// Total sums the counters of all buckets (MaxInFlight is the largest).
+	Total Counters `json:"total"`
+}
+
+// BucketStats describes one (API, owner, resource) bucket.
+type BucketStats struct {
+	API       string `json:"api"`
+	Dialect   string `json:"dialect"`
+	Owner     string `json:"owner"` // the owner's login, or the client IP for anonymous buckets
+	Anonymous bool   `json:"anonymous"`
+	Resource  string `json:"resource"`
+	// Limit per window; 0 means unlimited.
+	Limit         int64  `json:"limit"`
+	WindowSeconds int64  `json:"window_seconds"`
+	WindowMode    string `json:"window_mode"`
+	// The current window as of the snapshot (server clock).
+	Used      int64     `json:"used"`
+	Remaining int64     `json:"remaining"`
+	Reset     time.Time `json:"reset"`
+	Counters
+	// Timeline holds the accepted requests of each second since Stats.Start:
+	// Timeline[i] counts those in [Start+i s, Start+i+1 s). Served over
+	// HTTP only with GET /_stats?timeline=1.
+	Timeline []uint32 `json:"timeline,omitempty"`
+}
+
+// Counters are what happened to the requests of a bucket.
+type Counters struct {
+	// Requests counts every request attributed to the bucket.
+	Requests int64 `json:"requests"`
+	// Accepted were served (including 304s and free requests).
+	Accepted int64 `json:"accepted"`
+	// Charged is the quota those requests spent.
+	Charged int64 `json:"charged"`
+	// NotModified were answered 304.
+	NotModified int64 `json:"not_modified"`
+	// Unauthorized were answered 401 (unknown token, or no token where one
+	// is needed); they are counted on the client IP's anonymous bucket.
+	Unauthorized int64 `json:"unauthorized"`
+	// Violations are requests that arrived when the bucket was empty or the
+	// owner was under (or tripped) a secondary-limit penalty: the sum of
+	// PrimaryViolations and SecondaryViolations. A well-behaved client
+	// keeps this at 0.
+	Violations          int64 `json:"violations"`
+	PrimaryViolations   int64 `json:"primary_violations"`
+	SecondaryViolations int64 `json:"secondary_violations"`
+	// ServerErrors and Dropped are injected faults.
+	ServerErrors int64 `json:"server_errors"`
+	Dropped      int64 `json:"dropped"`
+	// MaxInFlight is the most requests of the owner in flight at once, as
+	// seen by requests to this bucket.
+	MaxInFlight int64 `json:"max_in_flight"`
+}
+
+func (t *Counters) add(c Counters) {
+	t.Requests += c.Requests
+	t.Accepted += c.Accepted
+	t.Charged += c.Charged
+	t.NotModified += c.NotModified
+	t.Unauthorized += c.Unauthorized
+	t.Violations += c.Violations
+	t.PrimaryViolations += c.PrimaryViolations
+	t.SecondaryViolations += c.SecondaryViolations
+	t.ServerErrors += c.ServerErrors
+	t.Dropped += c.Dropped
+	t.MaxInFlight = max(t.MaxInFlight, c.MaxInFlight)
+}
+
+// Stats returns a snapshot of every bucket, with timelines.
+func (s *Server) Stats() Stats {
+	st := Stats{Start: *s.start.Load()}
+	realNow := time.Now()
+	for _, a := range s.apis {
+		now := realNow.Add(a.skew)
+		a.anonMu.Lock()
+		owners := append(append([]*owner(nil), a.owners...), a.anonOrder...)
+		a.anonMu.Unlock()
+		for _, o := range owners {
+			for _, b := range o.buckets {
+				bs, seen := b.snapshot(now)
+				if o.anonymous && !seen {
+					continue
+				}
+				st.Buckets = append(st.Buckets, bs)
+				st.Total.add(bs.Counters)
+			}
+		}
+	}
+	return st
+}
+
+// BucketFor returns the stats of one owner's bucket in the API named api
+// (resource "" means the main one), and whether there is such a bucket.
+func (st Stats) BucketFor(api, owner, resource string) (BucketStats, bool) {
+	for _, b := range st.Buckets {
+		if b.API == api && b.Owner == owner && (b.Resource == resource || resource == "" && b.mainResource()) {
+			return b, true
+		}
+	}
+	return BucketStats{}, false
+}
+
+func (b BucketStats) mainResource() bool {
+	c, ok := canonicalDialect(b.Dialect)
+	return ok && dialectSpec(c).resources[0].name == b.Resource
+}
+
+// snapshot copies the bucket's stats; seen reports whether any request
+// reached it.
+func (b *bucket) snapshot(now time.Time) (BucketStats, bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	state := b.state(now.Unix())
+	mode := WindowRolling
+	if b.fixed {
+		mode = WindowFixed
+	}
+	bs := BucketStats{
+		API: b.api.name, Dialect: b.api.kind, Owner: b.owner.name, Anonymous: b.owner.anonymous,
+		Resource: b.api.res[b.resource].name, Limit: b.limit, WindowSeconds: b.window, WindowMode: mode,
+		Used: state.used, Remaining: state.remaining, Reset: time.Unix(state.reset, 0).UTC(),
+		Counters: Counters{
+			Requests: b.requests, Accepted: b.accepted, Charged: b.charged, NotModified: b.notModified,
+			Unauthorized: b.unauthorized, Violations: b.primaryViolations + b.secondaryViolations,
+			PrimaryViolations: b.primaryViolations, SecondaryViolations: b.secondaryViolations,
+			ServerErrors: b.serverErrors, Dropped: b.dropped, MaxInFlight: b.maxInFlight,
+		},
+		Timeline: append([]uint32(nil), b.timeline...),
+	}
+	if b.limit == 0 {
+		bs.Remaining = 0
+	}
+	return bs, b.requests > 0
+}
+
+func (s *Server) serveStats(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		controlError(w, http.StatusMethodNotAllowed, "use GET /_stats")
+		return
+	}
+	st := s.Stats()
+	if r.URL.Query().Get("timeline") == "" {
+		for i := range st.Buckets {
+			st.Buckets[i].Timeline = nil
+		}
+	}
+	w.Header().Set("Content-Type", ctJSON)
+	w.Header().Set("Cache-Control", "no-store")
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	_ = enc.Encode(st)
+}
