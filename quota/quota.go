@@ -1,0 +1,394 @@
+package quota
+
+import (
+	"fmt"
+	"math"
+	"strings"
+	"time"
+
+	"github.com/ratekeeper/ratekeeper/headers"
+)
+
+// Kind names a pacing policy.
+type Kind string
+
+const (
+	// Spread paces continuously: the next request is due after
+	// time-to-reset ÷ (budget × Velocity). Because the rate is recomputed
+	// from every reading, a velocity above 1 spends a little faster early
+	// on yet still lands on zero exactly at the reset.
+	Spread Kind = "spread"
+	// Adaptive spreads the budget evenly (time-to-reset ÷ budget) and
+	// slows down as the bucket drains: ×1 above 50 % left, ×1.5 from 20 %,
+	// ×2 from 5 %, ×4 below; the delay is clamped to [MinDelay, MaxDelay].
+	Adaptive Kind = "adaptive"
+	// Greedy sends as fast as the secondary limits allow until only the
+	// reserve is left, then waits for the reset.
+	Greedy Kind = "greedy"
+)
+
+// Policy says how to spend a bucket.
+type Policy struct {
+	Kind Kind
+	// Velocity multiplies Spread's rate (default 1.5).
+	Velocity float64
+	// Reserve is kept back for other work: requests are only sent while
+	// the budget (remaining − in flight) exceeds it.
+	Reserve int64
+	// MinDelay and MaxDelay clamp Adaptive's delay.
+	MinDelay, MaxDelay time.Duration
+}
+
+// DefaultPolicy is the policy used when none is configured.
+func DefaultPolicy() Policy { return Policy{Kind: Adaptive, Velocity: 1.5, MaxDelay: time.Minute} }
+
+// ParseKind reads a policy name.
+func ParseKind(s string) (Kind, error) {
+	switch k := Kind(strings.ToLower(strings.TrimSpace(s))); k {
+	case Spread, Adaptive, Greedy:
+		return k, nil
+	}
+	return "", fmt.Errorf("unknown policy %q: want spread, adaptive or greedy", s)
+}
+
+// Validate reports a policy that cannot work.
+func (p Policy) Validate() error {
+	if _, err := ParseKind(string(p.Kind)); err != nil {
+		return err
+	}
+	switch {
+	case p.Velocity < 0 || math.IsNaN(p.Velocity) || math.IsInf(p.Velocity, 0):
+		return fmt.Errorf("policy velocity %v: want a positive number such as 1.5", p.Velocity)
+	case p.Reserve < 0:
+		return fmt.Errorf("policy reserve %d: want 0 or more requests", p.Reserve)
+	case p.MinDelay < 0 || p.MaxDelay < 0:
+		return fmt.Errorf("policy delays must not be negative")
+	case p.MaxDelay > 0 && p.MinDelay > p.MaxDelay:
+		return fmt.Errorf("policy min delay %v is above max delay %v", p.MinDelay, p.MaxDelay)
+	}
+	return nil
+}
+
+// Health classifies how much of a bucket is left.
+type Health string
+
+const (
+	Healthy   Health = "HEALTHY"   // 20 % or more left
+	Warning   Health = "WARNING"   // 5 % to 20 %
+	Critical  Health = "CRITICAL"  // under 5 %
+	Exhausted Health = "EXHAUSTED" // nothing left, or blocked
+	Unknowns  Health = "UNKNOWN"   // nothing known yet
+)
+
+// HealthAt classifies the bucket at now.
+func (b *Bucket) HealthAt(now time.Time) Health {
+	c := *b
+	c.Holders = nil
+	c.refresh(now)
+	switch {
+	case now.Before(b.BlockedUntil):
+		return Exhausted
+	case c.Remaining == Unknown:
+		return Unknowns
+	case c.Remaining <= 0:
+		return Exhausted
+	case c.Limit <= 0:
+		return Healthy
+	}
+	f := float64(c.Remaining) / float64(c.Limit)
+	switch {
+	case f < 0.05:
+		return Critical
+	case f < 0.20:
+		return Warning
+	}
+	return Healthy
+}
+
+// Default is what to assume of a bucket whose server states nothing: a
+// provider's conservative default (60 requests per minute).
+type Default struct {
+	Limit  int64
+	Window time.Duration
+}
+
+// Observe folds a reading into the bucket. r must be on the local clock
+// (see Normalize); now is when the response arrived. holder and released
+// return the reservation the request held (released is 0 when the request
+// held none). counted says whether the server charged the request (a 304
+// answered to a conditional request is free on GitHub); it only matters
+// when the response states nothing, so the bucket has to count by itself.
+//
+// Within one window Remaining only falls, so readings that arrive out of
+// order cannot undo spending; a later reset starts a new window and its
+// reading is taken as it is.
+func (b *Bucket) Observe(r *headers.Reading, now time.Time, holder string, released int64, counted bool, def Default) {
+	b.release(holder, released)
+	b.refresh(now)
+	b.Observed = now
+	if r.Window > 0 {
+		b.Window = r.Window
+	}
+	stated := r.Remaining != Unknown
+	switch {
+	case stated:
+		newWindow := b.Remaining == Unknown || b.Assumed ||
+			r.HasReset() && (b.Reset.IsZero() || r.Reset.After(b.Reset.Add(sameWindowTolerance(b.Window))))
+		staleWindow := !newWindow && r.HasReset() && !b.Reset.IsZero() &&
+			r.Reset.Before(b.Reset.Add(-sameWindowTolerance(b.Window)))
+		switch {
+		case newWindow:
+			b.Remaining = r.Remaining
+			if r.HasReset() {
+				b.Reset = r.Reset
+			}
+		case staleWindow:
+			// A response from the previous window, overtaken by
+			// one from the current window: nothing to learn.
+		default:
+			b.Remaining = min(b.Remaining, r.Remaining)
+			if r.HasReset() && r.Reset.After(b.Reset) {
+				b.Reset = r.Reset
+			}
+		}
+		if r.Limit != Unknown {
+			b.Limit = r.Limit
+		}
+		b.Assumed = false
+	case r.Limit != Unknown && b.Remaining == Unknown:
+		b.Limit = r.Limit
+	case b.Remaining == Unknown && def.Limit > 0 && r.Limited == headers.NotLimited:
+		// The server says nothing: count against the provider's
+		// default from this first response on.
+		b.Limit, b.Remaining, b.Window, b.Assumed = def.Limit, def.Limit, def.Window, true
+		if def.Window > 0 {
+			b.Reset = now.Add(def.Window)
+		}
+		if counted {
+			b.Remaining--
+		}
+	case counted && b.Remaining > 0:
+		// The server charged the request but did not say so:
+		// count it ourselves until it speaks again.
+		b.Remaining--
+	}
+	if stated && r.HasReset() && b.Reset.Equal(r.Reset) {
+		if span := r.Reset.Sub(now); span > b.Span {
+			b.Span = span
+		}
+	}
+
+	switch r.Limited {
+	case headers.Primary:
+		b.Remaining = 0
+		until := now.Add(r.Wait)
+		if !r.HasRetryAfter && !r.HasReset() {
+			until = now.Add(headers.DefaultWait)
+		}
+		if r.HasReset() && r.Reset.After(b.Reset) {
+			b.Reset = r.Reset
+		}
+		if b.Reset.Before(until) {
+			// Nothing says when the bucket refills but the refusal's
+			// own wait: assume it refills then.
+			b.Reset, b.Assumed = until, true
+		}
+		if until.After(b.BlockedUntil) {
+			b.BlockedUntil = until
+		}
+	case headers.NotLimited:
+		if r.HasRetryAfter && r.RetryAfter > 0 {
+			// A 503 (or any response) asking for a pause.
+			if until := now.Add(r.RetryAfter); until.After(b.BlockedUntil) {
+				b.BlockedUntil = until
+			}
+		}
+	}
+}
+
+// Reserve takes one request's worth of quota at now if the policy allows
+// it, and returns 0; otherwise it changes nothing and returns how long to
+// wait before trying again. holder names the reserving process; its
+// reservations lapse after lease unless renewed.
+func (b *Bucket) Reserve(p Policy, now time.Time, holder string, lease time.Duration) time.Duration {
+	b.refresh(now)
+	if w := b.wait(p, now); w > 0 {
+		return w
+	}
+	b.TAT = maxTime(b.TAT, now).Add(b.interval(p, now))
+	if b.Holders == nil {
+		b.Holders = make(map[string]Holder, 1)
+	}
+	h := b.Holders[holder]
+	h.N++
+	h.Until = now.Add(lease)
+	b.Holders[holder] = h
+	return 0
+}
+
+// Wait returns how long from now until the policy would let one request
+// go, without reserving anything. Zero means now.
+func (b *Bucket) Wait(p Policy, now time.Time) time.Duration {
+	c := b.clone()
+	c.refresh(now)
+	return c.wait(p, now)
+}
+
+// Release returns n reservations of holder unused (the request was never
+// sent, or its answer is not going to be observed).
+func (b *Bucket) Release(holder string, n int64) { b.release(holder, n) }
+
+func (b *Bucket) release(holder string, n int64) {
+	if n <= 0 || b.Holders == nil {
+		return
+	}
+	h, ok := b.Holders[holder]
+	if !ok {
+		return
+	}
+	h.N -= n
+	if h.N <= 0 {
+		delete(b.Holders, holder)
+		return
+	}
+	b.Holders[holder] = h
+}
+
+// probeInFlight is how many requests may be in flight on a bucket nothing
+// is known about: the first answer tells the limits.
+const probeInFlight = 1
+
+// wait is Wait on a refreshed bucket.
+func (b *Bucket) wait(p Policy, now time.Time) time.Duration {
+	var w time.Duration
+	if now.Before(b.BlockedUntil) {
+		w = b.BlockedUntil.Sub(now)
+	}
+	budget := b.Budget(p.Reserve)
+	switch {
+	case budget == Unknown:
+		if b.InFlight() >= probeInFlight {
+			w = max(w, probeRetry)
+		}
+	case budget <= 0:
+		w = max(w, b.untilRefill(now))
+	default:
+		if due := b.TAT.Sub(now); due > w {
+			w = due
+		}
+	}
+	return w
+}
+
+// probeRetry is how soon to ask again while the first request to an
+// unknown bucket is in flight.
+const probeRetry = 20 * time.Millisecond
+
+// untilRefill is how long until the budget can grow again: the reset,
+// else (nothing in flight to report back) the window or a minute.
+func (b *Bucket) untilRefill(now time.Time) time.Duration {
+	if !b.Reset.IsZero() {
+		if b.Reset.Equal(b.BlockedUntil) {
+			// The reset is the server's own Retry-After: exact.
+			return max(b.Reset.Sub(now), 0)
+		}
+		return max(b.Reset.Sub(now), 0) + b.grace()
+	}
+	if b.InFlight() > 0 {
+		return probeRetry
+	}
+	if b.Window > 0 {
+		return b.Window
+	}
+	return headers.DefaultWait
+}
+
+// grace is added to waits for a reset: a server that rounds its Unix
+// reset down, or whose clock is a little behind ours, can still count a
+// request that arrives exactly at the reset in the old window. It is a
+// fortieth of the window's span, between 100 ms and 1 s, so short windows
+// do not lose a tenth of their time to it.
+func (b *Bucket) grace() time.Duration {
+	span := b.Window
+	if span == 0 {
+		span = b.Span
+	}
+	if span == 0 {
+		return time.Second
+	}
+	return min(max(span/40, 100*time.Millisecond), time.Second)
+}
+
+// interval is the policy's spacing between requests at now.
+func (b *Bucket) interval(p Policy, now time.Time) time.Duration {
+	if p.Kind == Greedy {
+		return 0
+	}
+	budget := b.Budget(p.Reserve)
+	if budget <= 0 || b.Remaining == Unknown {
+		return 0
+	}
+	ttr := b.timeToReset(now)
+	if ttr <= 0 {
+		return 0
+	}
+	switch p.Kind {
+	case Spread:
+		v := p.Velocity
+		if v <= 0 {
+			v = 1.5
+		}
+		return time.Duration(float64(ttr) / (float64(budget) * v))
+	default: // Adaptive
+		d := time.Duration(float64(ttr) / float64(budget) * healthMultiplier(b))
+		if d < p.MinDelay {
+			d = p.MinDelay
+		}
+		if p.MaxDelay > 0 && d > p.MaxDelay {
+			d = p.MaxDelay
+		}
+		return d
+	}
+}
+
+// healthMultiplier slows Adaptive down as the bucket drains.
+func healthMultiplier(b *Bucket) float64 {
+	if b.Limit <= 0 || b.Remaining == Unknown {
+		return 1
+	}
+	f := float64(b.Remaining) / float64(b.Limit)
+	switch {
+	case f >= 0.5:
+		return 1
+	case f >= 0.2:
+		return 1.5
+	case f >= 0.05:
+		return 2
+	}
+	return 4
+}
+
+func (b *Bucket) timeToReset(now time.Time) time.Duration {
+	if !b.Reset.IsZero() {
+		return b.Reset.Sub(now) + b.grace()
+	}
+	return b.Window
+}
+
+func (b *Bucket) clone() Bucket {
+	c := *b
+	if b.Holders != nil {
+		c.Holders = make(map[string]Holder, len(b.Holders))
+		for k, v := range b.Holders {
+			c.Holders[k] = v
+		}
+	}
+	return c
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}

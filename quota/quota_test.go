@@ -1,0 +1,418 @@
+package quota
+
+import (
+	"math/rand/v2"
+	"net/http"
+	"sort"
+	"testing"
+	"time"
+
+	"github.com/ratekeeper/ratekeeper/headers"
+)
+
+var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+const lease = 2 * time.Minute
+
+func reading(limit, remaining int64, reset time.Time) *headers.Reading {
+	return &headers.Reading{Status: 200, Limit: limit, Remaining: remaining, Used: Unknown, Reset: reset}
+}
+
+func TestObserveOutOfOrderWithinWindow(t *testing.T) {
+	b := NewBucket()
+	reset := t0.Add(time.Hour)
+	b.Observe(reading(5000, 4990, reset), t0, "p", 0, true, Default{})
+	b.Observe(reading(5000, 4995, reset), t0.Add(time.Second), "p", 0, true, Default{}) // older response, arrived late
+	if b.Remaining != 4990 {
+		t.Fatalf("remaining rose within a window: %d", b.Remaining)
+	}
+	b.Observe(reading(5000, 4980, reset.Add(500*time.Millisecond)), t0.Add(2*time.Second), "p", 0, true, Default{})
+	if b.Remaining != 4980 {
+		t.Fatalf("remaining = %d, want 4980", b.Remaining)
+	}
+	// A later reset is a new window: its remaining is taken as it is.
+	next := reset.Add(time.Hour)
+	b.Observe(reading(5000, 4999, next), reset.Add(time.Second), "p", 0, true, Default{})
+	if b.Remaining != 4999 || !b.Reset.Equal(next) {
+		t.Fatalf("new window not taken: %+v", b)
+	}
+	// A straggler from the old window changes nothing.
+	b.Observe(reading(5000, 3, reset), reset.Add(2*time.Second), "p", 0, true, Default{})
+	if b.Remaining != 4999 {
+		t.Fatalf("stale window reading applied: %d", b.Remaining)
+	}
+}
+
+func TestReserveBudgetAndReset(t *testing.T) {
+	b := NewBucket()
+	reset := t0.Add(10 * time.Second)
+	b.Observe(reading(3, 3, reset), t0, "p", 0, true, Default{})
+	greedy := Policy{Kind: Greedy}
+	for i := 0; i < 3; i++ {
+		if w := b.Reserve(greedy, t0, "p", lease); w != 0 {
+			t.Fatalf("reservation %d: wait %v", i, w)
+		}
+	}
+	if got := b.Budget(0); got != 0 {
+		t.Fatalf("budget = %d, want 0 with 3 in flight", got)
+	}
+	w := b.Reserve(greedy, t0, "p", lease)
+	if w < 10*time.Second || w > 11*time.Second {
+		t.Fatalf("wait = %v, want the reset plus a little grace", w)
+	}
+	// Answers arrive: the server says 0 left; reservations are returned.
+	for i := 0; i < 3; i++ {
+		b.Observe(reading(3, 0, reset), t0.Add(100*time.Millisecond), "p", 1, true, Default{})
+	}
+	if b.InFlight() != 0 {
+		t.Fatalf("in flight = %d", b.InFlight())
+	}
+	// After the reset the bucket is assumed refilled.
+	if w := b.Reserve(greedy, reset.Add(time.Second), "p", lease); w != 0 {
+		t.Fatalf("after reset: wait %v", w)
+	}
+	if !b.Assumed || b.Remaining != 3 {
+		t.Fatalf("refill not assumed: %+v", b)
+	}
+}
+
+func TestReserveKeepsTheReserve(t *testing.T) {
+	b := NewBucket()
+	b.Observe(reading(100, 10, t0.Add(time.Minute)), t0, "p", 0, true, Default{})
+	p := Policy{Kind: Greedy, Reserve: 8}
+	if w := b.Reserve(p, t0, "p", lease); w != 0 {
+		t.Fatal(w)
+	}
+	if w := b.Reserve(p, t0, "p", lease); w != 0 {
+		t.Fatal(w)
+	}
+	if w := b.Reserve(p, t0, "p", lease); w == 0 {
+		t.Fatal("reserve eaten into")
+	}
+}
+
+func TestSpreadAndAdaptiveIntervals(t *testing.T) {
+	cases := []struct {
+		name      string
+		p         Policy
+		limit     int64
+		remaining int64
+		want      time.Duration
+	}{
+		// ttr is 100 s + 1 s grace (window unknown).
+		{"spread", Policy{Kind: Spread, Velocity: 1.5}, 1000, 101, 666666666 * time.Nanosecond},
+		{"adaptive healthy", Policy{Kind: Adaptive}, 200, 101, time.Second},
+		{"adaptive 20-50%", Policy{Kind: Adaptive}, 400, 101, 1500 * time.Millisecond},
+		{"adaptive 5-20%", Policy{Kind: Adaptive}, 1000, 101, 2 * time.Second},
+		{"adaptive below 5%", Policy{Kind: Adaptive}, 10000, 101, 4 * time.Second},
+		{"adaptive clamped", Policy{Kind: Adaptive, MaxDelay: 3 * time.Second}, 10000, 101, 3 * time.Second},
+		{"adaptive min", Policy{Kind: Adaptive, MinDelay: 5 * time.Second}, 200, 101, 5 * time.Second},
+		{"greedy", Policy{Kind: Greedy}, 200, 101, 0},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			b := NewBucket()
+			b.Observe(reading(c.limit, c.remaining, t0.Add(100*time.Second)), t0, "p", 0, true, Default{})
+			if w := b.Reserve(c.p, t0, "p", lease); w != 0 {
+				t.Fatalf("first reservation waits %v", w)
+			}
+			// The budget is now remaining−1; the interval is computed
+			// from the budget before the reservation.
+			got := b.TAT.Sub(t0)
+			if diff := got - c.want; diff < -time.Millisecond || diff > time.Millisecond {
+				t.Fatalf("interval = %v, want %v", got, c.want)
+			}
+			if c.want > 0 {
+				if w := b.Reserve(c.p, t0, "p", lease); w != c.want {
+					t.Fatalf("second reservation: wait %v, want %v", w, c.want)
+				}
+			}
+		})
+	}
+}
+
+func TestUnknownBucketProbesOneAtATime(t *testing.T) {
+	b := NewBucket()
+	p := DefaultPolicy()
+	if w := b.Reserve(p, t0, "p", lease); w != 0 {
+		t.Fatal(w)
+	}
+	if w := b.Reserve(p, t0, "p", lease); w == 0 {
+		t.Fatal("second request on an unknown bucket went before the first answer")
+	}
+	b.Observe(reading(60, 59, t0.Add(time.Hour)), t0.Add(time.Second), "p", 1, true, Default{})
+	if w := b.Reserve(Policy{Kind: Greedy}, t0.Add(time.Second), "p", lease); w != 0 {
+		t.Fatalf("known bucket still waits %v", w)
+	}
+}
+
+func TestReservationsLapse(t *testing.T) {
+	b := NewBucket()
+	b.Observe(reading(2, 2, t0.Add(time.Hour)), t0, "p", 0, true, Default{})
+	b.Reserve(Policy{Kind: Greedy}, t0, "crashed", lease)
+	b.Reserve(Policy{Kind: Greedy}, t0, "crashed", lease)
+	if w := b.Reserve(Policy{Kind: Greedy}, t0.Add(time.Minute), "alive", lease); w == 0 {
+		t.Fatal("budget should be held by the other process")
+	}
+	if w := b.Reserve(Policy{Kind: Greedy}, t0.Add(lease), "alive", lease); w != 0 {
+		t.Fatalf("dead holder's reservations did not lapse: wait %v", w)
+	}
+}
+
+func TestDefaultsWhenServerSaysNothing(t *testing.T) {
+	b := NewBucket()
+	def := Default{Limit: 60, Window: time.Minute}
+	none := &headers.Reading{Status: 200, Limit: Unknown, Remaining: Unknown, Used: Unknown}
+	b.Reserve(DefaultPolicy(), t0, "p", lease)
+	b.Observe(none, t0, "p", 1, true, def)
+	if b.Limit != 60 || b.Remaining != 59 || !b.Reset.Equal(t0.Add(time.Minute)) {
+		t.Fatalf("default not applied: %+v", b)
+	}
+	b.Observe(none, t0, "p", 0, false, def) // a free 304
+	if b.Remaining != 59 {
+		t.Fatalf("free response counted: %d", b.Remaining)
+	}
+	b.Observe(none, t0, "p", 0, true, def)
+	if b.Remaining != 58 {
+		t.Fatalf("counted response not counted: %d", b.Remaining)
+	}
+	// The server starts talking: its word replaces the assumption.
+	b.Observe(reading(5000, 4000, t0.Add(time.Hour)), t0, "p", 0, true, def)
+	if b.Remaining != 4000 || b.Assumed {
+		t.Fatalf("server word not taken over the default: %+v", b)
+	}
+}
+
+func TestRefusalsBlock(t *testing.T) {
+	b := NewBucket()
+	r := reading(5000, 0, t0.Add(10*time.Minute))
+	r.Status, r.Limited, r.Wait = 403, headers.Primary, 10*time.Minute
+	b.Observe(r, t0, "p", 0, true, Default{})
+	if w := b.Wait(Policy{Kind: Greedy}, t0); w < 10*time.Minute {
+		t.Fatalf("primary refusal: wait %v", w)
+	}
+	b = NewBucket()
+	r = &headers.Reading{Status: 429, Limit: Unknown, Remaining: Unknown, Used: Unknown,
+		Limited: headers.Primary, HasRetryAfter: true, RetryAfter: 30 * time.Second, Wait: 30 * time.Second}
+	b.Observe(r, t0, "p", 0, true, Default{})
+	if w := b.Wait(Policy{Kind: Greedy}, t0); w != 30*time.Second {
+		t.Fatalf("retry-after: wait %v", w)
+	}
+	b = NewBucket()
+	r = &headers.Reading{Status: 503, Limit: Unknown, Remaining: Unknown, Used: Unknown, HasRetryAfter: true, RetryAfter: 5 * time.Second}
+	b.Observe(r, t0, "p", 0, true, Default{})
+	if w := b.Wait(Policy{Kind: Greedy}, t0); w != 5*time.Second {
+		t.Fatalf("503 retry-after: wait %v", w)
+	}
+}
+
+func TestOwnerSecondary(t *testing.T) {
+	sec := func(r *headers.Reading) *headers.Reading { r.Status, r.Limited = 403, headers.Secondary; return r }
+	var o Owner
+	o.Observe(sec(&headers.Reading{Remaining: 100, HasRetryAfter: true, RetryAfter: 45 * time.Second}), t0, 0.5)
+	if w := o.Wait(Secondary{}, false, t0); w != 45*time.Second {
+		t.Fatalf("retry-after penalty = %v", w)
+	}
+	o = Owner{}
+	o.Observe(sec(&headers.Reading{Remaining: 0, Reset: t0.Add(5 * time.Minute)}), t0, 0.5)
+	if w := o.Wait(Secondary{}, false, t0); w != 5*time.Minute {
+		t.Fatalf("none left: penalty = %v, want until reset", w)
+	}
+	o = Owner{}
+	o.Observe(sec(&headers.Reading{Remaining: 100}), t0, 0.99)
+	if w := o.Wait(Secondary{}, false, t0); w != time.Minute {
+		t.Fatalf("first penalty = %v, want 60s", w)
+	}
+	o.Observe(sec(&headers.Reading{Remaining: 100}), t0, 0.5) // second in a row: 60 s + 0.5×60 s
+	if w := o.Wait(Secondary{}, false, t0); w != 90*time.Second {
+		t.Fatalf("second penalty = %v, want 90s", w)
+	}
+	o.Observe(&headers.Reading{Status: 200}, t0, 0)
+	if o.Strikes != 0 {
+		t.Fatal("strikes not cleared by a success")
+	}
+	if p := penalty(20, 0.999); p != maxPenalty {
+		t.Fatalf("penalty not capped: %v", p)
+	}
+}
+
+func TestOwnerConcurrencyWritesPoints(t *testing.T) {
+	var o Owner
+	s := Secondary{MaxConcurrent: 2}
+	o.Reserve(s, false, t0, "p", lease)
+	o.Reserve(s, false, t0, "p", lease)
+	if w := o.Reserve(s, false, t0, "p", lease); w == 0 {
+		t.Fatal("third concurrent request allowed")
+	}
+	o.Release("p", 1)
+	if w := o.Reserve(s, false, t0, "p", lease); w != 0 {
+		t.Fatal("slot not returned")
+	}
+
+	o = Owner{}
+	s = Secondary{WriteSpacing: time.Second}
+	o.Reserve(s, true, t0, "p", lease)
+	if w := o.Reserve(s, true, t0.Add(300*time.Millisecond), "p", lease); w != 700*time.Millisecond {
+		t.Fatalf("write spacing wait = %v", w)
+	}
+	if w := o.Reserve(s, false, t0.Add(300*time.Millisecond), "p", lease); w != 0 {
+		t.Fatal("reads must not wait for write spacing")
+	}
+
+	o = Owner{}
+	s = Secondary{PointsPerMinute: 10, WriteCost: 5}
+	if w := o.Reserve(s, true, t0, "p", lease); w != 0 {
+		t.Fatal(w)
+	}
+	if w := o.Reserve(s, true, t0, "p", lease); w != 0 {
+		t.Fatal(w)
+	}
+	if w := o.Reserve(s, false, t0, "p", lease); w != 6*time.Second {
+		t.Fatalf("11th point in a minute: wait %v, want 6s", w)
+	}
+}
+
+func TestHealth(t *testing.T) {
+	for _, c := range []struct {
+		rem  int64
+		want Health
+	}{{100, Healthy}, {20, Healthy}, {19, Warning}, {5, Warning}, {4, Critical}, {0, Exhausted}, {Unknown, Unknowns}} {
+		b := NewBucket()
+		b.Limit, b.Remaining = 100, c.rem
+		if got := b.HealthAt(t0); got != c.want {
+			t.Errorf("remaining %d: %v, want %v", c.rem, got, c.want)
+		}
+	}
+	b := NewBucket()
+	b.Limit, b.Remaining, b.BlockedUntil = 100, 100, t0.Add(time.Second)
+	if b.HealthAt(t0) != Exhausted {
+		t.Error("blocked bucket not exhausted")
+	}
+}
+
+func TestSkewAndRead(t *testing.T) {
+	var s Skew
+	if s.Estimate() != 0 {
+		t.Fatal("estimate without samples")
+	}
+	// The server is 30 s ahead; Dates are truncated to the second and
+	// responses take 40 ms.
+	for i := 0; i < 10; i++ {
+		arrival := t0.Add(time.Duration(i) * 1300 * time.Millisecond)
+		server := arrival.Add(30*time.Second - 40*time.Millisecond).Truncate(time.Second)
+		s.Add(server, arrival)
+	}
+	est := s.Estimate()
+	if est > 30*time.Second || est < 29*time.Second {
+		t.Fatalf("estimate %v, want just under 30s", est)
+	}
+	s.Add(t0.Add(-48*time.Hour), t0) // a stale cached Date is ignored
+	if s.Estimate() != est {
+		t.Fatal("stale Date moved the estimate")
+	}
+
+	h := http.Header{}
+	h.Set("X-RateLimit-Remaining", "0")
+	h.Set("X-RateLimit-Reset", "1767225661") // t0+61s on the server's clock = t0+31s on ours
+	h.Set("Date", "Thu, 01 Jan 2026 00:00:30 GMT")
+	r := Read(200, h, nil, t0, 30*time.Second)
+	if !r.Reset.Equal(t0.Add(31 * time.Second)) {
+		t.Fatalf("reset %v, want %v", r.Reset, t0.Add(31*time.Second))
+	}
+	if r.Wait != 31*time.Second {
+		t.Fatalf("wait %v", r.Wait)
+	}
+	h = http.Header{}
+	h.Set("RateLimit", `"d";r=0;t=10`)
+	r = Read(200, h, nil, t0, 30*time.Second)
+	if !r.Reset.Equal(t0.Add(10 * time.Second)) {
+		t.Fatalf("relative reset moved by skew: %v", r.Reset)
+	}
+}
+
+func TestPolicyValidation(t *testing.T) {
+	if err := DefaultPolicy().Validate(); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []Policy{{Kind: "fast"}, {Kind: Spread, Velocity: -1}, {Kind: Greedy, Reserve: -1},
+		{Kind: Adaptive, MinDelay: 2 * time.Second, MaxDelay: time.Second}} {
+		if p.Validate() == nil {
+			t.Errorf("%+v accepted", p)
+		}
+	}
+	if k, err := ParseKind(" Greedy "); err != nil || k != Greedy {
+		t.Fatal(k, err)
+	}
+}
+
+// TestNoViolationsAgainstAModelServer drives buckets the way the transport
+// does — reserve, send, answer after a random latency, observe out of order
+// — against a model of a GitHub-like server (rolling windows from the first
+// request, Unix resets rounded up), for each policy, and checks that no
+// request ever arrives at an empty bucket and that greedy uses the quota.
+func TestNoViolationsAgainstAModelServer(t *testing.T) {
+	for _, kind := range []Kind{Greedy, Spread, Adaptive} {
+		t.Run(string(kind), func(t *testing.T) {
+			rng := rand.New(rand.NewPCG(1, 2))
+			const limit, window = 100, 10 * time.Second
+			type answer struct {
+				at        time.Time
+				remaining int64
+				reset     time.Time
+			}
+			var (
+				srvStart  time.Time
+				srvUsed   int64
+				pending   []answer
+				b         = NewBucket()
+				now       = t0
+				sent      int
+				violation int
+			)
+			p := Policy{Kind: kind, Velocity: 1.5, MaxDelay: time.Minute}
+			end := t0.Add(60 * time.Second)
+			for now.Before(end) {
+				// Deliver answers due by now, in random order.
+				sort.Slice(pending, func(i, j int) bool { return pending[i].at.Before(pending[j].at) })
+				var due []answer
+				for len(pending) > 0 && !pending[0].at.After(now) {
+					due = append(due, pending[0])
+					pending = pending[1:]
+				}
+				rng.Shuffle(len(due), func(i, j int) { due[i], due[j] = due[j], due[i] })
+				for _, a := range due {
+					b.Observe(reading(limit, a.remaining, a.reset), now, "p", 1, true, Default{})
+				}
+				// Up to 8 workers try to send.
+				for w := 0; w < 8 && len(pending) < 8; w++ {
+					if b.Reserve(p, now, "p", lease) != 0 {
+						break
+					}
+					sent++
+					arrive := now.Add(time.Duration(rng.IntN(30)) * time.Millisecond)
+					if srvStart.IsZero() || !arrive.Before(srvStart.Add(window)) {
+						srvStart, srvUsed = arrive, 0
+					}
+					if srvUsed >= limit {
+						violation++
+					} else {
+						srvUsed++
+					}
+					reset := srvStart.Add(window).Truncate(time.Second).Add(time.Second)
+					pending = append(pending, answer{at: arrive.Add(time.Duration(rng.IntN(80)) * time.Millisecond), remaining: limit - srvUsed, reset: reset})
+				}
+				now = now.Add(5 * time.Millisecond)
+			}
+			if violation > 0 {
+				t.Fatalf("%d of %d requests hit an empty bucket", violation, sent)
+			}
+			// Six windows fit in 60 s; every policy should use most of them.
+			if kind == Greedy && sent < 5*limit {
+				t.Fatalf("greedy sent only %d requests in 60s", sent)
+			}
+			if sent < 4*limit {
+				t.Fatalf("%s sent only %d requests in 60s", kind, sent)
+			}
+		})
+	}
+}
