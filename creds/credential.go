@@ -1,0 +1,265 @@
+package creds
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync"
+
+	"github.com/bradleyfalzon/ghinstallation/v2"
+	"github.com/ratekeeper/ratekeeper/provider"
+)
+
+// Kind says where a credential's token comes from.
+type Kind int
+
+const (
+	// Static is a token given by the user (a personal access token, a bot's
+	// token, an OAuth token).
+	Static Kind = iota
+	// AppInstallation is a GitHub App installation whose short-lived token is
+	// minted and refreshed on demand.
+	AppInstallation
+	// Anonymous sends no token: the server's anonymous limits apply.
+	Anonymous
+)
+
+func (k Kind) String() string {
+	switch k {
+	case Static:
+		return "token"
+	case AppInstallation:
+		return "app-installation"
+	case Anonymous:
+		return "anonymous"
+	}
+	return fmt.Sprintf("Kind(%d)", int(k))
+}
+
+// MarshalText makes kinds readable in JSON.
+func (k Kind) MarshalText() ([]byte, error) { return []byte(k.String()), nil }
+
+// tokenSource mints tokens; ghinstallation's Transport is one.
+type tokenSource interface {
+	Token(ctx context.Context) (string, error)
+}
+
+// Credential is one way of authenticating to one provider. Its token is
+// obtained only with [Credential.Token]; every printable form is masked.
+// A Credential is safe for concurrent use.
+type Credential struct {
+	index    int
+	provider string
+	kind     Kind
+	source   string  // where it came from, e.g. "GITHUB_TOKEN entry #2"; never the token
+	secret   *secret // Static only; a pointer, so fmt never prints it from a copy
+	mint     tokenSource
+	masked   string
+	identity string // bucket identity when the owner is unknown
+	st       *state
+}
+
+// secret holds token text and refuses to be printed or encoded.
+type secret struct{ s string }
+
+func (*secret) String() string                      { return "[redacted]" }
+func (*secret) GoString() string                    { return "[redacted]" }
+func (*secret) Format(f fmt.State, _ rune)          { io.WriteString(f, "[redacted]") }
+func (*secret) MarshalJSON() ([]byte, error)        { return []byte(`"[redacted]"`), nil }
+func (*secret) LogValue() slog.Value                { return slog.StringValue("[redacted]") }
+func (*secret) MarshalText() ([]byte, error)        { return []byte("[redacted]"), nil }
+func (*secret) AppendText(b []byte) ([]byte, error) { return append(b, "[redacted]"...), nil }
+
+type state struct {
+	mu       sync.Mutex
+	status   Status
+	owner    provider.Owner
+	ownerKey string // bucket owner when known: from validation, an App, or inference
+}
+
+// NewToken returns a static credential holding token for the named provider.
+// index is its stable position in its pool (shown as "#index"), source says
+// where it came from for messages ("GITHUB_TOKEN entry #2").
+func NewToken(providerName string, index int, token, source string) *Credential {
+	sum := sha256.Sum256([]byte(token))
+	return &Credential{
+		index:    index,
+		provider: providerName,
+		kind:     Static,
+		source:   source,
+		secret:   &secret{token},
+		masked:   fmt.Sprintf("#%d %s", index, MaskToken(token)),
+		// A truncated hash names the token's bucket across processes (the
+		// shared store) without revealing it.
+		identity: "token:" + hex.EncodeToString(sum[:8]),
+		st:       &state{},
+	}
+}
+
+// NewAnonymous returns a credential that sends no token.
+func NewAnonymous(providerName string, index int) *Credential {
+	return &Credential{
+		index:    index,
+		provider: providerName,
+		kind:     Anonymous,
+		source:   "no token configured",
+		masked:   fmt.Sprintf("#%d anonymous", index),
+		identity: "anonymous",
+		st:       &state{},
+	}
+}
+
+// Index returns the credential's stable position in its pool, from 1.
+func (c *Credential) Index() int { return c.index }
+
+// Provider returns the name of the provider the credential belongs to.
+func (c *Credential) Provider() string { return c.provider }
+
+// Kind says where the token comes from.
+func (c *Credential) Kind() Kind { return c.kind }
+
+// Source says where the credential came from ("GITHUB_TOKEN entry #2",
+// "app 12 installation 34"), for messages.
+func (c *Credential) Source() string { return c.source }
+
+// Masked returns the printable form, such as "#2 ghp_…a1b2",
+// "#1 anonymous" or "#3 app:12/installation:34".
+func (c *Credential) Masked() string { return c.masked }
+
+// Token returns the token to send, minting or refreshing it first for an App
+// installation. An anonymous credential returns "" and no error. Errors never
+// contain token text.
+func (c *Credential) Token(ctx context.Context) (string, error) {
+	switch c.kind {
+	case Static:
+		return c.secret.s, nil
+	case AppInstallation:
+		tok, err := c.mint.Token(ctx)
+		if err != nil {
+			// ghinstallation leaves a failed mint's response body open for
+			// inspection; only the status is needed.
+			var he *ghinstallation.HTTPError
+			if errors.As(err, &he) && he.Response != nil && he.Response.Body != nil {
+				io.Copy(io.Discard, io.LimitReader(he.Response.Body, 64<<10))
+				he.Response.Body.Close()
+			}
+			return "", fmt.Errorf("%s: minting installation token: %w", c.masked, err)
+		}
+		return tok, nil
+	}
+	return "", nil
+}
+
+// Owner returns the account the token belongs to, or the zero Owner when it
+// has not been learnt.
+func (c *Credential) Owner() provider.Owner {
+	c.st.mu.Lock()
+	defer c.st.mu.Unlock()
+	return c.st.owner
+}
+
+// SetOwner records who owns the token (from [Validate] or a status call); from
+// then on [Credential.BucketOwner] is the owner's key, shared by every token
+// of that owner.
+func (c *Credential) SetOwner(o provider.Owner) {
+	if o.Key() == "" || c.kind == AppInstallation {
+		return // an installation's bucket is the installation, whoever acts through it
+	}
+	c.st.mu.Lock()
+	defer c.st.mu.Unlock()
+	c.st.owner, c.st.ownerKey = o, o.Key()
+}
+
+// ShareBucketWith records that c spends the same server-side bucket as
+// other, as inferred by [SameBucket], unless c's owner is already known.
+func (c *Credential) ShareBucketWith(other *Credential) {
+	key := other.BucketOwner()
+	c.st.mu.Lock()
+	defer c.st.mu.Unlock()
+	if c.st.ownerKey == "" && c.kind == Static {
+		c.st.ownerKey = key
+	}
+}
+
+// BucketOwner returns the identity of the server-side bucket owner the
+// credential spends from, for bucket keys (provider, owner, resource): the
+// owner's key ("user:583231") once known, "app:ID/installation:ID" for an App
+// installation, "anonymous" without a token, else a per-token identity
+// ("token:" and 16 hex digits of the token's SHA-256) that is the same in
+// every process using the token and reveals nothing usable.
+func (c *Credential) BucketOwner() string {
+	c.st.mu.Lock()
+	defer c.st.mu.Unlock()
+	if c.st.ownerKey != "" {
+		return c.st.ownerKey
+	}
+	return c.identity
+}
+
+// The printing methods have value receivers so that a Credential copied
+// out of its pointer is masked too.
+
+// String returns [Credential.Masked].
+func (c Credential) String() string { return c.masked }
+
+// GoString returns [Credential.Masked], so %#v cannot reveal the token.
+func (c Credential) GoString() string { return c.masked }
+
+// Format prints [Credential.Masked] for every verb, so no fmt verb (%v, %+v,
+// %#v, %s, %q, %x, ...) can reveal the token.
+func (c Credential) Format(f fmt.State, verb rune) {
+	if verb == 'q' {
+		fmt.Fprintf(f, "%q", c.masked)
+		return
+	}
+	io.WriteString(f, c.masked)
+}
+
+// LogValue makes slog print the masked form, the owner when known and the
+// provider.
+func (c Credential) LogValue() slog.Value {
+	attrs := []slog.Attr{slog.String("id", c.masked), slog.String("provider", c.provider)}
+	if o := c.Owner(); o.Key() != "" {
+		attrs = append(attrs, slog.String("owner", o.String()))
+	}
+	return slog.GroupValue(attrs...)
+}
+
+// credentialJSON is what a Credential looks like in JSON.
+type credentialJSON struct {
+	Index    int    `json:"index"`
+	Provider string `json:"provider"`
+	Kind     Kind   `json:"kind"`
+	Masked   string `json:"masked"`
+	Source   string `json:"source"`
+	Owner    string `json:"owner,omitempty"`
+	Bucket   string `json:"bucket_owner"`
+}
+
+// MarshalJSON encodes the masked form and metadata, never the token.
+func (c Credential) MarshalJSON() ([]byte, error) {
+	return json.Marshal(credentialJSON{
+		Index:    c.index,
+		Provider: c.provider,
+		Kind:     c.kind,
+		Masked:   c.masked,
+		Source:   c.source,
+		Owner:    c.Owner().String(),
+		Bucket:   c.BucketOwner(),
+	})
+}
+
+var (
+	_ fmt.Formatter  = Credential{}
+	_ slog.LogValuer = Credential{}
+	_ json.Marshaler = Credential{}
+	_ fmt.Formatter  = (*Credential)(nil)
+	_ fmt.GoStringer = (*Credential)(nil)
+	_ slog.LogValuer = (*Credential)(nil)
+	_ json.Marshaler = (*Credential)(nil)
+)
