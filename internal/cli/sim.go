@@ -1,0 +1,243 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/ratekeeper/ratekeeper/sim"
+)
+
+func init() { register(newSimCmd) }
+
+type simOptions struct {
+	config      string
+	listen      string
+	allowRemote bool
+
+	dialect         string
+	prefix          string
+	tokens          string
+	limit           int64
+	window          time.Duration
+	windowMode      string
+	exhaustedStatus int
+	seed            int64
+	skew            time.Duration
+	latency         time.Duration
+
+	noSecondary     bool
+	maxConcurrent   int
+	pointsPerMinute int
+	writeSpacing    time.Duration
+	penalty         time.Duration
+	retryAfter      bool
+
+	errorRate       float64
+	unavailableRate float64
+	dropRate        float64
+	slowRate        float64
+	slowDelay       time.Duration
+}
+
+// simShapeFlags describe the APIs; a config file describes them instead.
+var simShapeFlags = []string{
+	"dialect", "prefix", "tokens", "limit", "window", "window-mode", "exhausted-status", "skew", "latency",
+	"no-secondary", "max-concurrent", "points-per-minute", "write-spacing", "penalty", "secondary-retry-after",
+	"error-rate", "unavailable-rate", "drop-rate", "slow-rate", "slow-delay",
+}
+
+var simSecondaryFlags = []string{"max-concurrent", "points-per-minute", "write-spacing", "penalty", "secondary-retry-after"}
+
+func newSimCmd() *cobra.Command {
+	var o simOptions
+	cmd := &cobra.Command{
+		Use:   "sim",
+		Short: "Serve simulated rate-limited APIs (GitHub, GitLab, Hugging Face, Gitea) on loopback",
+		Long: `sim serves simulated GitHub, GitLab, Hugging Face and Gitea APIs with their real
+rate-limit headers, per-token buckets, secondary limits, ETags and optional
+faults, so clients can be tested without spending real quota.
+
+Without --config, the flags describe the APIs: one dialect is mounted at /, several
+(--dialect github,gitlab) each at /<dialect>. --tokens 3 makes the tokens
+sim-token-1 … sim-token-3 (each its own owner); --tokens alice:tok-a1,alice:tok-a2,tok-b
+gives tokens whose OWNER: prefix makes them share that owner's bucket.
+With --config FILE (TOML or JSON, see 'go doc github.com/ratekeeper/ratekeeper/sim'),
+only --listen, --allow-remote and --seed may be given too.
+
+It prints one line per API with its URL and masked tokens, serves GET /_stats
+(per-bucket counters; ?timeline=1 adds requests per second) and
+POST /_sim/touch?path=P (change a resource), and runs until interrupted.`,
+		Example: `  ratekeeper sim
+  ratekeeper sim --dialect github,gitlab,huggingface,gitea --tokens 2 --limit 100 --window 1m
+  ratekeeper sim --config sim.toml --listen 127.0.0.1:0`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return runSim(cmd, o) },
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.config, "config", "", "TOML or JSON file describing the APIs")
+	f.StringVar(&o.listen, "listen", "127.0.0.1:8080", "address to listen on; port 0 picks a free one")
+	f.BoolVar(&o.allowRemote, "allow-remote", false, "allow listening on a non-loopback address")
+	f.StringVar(&o.dialect, "dialect", "github", "dialects to serve, comma-separated: github, gitlab, huggingface, gitea")
+	f.StringVar(&o.prefix, "prefix", "", "path to mount a single API at (default /)")
+	f.StringVar(&o.tokens, "tokens", "3", "a count N (tokens sim-token-1…N) or a list TOKEN,OWNER:TOKEN,…")
+	f.Int64Var(&o.limit, "limit", 0, "primary limit per owner and window (0: the provider's default)")
+	f.DurationVar(&o.window, "window", 0, "window length, whole seconds (0: the provider's default)")
+	f.StringVar(&o.windowMode, "window-mode", "", "rolling or fixed (default: the provider's)")
+	f.IntVar(&o.exhaustedStatus, "exhausted-status", 0, "status for an empty bucket, 403 or 429 (0: the provider's)")
+	f.Int64Var(&o.seed, "seed", 1, "seed of the fault injection")
+	f.DurationVar(&o.skew, "skew", 0, "offset of the server's clock (Date and reset times)")
+	f.DurationVar(&o.latency, "latency", 0, "delay added to every answer")
+	f.BoolVar(&o.noSecondary, "no-secondary", false, "turn secondary limits off")
+	f.IntVar(&o.maxConcurrent, "max-concurrent", 0, "secondary limit: requests of one owner in flight (replaces the provider's secondary limits)")
+	f.IntVar(&o.pointsPerMinute, "points-per-minute", 0, "secondary limit: points per owner per minute (GET 1, write 5)")
+	f.DurationVar(&o.writeSpacing, "write-spacing", 0, "secondary limit: least time between two writes of one owner")
+	f.DurationVar(&o.penalty, "penalty", time.Minute, "how long a secondary-limit penalty lasts")
+	f.BoolVar(&o.retryAfter, "secondary-retry-after", true, "send retry-after with secondary-limit refusals")
+	f.Float64Var(&o.errorRate, "error-rate", 0, "fraction of requests answered 500/502/504")
+	f.Float64Var(&o.unavailableRate, "unavailable-rate", 0, "fraction of requests answered 503 with Retry-After")
+	f.Float64Var(&o.dropRate, "drop-rate", 0, "fraction of connections closed without an answer")
+	f.Float64Var(&o.slowRate, "slow-rate", 0, "fraction of answers delayed by --slow-delay")
+	f.DurationVar(&o.slowDelay, "slow-delay", 2*time.Second, "delay of slow answers")
+	return cmd
+}
+
+func runSim(cmd *cobra.Command, o simOptions) error {
+	if err := sim.ListenAllowed(o.listen, o.allowRemote); err != nil {
+		return exitf(2, "%v", err)
+	}
+	cfg, err := simConfig(cmd, o)
+	if err != nil {
+		return exitf(2, "%v", err)
+	}
+	srv, err := sim.New(cfg)
+	if err != nil {
+		return exitf(2, "%v", err)
+	}
+	ln, err := net.Listen("tcp", o.listen)
+	if err != nil {
+		return exitf(1, "listen on %s: %v", o.listen, err)
+	}
+	base := "http://" + ln.Addr().String()
+	out := cmd.OutOrStdout()
+	fmt.Fprintf(out, "ratekeeper sim listening on %s (stats: %s/_stats); Ctrl-C stops it\n", base, base)
+	for _, a := range srv.APIs() {
+		fmt.Fprintln(out, describeAPI(a, base))
+	}
+
+	hs := &http.Server{Handler: srv, ReadHeaderTimeout: 10 * time.Second}
+	served := make(chan error, 1)
+	go func() { served <- hs.Serve(ln) }()
+	select {
+	case err := <-served:
+		return exitf(1, "serve: %v", err)
+	case <-cmd.Context().Done():
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := hs.Shutdown(ctx); err != nil && !errors.Is(err, context.DeadlineExceeded) {
+		return exitf(1, "shutdown: %v", err)
+	}
+	<-served
+	printSimTotals(out, srv.Stats())
+	return nil
+}
+
+// simConfig builds the config from --config or from the flags.
+func simConfig(cmd *cobra.Command, o simOptions) (sim.Config, error) {
+	flags := cmd.Flags()
+	if o.config != "" {
+		var given []string
+		for _, name := range simShapeFlags {
+			if flags.Changed(name) {
+				given = append(given, "--"+name)
+			}
+		}
+		if len(given) > 0 {
+			return sim.Config{}, fmt.Errorf("%s cannot be combined with --config: describe the APIs in the file", strings.Join(given, ", "))
+		}
+		cfg, err := sim.LoadConfig(o.config)
+		if err != nil {
+			return sim.Config{}, err
+		}
+		if flags.Changed("seed") {
+			cfg.Seed = o.seed
+		}
+		return cfg, nil
+	}
+	toks, err := sim.ParseTokens(o.tokens)
+	if err != nil {
+		return sim.Config{}, fmt.Errorf("--%v", err)
+	}
+	q := sim.QuickOptions{
+		Dialects: strings.Split(o.dialect, ","), Prefix: o.prefix, Tokens: toks,
+		Limit: o.limit, Window: o.window, WindowMode: o.windowMode, ExhaustedStatus: o.exhaustedStatus,
+		Seed: o.seed, Skew: o.skew, Latency: o.latency,
+		Faults: sim.FaultConfig{ErrorRate: o.errorRate, UnavailableRate: o.unavailableRate, DropRate: o.dropRate,
+			SlowRate: o.slowRate, SlowDelay: o.slowDelay},
+	}
+	secondaryGiven := false
+	for _, name := range simSecondaryFlags {
+		secondaryGiven = secondaryGiven || flags.Changed(name)
+	}
+	switch {
+	case o.noSecondary && secondaryGiven:
+		return sim.Config{}, errors.New("--no-secondary cannot be combined with --max-concurrent, --points-per-minute, --write-spacing, --penalty or --secondary-retry-after")
+	case o.noSecondary:
+		q.Secondary = &sim.SecondaryConfig{}
+	case secondaryGiven:
+		q.Secondary = &sim.SecondaryConfig{MaxConcurrent: o.maxConcurrent, PointsPerMinute: o.pointsPerMinute,
+			WriteSpacing: o.writeSpacing, Penalty: o.penalty, RetryAfter: o.retryAfter}
+	}
+	return sim.QuickConfig(q)
+}
+
+// describeAPI is the one line printed per API: never a token's text.
+func describeAPI(a sim.APIInfo, base string) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "  %-12s %s  [%s]", a.Name, a.URL(base), a.Dialect)
+	main := a.Resources[0]
+	if main.Limit > 0 {
+		fmt.Fprintf(&b, "  %d/%s %s", main.Limit, shortDuration(main.Window), main.WindowMode)
+	} else {
+		b.WriteString("  unlimited")
+	}
+	if a.Secondary != nil {
+		b.WriteString("  secondary limits on")
+	}
+	if len(a.Tokens) == 0 {
+		b.WriteString("  no tokens (anonymous only)")
+	} else {
+		parts := make([]string, len(a.Tokens))
+		for i, t := range a.Tokens {
+			parts[i] = fmt.Sprintf("%s (%s)", t.Masked, t.Owner)
+		}
+		b.WriteString("  tokens: " + strings.Join(parts, ", "))
+	}
+	return b.String()
+}
+
+// shortDuration writes 1h0m0s as 1h and 5m0s as 5m.
+func shortDuration(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
+}
+
+func printSimTotals(out io.Writer, st sim.Stats) {
+	t := st.Total
+	fmt.Fprintf(out, "ratekeeper sim stopped: %d requests, %d accepted, %d not modified, %d unauthorized, %d violations\n",
+		t.Requests, t.Accepted, t.NotModified, t.Unauthorized, t.Violations)
+}

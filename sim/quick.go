@@ -1,0 +1,80 @@
+package sim
+
+import (
+	"fmt"
+	"net"
+	"strings"
+	"time"
+)
+
+// QuickOptions are the knobs of a config made from a few command-line
+// flags instead of a file.
+type QuickOptions struct {
+	// Dialects are the APIs to serve: one is mounted at Prefix (default
+	// "/"), several each at "/" + its dialect name as written.
+	Dialects []string
+	Prefix   string
+	// Tokens are given to every API (see ParseTokens).
+	Tokens          []TokenConfig
+	Limit           int64
+	Window          time.Duration
+	WindowMode      string
+	ExhaustedStatus int
+	Seed            int64
+	Skew, Latency   time.Duration
+	// Secondary nil keeps each provider's defaults.
+	Secondary *SecondaryConfig
+	Faults    FaultConfig
+}
+
+// QuickConfig builds and validates the config QuickOptions describe.
+func QuickConfig(o QuickOptions) (Config, error) {
+	cfg := Config{Seed: o.Seed}
+	if len(o.Dialects) == 0 {
+		return Config{}, fmt.Errorf("sim config: dialect: none given (want github, gitlab, huggingface or gitea)")
+	}
+	if o.Prefix != "" && len(o.Dialects) > 1 {
+		return Config{}, fmt.Errorf("sim config: prefix: %q cannot mount %d APIs (each is mounted at /<dialect>; give one dialect or no prefix)", o.Prefix, len(o.Dialects))
+	}
+	for _, d := range o.Dialects {
+		d = strings.ToLower(strings.TrimSpace(d))
+		ac := APIConfig{
+			Dialect: d, Prefix: o.Prefix, Tokens: append([]TokenConfig(nil), o.Tokens...),
+			Limit: o.Limit, Window: o.Window, WindowMode: o.WindowMode, ExhaustedStatus: o.ExhaustedStatus,
+			Skew: o.Skew, Latency: o.Latency, Faults: o.Faults,
+		}
+		if o.Secondary != nil {
+			sc := *o.Secondary
+			ac.Secondary = &sc
+		}
+		cfg.APIs = append(cfg.APIs, ac)
+	}
+	if err := cfg.Validate(); err != nil {
+		return Config{}, fmt.Errorf("sim config: %w", err)
+	}
+	return cfg, nil
+}
+
+// ListenAllowed reports why the simulator should not listen on addr
+// (host:port): anything but a loopback address (or "localhost") is refused
+// unless allowRemote, since a simulator has no business on a network.
+func ListenAllowed(addr string, allowRemote bool) error {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("listen address %q: %v (want host:port, e.g. 127.0.0.1:8080)", addr, err)
+	}
+	if allowRemote {
+		return nil
+	}
+	if host == "" {
+		return fmt.Errorf("listen address %q listens on every interface; use 127.0.0.1:PORT, or --allow-remote to mean it", addr)
+	}
+	if strings.EqualFold(host, "localhost") {
+		return nil
+	}
+	ip := net.ParseIP(host)
+	if ip == nil || !ip.IsLoopback() {
+		return fmt.Errorf("listen address %q is not a loopback address; use 127.0.0.1 or [::1], or --allow-remote to mean it", addr)
+	}
+	return nil
+}
