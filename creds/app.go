@@ -64,7 +64,7 @@ func NewAppInstallations(p *provider.Provider, app provider.AppConfig, firstInde
 			provider: p.Name,
 			kind:     AppInstallation,
 			source:   fmt.Sprintf("GitHub App %d installation %d", app.AppID, id),
-			mint:     itr,
+			mint:     itr.Token,
 			masked:   fmt.Sprintf("#%d %s", index, owner),
 			identity: owner,
 			st:       &state{ownerKey: owner},

@@ -44,11 +44,6 @@ func (k Kind) String() string {
 // MarshalText makes kinds readable in JSON.
 func (k Kind) MarshalText() ([]byte, error) { return []byte(k.String()), nil }
 
-// tokenSource mints tokens; ghinstallation's Transport is one.
-type tokenSource interface {
-	Token(ctx context.Context) (string, error)
-}
-
 // Credential is one way of authenticating to one provider. Its token is
 // obtained only with [Credential.Token]; every printable form is masked.
 // A Credential is safe for concurrent use.
@@ -56,24 +51,17 @@ type Credential struct {
 	index    int
 	provider string
 	kind     Kind
-	source   string  // where it came from, e.g. "GITHUB_TOKEN entry #2"; never the token
-	secret   *secret // Static only; a pointer, so fmt never prints it from a copy
-	mint     tokenSource
+	source   string // where it came from, e.g. "GITHUB_TOKEN entry #2"; never the token
+	// token returns a Static credential's token. A closure, because nothing
+	// that prints or encodes by reflection (fmt's %v of an enclosing struct,
+	// its bad-verb fallback, spew, go-cmp) can see what a closure captured;
+	// a string field, even behind a pointer, can be printed.
+	token    func() string
+	mint     func(context.Context) (string, error) // AppInstallation only; a func for the same reason
 	masked   string
 	identity string // bucket identity when the owner is unknown
 	st       *state
 }
-
-// secret holds token text and refuses to be printed or encoded.
-type secret struct{ s string }
-
-func (*secret) String() string                      { return "[redacted]" }
-func (*secret) GoString() string                    { return "[redacted]" }
-func (*secret) Format(f fmt.State, _ rune)          { io.WriteString(f, "[redacted]") }
-func (*secret) MarshalJSON() ([]byte, error)        { return []byte(`"[redacted]"`), nil }
-func (*secret) LogValue() slog.Value                { return slog.StringValue("[redacted]") }
-func (*secret) MarshalText() ([]byte, error)        { return []byte("[redacted]"), nil }
-func (*secret) AppendText(b []byte) ([]byte, error) { return append(b, "[redacted]"...), nil }
 
 type state struct {
 	mu       sync.Mutex
@@ -92,7 +80,7 @@ func NewToken(providerName string, index int, token, source string) *Credential 
 		provider: providerName,
 		kind:     Static,
 		source:   source,
-		secret:   &secret{token},
+		token:    func() string { return token },
 		masked:   fmt.Sprintf("#%d %s", index, MaskToken(token)),
 		// A truncated hash names the token's bucket across processes (the
 		// shared store) without revealing it.
@@ -137,9 +125,9 @@ func (c *Credential) Masked() string { return c.masked }
 func (c *Credential) Token(ctx context.Context) (string, error) {
 	switch c.kind {
 	case Static:
-		return c.secret.s, nil
+		return c.token(), nil
 	case AppInstallation:
-		tok, err := c.mint.Token(ctx)
+		tok, err := c.mint(ctx)
 		if err != nil {
 			// ghinstallation leaves a failed mint's response body open for
 			// inspection; only the status is needed.
