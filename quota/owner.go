@@ -14,21 +14,34 @@ type Secondary struct {
 	MaxConcurrent int64
 	// WriteSpacing is the least time between two writes of one owner.
 	WriteSpacing time.Duration
-	// PointsPerMinute caps points spent per minute; a read costs 1 point
-	// and a write WriteCost.
+	// PointsPerMinute caps the points one endpoint may be charged per
+	// minute (GitHub: 900 for a REST endpoint, 1 per read, 5 per write).
 	PointsPerMinute int64
-	WriteCost       int64
+	// ContentPerMinute and ContentPerHour cap requests that create
+	// content (GitHub: 80 and 500).
+	ContentPerMinute, ContentPerHour int64
+}
+
+// Cost is what one request spends against the secondary limits.
+type Cost struct {
+	Write          bool
+	Points         int64
+	Endpoint       string
+	CreatesContent bool
 }
 
 // Owner is what is known about one credential owner's secondary limits:
 // its penalty after a secondary refusal, its requests in flight, its last
-// write and its points. Like Bucket, a value with exported fields.
+// write, its points per endpoint and its content creation. Like Bucket, a
+// value with exported fields; methods change the receiver.
 type Owner struct {
-	PenaltyUntil time.Time         `json:"penalty_until,omitzero"`
-	Strikes      int               `json:"strikes,omitempty"`
-	Holders      map[string]Holder `json:"holders,omitempty"`
-	NextWrite    time.Time         `json:"next_write,omitzero"`
-	PointsTAT    time.Time         `json:"points_tat,omitzero"`
+	PenaltyUntil time.Time            `json:"penalty_until,omitzero"`
+	Strikes      int                  `json:"strikes,omitempty"`
+	Holders      map[string]Holder    `json:"holders,omitempty"`
+	NextWrite    time.Time            `json:"next_write,omitzero"`
+	PointsTAT    map[string]time.Time `json:"points_tat,omitempty"`
+	ContentMin   time.Time            `json:"content_min,omitzero"`
+	ContentHour  time.Time            `json:"content_hour,omitzero"`
 }
 
 // SecondaryBase is the first penalty after a secondary refusal without
@@ -38,24 +51,42 @@ const SecondaryBase = time.Minute
 // maxPenalty caps the exponential penalty.
 const maxPenalty = 30 * time.Minute
 
-func (o *Owner) cost(s Secondary, write bool) int64 {
-	if write && s.WriteCost > 0 {
-		return s.WriteCost
-	}
-	return 1
-}
-
 func (o *Owner) refresh(now time.Time) {
 	for id, h := range o.Holders {
 		if h.N <= 0 || !now.Before(h.Until) {
 			delete(o.Holders, id)
 		}
 	}
+	// A theoretical arrival time in the past carries no information.
+	for ep, tat := range o.PointsTAT {
+		if !tat.After(now) {
+			delete(o.PointsTAT, ep)
+		}
+	}
 }
 
-// Wait returns how long from now until the owner may send a request
-// (write or not), without reserving.
-func (o *Owner) Wait(s Secondary, write bool, now time.Time) time.Duration {
+// gcraWait is how long a request costing n units must wait under a GCRA
+// allowing perWindow units per window, with a burst of one window.
+func gcraWait(tat, now time.Time, n, perWindow int64, window time.Duration) time.Duration {
+	if perWindow <= 0 || tat.IsZero() {
+		return 0
+	}
+	per := window / time.Duration(perWindow)
+	allowed := now.Add(window - time.Duration(n)*per)
+	if tat.After(allowed) {
+		return tat.Sub(allowed)
+	}
+	return 0
+}
+
+func gcraTake(tat, now time.Time, n, perWindow int64, window time.Duration) time.Time {
+	per := window / time.Duration(perWindow)
+	return maxTime(tat, now).Add(time.Duration(n) * per)
+}
+
+// Wait returns how long from now until the owner may send a request of
+// cost c, without reserving.
+func (o *Owner) Wait(s Secondary, c Cost, now time.Time) time.Duration {
 	var w time.Duration
 	if now.Before(o.PenaltyUntil) {
 		w = o.PenaltyUntil.Sub(now)
@@ -71,26 +102,28 @@ func (o *Owner) Wait(s Secondary, write bool, now time.Time) time.Duration {
 			w = max(w, probeRetry)
 		}
 	}
-	if write && s.WriteSpacing > 0 && now.Before(o.NextWrite) {
+	if c.Write && s.WriteSpacing > 0 && now.Before(o.NextWrite) {
 		w = max(w, o.NextWrite.Sub(now))
 	}
-	if s.PointsPerMinute > 0 {
-		per := time.Minute / time.Duration(s.PointsPerMinute)
-		// GCRA with a burst of one minute's points: a request of cost c
-		// conforms while TAT − now ≤ minute − c·per.
-		allowed := now.Add(time.Minute - time.Duration(o.cost(s, write))*per)
-		if o.PointsTAT.After(allowed) {
-			w = max(w, o.PointsTAT.Sub(allowed))
+	if s.PointsPerMinute > 0 && c.Points > 0 {
+		w = max(w, gcraWait(o.PointsTAT[c.Endpoint], now, c.Points, s.PointsPerMinute, time.Minute))
+	}
+	if c.CreatesContent {
+		if s.ContentPerMinute > 0 {
+			w = max(w, gcraWait(o.ContentMin, now, 1, s.ContentPerMinute, time.Minute))
+		}
+		if s.ContentPerHour > 0 {
+			w = max(w, gcraWait(o.ContentHour, now, 1, s.ContentPerHour, time.Hour))
 		}
 	}
 	return w
 }
 
-// Reserve takes the owner's permission for one request at now, or returns
-// how long to wait and changes nothing.
-func (o *Owner) Reserve(s Secondary, write bool, now time.Time, holder string, lease time.Duration) time.Duration {
+// Reserve takes the owner's permission for one request of cost c at now,
+// or returns how long to wait and changes nothing.
+func (o *Owner) Reserve(s Secondary, c Cost, now time.Time, holder string, lease time.Duration) time.Duration {
 	o.refresh(now)
-	if w := o.Wait(s, write, now); w > 0 {
+	if w := o.Wait(s, c, now); w > 0 {
 		return w
 	}
 	if s.MaxConcurrent > 0 {
@@ -102,12 +135,22 @@ func (o *Owner) Reserve(s Secondary, write bool, now time.Time, holder string, l
 		h.Until = now.Add(lease)
 		o.Holders[holder] = h
 	}
-	if write && s.WriteSpacing > 0 {
+	if c.Write && s.WriteSpacing > 0 {
 		o.NextWrite = now.Add(s.WriteSpacing)
 	}
-	if s.PointsPerMinute > 0 {
-		per := time.Minute / time.Duration(s.PointsPerMinute)
-		o.PointsTAT = maxTime(o.PointsTAT, now).Add(time.Duration(o.cost(s, write)) * per)
+	if s.PointsPerMinute > 0 && c.Points > 0 {
+		if o.PointsTAT == nil {
+			o.PointsTAT = make(map[string]time.Time, 1)
+		}
+		o.PointsTAT[c.Endpoint] = gcraTake(o.PointsTAT[c.Endpoint], now, c.Points, s.PointsPerMinute, time.Minute)
+	}
+	if c.CreatesContent {
+		if s.ContentPerMinute > 0 {
+			o.ContentMin = gcraTake(o.ContentMin, now, 1, s.ContentPerMinute, time.Minute)
+		}
+		if s.ContentPerHour > 0 {
+			o.ContentHour = gcraTake(o.ContentHour, now, 1, s.ContentPerHour, time.Hour)
+		}
 	}
 	return 0
 }

@@ -210,21 +210,21 @@ func TestOwnerSecondary(t *testing.T) {
 	sec := func(r *headers.Reading) *headers.Reading { r.Status, r.Limited = 403, headers.Secondary; return r }
 	var o Owner
 	o.Observe(sec(&headers.Reading{Remaining: 100, HasRetryAfter: true, RetryAfter: 45 * time.Second}), t0, 0.5)
-	if w := o.Wait(Secondary{}, false, t0); w != 45*time.Second {
+	if w := o.Wait(Secondary{}, Cost{}, t0); w != 45*time.Second {
 		t.Fatalf("retry-after penalty = %v", w)
 	}
 	o = Owner{}
 	o.Observe(sec(&headers.Reading{Remaining: 0, Reset: t0.Add(5 * time.Minute)}), t0, 0.5)
-	if w := o.Wait(Secondary{}, false, t0); w != 5*time.Minute {
+	if w := o.Wait(Secondary{}, Cost{}, t0); w != 5*time.Minute {
 		t.Fatalf("none left: penalty = %v, want until reset", w)
 	}
 	o = Owner{}
 	o.Observe(sec(&headers.Reading{Remaining: 100}), t0, 0.99)
-	if w := o.Wait(Secondary{}, false, t0); w != time.Minute {
+	if w := o.Wait(Secondary{}, Cost{}, t0); w != time.Minute {
 		t.Fatalf("first penalty = %v, want 60s", w)
 	}
 	o.Observe(sec(&headers.Reading{Remaining: 100}), t0, 0.5) // second in a row: 60 s + 0.5×60 s
-	if w := o.Wait(Secondary{}, false, t0); w != 90*time.Second {
+	if w := o.Wait(Secondary{}, Cost{}, t0); w != 90*time.Second {
 		t.Fatalf("second penalty = %v, want 90s", w)
 	}
 	o.Observe(&headers.Reading{Status: 200}, t0, 0)
@@ -237,38 +237,55 @@ func TestOwnerSecondary(t *testing.T) {
 }
 
 func TestOwnerConcurrencyWritesPoints(t *testing.T) {
+	read := Cost{Points: 1, Endpoint: "GET /repos/{owner}/{repo}"}
+	write := Cost{Write: true, Points: 5, Endpoint: "POST /repos/{owner}/{repo}/issues", CreatesContent: true}
 	var o Owner
 	s := Secondary{MaxConcurrent: 2}
-	o.Reserve(s, false, t0, "p", lease)
-	o.Reserve(s, false, t0, "p", lease)
-	if w := o.Reserve(s, false, t0, "p", lease); w == 0 {
+	o.Reserve(s, read, t0, "p", lease)
+	o.Reserve(s, read, t0, "p", lease)
+	if w := o.Reserve(s, read, t0, "p", lease); w == 0 {
 		t.Fatal("third concurrent request allowed")
 	}
 	o.Release("p", 1)
-	if w := o.Reserve(s, false, t0, "p", lease); w != 0 {
+	if w := o.Reserve(s, read, t0, "p", lease); w != 0 {
 		t.Fatal("slot not returned")
 	}
 
 	o = Owner{}
 	s = Secondary{WriteSpacing: time.Second}
-	o.Reserve(s, true, t0, "p", lease)
-	if w := o.Reserve(s, true, t0.Add(300*time.Millisecond), "p", lease); w != 700*time.Millisecond {
+	o.Reserve(s, write, t0, "p", lease)
+	if w := o.Reserve(s, write, t0.Add(300*time.Millisecond), "p", lease); w != 700*time.Millisecond {
 		t.Fatalf("write spacing wait = %v", w)
 	}
-	if w := o.Reserve(s, false, t0.Add(300*time.Millisecond), "p", lease); w != 0 {
+	if w := o.Reserve(s, read, t0.Add(300*time.Millisecond), "p", lease); w != 0 {
 		t.Fatal("reads must not wait for write spacing")
 	}
 
 	o = Owner{}
-	s = Secondary{PointsPerMinute: 10, WriteCost: 5}
-	if w := o.Reserve(s, true, t0, "p", lease); w != 0 {
+	s = Secondary{PointsPerMinute: 10}
+	if w := o.Reserve(s, write, t0, "p", lease); w != 0 {
 		t.Fatal(w)
 	}
-	if w := o.Reserve(s, true, t0, "p", lease); w != 0 {
+	if w := o.Reserve(s, write, t0, "p", lease); w != 0 {
 		t.Fatal(w)
 	}
-	if w := o.Reserve(s, false, t0, "p", lease); w != 6*time.Second {
+	if w := o.Reserve(s, Cost{Points: 1, Endpoint: write.Endpoint}, t0, "p", lease); w != 6*time.Second {
 		t.Fatalf("11th point in a minute: wait %v, want 6s", w)
+	}
+	if w := o.Reserve(s, read, t0, "p", lease); w != 0 {
+		t.Fatal("points of one endpoint charged to another")
+	}
+
+	o = Owner{}
+	s = Secondary{ContentPerMinute: 2, ContentPerHour: 3}
+	o.Reserve(s, write, t0, "p", lease)
+	o.Reserve(s, write, t0, "p", lease)
+	if w := o.Reserve(s, write, t0, "p", lease); w != 30*time.Second {
+		t.Fatalf("3rd creation in a minute: wait %v, want 30s", w)
+	}
+	o.Reserve(s, write, t0.Add(30*time.Second), "p", lease)
+	if w := o.Reserve(s, write, t0.Add(time.Minute), "p", lease); w != 19*time.Minute {
+		t.Fatalf("4th creation in an hour: wait %v, want 19m", w)
 	}
 }
 
