@@ -185,43 +185,86 @@ func (s *Postgres) Update(ctx context.Context, key string, fn func(rec *Record) 
 
 // updateOnce makes one attempt at Update. fnErr is fn's error, returned
 // unchanged; err is the database's.
+//
+// It takes two round trips to the server, not four: BEGIN is pipelined with
+// the locking read, and the write with COMMIT, which also shortens the time
+// the row stays locked.
 func (s *Postgres) updateOnce(ctx context.Context, key string, fn func(rec *Record) error) (fnErr, err error) {
-	tx, err := s.pool.Begin(ctx)
+	conn, err := s.pool.Acquire(ctx)
 	if err != nil {
 		return nil, err
 	}
-	defer tx.Rollback(ctx)
-	rec, exists, err := s.readRecord(ctx, tx, key, ` FOR UPDATE`)
-	if err != nil {
-		return nil, err
+	// Release destroys a connection still inside a transaction, which the
+	// server then rolls back; endTx spares that on the expected paths.
+	defer conn.Release()
+
+	read := &pgx.Batch{}
+	read.Queue(`BEGIN`)
+	read.Queue(pgSelectRecord+` FOR UPDATE`, key)
+	br := conn.SendBatch(ctx, read)
+	_, err = br.Exec()
+	var rec Record
+	var exists bool
+	if err == nil {
+		rec, exists, err = s.scanRecord(key, br.QueryRow())
 	}
+	if closeErr := br.Close(); err == nil {
+		err = closeErr
+	}
+	if err != nil {
+		return nil, errors.Join(err, endTx(ctx, conn))
+	}
+
 	version := rec.Version
 	if err := fn(&rec); err != nil {
-		return err, nil
+		return err, endTx(ctx, conn)
 	}
+	write := &pgx.Batch{}
+	insert := false
 	switch {
 	case rec.Value == nil && !exists:
-		return nil, nil // deleting what is not there
+		return nil, endTx(ctx, conn) // deleting what is not there
 	case rec.Value == nil:
-		_, err = tx.Exec(ctx, `DELETE FROM ratekeeper_records WHERE key = $1`, key)
+		write.Queue(`DELETE FROM ratekeeper_records WHERE key = $1`, key)
 	case exists:
-		_, err = tx.Exec(ctx, `UPDATE ratekeeper_records SET value = $2, version = $3, updated_at = $4, checksum = $5 WHERE key = $1`,
+		write.Queue(`UPDATE ratekeeper_records SET value = $2, version = $3, updated_at = $4, checksum = $5 WHERE key = $1`,
 			key, nonNil(rec.Value), version+1, s.opts.now(), checksum(key, rec.Value))
 	default:
 		// Nothing was there to lock. If another client inserts the key
 		// first, our insert does nothing and we start over, now finding
 		// its row to lock.
-		var tag pgconn.CommandTag
-		tag, err = tx.Exec(ctx, `INSERT INTO ratekeeper_records (key, value, version, updated_at, checksum) VALUES ($1, $2, 1, $3, $4) ON CONFLICT (key) DO NOTHING`,
+		insert = true
+		write.Queue(`INSERT INTO ratekeeper_records (key, value, version, updated_at, checksum) VALUES ($1, $2, 1, $3, $4) ON CONFLICT (key) DO NOTHING`,
 			key, nonNil(rec.Value), s.opts.now(), checksum(key, rec.Value))
-		if err == nil && tag.RowsAffected() == 0 {
-			return nil, errPgConflict
+	}
+	write.Queue(`COMMIT`)
+	br = conn.SendBatch(ctx, write)
+	written, err := br.Exec()
+	if err == nil {
+		var commit pgconn.CommandTag
+		if commit, err = br.Exec(); err == nil && commit.String() != "COMMIT" {
+			err = fmt.Errorf("the server answered COMMIT with %q", commit)
 		}
 	}
-	if err != nil {
-		return nil, err
+	if closeErr := br.Close(); err == nil {
+		err = closeErr
 	}
-	return nil, tx.Commit(ctx)
+	if err != nil {
+		return nil, errors.Join(err, endTx(ctx, conn))
+	}
+	if insert && written.RowsAffected() == 0 {
+		return nil, errPgConflict
+	}
+	return nil, nil
+}
+
+// endTx rolls back the transaction conn is in, if any.
+func endTx(ctx context.Context, conn *pgxpool.Conn) error {
+	if conn.Conn().PgConn().TxStatus() == 'I' {
+		return nil
+	}
+	_, err := conn.Exec(ctx, `ROLLBACK`)
+	return err
 }
 
 // pgRetryable reports whether an attempt failed only because it raced
@@ -234,15 +277,15 @@ func pgRetryable(err error) bool {
 	return errors.As(err, &pgErr) && (pgErr.Code == "40001" || pgErr.Code == "40P01") // serialization_failure, deadlock_detected
 }
 
-// readRecord reads key's record; suffix may add a locking clause. exists
-// reports whether a row is there, even a corrupted one, which is returned as
-// absent.
-func (s *Postgres) readRecord(ctx context.Context, q pgQueryer, key, suffix string) (rec Record, exists bool, err error) {
+const pgSelectRecord = `SELECT value, version, updated_at, checksum FROM ratekeeper_records WHERE key = $1`
+
+// scanRecord reads key's record from row. exists reports whether a row is
+// there, even a corrupted one, which is returned as absent.
+func (s *Postgres) scanRecord(key string, row pgx.Row) (rec Record, exists bool, err error) {
 	var value []byte
 	var version, sum int64
 	var updated time.Time
-	err = q.QueryRow(ctx, `SELECT value, version, updated_at, checksum FROM ratekeeper_records WHERE key = $1`+suffix, key).
-		Scan(&value, &version, &updated, &sum)
+	err = row.Scan(&value, &version, &updated, &sum)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Record{Key: key}, false, nil
 	}
@@ -275,7 +318,7 @@ func (s *Postgres) Get(ctx context.Context, key string) (Record, error) {
 	if err := s.begin(key); err != nil {
 		return Record{}, err
 	}
-	rec, _, err := s.readRecord(ctx, s.pool, key, "")
+	rec, _, err := s.scanRecord(key, s.pool.QueryRow(ctx, pgSelectRecord, key))
 	if err != nil {
 		return Record{}, fmt.Errorf("store: get %q: %w", key, err)
 	}
