@@ -57,7 +57,7 @@ func (p *Provider) Classify(method string, u *url.URL) Request {
 		r.Free, r.Points = true, 0
 	}
 	r.CreatesContent = (method == http.MethodPost || method == http.MethodPut) && rel != "/graphql"
-	r.Endpoint = method + " " + endpointPath(rel)
+	r.Endpoint = endpointKey(method, rel)
 	return r
 }
 
@@ -103,14 +103,10 @@ const (
 // githubResource maps a path below the API root to the resource GitHub's
 // /rate_limit documentation assigns it. Anything unlisted is core.
 func githubResource(method, rel string) string {
-	seg := segments(rel)
-	at := func(i int) string {
-		if i >= 0 && i < len(seg) {
-			return seg[i]
-		}
-		return ""
-	}
-	last := at(len(seg) - 1)
+	var seg pathSegments
+	seg.split(rel)
+	n, last := seg.n, seg.last
+	at := seg.at
 	switch {
 	case rel == "/graphql":
 		return ResourceGraphQL
@@ -120,21 +116,21 @@ func githubResource(method, rel string) string {
 		return ResourceSearch
 	case at(0) == "scim":
 		return ResourceSCIM
-	case at(0) == "app-manifests" && len(seg) == 3 && last == "conversions" && method == http.MethodPost:
+	case at(0) == "app-manifests" && n == 3 && last == "conversions" && method == http.MethodPost:
 		return ResourceIntegrationManifest
 	case at(0) == "repos" && at(3) == "import":
 		// The source imports API: /repos/{o}/{r}/import and its sub-paths.
 		return ResourceSourceImport
-	case at(0) == "repos" && len(seg) == 5 && at(3) == "code-scanning" && last == "sarifs" && method == http.MethodPost:
+	case at(0) == "repos" && n == 5 && at(3) == "code-scanning" && last == "sarifs" && method == http.MethodPost:
 		return ResourceCodeScanningUpload
-	case at(0) == "repos" && len(seg) == 5 && at(3) == "dependency-graph" && last == "snapshots" && method == http.MethodPost:
+	case at(0) == "repos" && n == 5 && at(3) == "dependency-graph" && last == "snapshots" && method == http.MethodPost:
 		return ResourceDependencySnapshots
-	case at(0) == "repos" && len(seg) == 5 && at(3) == "dependency-graph" && last == "sbom":
+	case at(0) == "repos" && n == 5 && at(3) == "dependency-graph" && last == "sbom":
 		return ResourceDependencySBOM
-	case (at(0) == "repos" && len(seg) == 6 || (at(0) == "orgs" || at(0) == "enterprises") && len(seg) == 5) &&
-		at(len(seg)-3) == "actions" && at(len(seg)-2) == "runners" && last == "registration-token" && method == http.MethodPost:
+	case (at(0) == "repos" && n == 6 || (at(0) == "orgs" || at(0) == "enterprises") && n == 5) &&
+		at(n-3) == "actions" && at(n-2) == "runners" && last == "registration-token" && method == http.MethodPost:
 		return ResourceActionsRunnerRegistration
-	case (at(0) == "orgs" || at(0) == "enterprises") && len(seg) == 3 && last == "audit-log":
+	case (at(0) == "orgs" || at(0) == "enterprises") && n == 3 && last == "audit-log":
 		return ResourceAuditLog
 	}
 	return ResourceCore
@@ -143,18 +139,57 @@ func githubResource(method, rel string) string {
 // huggingFaceResource follows the Hub's three buckets: Hub APIs under /api,
 // resolvers (any path with a /resolve/ segment) and web pages.
 func huggingFaceResource(rel string) string {
-	seg := segments(rel)
-	if len(seg) > 0 && seg[0] == "api" {
+	if rel == "/api" || strings.HasPrefix(rel, "/api/") {
 		return "api"
 	}
-	for _, s := range seg {
-		if s == "resolve" {
-			return "resolvers"
-		}
+	if strings.Contains(rel, "/resolve/") || strings.HasSuffix(rel, "/resolve") {
+		return "resolvers"
 	}
 	return "pages"
 }
 
+// pathSegments splits a path without allocating: it keeps the first
+// maxEndpointSegments segments, the count and the last one, which is all the
+// resource rules and endpoint keys look at.
+type pathSegments struct {
+	s    [maxEndpointSegments]string
+	n    int    // number of segments in the whole path
+	last string // the last segment
+}
+
+func (p *pathSegments) split(rel string) {
+	rel = strings.Trim(rel, "/")
+	if rel == "" {
+		return
+	}
+	for {
+		i := strings.IndexByte(rel, '/')
+		part := rel
+		if i >= 0 {
+			part = rel[:i]
+		}
+		if p.n < len(p.s) {
+			p.s[p.n] = part
+		}
+		p.n++
+		p.last = part
+		if i < 0 {
+			return
+		}
+		rel = rel[i+1:]
+	}
+}
+
+// at returns segment i, or "" when there is none (or it is beyond the kept
+// ones).
+func (p *pathSegments) at(i int) string {
+	if i >= 0 && i < p.n && i < len(p.s) {
+		return p.s[i]
+	}
+	return ""
+}
+
+// segments returns every segment of rel.
 func segments(rel string) []string {
 	rel = strings.Trim(rel, "/")
 	if rel == "" {
@@ -168,40 +203,46 @@ func segments(rel string) []string {
 // their parent endpoint.
 const maxEndpointSegments = 6
 
-// endpointPath turns a path into a route-like key: the names after repos,
-// users, orgs, enterprises and gists and every number or commit id become
+// endpointKey turns a method and path into a route-like key such as
+// "GET /repos/{owner}/{repo}/issues/{id}": the names after repos, users,
+// orgs, enterprises and gists and every number or commit id become
 // placeholders.
-func endpointPath(rel string) string {
-	seg := segments(rel)
-	if len(seg) > maxEndpointSegments {
-		seg = seg[:maxEndpointSegments]
-	}
-	out := make([]string, len(seg))
-	for i := 0; i < len(seg); i++ {
-		s := seg[i]
-		out[i] = s
+func endpointKey(method, rel string) string {
+	var seg pathSegments
+	seg.split(rel)
+	var b strings.Builder
+	b.Grow(len(method) + 2 + len(rel) + 16)
+	b.WriteString(method)
+	b.WriteString(" /")
+	for i := 0; i < seg.n && i < len(seg.s); i++ {
+		if i > 0 {
+			b.WriteByte('/')
+		}
+		s := seg.s[i]
 		switch {
 		case isNumber(s):
-			out[i] = "{id}"
+			s = "{id}"
 		case len(s) == 40 && isHex(s):
-			out[i] = "{sha}"
-		case i > 0 && seg[i-1] == "repos" && i == 1:
-			out[i] = "{owner}"
-			if i+1 < len(seg) {
-				i++
-				out[i] = "{repo}"
+			s = "{sha}"
+		case i == 1:
+			switch seg.s[0] {
+			case "repos":
+				s = "{owner}"
+			case "users":
+				s = "{user}"
+			case "orgs":
+				s = "{org}"
+			case "enterprises":
+				s = "{enterprise}"
+			case "gists":
+				s = "{gist}"
 			}
-		case i == 1 && seg[0] == "users":
-			out[i] = "{user}"
-		case i == 1 && seg[0] == "orgs":
-			out[i] = "{org}"
-		case i == 1 && seg[0] == "enterprises":
-			out[i] = "{enterprise}"
-		case i == 1 && seg[0] == "gists":
-			out[i] = "{gist}"
+		case i == 2 && seg.s[0] == "repos":
+			s = "{repo}"
 		}
+		b.WriteString(s)
 	}
-	return "/" + strings.Join(out, "/")
+	return b.String()
 }
 
 func isNumber(s string) bool {

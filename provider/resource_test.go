@@ -128,3 +128,25 @@ func TestDefaultsAndSecondary(t *testing.T) {
 		t.Error("gitlab writes spaced by default")
 	}
 }
+
+func BenchmarkResource(b *testing.B) {
+	gh := Defaults().Lookup("github")
+	u := mustURL(b, "https://api.github.com/repos/octo/hello/issues/12/comments")
+	b.ReportAllocs()
+	for b.Loop() {
+		if gh.Resource("GET", u) != ResourceCore {
+			b.Fatal("wrong resource")
+		}
+	}
+}
+
+func BenchmarkClassify(b *testing.B) {
+	gh := Defaults().Lookup("github")
+	u := mustURL(b, "https://api.github.com/repos/octo/hello/issues/12/comments")
+	b.ReportAllocs()
+	for b.Loop() {
+		if gh.Classify("GET", u).Points != 1 {
+			b.Fatal("wrong points")
+		}
+	}
+}
