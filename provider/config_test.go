@@ -20,6 +20,9 @@ func TestParseProviderFlag(t *testing.T) {
 	}{
 		{flag: "github=https://api.github.com", name: "github", kind: GitHub, base: "https://api.github.com"},
 		{flag: "github=https://API.github.com/", name: "github", kind: GitHub, base: "https://api.github.com"},
+		{flag: "github=https://api.github.com:443", name: "github", kind: GitHub, base: "https://api.github.com"},
+		{flag: "sim=http://[::1]:80/a/./b/../c", name: "sim", kind: Generic, base: "http://[::1]/a/c"},
+		{flag: "sim=http://localhost:8080", name: "sim", kind: Generic, base: "http://localhost:8080"},
 		{flag: "ghe=https://ghe.example.com/api/v3", name: "ghe", kind: Generic, base: "https://ghe.example.com/api/v3"},
 		{flag: "hf=http://127.0.0.1:8080/hf", name: "huggingface", kind: HuggingFace, base: "http://127.0.0.1:8080/hf"},
 		{flag: "Codeberg=https://codeberg.example/api/v1", name: "codeberg", kind: Gitea, base: "https://codeberg.example/api/v1"},

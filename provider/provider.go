@@ -400,7 +400,11 @@ func ParseBaseURL(raw string) (*url.URL, error) {
 	if p == "/" {
 		p = ""
 	}
-	return &url.URL{Scheme: scheme, Host: strings.ToLower(u.Host), Path: p}, nil
+	host := strings.ToLower(u.Host)
+	if u.Port() == defaultPort(scheme) {
+		host = strings.TrimSuffix(host, ":"+u.Port()) // https://x:443 is https://x
+	}
+	return &url.URL{Scheme: scheme, Host: host, Path: p}, nil
 }
 
 // redactURL hides the user information of a URL-like string, which may hold a
