@@ -1,0 +1,174 @@
+// Package ratekeeper lets a program do lots of work against rate-limited
+// APIs — GitHub, GitLab, Hugging Face, Codeberg/Gitea/Forgejo, any custom
+// domain — as fast as the quota allows, without being throttled.
+//
+// NewClient returns an *http.Client whose transport reads every dialect of
+// rate-limit headers, picks among several credentials the one that can go
+// soonest, paces requests to spend the quota evenly, answers repeated GETs
+// with free conditional requests, and retries what is safe to retry. Use it
+// wherever an *http.Client goes, go-github included:
+//
+//	client := ratekeeper.NewClient(ratekeeper.Options{Policy: "greedy"})
+//	gh := github.NewClient(client)
+//
+// Tokens come from the environment (GITHUB_TOKEN, GH_TOKEN, GITLAB_TOKEN,
+// HF_TOKEN, CODEBERG_TOKEN, …; several comma-separated) unless Options.Tokens
+// gives them. Rotation is for distinct, legitimate quota sources — GitHub App
+// installations, separate bot accounts, several providers: GitHub's terms
+// forbid sharing tokens to exceed its limits, and all personal tokens of one
+// user share one bucket anyway, which ratekeeper detects.
+//
+// When the wait for quota would exceed Options.MaxWait, a request fails with
+// a *WaitError carrying when the quota returns (RetryAt), so a job can be
+// rescheduled instead of blocking; package tasks does that automatically.
+package ratekeeper
+
+import (
+	"fmt"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/ratekeeper/ratekeeper/creds"
+	"github.com/ratekeeper/ratekeeper/provider"
+	"github.com/ratekeeper/ratekeeper/quota"
+	"github.com/ratekeeper/ratekeeper/transport"
+)
+
+// WaitError is returned when quota returns later than the max wait.
+type WaitError = transport.WaitError
+
+// Event is what Options.OnEvent receives.
+type Event = transport.Event
+
+// Options configure a client. The zero value uses the built-in providers,
+// tokens from the environment, the adaptive policy and memory state.
+type Options struct {
+	// ConfigFile is an optional TOML file describing providers (see
+	// package provider).
+	ConfigFile string
+	// Providers add or move providers, as the --provider flag does:
+	// "NAME=BASEURL", e.g. "ghe=https://ghe.example.com/api/v3" or
+	// "github=http://127.0.0.1:8080/github" for a simulator.
+	Providers []string
+	// Tokens gives each named provider's tokens instead of its
+	// environment variables.
+	Tokens map[string][]string
+	// Policy is "spread", "adaptive" (default) or "greedy".
+	Policy string
+	// Reserve is the number of requests per bucket kept back.
+	Reserve int
+	// MaxWait is the longest a request waits for quota (default 5m).
+	MaxWait time.Duration
+	// Timeout bounds each request including its waits (0: none).
+	Timeout time.Duration
+	// Base sends the requests (default: a clone of http.DefaultTransport).
+	Base http.RoundTripper
+	// State shares quota state (default: this process's memory).
+	State transport.State
+	// Logger receives debug logs, with masked credentials only.
+	Logger *slog.Logger
+	// OnEvent is told about waits, refusals, invalid credentials, retries.
+	OnEvent func(Event)
+	// Registerer receives the Prometheus collectors (nil: none).
+	Registerer prometheus.Registerer
+	// Tune sets anything else transport.Options offers; it runs last.
+	Tune func(*transport.Options)
+}
+
+// NewTransport builds the rate-keeping http.RoundTripper, reporting bad
+// configuration (an unknown policy, a malformed base URL, an empty or
+// whitespace-padded token) as an error.
+func NewTransport(opts Options) (*transport.Transport, error) {
+	reg := provider.Defaults()
+	if opts.ConfigFile != "" {
+		cfg, err := provider.LoadConfig(opts.ConfigFile)
+		if err != nil {
+			return nil, err
+		}
+		if err := reg.ApplyConfig(cfg); err != nil {
+			return nil, err
+		}
+	}
+	for _, f := range opts.Providers {
+		if err := reg.ApplyFlag(f); err != nil {
+			return nil, err
+		}
+	}
+	to := transport.Options{
+		Providers: reg,
+		Base:      opts.Base,
+		State:     opts.State,
+		MaxWait:   opts.MaxWait,
+		Logger:    opts.Logger,
+		OnEvent:   opts.OnEvent,
+		Pools:     map[string]*creds.Pool{},
+	}
+	to.Policy = quota.DefaultPolicy()
+	if opts.Policy != "" {
+		k, err := quota.ParseKind(opts.Policy)
+		if err != nil {
+			return nil, fmt.Errorf("policy: %w", err)
+		}
+		to.Policy.Kind = k
+	}
+	if opts.Reserve < 0 {
+		return nil, fmt.Errorf("reserve %d: want 0 or more requests", opts.Reserve)
+	}
+	to.Policy.Reserve = int64(opts.Reserve)
+	for name, tokens := range opts.Tokens {
+		p, err := reg.Get(name)
+		if err != nil {
+			return nil, fmt.Errorf("tokens: %w", err)
+		}
+		var cs []*creds.Credential
+		for i, tok := range tokens {
+			source := fmt.Sprintf("Options.Tokens[%q] entry #%d", name, i+1)
+			list, err := creds.ParseTokenList(source, tok)
+			if err != nil {
+				return nil, err
+			}
+			for _, t := range list {
+				cs = append(cs, creds.NewToken(p.Name, len(cs)+1, t, source))
+			}
+		}
+		if len(cs) == 0 {
+			cs = append(cs, creds.NewAnonymous(p.Name, 1))
+		}
+		to.Pools[p.Name] = creds.NewPool(p.Name, cs...)
+	}
+	if opts.Registerer != nil {
+		m, err := transport.NewMetrics(opts.Registerer)
+		if err != nil {
+			return nil, err
+		}
+		to.Metrics = m
+	}
+	if opts.Tune != nil {
+		opts.Tune(&to)
+	}
+	return transport.New(to)
+}
+
+// NewClient returns an *http.Client whose requests are paced and retried by
+// a rate-keeping transport (see NewTransport). If the options are invalid,
+// every request made with the client fails with the configuration error;
+// call NewTransport to see it at once.
+func NewClient(opts Options) *http.Client {
+	t, err := NewTransport(opts)
+	if err != nil {
+		return &http.Client{Transport: failing{err}, Timeout: opts.Timeout}
+	}
+	return &http.Client{Transport: t, Timeout: opts.Timeout}
+}
+
+// failing is the transport of a client built from invalid options.
+type failing struct{ err error }
+
+func (f failing) RoundTrip(req *http.Request) (*http.Response, error) {
+	if req.Body != nil {
+		req.Body.Close()
+	}
+	return nil, fmt.Errorf("ratekeeper: invalid client options: %w", f.err)
+}

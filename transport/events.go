@@ -1,0 +1,91 @@
+package transport
+
+import (
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// EventKind says what happened.
+type EventKind string
+
+const (
+	// EventWaited: a request waited for quota or a penalty before going.
+	EventWaited EventKind = "waited"
+	// EventRateLimited: the server refused a request for rate limiting.
+	EventRateLimited EventKind = "rate_limited"
+	// EventCredentialInvalid: the server rejected a credential (401).
+	EventCredentialInvalid EventKind = "credential_invalid"
+	// EventRetried: a request is sent again after an error.
+	EventRetried EventKind = "retried"
+)
+
+// Event describes something worth knowing about one request. It never
+// carries a token: Credential is the masked form.
+type Event struct {
+	Kind       EventKind
+	Provider   string
+	Resource   string
+	Credential string
+	// Wait is how long the request waited (EventWaited) or will wait
+	// before its retry (EventRetried, EventRateLimited).
+	Wait time.Duration
+	// Status is the response status, when there was one.
+	Status int
+	// Limit is "primary" or "secondary" for EventRateLimited.
+	Limit string
+	// Attempt counts sends of this request, from 1.
+	Attempt int
+	// Err is the error that caused a retry.
+	Err error
+}
+
+// Metrics are the transport's Prometheus collectors. Register them with
+// Register; a nil *Metrics records nothing.
+type Metrics struct {
+	requests    *prometheus.CounterVec
+	remaining   *prometheus.GaugeVec
+	limit       *prometheus.GaugeVec
+	reset       *prometheus.GaugeVec
+	waits       *prometheus.HistogramVec
+	rateLimited *prometheus.CounterVec
+}
+
+// NewMetrics builds the collectors and registers them on reg (nil: none).
+func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
+	m := &Metrics{
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "ratekeeper_requests_total",
+			Help: "Requests sent upstream, by provider, resource, status code and cache outcome (miss, revalidated, none).",
+		}, []string{"provider", "resource", "code", "cache"}),
+		remaining: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "ratekeeper_quota_remaining",
+			Help: "Requests left in the bucket, as the server last said, by provider, credential (masked) and resource.",
+		}, []string{"provider", "credential", "resource"}),
+		limit: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "ratekeeper_quota_limit",
+			Help: "Bucket size, by provider, credential (masked) and resource.",
+		}, []string{"provider", "credential", "resource"}),
+		reset: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "ratekeeper_quota_reset_timestamp_seconds",
+			Help: "When the bucket refills (Unix seconds), by provider, credential (masked) and resource.",
+		}, []string{"provider", "credential", "resource"}),
+		waits: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "ratekeeper_wait_seconds",
+			Help:    "Time requests waited for quota before being sent, by provider.",
+			Buckets: []float64{0.01, 0.05, 0.1, 0.5, 1, 5, 10, 30, 60, 300, 900, 3600},
+		}, []string{"provider"}),
+		rateLimited: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "ratekeeper_rate_limited_total",
+			Help: "Responses that refused a request for rate limiting, by provider and kind (primary, secondary).",
+		}, []string{"provider", "kind"}),
+	}
+	if reg != nil {
+		for _, c := range []prometheus.Collector{m.requests, m.remaining, m.limit, m.reset, m.waits, m.rateLimited} {
+			if err := reg.Register(c); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return m, nil
+}

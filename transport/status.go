@@ -1,0 +1,189 @@
+package transport
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"time"
+
+	"github.com/ratekeeper/ratekeeper/creds"
+	"github.com/ratekeeper/ratekeeper/headers"
+	"github.com/ratekeeper/ratekeeper/provider"
+	"github.com/ratekeeper/ratekeeper/quota"
+)
+
+// CredentialStatus is what is known about one credential: who owns it,
+// whether it works, and each of its buckets. It never holds the token.
+type CredentialStatus struct {
+	Provider   string           `json:"provider"`
+	Credential string           `json:"credential"`
+	Owner      string           `json:"owner,omitempty"`
+	State      string           `json:"state"`
+	Reason     string           `json:"reason,omitempty"`
+	Resources  []ResourceStatus `json:"resources"`
+}
+
+// ResourceStatus is one bucket's state.
+type ResourceStatus struct {
+	Resource  string     `json:"resource"`
+	Limit     *int64     `json:"limit"`
+	Remaining *int64     `json:"remaining"`
+	Percent   *float64   `json:"percent"`
+	Reset     *time.Time `json:"reset"`
+	ResetsIn  *float64   `json:"resets_in_seconds"`
+	Health    string     `json:"health"`
+	// Assumed is true when the numbers are a default or an assumed
+	// refill, not the server's word.
+	Assumed bool `json:"assumed,omitempty"`
+}
+
+// Status reports every configured provider's credentials (or only the
+// named providers) and their buckets at now, from the state the transport
+// holds: it sends nothing.
+func (t *Transport) Status(ctx context.Context, now time.Time, only ...string) ([]CredentialStatus, error) {
+	buckets, err := t.state.Buckets(ctx)
+	if err != nil {
+		return nil, err
+	}
+	ids := sortedBucketIDs(buckets)
+	var out []CredentialStatus
+	for _, p := range t.providers(only) {
+		pool, err := t.poolFor(p)
+		if err != nil {
+			return nil, err
+		}
+		for _, c := range pool.Credentials() {
+			st := c.Status(now)
+			cs := CredentialStatus{Provider: p.Name, Credential: c.Masked(), State: st.State.String(), Reason: st.Reason, Resources: []ResourceStatus{}}
+			if o := c.Owner(); o.Key() != "" {
+				cs.Owner = o.String()
+			}
+			owner := c.BucketOwner()
+			for _, id := range ids {
+				if id.Provider != p.Name || id.Owner != owner {
+					continue
+				}
+				b := buckets[id]
+				cs.Resources = append(cs.Resources, resourceStatus(id.Resource, &b, now))
+			}
+			out = append(out, cs)
+		}
+	}
+	return out, nil
+}
+
+func (t *Transport) providers(only []string) []*provider.Provider {
+	if len(only) == 0 {
+		return t.reg.Providers()
+	}
+	var ps []*provider.Provider
+	for _, name := range only {
+		if p := t.reg.Lookup(name); p != nil {
+			ps = append(ps, p)
+		}
+	}
+	return ps
+}
+
+func resourceStatus(name string, b *quota.Bucket, now time.Time) ResourceStatus {
+	rs := ResourceStatus{Resource: name, Health: string(b.HealthAt(now)), Assumed: b.Assumed}
+	if b.Limit != quota.Unknown {
+		v := b.Limit
+		rs.Limit = &v
+	}
+	if b.Remaining != quota.Unknown {
+		v := b.Remaining
+		rs.Remaining = &v
+		if b.Limit > 0 {
+			pct := float64(v) * 100 / float64(b.Limit)
+			rs.Percent = &pct
+		}
+	}
+	if !b.Reset.IsZero() {
+		r := b.Reset.UTC()
+		rs.Reset = &r
+		in := max(r.Sub(now), 0).Seconds()
+		rs.ResetsIn = &in
+	}
+	return rs
+}
+
+// Refresh asks the servers about every credential of the named providers
+// (all when none are named): it learns each token's owner, marks rejected
+// tokens invalid, and reads the provider's free status endpoint (GitHub's
+// /rate_limit) where there is one, or else takes the quota from the
+// validation answer. It is what `ratekeeper status --live` does.
+func (t *Transport) Refresh(ctx context.Context, only ...string) error {
+	for _, p := range t.providers(only) {
+		pool, err := t.poolFor(p)
+		if err != nil {
+			return err
+		}
+		for _, c := range pool.Credentials() {
+			if err := t.refreshOne(ctx, p, c); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func (t *Transport) refreshOne(ctx context.Context, p *provider.Provider, c *creds.Credential) error {
+	if c.Kind() != creds.Anonymous {
+		obs := &observingTransport{t: t, p: p}
+		_, err := creds.Validate(ctx, obs, p, c)
+		if err != nil && ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if obs.seen {
+			id := BucketID{Provider: p.Name, Owner: c.BucketOwner(), Resource: obs.resource}
+			_ = t.state.UpdateBucket(ctx, id, func(b *quota.Bucket) error {
+				b.Observe(&obs.reading, obs.at, "", 0, true, defaultsFor(p))
+				return nil
+			})
+		}
+		if c.State(t.opts.Now()) == creds.Invalid {
+			return nil
+		}
+	}
+	u, ok := p.StatusURL()
+	if !ok {
+		return nil
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Accept", "application/json")
+	if token, err := c.Token(ctx); err == nil && token != "" {
+		p.Authorize(req.Header, token)
+	}
+	resp, err := t.base.RoundTrip(req)
+	if err != nil {
+		return fmt.Errorf("%s %s: %w", p.Name, c.Masked(), err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if err != nil || resp.StatusCode != http.StatusOK {
+		return nil // the status endpoint is a bonus; the validation already spoke
+	}
+	limits, err := provider.ParseStatus(body)
+	if err != nil {
+		return nil
+	}
+	now := t.opts.Now()
+	skew := t.skew(p, resp.Header, now)
+	for _, rl := range limits {
+		r := headers.Reading{Status: 200, Limit: int64(rl.Limit), Remaining: int64(rl.Remaining), Used: int64(rl.Used)}
+		if !rl.Reset.IsZero() {
+			r.Reset = rl.Reset.Add(-skew)
+		}
+		id := BucketID{Provider: p.Name, Owner: c.BucketOwner(), Resource: rl.Resource}
+		_ = t.state.UpdateBucket(ctx, id, func(b *quota.Bucket) error {
+			b.Observe(&r, now, "", 0, false, quota.Default{})
+			return nil
+		})
+	}
+	return nil
+}
