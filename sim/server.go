@@ -436,6 +436,11 @@ func (a *api) content(c *call) *rendered {
 	v := a.version(c.relKey(), c.ep.events, c.realNow)
 	var sb strings.Builder
 	sb.Grow(len(c.rel) + len(c.r.URL.RawQuery) + len(c.r.Host) + 48)
+	if m := c.r.Method; m != http.MethodHead {
+		sb.WriteString(m)
+	} else {
+		sb.WriteString(http.MethodGet)
+	}
 	sb.WriteString(c.ep.variant)
 	sb.WriteByte(0)
 	sb.WriteString(c.r.Host)
