@@ -395,83 +395,16 @@ func (s *Postgres) PutBlob(ctx context.Context, key string, value []byte) error 
 	if err := s.begin(key); err != nil {
 		return err
 	}
-	if err := s.putBlob(ctx, key, value); err != nil {
-		if errors.Is(err, ErrBlobTooLarge) {
-			return err
-		}
+	var tooLarge error
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) (err error) {
+		tooLarge, err = putBlobIn(ctx, pgBlobTx{tx}, key, value, s.opts.BlobLimit)
+		return err
+	})
+	if err != nil {
 		return fmt.Errorf("store: put blob %q: %w", key, err)
 	}
 	s.corrupt.written(blobsTable, key)
-	return nil
-}
-
-func (s *Postgres) putBlob(ctx context.Context, key string, value []byte) error {
-	size := int64(len(key) + len(value))
-	tx, err := s.pool.Begin(ctx)
-	if err != nil {
-		return err
-	}
-	defer tx.Rollback(ctx)
-	// Locking the usage row serializes blob writers, so the total stays
-	// exact; readers (GetBlob) do not take it.
-	var total int64
-	if err := tx.QueryRow(ctx, `SELECT total FROM ratekeeper_blob_usage WHERE id = 1 FOR UPDATE`).Scan(&total); err != nil {
-		return err
-	}
-	old, err := pgDeleteBlob(ctx, tx, key)
-	if err != nil {
-		return err
-	}
-	total -= old
-	var tooLarge error
-	if size > s.opts.BlobLimit {
-		tooLarge = blobTooLarge(key, size, s.opts.BlobLimit) // the old blob goes anyway: it is stale
-	} else {
-		if _, err := tx.Exec(ctx, `INSERT INTO ratekeeper_blobs (key, value, size, last_used, checksum) VALUES ($1, $2, $3, nextval('ratekeeper_blob_clock'), $4)`,
-			key, nonNil(value), size, checksum(key, value)); err != nil {
-			return err
-		}
-		total += size
-		if total, err = s.evict(ctx, tx, total); err != nil {
-			return err
-		}
-	}
-	if _, err := tx.Exec(ctx, `UPDATE ratekeeper_blob_usage SET total = $1 WHERE id = 1`, total); err != nil {
-		return err
-	}
-	if err := tx.Commit(ctx); err != nil {
-		return err
-	}
 	return tooLarge
-}
-
-// evict deletes least recently used blobs until total is within the limit,
-// and returns the new total.
-func (s *Postgres) evict(ctx context.Context, tx pgx.Tx, total int64) (int64, error) {
-	for total > s.opts.BlobLimit {
-		var size int64
-		err := tx.QueryRow(ctx, `
-DELETE FROM ratekeeper_blobs WHERE key = (SELECT key FROM ratekeeper_blobs ORDER BY last_used LIMIT 1)
-RETURNING size`).Scan(&size)
-		if errors.Is(err, pgx.ErrNoRows) {
-			return 0, nil // the usage row overcounted: the table is empty
-		}
-		if err != nil {
-			return 0, err
-		}
-		total -= size
-	}
-	return total, nil
-}
-
-// pgDeleteBlob deletes key's blob and returns its size (0 if absent).
-func pgDeleteBlob(ctx context.Context, tx pgx.Tx, key string) (int64, error) {
-	var size int64
-	err := tx.QueryRow(ctx, `DELETE FROM ratekeeper_blobs WHERE key = $1 RETURNING size`, key).Scan(&size)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return 0, nil
-	}
-	return size, err
 }
 
 // DeleteBlob implements Blobs.
@@ -479,21 +412,52 @@ func (s *Postgres) DeleteBlob(ctx context.Context, key string) error {
 	if err := s.begin(key); err != nil {
 		return err
 	}
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, `SELECT total FROM ratekeeper_blob_usage WHERE id = 1 FOR UPDATE`); err != nil {
-			return err
-		}
-		size, err := pgDeleteBlob(ctx, tx, key)
-		if err != nil || size == 0 {
-			return err
-		}
-		_, err = tx.Exec(ctx, `UPDATE ratekeeper_blob_usage SET total = greatest(total - $1, 0) WHERE id = 1`, size)
-		return err
-	})
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error { return deleteBlobIn(ctx, pgBlobTx{tx}, key) })
 	if err != nil {
 		return fmt.Errorf("store: delete blob %q: %w", key, err)
 	}
 	return nil
+}
+
+// pgBlobTx implements blobTx.
+type pgBlobTx struct{ tx pgx.Tx }
+
+// usage also locks the usage row, which serializes blob writers; readers
+// (GetBlob) do not take it.
+func (t pgBlobTx) usage(ctx context.Context) (total int64, err error) {
+	err = t.tx.QueryRow(ctx, `SELECT total FROM ratekeeper_blob_usage WHERE id = 1 FOR UPDATE`).Scan(&total)
+	return total, err
+}
+
+func (t pgBlobTx) setUsage(ctx context.Context, total int64) error {
+	_, err := t.tx.Exec(ctx, `UPDATE ratekeeper_blob_usage SET total = $1 WHERE id = 1`, total)
+	return err
+}
+
+func (t pgBlobTx) remove(ctx context.Context, key string) (int64, error) {
+	var size int64
+	err := t.tx.QueryRow(ctx, `DELETE FROM ratekeeper_blobs WHERE key = $1 RETURNING size`, key).Scan(&size)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return 0, nil
+	}
+	return size, err
+}
+
+func (t pgBlobTx) removeOldest(ctx context.Context) (int64, bool, error) {
+	var size int64
+	err := t.tx.QueryRow(ctx, `
+DELETE FROM ratekeeper_blobs WHERE key = (SELECT key FROM ratekeeper_blobs ORDER BY last_used LIMIT 1)
+RETURNING size`).Scan(&size)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return 0, false, nil
+	}
+	return size, err == nil, err
+}
+
+func (t pgBlobTx) insert(ctx context.Context, key string, value []byte, size int64) error {
+	_, err := t.tx.Exec(ctx, `INSERT INTO ratekeeper_blobs (key, value, size, last_used, checksum) VALUES ($1, $2, $3, nextval('ratekeeper_blob_clock'), $4)`,
+		key, value, size, checksum(key, value))
+	return err
 }
 
 // Close implements Store.

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"time"
 
+	"modernc.org/sqlite"
+
 	"github.com/ratekeeper/ratekeeper/internal/sqlitedb"
 )
 
@@ -48,7 +50,7 @@ func openSQLite(ctx context.Context, path string, opts Options, target int) (*SQ
 	if p := strings.TrimPrefix(strings.TrimPrefix(path, "sqlite://"), "file:"); p == ":memory:" || strings.HasPrefix(p, ":memory:?") {
 		return nil, fmt.Errorf("store: SQLite %q is private to one connection and cannot be shared; use \"memory\" for an in-memory store or a file path", path)
 	}
-	write, err := sqlitedb.Open(ctx, path)
+	write, err := openSQLiteRetrying(ctx, path)
 	if err != nil {
 		return nil, fmt.Errorf("store: %w", err)
 	}
@@ -60,7 +62,7 @@ func openSQLite(ctx context.Context, path string, opts Options, target int) (*SQ
 		write.Close()
 		return nil, fmt.Errorf("store: SQLite %s: %w", path, err)
 	}
-	read, err := sqlitedb.Open(ctx, path)
+	read, err := openSQLiteRetrying(ctx, path)
 	if err != nil {
 		write.Close()
 		return nil, fmt.Errorf("store: %w", err)
@@ -69,6 +71,30 @@ func openSQLite(ctx context.Context, path string, opts Options, target int) (*SQ
 	read.SetMaxIdleConns(sqliteReaders)
 	return &SQLite{opts: opts, corrupt: newCorruptionLog(opts.Logger), write: write, read: read}, nil
 }
+
+// openSQLiteRetrying opens path with sqlitedb.Open, trying again while it
+// fails with SQLITE_BUSY. Several processes opening a brand-new file at once
+// race to switch it to WAL mode, and SQLite reports that race as busy at
+// once instead of waiting out the busy timeout (waiting could deadlock).
+// Once the file is in WAL mode, opening it no longer races.
+func openSQLiteRetrying(ctx context.Context, path string) (*sql.DB, error) {
+	deadline := time.Now().Add(sqlitedb.BusyTimeoutMillis * time.Millisecond)
+	for {
+		db, err := sqlitedb.Open(ctx, path)
+		var sqliteErr *sqlite.Error
+		if err == nil || !errors.As(err, &sqliteErr) || sqliteErr.Code()&0xff != sqliteBusy || time.Now().After(deadline) {
+			return db, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, err
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+}
+
+// sqliteBusy is SQLITE_BUSY, the primary result code of "database is locked".
+const sqliteBusy = 5
 
 // migrateSQLite brings the schema to version target. The write lock taken by
 // the immediate transaction makes concurrent openers take turns: the second
@@ -326,83 +352,16 @@ func (s *SQLite) PutBlob(ctx context.Context, key string, value []byte) error {
 	if err := s.begin(key); err != nil {
 		return err
 	}
-	if err := s.putBlob(ctx, key, value); err != nil {
-		if errors.Is(err, ErrBlobTooLarge) {
-			return err
-		}
+	var tooLarge error
+	err := s.blobTx(ctx, func(tx sqliteBlobTx) (err error) {
+		tooLarge, err = putBlobIn(ctx, tx, key, value, s.opts.BlobLimit)
+		return err
+	})
+	if err != nil {
 		return fmt.Errorf("store: put blob %q: %w", key, err)
 	}
 	s.corrupt.written(blobsTable, key)
-	return nil
-}
-
-func (s *SQLite) putBlob(ctx context.Context, key string, value []byte) error {
-	size := int64(len(key) + len(value))
-	tx, err := s.write.BeginTx(ctx, nil)
-	if err != nil {
-		return err
-	}
-	defer tx.Rollback()
-	var total int64
-	if err := tx.QueryRowContext(ctx, `SELECT total FROM ratekeeper_blob_usage WHERE id = 1`).Scan(&total); err != nil {
-		return err
-	}
-	old, err := sqliteDeleteBlob(ctx, tx, key)
-	if err != nil {
-		return err
-	}
-	total -= old
-	var tooLarge error
-	if size > s.opts.BlobLimit {
-		tooLarge = blobTooLarge(key, size, s.opts.BlobLimit) // the old blob goes anyway: it is stale
-	} else {
-		if _, err := tx.ExecContext(ctx, `INSERT INTO ratekeeper_blobs (key, value, size, last_used, checksum) VALUES (?, ?, ?, `+sqliteNextUse+`, ?)`,
-			key, nonNil(value), size, checksum(key, value)); err != nil {
-			return err
-		}
-		total += size
-		if total, err = s.evict(ctx, tx, total); err != nil {
-			return err
-		}
-	}
-	if _, err := tx.ExecContext(ctx, `UPDATE ratekeeper_blob_usage SET total = ? WHERE id = 1`, total); err != nil {
-		return err
-	}
-	if err := tx.Commit(); err != nil {
-		return err
-	}
 	return tooLarge
-}
-
-// evict deletes least recently used blobs until total is within the limit,
-// and returns the new total.
-func (s *SQLite) evict(ctx context.Context, tx *sql.Tx, total int64) (int64, error) {
-	for total > s.opts.BlobLimit {
-		var key string
-		var size int64
-		err := tx.QueryRowContext(ctx, `SELECT key, size FROM ratekeeper_blobs ORDER BY last_used LIMIT 1`).Scan(&key, &size)
-		if errors.Is(err, sql.ErrNoRows) {
-			return 0, nil // the usage row overcounted: the table is empty
-		}
-		if err != nil {
-			return 0, err
-		}
-		if _, err := tx.ExecContext(ctx, `DELETE FROM ratekeeper_blobs WHERE key = ?`, key); err != nil {
-			return 0, err
-		}
-		total -= size
-	}
-	return total, nil
-}
-
-// sqliteDeleteBlob deletes key's blob and returns its size (0 if absent).
-func sqliteDeleteBlob(ctx context.Context, tx *sql.Tx, key string) (int64, error) {
-	var size int64
-	err := tx.QueryRowContext(ctx, `DELETE FROM ratekeeper_blobs WHERE key = ? RETURNING size`, key).Scan(&size)
-	if errors.Is(err, sql.ErrNoRows) {
-		return 0, nil
-	}
-	return size, err
 }
 
 // DeleteBlob implements Blobs.
@@ -410,25 +369,62 @@ func (s *SQLite) DeleteBlob(ctx context.Context, key string) error {
 	if err := s.begin(key); err != nil {
 		return err
 	}
-	err := func() error {
-		tx, err := s.write.BeginTx(ctx, nil)
-		if err != nil {
-			return err
-		}
-		defer tx.Rollback()
-		size, err := sqliteDeleteBlob(ctx, tx, key)
-		if err != nil || size == 0 {
-			return err
-		}
-		if _, err := tx.ExecContext(ctx, `UPDATE ratekeeper_blob_usage SET total = max(total - ?, 0) WHERE id = 1`, size); err != nil {
-			return err
-		}
-		return tx.Commit()
-	}()
-	if err != nil {
+	if err := s.blobTx(ctx, func(tx sqliteBlobTx) error { return deleteBlobIn(ctx, tx, key) }); err != nil {
 		return fmt.Errorf("store: delete blob %q: %w", key, err)
 	}
 	return nil
+}
+
+// blobTx runs fn in an immediate transaction and commits if fn succeeds.
+func (s *SQLite) blobTx(ctx context.Context, fn func(sqliteBlobTx) error) error {
+	tx, err := s.write.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	if err := fn(sqliteBlobTx{tx}); err != nil {
+		return err
+	}
+	return tx.Commit()
+}
+
+// sqliteBlobTx implements blobTx.
+type sqliteBlobTx struct{ tx *sql.Tx }
+
+func (t sqliteBlobTx) usage(ctx context.Context) (total int64, err error) {
+	err = t.tx.QueryRowContext(ctx, `SELECT total FROM ratekeeper_blob_usage WHERE id = 1`).Scan(&total)
+	return total, err
+}
+
+func (t sqliteBlobTx) setUsage(ctx context.Context, total int64) error {
+	_, err := t.tx.ExecContext(ctx, `UPDATE ratekeeper_blob_usage SET total = ? WHERE id = 1`, total)
+	return err
+}
+
+func (t sqliteBlobTx) remove(ctx context.Context, key string) (int64, error) {
+	var size int64
+	err := t.tx.QueryRowContext(ctx, `DELETE FROM ratekeeper_blobs WHERE key = ? RETURNING size`, key).Scan(&size)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, nil
+	}
+	return size, err
+}
+
+func (t sqliteBlobTx) removeOldest(ctx context.Context) (int64, bool, error) {
+	var size int64
+	err := t.tx.QueryRowContext(ctx, `
+DELETE FROM ratekeeper_blobs WHERE key = (SELECT key FROM ratekeeper_blobs ORDER BY last_used LIMIT 1)
+RETURNING size`).Scan(&size)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, false, nil
+	}
+	return size, err == nil, err
+}
+
+func (t sqliteBlobTx) insert(ctx context.Context, key string, value []byte, size int64) error {
+	_, err := t.tx.ExecContext(ctx, `INSERT INTO ratekeeper_blobs (key, value, size, last_used, checksum) VALUES (?, ?, ?, `+sqliteNextUse+`, ?)`,
+		key, value, size, checksum(key, value))
+	return err
 }
 
 // Close implements Store.

@@ -27,6 +27,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sync/errgroup"
+
 	"github.com/ratekeeper/ratekeeper/store"
 )
 
@@ -386,29 +388,26 @@ func testCanceledContext(t *testing.T, b Backend) {
 func testConcurrentIncrements(t *testing.T, b Backend) {
 	s := b.open(t, store.Options{})
 	const goroutines, each = 8, 25
-	var wg sync.WaitGroup
-	errs := make(chan error, goroutines)
-	for g := range goroutines {
-		wg.Go(func() {
-			own := fmt.Sprintf("own/%d", g)
+	var g errgroup.Group
+	for i := range goroutines {
+		g.Go(func() error {
+			own := fmt.Sprintf("own/%d", i)
 			for range each {
 				for _, key := range []string{"shared", own} {
 					if err := s.Update(t.Context(), key, increment); err != nil {
-						errs <- err
-						return
+						return err
 					}
 				}
 			}
+			return nil
 		})
 	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
+	if err := g.Wait(); err != nil {
 		t.Fatal(err)
 	}
 	wantRecord(t, s, "shared", strconv.Itoa(goroutines*each), goroutines*each)
-	for g := range goroutines {
-		wantRecord(t, s, fmt.Sprintf("own/%d", g), strconv.Itoa(each), each)
+	for i := range goroutines {
+		wantRecord(t, s, fmt.Sprintf("own/%d", i), strconv.Itoa(each), each)
 	}
 }
 
@@ -516,21 +515,18 @@ func testConcurrentBlobPuts(t *testing.T, b Backend) {
 	// interleaving, eviction keeps exactly the 10 most recent.
 	s := b.open(t, store.Options{BlobLimit: 400})
 	const goroutines, each = 4, 10
-	var wg sync.WaitGroup
-	errs := make(chan error, goroutines)
+	var eg errgroup.Group
 	for g := range goroutines {
-		wg.Go(func() {
+		eg.Go(func() error {
 			for i := range each {
 				if err := s.PutBlob(t.Context(), fmt.Sprintf("b%d/%d", g, i), bytes.Repeat([]byte{'x'}, 36)); err != nil {
-					errs <- err
-					return
+					return err
 				}
 			}
+			return nil
 		})
 	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
+	if err := eg.Wait(); err != nil {
 		t.Fatal(err)
 	}
 	present := 0
@@ -597,21 +593,18 @@ func testSharedDatabase(t *testing.T, b Backend) {
 	dsn := b.NewDSN(t)
 	stores := []store.Store{openDSN(t, dsn, store.Options{}), openDSN(t, dsn, store.Options{}), openDSN(t, dsn, store.Options{})}
 	const each = 30
-	var wg sync.WaitGroup
-	errs := make(chan error, len(stores))
+	var g errgroup.Group
 	for _, s := range stores {
-		wg.Go(func() {
+		g.Go(func() error {
 			for range each {
 				if err := s.Update(t.Context(), "counter", increment); err != nil {
-					errs <- err
-					return
+					return err
 				}
 			}
+			return nil
 		})
 	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
+	if err := g.Wait(); err != nil {
 		t.Fatal(err)
 	}
 	for _, s := range stores {
