@@ -38,12 +38,13 @@
 // # Rules
 //
 // Values:
-//   - A bare number of a reset is delta seconds when below 1,000,000,000
-//     (2001-09-09 as a Unix time), a Unix time in seconds from there, and a
-//     Unix time in milliseconds from 1,000,000,000,000. No real window lasts
-//     31 years and no real reset lies before 2001, so the magnitude tells
-//     them apart whatever the header's name claims (GitLab sends Unix times
-//     in RateLimit-Reset, which the drafts define as delta seconds).
+//   - A bare number of a reset is a Unix time when it is nearer to now's
+//     Unix time than to zero — today, anything from 1998 on — in milliseconds
+//     when it is nearer to now's Unix milliseconds; smaller numbers are delta
+//     seconds. No real window lasts decades and no real reset lies decades
+//     back, so the magnitude tells them apart whatever the header's name
+//     claims (GitLab sends Unix times in RateLimit-Reset, which the drafts
+//     define as delta seconds).
 //   - A reset may also be a duration string ("6m0s", "1m20.5s", "20ms"), an
 //     RFC 3339 timestamp or an HTTP-date. *-reset-after is always relative.
 //   - Counts may be fractional ("598.0"): limit and remaining are rounded

@@ -10,10 +10,23 @@ import (
 
 // Thresholds of the bare-number rule (see the package doc).
 const (
-	epochSecondsMin = 1e9  // 2001-09-09: smaller bare numbers are delta seconds
-	epochMillisMin  = 1e12 // larger numbers are Unix milliseconds
+	epochSecondsMin = 1e9 // 2001-09-09: no delta is this long, no reset this early
 	maxExactNumber  = 1 << 53
 )
+
+// epochThresholds return the bare-number rule's bounds at now: a number
+// nearer to now's Unix time than to zero is a Unix time (in seconds, or in
+// milliseconds when nearer to now's Unix milliseconds); anything smaller is
+// delta seconds. Today that draws the line in 1998, and a clock that is
+// not today's — a test's fake clock at 2000-01-01 — keeps working. A clock
+// before 1976 is not believed: the fixed 2001 line applies.
+func epochThresholds(now time.Time) (seconds, millis float64) {
+	sec := float64(now.Unix())
+	if sec < 2e8 {
+		return epochSecondsMin, epochSecondsMin * 1000
+	}
+	return sec / 2, sec * 1000 / 2
+}
 
 // cleanValue trims optional whitespace and one pair of surrounding double
 // quotes, which some servers put around numbers and dates.
@@ -134,10 +147,10 @@ func parseDate(s string) (time.Time, bool) {
 	return time.Time{}, false
 }
 
-// epochToTime converts a Unix time in seconds (or milliseconds, by the
-// bare-number rule) to a time.Time.
-func epochToTime(v float64) time.Time {
-	if v >= epochMillisMin {
+// epochToTime converts a Unix time in seconds, or in milliseconds when
+// isMillis, to a time.Time.
+func epochToTime(v float64, isMillis bool) time.Time {
+	if isMillis {
 		v /= 1000
 	}
 	sec := math.Floor(v)
@@ -151,11 +164,14 @@ func epochToTime(v float64) time.Time {
 func parseInstant(s string, now time.Time, unit time.Duration) (time.Time, bool) {
 	s = cleanValue(s)
 	if v, ok := parseNumber(s); ok {
-		if unit == time.Millisecond && v < epochMillisMin {
+		secMin, msMin := epochThresholds(now)
+		switch {
+		case v >= msMin:
+			return epochToTime(v, true), true
+		case unit == time.Millisecond:
 			return now.Add(time.Duration(math.Round(v * float64(time.Millisecond)))), true
-		}
-		if v >= epochSecondsMin {
-			return epochToTime(v), true
+		case v >= secMin:
+			return epochToTime(v, false), true
 		}
 		return now.Add(secondsToDuration(v)), true
 	}
