@@ -57,3 +57,32 @@ func BenchmarkSimThroughput(b *testing.B) {
 		b.Fatalf("served %d requests with %d violations, want %d and 0", st.Total.Accepted, st.Total.Violations, b.N)
 	}
 }
+
+// discardWriter is a ResponseWriter that keeps nothing, to time the
+// handler alone.
+type discardWriter struct{ h http.Header }
+
+func (d *discardWriter) Header() http.Header         { return d.h }
+func (d *discardWriter) Write(b []byte) (int, error) { return len(b), nil }
+func (d *discardWriter) WriteHeader(int)             {}
+
+// BenchmarkServeHTTP times the handler without the network: the cost the
+// simulator adds to each request.
+func BenchmarkServeHTTP(b *testing.B) {
+	srv, err := New(Config{APIs: []APIConfig{{
+		Dialect: DialectGitHub, Tokens: []TokenConfig{{Token: "tok-bench-1"}}, Limit: 1 << 50, Secondary: &SecondaryConfig{},
+	}}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		req := httptest.NewRequest(http.MethodGet, "http://sim.test/repos/octo/hello-world", nil)
+		req.Header.Set("Authorization", "Bearer tok-bench-1")
+		w := &discardWriter{}
+		for pb.Next() {
+			w.h = http.Header{}
+			srv.ServeHTTP(w, req)
+		}
+	})
+}

@@ -464,3 +464,50 @@ func TestHEADAndUnknownMethod(t *testing.T) {
 		t.Errorf("DELETE: %d", a.status)
 	}
 }
+
+// Odd paths and methods never break the server: every dialect answers
+// with a status, never a panic.
+func TestOddRequests(t *testing.T) {
+	srv := mustNew(t, Config{APIs: []APIConfig{
+		{Dialect: "github", Secondary: noSecondary(), Tokens: []TokenConfig{{Token: "tok-o-1"}}}, {Dialect: "gitlab"}, {Dialect: "hf"}, {Dialect: "gitea"},
+	}})
+	c := newClient(t, srv)
+	paths := []string{"", "/", "//", "/repos", "/repos//", "/repos/o//readme", "/users//events", "/search/", "/search/code",
+		"/api", "/api/v4/projects/", "/api/v4/projects//repository/files//raw", "/api/v4/projects/%2F", "/api/models//",
+		"/a/b/resolve/", "/a/b/resolve/main/", "/datasets/resolve", "/api/v1/repos/o/r/raw/", "/api/v1/users//",
+		"/repos/o/r/issues?page=-1&per_page=0", "/repos/o/r/issues?page=99999", "/%zz", "/rate_limit?x=%zz"}
+	for _, prefix := range []string{"/github", "/gitlab", "/hf", "/gitea"} {
+		for _, p := range paths {
+			for _, m := range []string{"GET", "POST", "PUT", "HEAD"} {
+				a, err := c.try(m, prefix+p, "Authorization", "Bearer nobody")
+				if err != nil {
+					continue // not a valid URL for the client
+				}
+				if a.status < 200 || a.status > 599 {
+					t.Errorf("%s %s%s: status %d", m, prefix, p, a.status)
+				}
+				b, err := c.try(m, prefix+p, "{}")
+				if err == nil && (b.status < 200 || b.status > 599) {
+					t.Errorf("%s %s%s anonymous: status %d", m, prefix, p, b.status)
+				}
+			}
+		}
+	}
+	if a := c.get("/github/repos/o/r/issues?page=99999", "tok-o-1"); a.status != 200 || a.body != "[]" {
+		t.Errorf("a page past the end: %d %q", a.status, a.body)
+	}
+}
+
+func TestHTTPSLinksThroughTransport(t *testing.T) {
+	srv := mustNew(t, Config{APIs: []APIConfig{{Dialect: "github"}}})
+	req, _ := http.NewRequest("GET", "https://api.github.com/repos/o/r", nil)
+	resp, err := srv.Transport("").RoundTrip(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var repo map[string]any
+	if err := json.NewDecoder(resp.Body).Decode(&repo); err != nil || repo["url"] != "https://api.github.com/repos/o/r" {
+		t.Errorf("repo url %v (%v)", repo["url"], err)
+	}
+}

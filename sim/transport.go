@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"crypto/tls"
 	"fmt"
 	"io"
 	"net/http"
@@ -43,6 +44,9 @@ func (t *inProcess) RoundTrip(req *http.Request) (resp *http.Response, err error
 	}
 	if sr.Body == nil {
 		sr.Body = http.NoBody
+	}
+	if req.URL.Scheme == "https" {
+		sr.TLS = &tls.ConnectionState{HandshakeComplete: true, ServerName: req.URL.Hostname()}
 	}
 	sr.URL.Scheme, sr.URL.Host = "", ""
 	rec := httptest.NewRecorder()
