@@ -159,6 +159,7 @@ func newAPI(s *Server, i int, ac APIConfig, apis int, seed int64) (*api, error) 
 		}
 		if over.Limit > 0 {
 			rr.limit = over.Limit
+			// A proxy in front of Gitea limits every client alike.
 			if kind == DialectGitea && over.AnonymousLimit == 0 {
 				rr.anonLimit = over.Limit
 			}
@@ -290,6 +291,10 @@ func (s *Server) mount(p string) (*api, string) {
 	return nil, ""
 }
 
+// serve answers one request in the order a real API would: route it,
+// authenticate, maybe fail (an injected fault), check the owner's secondary
+// limits, then the bucket (a 304 may be free), render, and reply after the
+// latency.
 func (a *api) serve(w http.ResponseWriter, r *http.Request, rel string) {
 	realNow := time.Now()
 	c := &call{a: a, w: w, r: r, rel: rel, segs: splitPath(rel), realNow: realNow, now: realNow.Add(a.skew)}
