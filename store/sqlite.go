@@ -8,8 +8,6 @@ import (
 	"strings"
 	"time"
 
-	"modernc.org/sqlite"
-
 	"github.com/ratekeeper/ratekeeper/internal/sqlitedb"
 )
 
@@ -50,7 +48,7 @@ func openSQLite(ctx context.Context, path string, opts Options, target int) (*SQ
 	if p := strings.TrimPrefix(strings.TrimPrefix(path, "sqlite://"), "file:"); p == ":memory:" || strings.HasPrefix(p, ":memory:?") {
 		return nil, fmt.Errorf("store: SQLite %q is private to one connection and cannot be shared; use \"memory\" for an in-memory store or a file path", path)
 	}
-	write, err := openSQLiteRetrying(ctx, path)
+	write, err := sqlitedb.Open(ctx, path)
 	if err != nil {
 		return nil, fmt.Errorf("store: %w", err)
 	}
@@ -62,7 +60,7 @@ func openSQLite(ctx context.Context, path string, opts Options, target int) (*SQ
 		write.Close()
 		return nil, fmt.Errorf("store: SQLite %s: %w", path, err)
 	}
-	read, err := openSQLiteRetrying(ctx, path)
+	read, err := sqlitedb.Open(ctx, path)
 	if err != nil {
 		write.Close()
 		return nil, fmt.Errorf("store: %w", err)
@@ -71,30 +69,6 @@ func openSQLite(ctx context.Context, path string, opts Options, target int) (*SQ
 	read.SetMaxIdleConns(sqliteReaders)
 	return &SQLite{opts: opts, corrupt: newCorruptionLog(opts.Logger), write: write, read: read}, nil
 }
-
-// openSQLiteRetrying opens path with sqlitedb.Open, trying again while it
-// fails with SQLITE_BUSY. Several processes opening a brand-new file at once
-// race to switch it to WAL mode, and SQLite reports that race as busy at
-// once instead of waiting out the busy timeout (waiting could deadlock).
-// Once the file is in WAL mode, opening it no longer races.
-func openSQLiteRetrying(ctx context.Context, path string) (*sql.DB, error) {
-	deadline := time.Now().Add(sqlitedb.BusyTimeoutMillis * time.Millisecond)
-	for {
-		db, err := sqlitedb.Open(ctx, path)
-		var sqliteErr *sqlite.Error
-		if err == nil || !errors.As(err, &sqliteErr) || sqliteErr.Code()&0xff != sqliteBusy || time.Now().After(deadline) {
-			return db, err
-		}
-		select {
-		case <-ctx.Done():
-			return nil, err
-		case <-time.After(5 * time.Millisecond):
-		}
-	}
-}
-
-// sqliteBusy is SQLITE_BUSY, the primary result code of "database is locked".
-const sqliteBusy = 5
 
 // migrateSQLite brings the schema to version target. The write lock taken by
 // the immediate transaction makes concurrent openers take turns: the second

@@ -8,11 +8,13 @@ package sqlitedb
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"net/url"
 	"strings"
+	"time"
 
-	_ "modernc.org/sqlite" // registers the "sqlite" driver
+	"modernc.org/sqlite" // also registers the "sqlite" driver
 )
 
 // BusyTimeoutMillis is how long a connection waits for another writer
@@ -41,10 +43,30 @@ func DSN(path string) string {
 
 // Open opens (creating if needed) the SQLite database at path and checks
 // that it is usable.
+//
+// Several processes opening a brand-new file at once race to switch it to
+// WAL mode, and SQLite reports that race as SQLITE_BUSY at once instead of
+// waiting out the busy timeout; Open tries again, for up to the busy
+// timeout. Once the file is in WAL mode, opening it no longer races.
 func Open(ctx context.Context, path string) (*sql.DB, error) {
 	if path == "" {
 		return nil, fmt.Errorf("sqlite: empty database path")
 	}
+	deadline := time.Now().Add(BusyTimeoutMillis * time.Millisecond)
+	for {
+		db, err := open(ctx, path)
+		if err == nil || !isBusy(err) || time.Now().After(deadline) {
+			return db, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, err
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+}
+
+func open(ctx context.Context, path string) (*sql.DB, error) {
 	db, err := sql.Open("sqlite", DSN(path))
 	if err != nil {
 		return nil, fmt.Errorf("sqlite %s: %w", path, err)
@@ -54,4 +76,14 @@ func Open(ctx context.Context, path string) (*sql.DB, error) {
 		return nil, fmt.Errorf("sqlite %s: %w", path, err)
 	}
 	return db, nil
+}
+
+// sqliteBusy is SQLITE_BUSY, the primary result code of "database is
+// locked".
+const sqliteBusy = 5
+
+// isBusy reports whether err is SQLite's "database is locked".
+func isBusy(err error) bool {
+	var e *sqlite.Error
+	return errors.As(err, &e) && e.Code()&0xff == sqliteBusy
 }
