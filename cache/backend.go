@@ -67,7 +67,7 @@ func encodeEntry(e *Entry) ([]byte, error) {
 	w := wireEntry{
 		Key:          e.key[:],
 		Status:       e.status,
-		Header:       e.header,
+		Header:       e.Header(),
 		Body:         e.body,
 		ETag:         e.etag,
 		LastModified: e.lastModified,
@@ -111,7 +111,6 @@ func decodeEntry(k key, blob []byte) (*Entry, error) {
 	e := &Entry{
 		key:          k,
 		status:       w.Status,
-		header:       storedHeader(w.Header),
 		body:         w.Body,
 		etag:         w.ETag,
 		lastModified: w.LastModified,
@@ -119,7 +118,8 @@ func decodeEntry(k key, blob []byte) (*Entry, error) {
 		uncompressed: w.Uncompressed,
 		storedAt:     time.Unix(0, w.StoredAt),
 	}
+	e.setHeader(w.Header)
 	copy(e.varyHash[:], w.VaryHash)
-	e.computeSize()
+	e.finish()
 	return e, nil
 }

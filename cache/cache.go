@@ -188,11 +188,13 @@ func (c *Cache) Prepare(req *http.Request, owner string) *Entry {
 	if req.Header == nil {
 		req.Header = make(http.Header, 2)
 	}
-	if e.etag != "" {
-		req.Header["If-None-Match"] = []string{e.etag}
+	// The value slices are the entry's own (capacity 1, so an Add makes a
+	// new one): setting them allocates nothing.
+	if e.inm != nil {
+		req.Header["If-None-Match"] = e.inm
 	}
-	if e.lastModified != "" {
-		req.Header["If-Modified-Since"] = []string{e.lastModified}
+	if e.ims != nil {
+		req.Header["If-Modified-Since"] = e.ims
 	}
 	c.revalidations.Add(1)
 	return e
@@ -205,7 +207,9 @@ func (c *Cache) Prepare(req *http.Request, owner string) *Entry {
 // Content-Encoding, Content-Range and hop-by-hop fields, which describe the
 // 304's own framing), plus X-Ratekeeper-Cache: revalidated. The response
 // keeps the 304's Request, protocol and TLS state; its body reads the
-// stored bytes. Revalidated closes the 304's body.
+// stored bytes. Revalidated takes over resp304: it closes its body and
+// reuses its Header map for the result, so the caller must not use resp304
+// afterwards.
 //
 // When the 304 names an ETag or Last-Modified other than the stored one,
 // the stored entry is updated to carry them (and the refreshed fields).
@@ -219,25 +223,34 @@ func (c *Cache) Revalidated(entry *Entry, resp304 *http.Response) *http.Response
 		resp304.Body.Close()
 	}
 	c.hits.Add(1)
-	h := mergedHeader(entry.header, resp304.Header, Revalidated)
-	resp := &http.Response{
+	etag, lm := resp304.Header.Get("Etag"), resp304.Header.Get("Last-Modified")
+	h := mergeInto(resp304.Header, entry, Revalidated)
+	r := &revalidatedResponse{}
+	r.body.Reset(entry.body)
+	r.Response = http.Response{
 		Status:        statusLine(entry.status),
 		StatusCode:    entry.status,
 		Proto:         resp304.Proto,
 		ProtoMajor:    resp304.ProtoMajor,
 		ProtoMinor:    resp304.ProtoMinor,
 		Header:        h,
-		Body:          newBytesBody(entry.body),
+		Body:          &r.body,
 		ContentLength: int64(len(entry.body)),
 		Close:         resp304.Close,
 		Uncompressed:  entry.uncompressed,
 		Request:       resp304.Request,
 		TLS:           resp304.TLS,
 	}
-	if etag, lm := resp304.Header.Get("Etag"), resp304.Header.Get("Last-Modified"); (etag != "" && etag != entry.etag) || (lm != "" && lm != entry.lastModified) {
+	if (etag != "" && etag != entry.etag) || (lm != "" && lm != entry.lastModified) {
 		c.refresh(resp304.Request, entry, h, etag, lm)
 	}
-	return resp
+	return &r.Response
+}
+
+// revalidatedResponse puts a response and its body in one allocation.
+type revalidatedResponse struct {
+	http.Response
+	body bytesBody
 }
 
 // refresh replaces entry with a copy carrying the validators and fields of
@@ -246,7 +259,6 @@ func (c *Cache) refresh(req *http.Request, entry *Entry, h http.Header, etag, lm
 	e := &Entry{
 		key:          entry.key,
 		status:       entry.status,
-		header:       storedHeader(h),
 		body:         entry.body,
 		etag:         entry.etag,
 		lastModified: entry.lastModified,
@@ -255,13 +267,14 @@ func (c *Cache) refresh(req *http.Request, entry *Entry, h http.Header, etag, lm
 		uncompressed: entry.uncompressed,
 		storedAt:     c.now(),
 	}
+	e.setHeader(h)
 	if etag != "" {
 		e.etag = etag
 	}
 	if lm != "" {
 		e.lastModified = lm
 	}
-	e.computeSize()
+	e.finish()
 	ctx := context.Background()
 	if req != nil {
 		ctx = req.Context()
@@ -319,7 +332,6 @@ func (c *Cache) Store(req *http.Request, owner string, resp *http.Response) (*ht
 	e := &Entry{
 		key:          k,
 		status:       http.StatusOK,
-		header:       storedHeader(resp.Header),
 		body:         body,
 		etag:         etag,
 		lastModified: lm,
@@ -327,10 +339,11 @@ func (c *Cache) Store(req *http.Request, owner string, resp *http.Response) (*ht
 		uncompressed: resp.Uncompressed,
 		storedAt:     c.now(),
 	}
+	e.setHeader(resp.Header)
 	if len(varyNames) > 0 {
 		e.varyHash = varyKey(req, varyNames)
 	}
-	e.computeSize()
+	e.finish()
 	if c.put(req.Context(), e, nil) {
 		c.stores.Add(1)
 		resp.Header.Set(HeaderName, Miss)

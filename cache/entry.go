@@ -14,10 +14,12 @@ import (
 type Entry struct {
 	key          key
 	status       int
-	header       http.Header // stored fields only; each value slice clipped
+	fields       []field // stored header fields, sorted by name
+	nvalues      int     // values in fields
 	body         []byte
 	etag         string
 	lastModified string
+	inm, ims     []string // If-None-Match, If-Modified-Since values Prepare sets
 	varyNames    []string // canonical, deduplicated, credential headers left out
 	varyHash     key      // varyKey of the storing request over varyNames
 	uncompressed bool     // the body was transparently decompressed by net/http
@@ -26,6 +28,12 @@ type Entry struct {
 
 	// LRU links, guarded by the memory LRU's mutex.
 	prev, next *Entry
+}
+
+// field is one stored header field.
+type field struct {
+	name   string
+	values []string
 }
 
 // ETag returns the stored entity tag, or "" when the response had none.
@@ -41,6 +49,15 @@ func (e *Entry) StoredAt() time.Time { return e.storedAt }
 // and bookkeeping); the memory LRU bounds the sum of these.
 func (e *Entry) Size() int64 { return e.size }
 
+// Header returns a copy of the stored header fields.
+func (e *Entry) Header() http.Header {
+	h := make(http.Header, len(e.fields))
+	for _, f := range e.fields {
+		h[f.name] = slices.Clone(f.values)
+	}
+	return h
+}
+
 // matches reports whether req carries the same values for the entry's Vary
 // fields as the request that stored it.
 func (e *Entry) matches(req *http.Request) bool {
@@ -51,12 +68,50 @@ func (e *Entry) matches(req *http.Request) bool {
 // beyond body and header text.
 const entryOverhead = 256
 
-// computeSize sets e.size from the body, header fields and strings it holds.
-func (e *Entry) computeSize() {
+// setHeader keeps the fields of h a cache stores: all but the hop-by-hop
+// fields (RFC 9110 §7.6.1, including those Connection names), Set-Cookie
+// (state meant for one response, and possibly a session credential) and
+// the marker header. The values are copied into one backing array.
+func (e *Entry) setHeader(h http.Header) {
+	conn := h["Connection"]
+	nf, nv := 0, 0
+	for k, vs := range h {
+		if keepStored(k, conn) {
+			nf++
+			nv += len(vs)
+		}
+	}
+	vals := make([]string, 0, nv)
+	e.fields = make([]field, 0, nf)
+	for k, vs := range h {
+		if !keepStored(k, conn) {
+			continue
+		}
+		start := len(vals)
+		vals = append(vals, vs...)
+		e.fields = append(e.fields, field{k, vals[start:len(vals):len(vals)]})
+	}
+	e.nvalues = nv
+	slices.SortFunc(e.fields, func(a, b field) int { return strings.Compare(a.name, b.name) })
+}
+
+// finish derives the validator values Prepare sets and the approximate
+// size from the body, header fields and strings the entry holds.
+func (e *Entry) finish() {
+	validators := make([]string, 0, 2)
+	e.inm, e.ims = nil, nil
+	if e.etag != "" {
+		validators = append(validators, e.etag)
+		e.inm = validators[0:1:1]
+	}
+	if e.lastModified != "" {
+		validators = append(validators, e.lastModified)
+		e.ims = validators[len(validators)-1 : len(validators) : len(validators)]
+	}
 	n := int64(entryOverhead + len(e.body) + len(e.etag) + len(e.lastModified))
-	for k, vs := range e.header {
-		n += int64(len(k)) + 48 // map slot and slice header
-		for _, v := range vs {
+	for _, f := range e.fields {
+		n += int64(len(f.name)) + 40 // field and slice headers
+		for _, v := range f.values {
 			n += int64(len(v)) + 16
 		}
 	}
@@ -66,32 +121,6 @@ func (e *Entry) computeSize() {
 	e.size = n
 }
 
-// storedHeader copies the fields of h a cache keeps: all but the hop-by-hop
-// fields (RFC 9110 §7.6.1, including those Connection names), Set-Cookie
-// (state meant for one response, and possibly a session credential) and
-// the marker header. All values share one backing array, each clipped so an
-// append by a caller cannot write into its neighbour.
-func storedHeader(h http.Header) http.Header {
-	conn := h["Connection"]
-	n := 0
-	for k, vs := range h {
-		if keepStored(k, conn) {
-			n += len(vs)
-		}
-	}
-	vals := make([]string, 0, n)
-	out := make(http.Header, len(h))
-	for k, vs := range h {
-		if !keepStored(k, conn) {
-			continue
-		}
-		start := len(vals)
-		vals = append(vals, vs...)
-		out[k] = vals[start:len(vals):len(vals)]
-	}
-	return out
-}
-
 func keepStored(name string, connection []string) bool {
 	switch name {
 	case "Connection", "Keep-Alive", "Proxy-Connection", "Te", "Trailer",
@@ -99,7 +128,9 @@ func keepStored(name string, connection []string) bool {
 		return false
 	}
 	for _, v := range connection {
-		for _, tok := range strings.Split(v, ",") {
+		for v != "" {
+			var tok string
+			tok, v, _ = strings.Cut(v, ",")
 			if strings.EqualFold(strings.TrimSpace(tok), name) {
 				return false
 			}
@@ -123,52 +154,45 @@ func updatable(name string) bool {
 	return true
 }
 
-// mergedHeader returns the stored fields updated from a 304's fields, plus
-// the marker header set to value. The result owns its value slices (one
-// shared backing array, each slice clipped), so a caller editing it cannot
-// reach the stored entry.
-func mergedHeader(stored, fresh http.Header, value string) http.Header {
-	n := 1
-	for k, vs := range stored {
-		if _, replaced := fresh[k]; !replaced || !updatable(k) {
-			n += len(vs)
-		}
+// mergeInto turns h, the header of a 304 answering e's validators, into
+// the header of the stored 200 (RFC 9111 §4.3.4): each updatable field of
+// the 304 replaces the stored one, the stored fields fill in the rest, and
+// the marker header is set to value. It reuses h's map, which the 304
+// response hands over, and copies the stored values it adds (one backing
+// array, each slice clipped), so a caller editing the result cannot reach
+// the stored entry.
+func mergeInto(h http.Header, e *Entry, value string) http.Header {
+	if h == nil {
+		h = make(http.Header, len(e.fields)+1)
 	}
-	for k, vs := range fresh {
-		if updatable(k) {
-			n += len(vs)
-		}
-	}
-	vals := make([]string, 0, n)
-	out := make(http.Header, len(stored)+len(fresh)+1)
-	for k, vs := range stored {
-		if _, replaced := fresh[k]; replaced && updatable(k) {
-			continue
-		}
-		start := len(vals)
-		vals = append(vals, vs...)
-		out[k] = vals[start:len(vals):len(vals)]
-	}
-	for k, vs := range fresh {
+	for k := range h {
 		if !updatable(k) {
+			delete(h, k)
+		}
+	}
+	vals := make([]string, 0, e.nvalues+1)
+	for _, f := range e.fields {
+		if _, fresh := h[f.name]; fresh {
 			continue
 		}
 		start := len(vals)
-		vals = append(vals, vs...)
-		out[k] = vals[start:len(vals):len(vals)]
+		vals = append(vals, f.values...)
+		h[f.name] = vals[start:len(vals):len(vals)]
 	}
 	vals = append(vals, value)
-	out[HeaderName] = vals[len(vals)-1:]
-	return out
+	h[HeaderName] = vals[len(vals)-1:]
+	return h
 }
 
-// varyNames parses a response's Vary field values into canonical,
+// parseVary parses a response's Vary field values into canonical,
 // deduplicated names, leaving out the credential headers (the owner
 // partitions by credential instead). star reports "Vary: *", which makes a
 // response unusable for any later request.
 func parseVary(values []string, credential []string) (names []string, star bool) {
 	for _, v := range values {
-		for _, tok := range strings.Split(v, ",") {
+		for v != "" {
+			var tok string
+			tok, v, _ = strings.Cut(v, ",")
 			tok = strings.TrimSpace(tok)
 			switch {
 			case tok == "":
@@ -179,6 +203,9 @@ func parseVary(values []string, credential []string) (names []string, star bool)
 			name := http.CanonicalHeaderKey(tok)
 			if slices.Contains(credential, name) || slices.Contains(names, name) {
 				continue
+			}
+			if names == nil {
+				names = make([]string, 0, 8)
 			}
 			names = append(names, name)
 		}

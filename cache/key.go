@@ -12,7 +12,7 @@ type key = [sha256.Size]byte
 
 // keyVersion starts every hashed key, so a change in what goes into a key
 // can never make an old blob match a new request.
-const keyVersion = "ratekeeper-cache/1"
+const keyVersion = "rkc1"
 
 // requestKey returns the primary key of a GET request as seen by owner:
 // SHA-256 over the method, the canonical URL (scheme and host in lower case,
