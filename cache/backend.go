@@ -66,7 +66,7 @@ func encodeEntry(e *Entry) ([]byte, error) {
 	buf.Write(blobMagic)
 	w := wireEntry{
 		Key:          e.key[:],
-		Status:       e.status,
+		Status:       http.StatusOK,
 		Header:       e.Header(),
 		Body:         e.body,
 		ETag:         e.etag,
@@ -110,7 +110,6 @@ func decodeEntry(k key, blob []byte) (*Entry, error) {
 	}
 	e := &Entry{
 		key:          k,
-		status:       w.Status,
 		body:         w.Body,
 		etag:         w.ETag,
 		lastModified: w.LastModified,

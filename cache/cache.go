@@ -166,7 +166,10 @@ func (c *Cache) Stats() Stats {
 // (credential headers excepted, as the owner stands for them).
 //
 // Prepare modifies req.Header, so req must be the caller's own copy (a
-// RoundTripper clones the request first). It leaves req alone and returns
+// RoundTripper clones the request first). Call it once per attempt, on a
+// new copy of the original request, after choosing the credential: a
+// request still carrying validators from an earlier Prepare looks like one
+// the caller made conditional. It leaves req alone and returns
 // nil for a request the caller made conditional itself (If-None-Match,
 // If-Modified-Since, If-Match, If-Unmodified-Since or If-Range set: the
 // caller runs its own cache), for a Range request, for Cache-Control:
@@ -228,8 +231,8 @@ func (c *Cache) Revalidated(entry *Entry, resp304 *http.Response) *http.Response
 	r := &revalidatedResponse{}
 	r.body.Reset(entry.body)
 	r.Response = http.Response{
-		Status:        statusLine(entry.status),
-		StatusCode:    entry.status,
+		Status:        "200 OK",
+		StatusCode:    http.StatusOK,
 		Proto:         resp304.Proto,
 		ProtoMajor:    resp304.ProtoMajor,
 		ProtoMinor:    resp304.ProtoMinor,
@@ -258,7 +261,6 @@ type revalidatedResponse struct {
 func (c *Cache) refresh(req *http.Request, entry *Entry, h http.Header, etag, lm string) {
 	e := &Entry{
 		key:          entry.key,
-		status:       entry.status,
 		body:         entry.body,
 		etag:         entry.etag,
 		lastModified: entry.lastModified,
@@ -331,7 +333,6 @@ func (c *Cache) Store(req *http.Request, owner string, resp *http.Response) (*ht
 
 	e := &Entry{
 		key:          k,
-		status:       http.StatusOK,
 		body:         body,
 		etag:         etag,
 		lastModified: lm,
@@ -488,13 +489,6 @@ func readUpTo(r io.Reader, size, limit int64) (b []byte, complete bool, err erro
 		b = bytes.Clone(b)
 	}
 	return b, true, nil
-}
-
-func statusLine(code int) string {
-	if code == http.StatusOK {
-		return "200 OK"
-	}
-	return fmt.Sprintf("%d %s", code, http.StatusText(code))
 }
 
 // bytesBody is a response body reading a byte slice; Close does nothing.

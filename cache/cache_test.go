@@ -568,3 +568,34 @@ func TestOptionsDefaults(t *testing.T) {
 		t.Fatalf("MaxEntryBytes %d not clamped to MaxBytes", c.maxEntry)
 	}
 }
+
+func TestHopByHopFieldsNotStored(t *testing.T) {
+	c := New(Options{})
+	req, _ := http.NewRequest("GET", "https://api.example/x", nil)
+	resp := &http.Response{StatusCode: 200, ContentLength: 4, Body: io.NopCloser(strings.NewReader("data")),
+		Header: http.Header{
+			"Last-Modified": {"Sat, 31 May 2025 08:00:00 GMT"},
+			"Connection":    {"keep-alive, X-Hop"},
+			"Keep-Alive":    {"timeout=5"},
+			"X-Hop":         {"1"},
+			"X-Kept":        {"2"},
+			HeaderName:      {"revalidated"}, // from an upstream ratekeeper
+		}}
+	got, err := c.Store(req, "", resp)
+	if err != nil || got.Header.Get(HeaderName) != Miss {
+		t.Fatalf("Store: %v, marker %q", err, got.Header.Get(HeaderName))
+	}
+	e := c.Prepare(req.Clone(req.Context()), "")
+	if e == nil || e.LastModified() != "Sat, 31 May 2025 08:00:00 GMT" || e.ETag() != "" {
+		t.Fatalf("entry %v", e)
+	}
+	h := e.Header()
+	for _, gone := range []string{"Connection", "Keep-Alive", "X-Hop", HeaderName} {
+		if _, ok := h[gone]; ok {
+			t.Errorf("%s stored", gone)
+		}
+	}
+	if h.Get("X-Kept") != "2" {
+		t.Errorf("X-Kept lost: %v", h)
+	}
+}

@@ -10,7 +10,8 @@
 //
 // # Use from a RoundTripper
 //
-// On a clone of the request, sent as credential owner owner:
+// On a clone of the caller's request, once the credential is chosen (owner
+// is the one the bucket belongs to), for each attempt:
 //
 //	entry := c.Prepare(req, owner) // nil: nothing to revalidate
 //	resp, err := next.RoundTrip(req)

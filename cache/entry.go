@@ -13,7 +13,6 @@ import (
 // valid (and safe to share) even if the cache evicts or replaces it.
 type Entry struct {
 	key          key
-	status       int
 	fields       []field // stored header fields, sorted by name
 	nvalues      int     // values in fields
 	body         []byte
