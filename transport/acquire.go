@@ -20,7 +20,7 @@ func (t *Transport) acquire(ctx context.Context, p *provider.Provider, pool *cre
 	policy, _ := t.policyFor(p)
 	sec, cost := secondaryFor(p, class)
 	maxWait := t.maxWait(p)
-	start := t.opts.Now()
+	var waited time.Duration
 	for {
 		if err := ctx.Err(); err != nil {
 			return nil, err
@@ -32,19 +32,13 @@ func (t *Transport) acquire(ctx context.Context, p *provider.Provider, pool *cre
 				if w := next.Sub(now); w > maxWait {
 					return nil, &WaitError{Provider: p.Name, Resource: class.Resource, Until: next, Wait: w, MaxWait: maxWait}
 				}
-				if err := t.waitFor(ctx, next.Sub(now)); err != nil {
+				if err := t.waitFor(ctx, next.Sub(now), &waited); err != nil {
 					return nil, err
 				}
 				continue
 			}
 			return nil, t.noCredential(p, pool, now)
 		}
-		if !t.opts.SkipValidation {
-			if t.validateUnknown(ctx, p, cands) {
-				continue // something was learnt or rejected: choose again
-			}
-		}
-
 		best := time.Duration(-1)
 		var tied []*creds.Credential
 		for _, c := range cands {
@@ -64,12 +58,15 @@ func (t *Transport) acquire(ctx context.Context, p *provider.Provider, pool *cre
 				Until: now.Add(best), Wait: best, MaxWait: maxWait}
 		}
 		if best > 0 {
-			if err := t.waitFor(ctx, best); err != nil {
+			if err := t.waitFor(ctx, best, &waited); err != nil {
 				return nil, err
 			}
 			continue
 		}
 		c := pool.Next(tied)
+		if !t.opts.SkipValidation && t.validate(ctx, p, c) {
+			continue // its owner is now known (or it was rejected): choose again
+		}
 		g := &grant{cred: c, class: class,
 			bucket: BucketID{Provider: p.Name, Owner: c.BucketOwner(), Resource: class.Resource},
 			owner:  OwnerID{Provider: p.Name, Owner: c.BucketOwner()}}
@@ -80,7 +77,7 @@ func (t *Transport) acquire(ctx context.Context, p *provider.Provider, pool *cre
 		if !ok {
 			continue // another request took it first
 		}
-		g.waited = now.Sub(start)
+		g.waited = waited
 		if g.waited > 0 {
 			t.emit(Event{Kind: EventWaited, Provider: p.Name, Resource: class.Resource, Credential: c.Masked(), Wait: g.waited})
 			if t.opts.Metrics == nil {
@@ -162,11 +159,13 @@ func ensureHolder(h map[string]quota.Holder, holder string, until time.Time) map
 }
 
 // waitFor sleeps d, or less when some request's answer changes the state,
-// or until ctx ends.
-func (t *Transport) waitFor(ctx context.Context, d time.Duration) error {
+// or until ctx ends; it adds the time slept to *waited.
+func (t *Transport) waitFor(ctx context.Context, d time.Duration, waited *time.Duration) error {
 	changed := t.changed()
+	start := t.opts.Now()
 	timer := time.NewTimer(d)
 	defer timer.Stop()
+	defer func() { *waited += t.opts.Now().Sub(start) }()
 	select {
 	case <-timer.C:
 	case <-changed:
@@ -176,52 +175,50 @@ func (t *Transport) waitFor(ctx context.Context, d time.Duration) error {
 	return nil
 }
 
-// validateUnknown learns the owner of the first credential whose owner is
-// not known yet, so tokens of one account share one bucket. One request
-// per credential, ever: concurrent callers wait for the same answer. It
-// reports whether it changed anything.
-func (t *Transport) validateUnknown(ctx context.Context, p *provider.Provider, cands []*creds.Credential) bool {
+// validate learns the owner of credential c before its first use, so
+// tokens of one account share one bucket: one request per credential,
+// ever; concurrent callers wait for the same answer. It reports whether it
+// sent that request (the caller then chooses again, with the owner known
+// or the credential rejected).
+func (t *Transport) validate(ctx context.Context, p *provider.Provider, c *creds.Credential) bool {
+	if c.Kind() != creds.Static || c.Owner().Key() != "" {
+		return false
+	}
 	if _, ok := p.ValidationURL(); !ok {
 		return false
 	}
-	for _, c := range cands {
-		if c.Kind() != creds.Static || c.Owner().Key() != "" {
-			continue
+	v, loaded := t.validating.LoadOrStore(c, &validation{done: make(chan struct{})})
+	val := v.(*validation)
+	if loaded {
+		select {
+		case <-val.done:
+			return false // already tried; a failure leaves a per-token bucket
+		case <-ctx.Done():
+			return false
 		}
-		v, loaded := t.validating.LoadOrStore(c, &validation{done: make(chan struct{})})
-		val := v.(*validation)
-		if loaded {
-			select {
-			case <-val.done:
-				continue // already tried; a failure leaves a per-token bucket
-			case <-ctx.Done():
-				return false
-			}
-		}
-		obs := &observingTransport{t: t, p: p}
-		_, err := creds.Validate(ctx, obs, p, c)
-		if err != nil {
-			if errors.Is(err, creds.ErrInvalid) {
-				t.emit(Event{Kind: EventCredentialInvalid, Provider: p.Name, Credential: c.Masked(), Status: http.StatusUnauthorized})
-				t.log.Warn("credential rejected", "provider", p.Name, "credential", c.Masked())
-			} else {
-				t.log.Debug("credential validation failed", "provider", p.Name, "credential", c.Masked(), "err", err)
-			}
-		}
-		if obs.seen {
-			// The answer also told the quota of the bucket it spent
-			// from, now filed under the owner it named.
-			id := BucketID{Provider: p.Name, Owner: c.BucketOwner(), Resource: obs.resource}
-			_ = t.state.UpdateBucket(ctx, id, func(b *quota.Bucket) error {
-				b.Observe(&obs.reading, obs.at, "", 0, true, defaultsFor(p))
-				return nil
-			})
-		}
-		close(val.done)
-		t.wake()
-		return true
 	}
-	return false
+	obs := &observingTransport{t: t, p: p}
+	_, err := creds.Validate(ctx, obs, p, c)
+	if err != nil {
+		if errors.Is(err, creds.ErrInvalid) {
+			t.emit(Event{Kind: EventCredentialInvalid, Provider: p.Name, Credential: c.Masked(), Status: http.StatusUnauthorized})
+			t.log.Warn("credential rejected", "provider", p.Name, "credential", c.Masked())
+		} else {
+			t.log.Debug("credential validation failed", "provider", p.Name, "credential", c.Masked(), "err", err)
+		}
+	}
+	if obs.seen {
+		// The answer also told the quota of the bucket it spent
+		// from, now filed under the owner it named.
+		id := BucketID{Provider: p.Name, Owner: c.BucketOwner(), Resource: obs.resource}
+		_ = t.state.UpdateBucket(ctx, id, func(b *quota.Bucket) error {
+			b.Observe(&obs.reading, obs.at, "", 0, true, defaultsFor(p))
+			return nil
+		})
+	}
+	close(val.done)
+	t.wake()
+	return true
 }
 
 type validation struct{ done chan struct{} }

@@ -1,0 +1,136 @@
+package cli
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/ratekeeper/ratekeeper/transport"
+)
+
+func init() { register(newStatusCmd) }
+
+type statusOptions struct {
+	client clientFlags
+	asJSON bool
+	live   bool
+}
+
+// StatusReport is what `status --json` prints and the gateway's /status
+// serves.
+type StatusReport struct {
+	GeneratedAt time.Time                    `json:"generated_at"`
+	Credentials []transport.CredentialStatus `json:"credentials"`
+}
+
+func newStatusCmd() *cobra.Command {
+	var o statusOptions
+	cmd := &cobra.Command{
+		Use:   "status",
+		Short: "Show each credential's owner, quota per resource, time to reset and health",
+		Long: `status shows, for every configured provider and credential: the owner, each
+resource's remaining/limit (%), when it resets, its health (HEALTHY 20 % or more
+left, WARNING 5–20 %, CRITICAL under 5 %, EXHAUSTED), and invalid tokens.
+
+It asks the servers: each token's "who am I" endpoint (which validates it and
+names its owner) and, where the provider has one, the free status endpoint
+(GitHub's GET /rate_limit, which costs no quota). --provider NAME limits the
+report to some providers.`,
+		Example: `  ratekeeper status
+  ratekeeper status --provider github --json`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return runStatus(cmd, &o) },
+	}
+	o.client.add(cmd)
+	cmd.Flags().BoolVar(&o.asJSON, "json", false, "print one JSON object")
+	cmd.Flags().BoolVar(&o.live, "live", true, "ask the servers (validation and free status endpoints)")
+	return cmd
+}
+
+func runStatus(cmd *cobra.Command, o *statusOptions) error {
+	t, err := o.client.transport(cmd.ErrOrStderr())
+	if err != nil {
+		return err
+	}
+	selected, _ := o.client.split()
+	if o.live {
+		if err := t.Refresh(cmd.Context(), selected...); err != nil {
+			return exitf(1, "%v", err)
+		}
+	}
+	now := time.Now()
+	st, err := t.Status(cmd.Context(), now, selected...)
+	if err != nil {
+		return exitf(1, "%v", err)
+	}
+	if st == nil {
+		st = []transport.CredentialStatus{}
+	}
+	out := cmd.OutOrStdout()
+	if o.asJSON {
+		enc := json.NewEncoder(out)
+		enc.SetIndent("", "  ")
+		return enc.Encode(StatusReport{GeneratedAt: now.UTC(), Credentials: st})
+	}
+	writeStatus(out, st, o.client.verbose)
+	return nil
+}
+
+// writeStatus prints the report as a table, one line per bucket.
+func writeStatus(out io.Writer, st []transport.CredentialStatus, verbose bool) {
+	w := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(w, "PROVIDER\tCREDENTIAL\tOWNER\tSTATE\tRESOURCE\tREMAINING\tRESETS IN\tHEALTH")
+	for _, c := range st {
+		owner := c.Owner
+		if owner == "" {
+			owner = "-"
+		}
+		state := c.State
+		if c.Reason != "" && (verbose || c.State == "invalid") {
+			state += " (" + c.Reason + ")"
+		}
+		if len(c.Resources) == 0 {
+			fmt.Fprintf(w, "%s\t%s\t%s\t%s\t-\t-\t-\t-\n", c.Provider, c.Credential, owner, state)
+			continue
+		}
+		for i, r := range c.Resources {
+			p, cr, ow, stt := c.Provider, c.Credential, owner, state
+			if i > 0 {
+				p, cr, ow, stt = "", "", "", ""
+			}
+			fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", p, cr, ow, stt, r.Resource, remainingText(r, verbose), resetText(r), r.Health)
+		}
+	}
+	w.Flush()
+}
+
+func remainingText(r transport.ResourceStatus, verbose bool) string {
+	var b strings.Builder
+	switch {
+	case r.Remaining == nil:
+		b.WriteString("?")
+	case r.Limit == nil:
+		fmt.Fprintf(&b, "%d", *r.Remaining)
+	default:
+		fmt.Fprintf(&b, "%d/%d", *r.Remaining, *r.Limit)
+	}
+	if r.Percent != nil {
+		fmt.Fprintf(&b, " (%.0f%%)", *r.Percent)
+	}
+	if r.Assumed && verbose {
+		b.WriteString(" assumed")
+	}
+	return b.String()
+}
+
+func resetText(r transport.ResourceStatus) string {
+	if r.ResetsIn == nil {
+		return "-"
+	}
+	return (time.Duration(*r.ResetsIn * float64(time.Second))).Round(time.Second).String()
+}
