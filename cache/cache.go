@@ -287,9 +287,12 @@ func (c *Cache) refresh(req *http.Request, entry *Entry, h http.Header, etag, lm
 // Store keeps resp if it can serve later requests, and returns the
 // response the caller should read, as usual.
 //
-// resp is kept when req is a GET the cache would revalidate (see Prepare)
-// and resp is a 200 with an ETag or Last-Modified, without Cache-Control:
-// no-store, without Vary: *, and with a body of at most MaxEntryBytes.
+// resp is kept when req is a GET without Range or Cache-Control: no-store
+// (and, for owner "", without a credential header), and resp is a 200 with
+// an ETag or Last-Modified, without Cache-Control: no-store, without
+// Vary: *, and with a body of at most MaxEntryBytes. A 200 to a request the
+// caller made conditional itself is kept too; only Prepare leaves such
+// requests alone.
 // Its body is then read whole (and the original closed); Store returns resp
 // with a body replaying those bytes, ContentLength set and
 // X-Ratekeeper-Cache: miss added. Request header fields are never stored.
