@@ -17,7 +17,8 @@ import (
 // misses. Keys are BlobKeyPrefix followed by 64 hex digits of a SHA-256
 // digest, so they have a fixed length and never contain a URL, an owner or
 // a token. Errors never fail a request: the cache logs them and carries on
-// uncached.
+// uncached. The store package's Blobs (memory, SQLite, PostgreSQL) has
+// exactly this method set.
 type Backend interface {
 	// GetBlob returns the value under key and true, or nil and false when
 	// there is none.
