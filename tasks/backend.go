@@ -1,0 +1,280 @@
+package tasks
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+	"github.com/riverqueue/river/riverdriver/riversqlite"
+	"github.com/riverqueue/river/rivermigrate"
+	"github.com/riverqueue/river/rivertype"
+
+	"github.com/ratekeeper/ratekeeper/internal/sqlitedb"
+)
+
+// txOps are the transaction primitives of one database library.
+type txOps[TTx any] struct {
+	begin    func(ctx context.Context) (TTx, error)
+	commit   func(ctx context.Context, tx TTx) error
+	rollback func(ctx context.Context, tx TTx) error
+	run      func(tx TTx) runner
+	pool     runner
+	// lock takes a database-wide lock until unlock is called; nil where
+	// transactions serialise writers anyway (SQLite).
+	lock func(ctx context.Context, key int64) (unlock func(), err error)
+}
+
+// riverBackend is the backend over one River driver. TD is the driver type
+// (River's JobCompleteTx needs it), TTx its transaction type.
+type riverBackend[TD riverdriver.Driver[TTx], TTx any] struct {
+	driver   TD
+	client   *river.Client[TTx] // insert-only: submits, reads, cancels
+	tx       txOps[TTx]
+	postgres bool
+	logger   *slog.Logger
+	closeDB  func()
+}
+
+func newRiverBackend[TD riverdriver.Driver[TTx], TTx any](driver TD, tx txOps[TTx], postgres bool, opts Options, closeDB func()) (*riverBackend[TD, TTx], error) {
+	client, err := river.NewClient[TTx](driver, &river.Config{Logger: opts.Logger})
+	if err != nil {
+		closeDB()
+		return nil, fmt.Errorf("tasks: river client: %w", err)
+	}
+	return &riverBackend[TD, TTx]{driver: driver, client: client, tx: tx, postgres: postgres, logger: opts.Logger, closeDB: closeDB}, nil
+}
+
+func openSQLite(ctx context.Context, path string, opts Options) (backend, error) {
+	db, err := sqlitedb.Open(ctx, path)
+	if err != nil {
+		return nil, describeDBError(path, err)
+	}
+	// River's SQLite driver asks for a single connection: River runs
+	// several operations at once and SQLite allows one writer, so more
+	// connections only trade waiting in Go for SQLITE_BUSY retries.
+	db.SetMaxOpenConns(1)
+	ops := txOps[*sql.Tx]{
+		begin:    func(ctx context.Context) (*sql.Tx, error) { return db.BeginTx(ctx, nil) },
+		commit:   func(_ context.Context, tx *sql.Tx) error { return tx.Commit() },
+		rollback: func(_ context.Context, tx *sql.Tx) error { return tx.Rollback() },
+		run:      func(tx *sql.Tx) runner { return sqliteRunner{q: tx} },
+		pool:     sqliteRunner{q: db},
+	}
+	b, err := newRiverBackend(riversqlite.New(db), ops, false, opts, func() { _ = db.Close() })
+	if err != nil {
+		return nil, err
+	}
+	return b, nil
+}
+
+func openPostgres(ctx context.Context, dsn string, opts Options) (backend, error) {
+	cfg, err := pgxpool.ParseConfig(dsn)
+	if err != nil {
+		return nil, fmt.Errorf("%w: PostgreSQL URL %s: %v", ErrInvalid, printableDSN(dsn), err)
+	}
+	if !strings.Contains(dsn, "pool_max_conns") {
+		// pgxpool's default (4 on this size of machine) starves a worker:
+		// River's producer, completer and maintenance share the pool with
+		// every task's completion transaction.
+		cfg.MaxConns = 20
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, describeDBError(dsn, err)
+	}
+	if err := pool.Ping(ctx); err != nil {
+		pool.Close()
+		return nil, describeDBError(dsn, err)
+	}
+	ops := txOps[pgx.Tx]{
+		begin:    func(ctx context.Context) (pgx.Tx, error) { return pool.Begin(ctx) },
+		commit:   func(ctx context.Context, tx pgx.Tx) error { return tx.Commit(ctx) },
+		rollback: func(ctx context.Context, tx pgx.Tx) error { return tx.Rollback(ctx) },
+		run:      func(tx pgx.Tx) runner { return pgRunner{q: tx} },
+		pool:     pgRunner{q: pool},
+		lock: func(ctx context.Context, key int64) (func(), error) {
+			conn, err := pool.Acquire(ctx)
+			if err != nil {
+				return nil, err
+			}
+			if _, err := conn.Exec(ctx, "SELECT pg_advisory_lock($1)", key); err != nil {
+				conn.Release()
+				return nil, err
+			}
+			return func() {
+				_, _ = conn.Exec(context.Background(), "SELECT pg_advisory_unlock($1)", key)
+				conn.Release()
+			}, nil
+		},
+	}
+	b, err := newRiverBackend(riverpgxv5.New(pool), ops, true, opts, pool.Close)
+	if err != nil {
+		return nil, err
+	}
+	return b, nil
+}
+
+func (b *riverBackend[TD, TTx]) close() { b.closeDB() }
+
+// inTx runs fn in a transaction, committing when it returns nil.
+func (b *riverBackend[TD, TTx]) inTx(ctx context.Context, fn func(tx TTx, r runner) error) error {
+	tx, err := b.tx.begin(ctx)
+	if err != nil {
+		return err
+	}
+	if err := fn(tx, b.tx.run(tx)); err != nil {
+		_ = b.tx.rollback(context.WithoutCancel(ctx), tx)
+		return err
+	}
+	return b.tx.commit(ctx, tx)
+}
+
+// migrationLockKey serialises concurrent migrations of one PostgreSQL
+// database.
+const migrationLockKey = 0x7261_7465_6b65_6570 // "ratekeep"
+
+func (b *riverBackend[TD, TTx]) migrate(ctx context.Context) (MigrateResult, error) {
+	var res MigrateResult
+	if b.tx.lock != nil {
+		unlock, err := b.tx.lock(ctx, migrationLockKey)
+		if err != nil {
+			return res, fmt.Errorf("lock for migration: %w", err)
+		}
+		defer unlock()
+	}
+	m, err := rivermigrate.New[TTx](b.driver, &rivermigrate.Config{Logger: b.logger})
+	if err != nil {
+		return res, err
+	}
+	// River applies each of its migrations in its own transaction. Two
+	// processes migrating a fresh SQLite file at once can collide; the
+	// loser finds the work done when it looks again.
+	for try := 1; ; try++ {
+		rr, err := m.Migrate(ctx, rivermigrate.DirectionUp, nil)
+		if err == nil {
+			for _, v := range rr.Versions {
+				res.River = append(res.River, v.Version)
+			}
+			break
+		}
+		if try == 3 || ctx.Err() != nil {
+			return res, fmt.Errorf("river migrations: %w", err)
+		}
+		time.Sleep(time.Duration(try) * 50 * time.Millisecond)
+	}
+	err = b.inTx(ctx, func(_ TTx, r runner) error {
+		res.Tasks, err = migrateOurs(ctx, r, b.postgres)
+		return err
+	})
+	return res, err
+}
+
+// insert adds jobs and their "created" events in one transaction.
+func (b *riverBackend[TD, TTx]) insert(ctx context.Context, specs []insertSpec, created func([]*rivertype.JobRow, []bool) []Event) ([]Submitted, error) {
+	params := make([]river.InsertManyParams, len(specs))
+	for i, s := range specs {
+		params[i] = river.InsertManyParams{Args: s.args, InsertOpts: s.opts}
+	}
+	var out []Submitted
+	err := b.inTx(ctx, func(tx TTx, r runner) error {
+		res, err := b.client.InsertManyTx(ctx, tx, params)
+		if err != nil {
+			return err
+		}
+		rows := make([]*rivertype.JobRow, len(res))
+		dup := make([]bool, len(res))
+		out = make([]Submitted, len(res))
+		for i, ir := range res {
+			rows[i], dup[i] = ir.Job, ir.UniqueSkippedAsDuplicate
+			out[i] = Submitted{ID: ir.Job.ID, Duplicate: ir.UniqueSkippedAsDuplicate}
+		}
+		return insertEvents(ctx, r, created(rows, dup))
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// ours reports whether row is a ratekeeper task (River may hold other
+// applications' jobs in the same tables).
+func ours(row *rivertype.JobRow) bool { return row != nil && row.Queue == queueName }
+
+func (b *riverBackend[TD, TTx]) get(ctx context.Context, id int64) (*rivertype.JobRow, error) {
+	row, err := b.client.JobGet(ctx, id)
+	if errors.Is(err, rivertype.ErrNotFound) || (err == nil && !ours(row)) {
+		return nil, fmt.Errorf("task %d: %w", id, ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("get task %d: %w", id, err)
+	}
+	return row, nil
+}
+
+// failedPredicate is true for a cancelled row that ratekeeper itself ended
+// (record.Failed): those are failed tasks, not cancelled ones.
+func (b *riverBackend[TD, TTx]) failedPredicate() string {
+	if b.postgres {
+		return "coalesce((metadata->'output'->>'failed')::boolean, false)"
+	}
+	return "coalesce(metadata ->> '$.output.failed', 0) = 1"
+}
+
+func (b *riverBackend[TD, TTx]) list(ctx context.Context, f Filter, limit int) ([]*rivertype.JobRow, error) {
+	p := river.NewJobListParams().Queues(queueName).OrderBy(river.JobListOrderByID, river.SortOrderAsc).First(limit)
+	if f.Type != "" {
+		p = p.Kinds(f.Type)
+	}
+	if f.AfterID > 0 {
+		p = p.Where("id > @after_id", river.NamedArgs{"after_id": f.AfterID})
+	}
+	if f.State != "" {
+		p = p.States(riverStates(f.State)...)
+		switch f.State {
+		case StateFailed:
+			p = p.Where("(state <> 'cancelled' OR " + b.failedPredicate() + ")")
+		case StateCancelled:
+			p = p.Where("NOT (" + b.failedPredicate() + ")")
+		}
+	}
+	res, err := b.client.JobList(ctx, p)
+	if err != nil {
+		return nil, err
+	}
+	return res.Jobs, nil
+}
+
+// cancel cancels a job and records the events of that in one transaction.
+func (b *riverBackend[TD, TTx]) cancel(ctx context.Context, id int64, events func(before, after *rivertype.JobRow) []Event) (before, after *rivertype.JobRow, err error) {
+	err = b.inTx(ctx, func(tx TTx, r runner) error {
+		before, err = b.client.JobGetTx(ctx, tx, id)
+		if errors.Is(err, rivertype.ErrNotFound) || (err == nil && !ours(before)) {
+			return fmt.Errorf("task %d: %w", id, ErrNotFound)
+		}
+		if err != nil {
+			return err
+		}
+		if before.FinalizedAt != nil {
+			return ErrFinished
+		}
+		after, err = b.client.JobCancelTx(ctx, tx, id)
+		if err != nil {
+			return err
+		}
+		return insertEvents(ctx, r, events(before, after))
+	})
+	return before, after, err
+}
+
+func (b *riverBackend[TD, TTx]) events(ctx context.Context, id int64) ([]Event, error) {
+	return loadEvents(ctx, b.tx.pool, id)
+}

@@ -1,0 +1,481 @@
+package tasks
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"math/rand/v2"
+	"os"
+	"runtime/debug"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver"
+	"github.com/riverqueue/river/rivertype"
+)
+
+// WorkOptions tune Queue.Work.
+type WorkOptions struct {
+	// Concurrency is how many tasks run at once. Zero means 10.
+	Concurrency int
+	// WorkerID names this worker in task histories ("claimed by worker
+	// W"). It must be unique among the workers running at the same time on
+	// one database. Empty means host-pid-random.
+	WorkerID string
+	// ShutdownTimeout is how long running tasks may finish once ctx ends;
+	// then their contexts are cancelled and the tasks go back to pending
+	// (interrupted, counted neither as retries nor as reschedules). Zero
+	// means 10s.
+	ShutdownTimeout time.Duration
+}
+
+// Work claims and runs tasks until ctx ends, then shuts down gracefully:
+// no new claims, running tasks get ShutdownTimeout to finish. It handles
+// the types known when it starts (Types). It returns nil after a clean
+// shutdown, or an error if it could not start.
+func (q *Queue) Work(ctx context.Context, wo WorkOptions) error {
+	switch {
+	case wo.Concurrency == 0:
+		wo.Concurrency = 10
+	case wo.Concurrency < 0 || wo.Concurrency > 10_000:
+		return fmt.Errorf("%w: concurrency %d: use 1 to 10000", ErrInvalid, wo.Concurrency)
+	}
+	if wo.ShutdownTimeout <= 0 {
+		wo.ShutdownTimeout = 10 * time.Second
+	}
+	if wo.WorkerID == "" {
+		host, _ := os.Hostname()
+		if host == "" {
+			host = "worker"
+		}
+		wo.WorkerID = fmt.Sprintf("%s-%d-%04x", host, os.Getpid(), rand.IntN(1<<16))
+	}
+	return q.b.work(ctx, q, q.handlers(), wo)
+}
+
+// taskWorker is the River worker of every task type: it runs the type's
+// handler and turns what it returns into River's outcome plus ratekeeper's
+// record and history.
+type taskWorker[TD riverdriver.Driver[TTx], TTx any] struct {
+	river.WorkerDefaults[jobArgs]
+	q        *Queue
+	b        *riverBackend[TD, TTx]
+	handlers map[string]HandlerFunc
+	// retryAt holds, per job id, the retry time Work decided, for River to
+	// read back through NextRetry.
+	retryAt sync.Map
+	// running holds, per job id, the cancel function of the running
+	// handler's context.
+	running  sync.Map
+	stopping atomic.Bool
+}
+
+// errCancelRequested is the cause of a handler context cancelled because
+// its task was cancelled.
+var errCancelRequested = errors.New("task cancelled")
+
+// cancelRunning cancels the handler of task id if it runs here.
+func (w *taskWorker[TD, TTx]) cancelRunning(_ context.Context, id int64) {
+	if cancel, ok := w.running.Load(id); ok {
+		cancel.(context.CancelCauseFunc)(errCancelRequested)
+	}
+}
+
+func (b *riverBackend[TD, TTx]) work(ctx context.Context, q *Queue, handlers map[string]HandlerFunc, wo WorkOptions) error {
+	w := &taskWorker[TD, TTx]{q: q, b: b, handlers: handlers}
+	workers := river.NewWorkers()
+	for _, typ := range slices.Sorted(maps.Keys(handlers)) {
+		river.AddWorkerArgs(workers, jobArgs{kind: typ}, river.Worker[jobArgs](w)) // types are distinct map keys: no duplicate panic
+	}
+	retention := q.opts.Retention
+	if retention <= 0 {
+		retention = -1 // River: never delete
+	}
+	client, err := river.NewClient[TTx](b.driver, &river.Config{
+		ID:     wo.WorkerID,
+		Logger: q.opts.Logger,
+		Queues: map[string]river.QueueConfig{queueName: {MaxWorkers: wo.Concurrency}},
+		// Throughput settings: see Options.FetchCooldown and
+		// FetchPollInterval for why they differ from River's defaults.
+		FetchCooldown:     q.opts.FetchCooldown,
+		FetchPollInterval: q.opts.FetchPollInterval,
+		// Each task carries its own timeout (taskWorker.Timeout); -1 means
+		// no client-wide one on top.
+		JobTimeout:                  -1,
+		RescueStuckJobsAfter:        q.opts.RescueStuckAfter,
+		CompletedJobRetentionPeriod: retention,
+		CancelledJobRetentionPeriod: retention,
+		DiscardedJobRetentionPeriod: retention,
+		PollOnly:                    !b.postgres,
+		Workers:                     workers,
+	})
+	if err != nil {
+		return fmt.Errorf("tasks: start worker: %w", err)
+	}
+	finished, unsubscribe := client.SubscribeConfig(&river.SubscribeConfig{
+		Kinds: []river.EventKind{river.EventKindJobCompleted, river.EventKindJobSnoozed,
+			river.EventKindJobFailed, river.EventKindJobCancelled},
+		// Events beyond the buffer are dropped by River; their history
+		// then waits for the next claim or sweep, so make that rare.
+		ChanSize: 20_000,
+	})
+	var projector sync.WaitGroup
+	projector.Go(func() { w.project(finished) })
+	defer func() {
+		unsubscribe() // closes finished once River has stopped sending
+		projector.Wait()
+	}()
+
+	// River's client stops hard when the context given to Start ends; the
+	// graceful part is ours, so it runs on a context only we cancel.
+	runCtx, stopRun := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopRun()
+	if err := client.Start(runCtx); err != nil {
+		return fmt.Errorf("tasks: start worker on %s: %w", q.name, err)
+	}
+
+	var bg sync.WaitGroup
+	bg.Go(func() { w.sweep(runCtx) })
+	if !b.postgres {
+		// River in poll-only mode learns of a running job's cancellation
+		// only through LISTEN/NOTIFY, which SQLite lacks (v0.31.0 ignores a
+		// cancel for a running job even within the process), so the worker
+		// cancels its own handlers: at once for Queue.Cancel in this
+		// process, within CancelPollInterval for other processes.
+		defer q.addLocalCancel(w.cancelRunning)()
+		bg.Go(func() { w.watchCancels(runCtx, wo.WorkerID, q.opts.CancelPollInterval) })
+	}
+
+	<-ctx.Done()
+	stopCtx, cancelStop := context.WithTimeout(context.Background(), wo.ShutdownTimeout)
+	err = client.Stop(stopCtx)
+	cancelStop()
+	if err != nil {
+		// Time is up: cancel the handlers still running; their tasks go
+		// back to pending as interrupted.
+		w.stopping.Store(true)
+		hardCtx, cancelHard := context.WithTimeout(context.Background(), wo.ShutdownTimeout)
+		err = client.StopAndCancel(hardCtx)
+		cancelHard()
+	}
+	stopRun()
+	bg.Wait()
+	if err != nil {
+		return fmt.Errorf("tasks: worker %s did not stop cleanly: %w", wo.WorkerID, err)
+	}
+	return nil
+}
+
+// Timeout is the task's own attempt timeout.
+func (w *taskWorker[TD, TTx]) Timeout(job *river.Job[jobArgs]) time.Duration {
+	meta, _, err := decodeMeta(job.JobRow)
+	if err != nil {
+		return DefaultTimeout
+	}
+	return timeoutFromMillis(meta.Ratekeeper.TimeoutMillis) // NoTimeout is River's -1
+}
+
+// NextRetry returns the retry time Work decided for the attempt that just
+// failed; for an attempt River's rescuer gave up on, the backoff of the next
+// retry.
+func (w *taskWorker[TD, TTx]) NextRetry(job *river.Job[jobArgs]) time.Time {
+	if at, ok := w.retryAt.LoadAndDelete(job.ID); ok {
+		return at.(time.Time)
+	}
+	_, rec, _ := decodeMeta(job.JobRow)
+	return time.Now().Add(w.q.opts.Backoff(rec.Retries + 1))
+}
+
+// Work runs one attempt of a task.
+func (w *taskWorker[TD, TTx]) Work(ctx context.Context, job *river.Job[jobArgs]) error {
+	row := job.JobRow
+	claimedAt := time.Now()
+	if row.AttemptedAt != nil {
+		claimedAt = *row.AttemptedAt
+	}
+	t, rec, err := taskFromRow(row)
+	if err != nil {
+		// Nothing can run a task whose row cannot be read: fail it and say
+		// why, rather than retry forever.
+		_ = river.RecordOutput(ctx, record{Failed: true, UpdatedAt: time.Now(), Outbox: []Event{}})
+		return river.JobCancel(err)
+	}
+	meta, _, _ := decodeMeta(row)
+
+	// Events of earlier attempts still on the row go to the history table
+	// now, so that the outbox stays small across long reschedule chains. If
+	// that fails they stay in the outbox and are written later.
+	var outbox []Event
+	if len(rec.Outbox) > 0 {
+		if err := w.b.inTx(ctx, func(_ TTx, r runner) error { return insertEvents(ctx, r, rec.Outbox) }); err != nil {
+			outbox = rec.Outbox
+		}
+	}
+	// A gap between the last attempt with a recorded outcome and this
+	// claim means attempts whose worker vanished; River counted them
+	// against MaxRetries and so do we.
+	for n := rec.Claims + 1; n < t.Attempt; n++ {
+		rec.Retries++
+		outbox = append(outbox, Event{TaskID: t.ID, At: claimedAt, Kind: EventAbandoned, Attempt: n,
+			Worker:          attemptedBy(row, t.Attempt-n),
+			Message:         "the worker stopped without reporting an outcome; River's rescuer put the task back",
+			RescheduleCount: t.RescheduleCount, RetryCount: rec.Retries, Key: fmt.Sprintf("end-%d", n)})
+	}
+	t.RetryCount = rec.Retries
+	t.State = StateRunning
+	outbox = append(outbox, Event{TaskID: t.ID, At: claimedAt, Kind: EventClaimed, Attempt: t.Attempt, Worker: t.Worker,
+		RescheduleCount: t.RescheduleCount, RetryCount: rec.Retries, Key: fmt.Sprintf("claim-%d", t.Attempt)})
+
+	facts := attemptFacts{Attempt: t.Attempt, RiverAttempt: row.Attempt, MaxAttempts: row.MaxAttempts,
+		Reschedules: t.RescheduleCount, MaxReschedules: t.MaxReschedules, Retries: rec.Retries, Timeout: t.Timeout}
+
+	var (
+		result json.RawMessage
+		herr   error
+		end    ending
+	)
+	if meta.CancelAttemptedAt != nil {
+		// Cancelled while it waited with a reschedule River does not check
+		// for cancellation (one made available at once).
+		herr, end.cancelled = errors.New("cancelled"), true
+	} else {
+		hctx, cancel := context.WithCancelCause(ctx)
+		w.running.Store(t.ID, cancel)
+		start := time.Now()
+		result, herr = runHandler(hctx, w.handlers[t.Type], t)
+		w.q.metrics.duration.WithLabelValues(t.Type).Observe(time.Since(start).Seconds())
+		w.running.Delete(t.ID)
+		if hctx.Err() != nil {
+			cause := context.Cause(hctx)
+			end.cancelled = errors.Is(cause, rivertype.ErrJobCancelledRemotely) || errors.Is(cause, errCancelRequested)
+			end.timedOut = errors.Is(hctx.Err(), context.DeadlineExceeded)
+			end.stopping = w.stopping.Load()
+		}
+		cancel(nil)
+		if herr == nil && len(result) > 0 && !json.Valid(result) {
+			herr = fmt.Errorf("handler of type %s returned a result that is not JSON", t.Type)
+		}
+	}
+	return w.finish(ctx, t, rec, facts, outbox, result, herr, end)
+}
+
+// finish records the attempt's outcome and tells River what to do. The
+// record, with this attempt's events in its outbox, goes into River's
+// recorded output, which River writes in the same UPDATE that changes the
+// job's state; the projector copies the events into the history table
+// once that UPDATE is done.
+func (w *taskWorker[TD, TTx]) finish(ctx context.Context, t *Task, rec record, facts attemptFacts, outbox []Event, result json.RawMessage, herr error, end ending) error {
+	now := time.Now()
+	o := decide(facts, herr, end, now, w.q.opts.Backoff)
+	ev := rec.apply(t.ID, facts, o, t.Worker, now)
+	rec.Outbox = append(slices.Clone(outbox), ev)
+	if o.kind == EventCompleted && len(result) > 0 {
+		rec.Result = result
+	}
+	if err := river.RecordOutput(ctx, rec); err != nil {
+		if o.kind == EventCompleted {
+			// River refuses outputs over 32 MB: the result cannot be kept,
+			// which fails the attempt.
+			rec.Result = nil
+			return w.finish(ctx, t, rec, facts, outbox, nil, Permanent(fmt.Errorf("result too large to store: %w", err)), ending{})
+		}
+		rec.Outbox = []Event{ev}
+		_ = river.RecordOutput(ctx, rec)
+	}
+	switch o.kind {
+	case EventCompleted:
+		w.count(t.Type, outcomeCompleted, o)
+		return nil
+	case EventRescheduled:
+		w.count(t.Type, outcomeRescheduled, o)
+		return river.JobSnooze(o.delay)
+	case EventInterrupted:
+		w.count(t.Type, outcomeInterrupted, o)
+		return river.JobSnooze(0)
+	case EventRetried:
+		w.count(t.Type, outcomeRetried, o)
+		w.retryAt.Store(t.ID, now.Add(o.delay))
+		return o.err
+	case EventCancelled:
+		w.count(t.Type, outcomeCancelled, o)
+		return river.JobCancel(o.err)
+	default: // EventFailed
+		w.count(t.Type, outcomeFailed, o)
+		if o.early {
+			// River has no "fail now" for a job with attempts left; it
+			// cancels, and the record says failed.
+			return river.JobCancel(o.err)
+		}
+		return o.err
+	}
+}
+
+func (w *taskWorker[TD, TTx]) count(typ, outcome string, o outcome) {
+	w.q.metrics.outcomes.WithLabelValues(typ, outcome).Inc()
+	if o.kind == EventRescheduled {
+		w.q.metrics.rescheduled.WithLabelValues(typ).Inc()
+		w.q.metrics.delay.WithLabelValues(typ).Observe(o.delay.Seconds())
+	}
+}
+
+// runHandler calls h, turning a panic into an error.
+func runHandler(ctx context.Context, h HandlerFunc, t *Task) (result json.RawMessage, err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			err = fmt.Errorf("handler of type %s panicked: %v\n%s", t.Type, v, debug.Stack())
+		}
+	}()
+	if h == nil {
+		return nil, Permanent(fmt.Errorf("%w %q: this worker has no handler for it", ErrUnknownType, t.Type))
+	}
+	return h(ctx, t)
+}
+
+// attemptedBy returns the worker of the attempt back attempts before the
+// latest (0 is the latest), if River still lists it.
+func attemptedBy(row *rivertype.JobRow, back int) string {
+	i := len(row.AttemptedBy) - 1 - back
+	if i < 0 || i >= len(row.AttemptedBy) {
+		return ""
+	}
+	return row.AttemptedBy[i]
+}
+
+// project copies the events River's completer just wrote into job rows
+// (the outbox of each record) into the history table, batching many
+// tasks into one insert. It returns once events is closed and drained.
+func (w *taskWorker[TD, TTx]) project(events <-chan *river.Event) {
+	const batch = 1000
+	var pending []Event
+	flush := func() {
+		if len(pending) == 0 {
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := w.b.inTx(ctx, func(_ TTx, r runner) error { return insertEvents(ctx, r, pending) }); err != nil {
+			// The events stay on the rows; the sweep copies them later.
+			w.q.opts.Logger.Warn("tasks: copy task history", "events", len(pending), "err", err)
+		}
+		pending = pending[:0]
+	}
+	tick := time.NewTicker(projectInterval)
+	defer tick.Stop()
+	for {
+		select {
+		case ev, ok := <-events:
+			if !ok {
+				flush()
+				return
+			}
+			if ev.Job == nil || !ours(ev.Job) {
+				continue
+			}
+			if _, rec, err := decodeMeta(ev.Job); err == nil {
+				pending = append(pending, rec.Outbox...)
+			}
+			if len(pending) >= batch {
+				flush()
+			}
+		case <-tick.C:
+			flush()
+		}
+	}
+}
+
+// projectInterval bounds how long a finished attempt's events wait on the
+// job row before the history table has them too.
+const projectInterval = 100 * time.Millisecond
+
+// sweepInterval is how often a worker looks for finished tasks whose events
+// never reached the history table (a worker died between River's update
+// and the projector's insert).
+const sweepInterval = 5 * time.Minute
+
+// sweep copies such events, at start and every sweepInterval.
+func (w *taskWorker[TD, TTx]) sweep(ctx context.Context) {
+	for {
+		w.sweepOnce(ctx)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(sweepInterval):
+		}
+	}
+}
+
+func (w *taskWorker[TD, TTx]) sweepOnce(ctx context.Context) {
+	// A finished task's last event is "end-<claims>"; if the table lacks
+	// it, the row's outbox was never copied.
+	pred := `coalesce(json_array_length(metadata, '$.output.outbox'), 0) > 0 AND NOT EXISTS (
+		SELECT 1 FROM ratekeeper_task_events e
+		WHERE e.task_id = river_job.id AND e.event_key = 'end-' || json_extract(river_job.metadata, '$.output.claims'))`
+	if w.b.postgres {
+		pred = `jsonb_array_length(coalesce(metadata->'output'->'outbox', '[]'::jsonb)) > 0 AND NOT EXISTS (
+		SELECT 1 FROM ratekeeper_task_events e
+		WHERE e.task_id = river_job.id AND e.event_key = 'end-' || (river_job.metadata->'output'->>'claims'))`
+	}
+	var after int64
+	for ctx.Err() == nil {
+		p := river.NewJobListParams().Queues(queueName).
+			States(rivertype.JobStateCompleted, rivertype.JobStateCancelled, rivertype.JobStateDiscarded).
+			OrderBy(river.JobListOrderByID, river.SortOrderAsc).First(500).
+			Where(pred).Where("id > @after_id", river.NamedArgs{"after_id": after})
+		res, err := w.b.client.JobList(ctx, p)
+		if err != nil {
+			if ctx.Err() == nil {
+				w.q.opts.Logger.Warn("tasks: look for uncopied task history", "err", err)
+			}
+			return
+		}
+		var evs []Event
+		for _, row := range res.Jobs {
+			if _, rec, err := decodeMeta(row); err == nil {
+				evs = append(evs, rec.Outbox...)
+			}
+			after = row.ID
+		}
+		if err := w.b.inTx(ctx, func(_ TTx, r runner) error { return insertEvents(ctx, r, evs) }); err != nil {
+			if ctx.Err() == nil {
+				w.q.opts.Logger.Warn("tasks: copy task history", "err", err)
+			}
+			return
+		}
+		if len(res.Jobs) < 500 {
+			return
+		}
+	}
+}
+
+// watchCancels finds tasks this SQLite worker runs that another process
+// cancelled, and cancels their handlers.
+func (w *taskWorker[TD, TTx]) watchCancels(ctx context.Context, workerID string, every time.Duration) {
+	tick := time.NewTicker(every)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		p := river.NewJobListParams().Queues(queueName).States(rivertype.JobStateRunning).First(1000).
+			Where("metadata ->> '$.cancel_attempted_at' IS NOT NULL")
+		res, err := w.b.client.JobList(ctx, p)
+		if err != nil {
+			if ctx.Err() == nil {
+				w.q.opts.Logger.Warn("tasks: look for cancelled tasks", "err", err)
+			}
+			continue
+		}
+		for _, row := range res.Jobs {
+			if attemptedBy(row, 0) == workerID {
+				w.cancelRunning(ctx, row.ID)
+			}
+		}
+	}
+}
