@@ -1,0 +1,70 @@
+package tasks_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/ratekeeper/ratekeeper/tasks"
+)
+
+// A handler that must wait for something (here: two rounds) gives its
+// worker back with Reschedule instead of sleeping: the task returns to
+// pending, survives restarts, and counts a reschedule, not a retry.
+func Example() {
+	tasks.Handle("example.report", func(ctx context.Context, t *tasks.Task) (json.RawMessage, error) {
+		if t.RescheduleCount < 2 {
+			return nil, tasks.Reschedule(0) // 0: behind every task already waiting
+		}
+		return json.RawMessage(`{"ready":true}`), nil
+	})
+
+	dir, err := os.MkdirTemp("", "tasks-example")
+	if err != nil {
+		panic(err)
+	}
+	defer os.RemoveAll(dir)
+	ctx := context.Background()
+	q, err := tasks.Open(ctx, filepath.Join(dir, "ratekeeper.db"), tasks.Options{})
+	if err != nil {
+		panic(err)
+	}
+	defer q.Close()
+
+	id, err := q.Submit(ctx, "example.report", json.RawMessage(`{"day":"2025-06-01"}`), tasks.SubmitOptions{MaxReschedules: 10})
+	if err != nil {
+		panic(err)
+	}
+	workCtx, stop := context.WithCancel(ctx)
+	worked := make(chan error)
+	go func() { worked <- q.Work(workCtx, tasks.WorkOptions{WorkerID: "example"}) }()
+	t, err := q.Await(ctx, id)
+	stop()
+	if err := <-worked; err != nil {
+		panic(err)
+	}
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println(t.State, string(t.Result))
+	fmt.Printf("reschedule_count: %d, max_reschedules: %d, retry_count: %d\n", t.RescheduleCount, t.MaxReschedules, t.RetryCount)
+	history, err := q.History(ctx, id)
+	if err != nil {
+		panic(err)
+	}
+	for _, e := range history {
+		fmt.Println(e)
+	}
+	// Output:
+	// completed {"ready":true}
+	// reschedule_count: 2, max_reschedules: 10, retry_count: 0
+	// created
+	// claimed by worker example (attempt 1)
+	// rescheduled +0s (count 1)
+	// claimed by worker example (attempt 2)
+	// rescheduled +0s (count 2)
+	// claimed by worker example (attempt 3)
+	// completed
+}

@@ -1,0 +1,189 @@
+package tasks
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/riverqueue/river/rivertype"
+)
+
+func TestDecide(t *testing.T) {
+	now := time.Date(2025, 6, 1, 12, 0, 0, 0, time.UTC)
+	backoff := func(retry int) time.Duration { return time.Duration(retry) * time.Second }
+	base := attemptFacts{Attempt: 3, RiverAttempt: 1, MaxAttempts: 4, Reschedules: 2, MaxReschedules: 0, Retries: 0, Timeout: time.Minute}
+	with := func(f func(*attemptFacts)) attemptFacts { a := base; f(&a); return a }
+	boom := errors.New("boom")
+	cases := []struct {
+		name  string
+		facts attemptFacts
+		err   error
+		end   ending
+		want  outcome
+	}{
+		{"success", base, nil, ending{}, outcome{kind: EventCompleted}},
+		{"success even if cancelled meanwhile", base, nil, ending{cancelled: true}, outcome{kind: EventCompleted}},
+		{"cancelled", base, boom, ending{cancelled: true}, outcome{kind: EventCancelled, err: boom}},
+		{"shutdown", base, context.Canceled, ending{stopping: true}, outcome{kind: EventInterrupted}},
+		{"permanent", base, Permanent(boom), ending{}, outcome{kind: EventFailed, err: boom, early: true}},
+		{"reschedule", base, Reschedule(time.Minute), ending{}, outcome{kind: EventRescheduled, delay: time.Minute}},
+		{"reschedule wrapped", base, fmt.Errorf("x: %w", Reschedule(0)), ending{}, outcome{kind: EventRescheduled}},
+		{"reschedule within limit", with(func(a *attemptFacts) { a.MaxReschedules = 3 }), Reschedule(0), ending{}, outcome{kind: EventRescheduled}},
+		{"reschedule over limit", with(func(a *attemptFacts) { a.MaxReschedules = 2 }), Reschedule(0), ending{},
+			outcome{kind: EventFailed, err: errors.New("max reschedules (2) exceeded"), early: true}},
+		{"no reschedules allowed", with(func(a *attemptFacts) { a.Reschedules, a.MaxReschedules = 0, NoReschedules }), Reschedule(0), ending{},
+			outcome{kind: EventFailed, err: errors.New("max reschedules (0) exceeded"), early: true}},
+		{"retry at", base, fmt.Errorf("get: %w", quotaError{at: now.Add(90 * time.Second)}), ending{}, outcome{kind: EventRescheduled, delay: 90 * time.Second}},
+		{"retry at in the past", base, quotaError{at: now.Add(-time.Hour)}, ending{}, outcome{kind: EventRescheduled}},
+		{"retry at, retries spent", with(func(a *attemptFacts) { a.RiverAttempt = 4 }), quotaError{at: now.Add(time.Second)}, ending{},
+			outcome{kind: EventRescheduled, delay: time.Second}},
+		{"negative reschedule is a failure", base, Reschedule(-time.Second), ending{},
+			outcome{kind: EventRetried, err: errors.New("tasks.Reschedule(-1s): the delay must be 0 (back of the queue) or positive"), delay: time.Second}},
+		{"error retried", with(func(a *attemptFacts) { a.Retries = 1 }), boom, ending{}, outcome{kind: EventRetried, err: boom, delay: 2 * time.Second}},
+		{"error on last attempt", with(func(a *attemptFacts) { a.RiverAttempt = 4 }), boom, ending{}, outcome{kind: EventFailed, err: boom}},
+		{"timeout", base, context.DeadlineExceeded, ending{timedOut: true, stopping: true},
+			outcome{kind: EventRetried, err: errors.New("attempt timed out after 1m0s: context deadline exceeded"), delay: time.Second}},
+	}
+	for _, c := range cases {
+		got := decide(c.facts, c.err, c.end, now, backoff)
+		if got.kind != c.want.kind || got.delay != c.want.delay || got.early != c.want.early || fmt.Sprint(got.err) != fmt.Sprint(c.want.err) {
+			t.Errorf("%s: decide = %+v (err %v), want %+v (err %v)", c.name, got, got.err, c.want, c.want.err)
+		}
+	}
+}
+
+func TestRecordApplyCounts(t *testing.T) {
+	now := time.Date(2025, 6, 1, 12, 0, 0, 0, time.UTC)
+	var rec record
+	f := attemptFacts{Attempt: 1, Reschedules: 0}
+	ev := rec.apply(7, f, outcome{kind: EventRescheduled, delay: time.Minute}, "w", now)
+	if ev.RescheduleCount != 1 || ev.RetryCount != 0 || ev.Key != "end-1" || rec.Claims != 1 || ev.String() != "rescheduled +60s (count 1)" {
+		t.Errorf("after reschedule: event %+v, record %+v", ev, rec)
+	}
+	f = attemptFacts{Attempt: 2, Reschedules: 1}
+	ev = rec.apply(7, f, outcome{kind: EventRetried, err: errors.New("x"), delay: time.Second}, "w", now)
+	if ev.RescheduleCount != 1 || ev.RetryCount != 1 || rec.Retries != 1 || rec.Claims != 2 {
+		t.Errorf("after retry: event %+v, record %+v", ev, rec)
+	}
+	f = attemptFacts{Attempt: 3, Reschedules: 1}
+	rec.apply(7, f, outcome{kind: EventInterrupted}, "w", now)
+	if rec.Interrupted != 1 || rec.Retries != 1 {
+		t.Errorf("after interruption: record %+v", rec)
+	}
+	rec.apply(7, attemptFacts{Attempt: 4}, outcome{kind: EventFailed, err: errors.New("x"), early: true}, "w", now)
+	if !rec.Failed {
+		t.Error("early failure not marked failed")
+	}
+}
+
+func TestTaskFromRow(t *testing.T) {
+	created := time.Date(2025, 6, 1, 12, 0, 0, 0, time.UTC)
+	attempted := created.Add(time.Minute)
+	rec := record{Result: json.RawMessage(`{"a":1}`), Retries: 1, Interrupted: 1, Claims: 4, UpdatedAt: created.Add(2 * time.Minute)}
+	meta, _ := json.Marshal(map[string]any{
+		"ratekeeper": submitMeta{MaxReschedules: 100, TimeoutMillis: -1},
+		"snoozes":    3,
+		"output":     rec,
+	})
+	row := &rivertype.JobRow{
+		ID: 9, Kind: "http", EncodedArgs: []byte(`{"input":{"url":"x"},"unique_key":"k"}`), State: rivertype.JobStateRetryable,
+		Attempt: 1, MaxAttempts: 4, Metadata: meta, CreatedAt: created, AttemptedAt: &attempted, AttemptedBy: []string{"a", "b"},
+		ScheduledAt: created.Add(time.Hour), Errors: []rivertype.AttemptError{{At: attempted, Error: "JobCancelError: nope"}},
+	}
+	task, got, err := taskFromRow(row)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if task.State != StatePending || task.Attempt != 4 || task.RescheduleCount != 2 || task.RetryCount != 1 || task.MaxRetries != 3 ||
+		task.MaxReschedules != 100 || task.Timeout != NoTimeout || task.LastError != "nope" || task.Worker != "b" || task.UniqueKey != "k" ||
+		string(task.Input) != `{"url":"x"}` || string(task.Result) != `{"a":1}` || !task.UpdatedAt.Equal(rec.UpdatedAt) || !task.AvailableAt.Equal(row.ScheduledAt) {
+		t.Errorf("task = %+v", task)
+	}
+	if got.Claims != 4 {
+		t.Errorf("record = %+v", got)
+	}
+	for _, c := range []struct {
+		river  rivertype.JobState
+		failed bool
+		want   State
+	}{
+		{rivertype.JobStateAvailable, false, StatePending},
+		{rivertype.JobStateScheduled, false, StatePending},
+		{rivertype.JobStateRunning, false, StateRunning},
+		{rivertype.JobStateCompleted, false, StateCompleted},
+		{rivertype.JobStateDiscarded, false, StateFailed},
+		{rivertype.JobStateCancelled, true, StateFailed},
+		{rivertype.JobStateCancelled, false, StateCancelled},
+	} {
+		if got := mapState(c.river, c.failed); got != c.want {
+			t.Errorf("mapState(%s, %v) = %s, want %s", c.river, c.failed, got, c.want)
+		}
+	}
+}
+
+func TestResolveSubmitOptions(t *testing.T) {
+	r, err := SubmitOptions{}.resolve()
+	if err != nil || r.maxAttempts != DefaultMaxRetries+1 || r.meta.MaxReschedules != 0 || r.meta.TimeoutMillis != DefaultTimeout.Milliseconds() {
+		t.Errorf("defaults = %+v, %v", r, err)
+	}
+	r, err = SubmitOptions{MaxRetries: NoRetries, MaxReschedules: NoReschedules, Timeout: NoTimeout}.resolve()
+	if err != nil || r.maxAttempts != 1 || r.meta.MaxReschedules != NoReschedules || r.meta.TimeoutMillis != -1 {
+		t.Errorf("none = %+v, %v", r, err)
+	}
+	for _, o := range []SubmitOptions{{MaxRetries: -3}, {MaxRetries: 10_000}, {MaxReschedules: -2}, {Timeout: -2}, {Timeout: time.Microsecond}, {UniqueKey: strings.Repeat("k", 1001)}} {
+		if _, err := o.resolve(); !errors.Is(err, ErrInvalid) {
+			t.Errorf("resolve(%+v) error = %v, want ErrInvalid", o, err)
+		}
+	}
+}
+
+func TestHumanDuration(t *testing.T) {
+	for d, want := range map[time.Duration]string{
+		0: "0s", 250 * time.Millisecond: "250ms", 60 * time.Second: "60s", 1500 * time.Millisecond: "1.5s",
+		time.Hour: "1h0m0s", 90 * time.Minute: "1h30m0s",
+	} {
+		if got := HumanDuration(d); got != want {
+			t.Errorf("HumanDuration(%s) = %q, want %q", d, got, want)
+		}
+	}
+}
+
+func TestHandleRejectsMistakes(t *testing.T) {
+	ok := func(context.Context, *Task) (json.RawMessage, error) { return nil, nil }
+	Handle("test.registered-once", ok)
+	for name, f := range map[string]func(){
+		"bad name":  func() { Handle("Bad Name", ok) },
+		"nil":       func() { Handle("test.nil", nil) },
+		"duplicate": func() { Handle("test.registered-once", ok) },
+		"built in":  func() { Handle(HTTPType, ok) },
+	} {
+		func() {
+			defer func() {
+				if recover() == nil {
+					t.Errorf("Handle with %s did not panic", name)
+				}
+			}()
+			f()
+		}()
+	}
+	if _, ok := registered()["test.registered-once"]; !ok {
+		t.Error("registered handler missing")
+	}
+}
+
+func TestDefaultBackoff(t *testing.T) {
+	for retry, bounds := range map[int][2]time.Duration{
+		1: {500 * time.Millisecond, time.Second}, 2: {time.Second, 2 * time.Second}, 5: {8 * time.Second, 16 * time.Second},
+		20: {30 * time.Minute, time.Hour}, 100: {30 * time.Minute, time.Hour},
+	} {
+		for range 20 {
+			if d := DefaultBackoff(retry); d < bounds[0] || d > bounds[1] {
+				t.Fatalf("DefaultBackoff(%d) = %s, want within %s", retry, d, bounds)
+			}
+		}
+	}
+}
