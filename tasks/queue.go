@@ -278,9 +278,10 @@ func (q *Queue) SubmitMany(ctx context.Context, subs []Submission) ([]Submitted,
 		return nil, nil
 	}
 	handlers := q.handlers()
+	httpBuiltin := q.opts.Handlers[HTTPType] == nil
 	specs := make([]insertSpec, len(subs))
 	for i, s := range subs {
-		spec, err := q.prepare(handlers, s)
+		spec, err := prepare(handlers, httpBuiltin, s)
 		if err != nil {
 			if len(subs) > 1 {
 				return nil, fmt.Errorf("submission %d: %w", i+1, err)
@@ -311,16 +312,28 @@ func (q *Queue) SubmitMany(ctx context.Context, subs []Submission) ([]Submitted,
 	return res, nil
 }
 
-// prepare validates one submission and builds its River insert.
-func (q *Queue) prepare(handlers map[string]HandlerFunc, s Submission) (insertSpec, error) {
-	if _, ok := handlers[s.Type]; !ok {
-		return insertSpec{}, fmt.Errorf("%w %q (known types: %s)", ErrUnknownType, s.Type, strings.Join(slices.Sorted(maps.Keys(handlers)), ", "))
+// Validate checks a submission against the types every Queue knows
+// (built in, and registered with Handle) without touching a database: the
+// type, the input, the options. Queue.Submit checks the same, plus the
+// Queue's own Options.Handlers.
+func Validate(s Submission) error {
+	known := registered()
+	known[HTTPType] = nil
+	_, err := prepare(known, true, s)
+	return err
+}
+
+// prepare validates one submission and builds its River insert. httpBuiltin
+// says that the http type is the built-in one, whose input it checks.
+func prepare(known map[string]HandlerFunc, httpBuiltin bool, s Submission) (insertSpec, error) {
+	if _, ok := known[s.Type]; !ok {
+		return insertSpec{}, fmt.Errorf("%w %q (known types: %s)", ErrUnknownType, s.Type, strings.Join(slices.Sorted(maps.Keys(known)), ", "))
 	}
 	input, err := normalizeInput(s.Input)
 	if err != nil {
 		return insertSpec{}, err
 	}
-	if s.Type == HTTPType && q.opts.Handlers[HTTPType] == nil {
+	if s.Type == HTTPType && httpBuiltin {
 		if _, err := parseHTTPInput(input); err != nil {
 			return insertSpec{}, fmt.Errorf("%w: http input: %v", ErrInvalid, err)
 		}

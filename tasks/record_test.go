@@ -187,3 +187,31 @@ func TestDefaultBackoff(t *testing.T) {
 		}
 	}
 }
+
+func TestJSONForms(t *testing.T) {
+	e := Event{TaskID: 1, At: time.Date(2025, 6, 1, 12, 0, 0, 0, time.UTC), Kind: EventRescheduled, Attempt: 2, Delay: 90 * time.Second, RescheduleCount: 1, Key: "end-2"}
+	b, err := json.Marshal(e)
+	if err != nil || !strings.Contains(string(b), `"delay":"1m30s"`) {
+		t.Fatalf("event JSON = %s, %v", b, err)
+	}
+	var back Event
+	if err := json.Unmarshal(b, &back); err != nil || back != e {
+		t.Fatalf("event round trip = %+v, %v; want %+v", back, err, e)
+	}
+	for _, c := range []struct {
+		max     int
+		timeout time.Duration
+		want    []string
+	}{
+		{0, DefaultTimeout, []string{`"max_reschedules":null`, `"timeout":"5m0s"`}},
+		{NoReschedules, NoTimeout, []string{`"max_reschedules":0`, `"timeout":null`}},
+		{100, time.Second, []string{`"max_reschedules":100`, `"timeout":"1s"`}},
+	} {
+		b, err := json.Marshal(Task{ID: 1, MaxReschedules: c.max, Timeout: c.timeout})
+		for _, w := range c.want {
+			if err != nil || !strings.Contains(string(b), w) {
+				t.Errorf("task JSON = %s, want %s", b, w)
+			}
+		}
+	}
+}

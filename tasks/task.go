@@ -87,15 +87,17 @@ type Task struct {
 	// (Reschedule, or an error with RetryAt) and was put back to pending.
 	RescheduleCount int `json:"reschedule_count"`
 	// MaxReschedules bounds RescheduleCount: 0 means unlimited and
-	// NoReschedules means none allowed.
-	MaxReschedules int `json:"max_reschedules"`
+	// NoReschedules means none allowed. (In JSON: null for unlimited, 0 for
+	// none.)
+	MaxReschedules int `json:"-"`
 
 	// AvailableAt is the earliest time a worker may claim the task: its
 	// submit time or --at, then now+delay after a reschedule or the backoff
 	// after a failed attempt.
 	AvailableAt time.Time `json:"available_at"`
-	// Timeout bounds one attempt; NoTimeout means none.
-	Timeout   time.Duration `json:"timeout"`
+	// Timeout bounds one attempt; NoTimeout means none. (In JSON: a Go
+	// duration such as "5m0s", or null for none.)
+	Timeout   time.Duration `json:"-"`
 	CreatedAt time.Time     `json:"created_at"`
 	UpdatedAt time.Time     `json:"updated_at"`
 	// FinishedAt is when the task reached a final state, or nil.
@@ -192,14 +194,70 @@ type Event struct {
 	// Message is the error for retried, failed and abandoned events.
 	Message string `json:"message,omitempty"`
 	// Delay is how long until the task is available again (rescheduled,
-	// retried).
-	Delay time.Duration `json:"delay,omitempty"`
+	// retried). (In JSON: a Go duration such as "1m0s".)
+	Delay time.Duration `json:"-"`
 	// RescheduleCount and RetryCount are the task's counts after the event.
 	RescheduleCount int `json:"reschedule_count"`
 	RetryCount      int `json:"retry_count"`
 	// Key identifies the event within its task, so that recording it twice
 	// stores it once.
 	Key string `json:"key"`
+}
+
+// MarshalJSON writes the task with its limits in plain JSON terms.
+func (t Task) MarshalJSON() ([]byte, error) {
+	type plain Task
+	var maxReschedules *int
+	switch {
+	case t.MaxReschedules == NoReschedules:
+		maxReschedules = new(int)
+	case t.MaxReschedules > 0:
+		maxReschedules = &t.MaxReschedules
+	}
+	var timeout *string
+	if t.Timeout > 0 {
+		s := t.Timeout.String()
+		timeout = &s
+	}
+	return json.Marshal(struct {
+		plain
+		MaxReschedules *int    `json:"max_reschedules"`
+		Timeout        *string `json:"timeout"`
+	}{plain(t), maxReschedules, timeout})
+}
+
+// MarshalJSON writes the delay as a Go duration.
+func (e Event) MarshalJSON() ([]byte, error) {
+	type plain Event
+	var delay string
+	if e.Delay != 0 {
+		delay = e.Delay.String()
+	}
+	return json.Marshal(struct {
+		plain
+		Delay string `json:"delay,omitempty"`
+	}{plain(e), delay})
+}
+
+// UnmarshalJSON reads what MarshalJSON writes.
+func (e *Event) UnmarshalJSON(b []byte) error {
+	type plain Event
+	var v struct {
+		plain
+		Delay string `json:"delay"`
+	}
+	if err := json.Unmarshal(b, &v); err != nil {
+		return err
+	}
+	*e = Event(v.plain)
+	if v.Delay != "" {
+		d, err := time.ParseDuration(v.Delay)
+		if err != nil {
+			return fmt.Errorf("event delay: %w", err)
+		}
+		e.Delay = d
+	}
+	return nil
 }
 
 // String renders the event for people, e.g. "rescheduled +60s (count 2)".

@@ -568,7 +568,7 @@ func TestSubmitRejectsBadInputWithoutWriting(t *testing.T) {
 			is         error
 			says       string
 		}{
-			{"t.nope", `{}`, SubmitOptions{}, ErrUnknownType, `unknown task type "t.nope" (known types: http, t.ok)`},
+			{"t.nope", `{}`, SubmitOptions{}, ErrUnknownType, `unknown task type "t.nope" (known types: http, t.ok`},
 			{"t.ok", `{"a":`, SubmitOptions{}, ErrInvalid, "input is not valid JSON"},
 			{"t.ok", `{}`, SubmitOptions{MaxRetries: -2}, ErrInvalid, "max retries -2"},
 			{"t.ok", `{}`, SubmitOptions{MaxReschedules: -5}, ErrInvalid, "max reschedules -5"},
