@@ -1,0 +1,513 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/ratekeeper/ratekeeper/internal/sqlitedb"
+	"github.com/ratekeeper/ratekeeper/tasks"
+)
+
+func init() { register(newTasksCmd) }
+
+// tasksDB is the --db flag shared by the tasks subcommands.
+type tasksDB struct{ dsn string }
+
+// open opens the task database, mapping failures to exit status 1.
+func (d *tasksDB) open(ctx context.Context, opts tasks.Options) (*tasks.Queue, error) {
+	q, err := tasks.Open(ctx, d.dsn, opts)
+	if err != nil {
+		return nil, &ExitError{Code: 1, Err: err}
+	}
+	return q, nil
+}
+
+func newTasksCmd() *cobra.Command {
+	db := &tasksDB{}
+	cmd := &cobra.Command{
+		Use:   "tasks",
+		Short: "Durable tasks: submit, inspect, cancel and work them",
+		Long: `Durable tasks live in a database (--db): a SQLite file by default, or a
+PostgreSQL URL (postgres://…) shared by workers on many machines. A task that
+meets a rate limit is rescheduled (a durable sleep): it goes back to pending
+until quota returns, frees its worker, survives restarts, and counts
+reschedules apart from retries. See 'ratekeeper tasks history ID'.
+
+Built-in type: http (input {"url", "method", "headers", "body"}; result
+{"status", "headers", "sha256", "body" or "body_file"}).`,
+	}
+	cmd.PersistentFlags().StringVar(&db.dsn, "db", "./ratekeeper.db", "task database: a SQLite file path or a postgres:// URL")
+	cmd.AddCommand(
+		newTasksSubmitCmd(db), newTasksGetCmd(db), newTasksHistoryCmd(db), newTasksListCmd(db),
+		newTasksCancelCmd(db), newTasksWorkerCmd(db), newTasksMigrateCmd(db),
+	)
+	return cmd
+}
+
+func newTasksSubmitCmd(db *tasksDB) *cobra.Command {
+	var (
+		typ, input, at, uniqueKey  string
+		maxRetries, maxReschedules int
+		timeout                    time.Duration
+	)
+	cmd := &cobra.Command{
+		Use:   "submit -t TYPE -i JSON [--max-retries N] [--max-reschedules N] [--timeout 300s] [--at RFC3339]",
+		Short: "Add a task and print its id",
+		Long: `Adds a task of type TYPE with input JSON (-i; "-" reads stdin, "@FILE" a file)
+and prints its id. With --unique-key, submitting again while a task with the
+same type and key exists (and has not failed or been cancelled) prints that
+task's id and adds nothing.
+
+Everything is checked before anything is written: an unknown type (the known
+ones are listed), input that is not JSON, or a negative limit exits with
+status 2.`,
+		Example: `  ratekeeper tasks submit -t http -i '{"url":"https://api.github.com/rate_limit"}'
+  ratekeeper tasks submit -t http -i @req.json --max-reschedules 100 --timeout 60s`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if typ == "" {
+				return exitf(2, "-t/--type is required (see 'ratekeeper tasks submit --help')")
+			}
+			raw, err := readInput(cmd.InOrStdin(), input)
+			if err != nil {
+				return exitf(2, "-i: %v", err)
+			}
+			opts, err := submitOptions(maxRetries, maxReschedules, timeout, at, uniqueKey)
+			if err != nil {
+				return &ExitError{Code: 2, Err: err}
+			}
+			sub := tasks.Submission{Type: typ, Input: raw, Options: opts}
+			if err := tasks.Validate(sub); err != nil {
+				return &ExitError{Code: 2, Err: err}
+			}
+			q, err := db.open(cmd.Context(), tasks.Options{})
+			if err != nil {
+				return err
+			}
+			defer q.Close()
+			res, err := q.SubmitMany(cmd.Context(), []tasks.Submission{sub})
+			if err != nil {
+				return submitError(err)
+			}
+			if res[0].Duplicate {
+				fmt.Fprintf(cmd.ErrOrStderr(), "task %d already exists with unique key %q; nothing added\n", res[0].ID, uniqueKey)
+			}
+			_, err = fmt.Fprintln(cmd.OutOrStdout(), res[0].ID)
+			return err
+		},
+	}
+	f := cmd.Flags()
+	f.StringVarP(&typ, "type", "t", "", "task type (required), e.g. http")
+	f.StringVarP(&input, "input", "i", "{}", `task input: JSON, "-" for stdin, or "@FILE"`)
+	f.IntVar(&maxRetries, "max-retries", tasks.DefaultMaxRetries, "retries after failed attempts before the task fails (0: none)")
+	f.IntVar(&maxReschedules, "max-reschedules", -1, "reschedules before the task fails (-1: unlimited, 0: none)")
+	f.DurationVar(&timeout, "timeout", tasks.DefaultTimeout, "limit of one attempt (0: none)")
+	f.StringVar(&at, "at", "", "run no earlier than this time (RFC 3339)")
+	f.StringVar(&uniqueKey, "unique-key", "", "make the submission idempotent: one live task per type and key")
+	return cmd
+}
+
+// readInput reads the -i value: JSON text, "-" for stdin or "@FILE".
+func readInput(stdin io.Reader, v string) (json.RawMessage, error) {
+	switch {
+	case v == "-":
+		b, err := io.ReadAll(stdin)
+		return b, err
+	case strings.HasPrefix(v, "@"):
+		b, err := os.ReadFile(v[1:])
+		return b, err
+	}
+	return json.RawMessage(v), nil
+}
+
+// submitOptions maps the command line's limits (where 0 means none) onto
+// tasks.SubmitOptions (where 0 means the default).
+func submitOptions(maxRetries, maxReschedules int, timeout time.Duration, at, uniqueKey string) (tasks.SubmitOptions, error) {
+	var o tasks.SubmitOptions
+	switch {
+	case maxRetries < 0:
+		return o, fmt.Errorf("--max-retries %d: want 0 or more", maxRetries)
+	case maxRetries == 0:
+		o.MaxRetries = tasks.NoRetries
+	default:
+		o.MaxRetries = maxRetries
+	}
+	switch {
+	case maxReschedules < -1:
+		return o, fmt.Errorf("--max-reschedules %d: want 0 or more, or -1 for unlimited", maxReschedules)
+	case maxReschedules == -1:
+		o.MaxReschedules = 0
+	case maxReschedules == 0:
+		o.MaxReschedules = tasks.NoReschedules
+	default:
+		o.MaxReschedules = maxReschedules
+	}
+	switch {
+	case timeout < 0:
+		return o, fmt.Errorf("--timeout %s: want a positive duration such as 300s, or 0 for none", timeout)
+	case timeout == 0:
+		o.Timeout = tasks.NoTimeout
+	case timeout < time.Millisecond:
+		return o, fmt.Errorf("--timeout %s: want at least 1ms, or 0 for none", timeout)
+	default:
+		o.Timeout = timeout
+	}
+	if at != "" {
+		t, err := time.Parse(time.RFC3339Nano, at)
+		if err != nil {
+			return o, fmt.Errorf("--at %q: want an RFC 3339 time such as 2026-01-01T00:00:00Z", at)
+		}
+		o.At = t
+	}
+	o.UniqueKey = uniqueKey
+	return o, nil
+}
+
+func submitError(err error) error {
+	if errors.Is(err, tasks.ErrInvalid) || errors.Is(err, tasks.ErrUnknownType) {
+		return &ExitError{Code: 2, Err: err}
+	}
+	return &ExitError{Code: 1, Err: err}
+}
+
+// taskID parses a task id argument.
+func taskID(arg string) (int64, error) {
+	id, err := strconv.ParseInt(arg, 10, 64)
+	if err != nil || id <= 0 {
+		return 0, exitf(2, "task id %q: want a positive number as printed by 'ratekeeper tasks submit'", arg)
+	}
+	return id, nil
+}
+
+// lookupError maps not-found to exit status 1 with the error as is.
+func lookupError(err error) error {
+	return &ExitError{Code: 1, Err: err}
+}
+
+func newTasksGetCmd(db *tasksDB) *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "get ID [--json]",
+		Short: "Show a task: state, counts, limits, last error, result",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			id, err := taskID(args[0])
+			if err != nil {
+				return err
+			}
+			q, err := db.open(cmd.Context(), tasks.Options{})
+			if err != nil {
+				return err
+			}
+			defer q.Close()
+			t, err := q.Get(cmd.Context(), id)
+			if err != nil {
+				return lookupError(err)
+			}
+			if asJSON {
+				return json.NewEncoder(cmd.OutOrStdout()).Encode(t)
+			}
+			return printTask(cmd.OutOrStdout(), t)
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON object")
+	return cmd
+}
+
+func printTask(w io.Writer, t *tasks.Task) error {
+	maxResched := strconv.Itoa(t.MaxReschedules)
+	switch t.MaxReschedules {
+	case 0:
+		maxResched = "unlimited"
+	case tasks.NoReschedules:
+		maxResched = "0"
+	}
+	timeout := t.Timeout.String()
+	if t.Timeout == tasks.NoTimeout {
+		timeout = "none"
+	}
+	fmt.Fprintf(w, "task %d (%s): %s\n", t.ID, t.Type, t.State)
+	fmt.Fprintf(w, "  attempt: %d, retry_count: %d, max_retries: %d\n", t.Attempt, t.RetryCount, t.MaxRetries)
+	fmt.Fprintf(w, "  reschedule_count: %d, max_reschedules: %s\n", t.RescheduleCount, maxResched)
+	if !t.State.Final() {
+		fmt.Fprintf(w, "  available_at: %s\n", stamp(t.AvailableAt))
+	}
+	fmt.Fprintf(w, "  timeout: %s\n", timeout)
+	fmt.Fprintf(w, "  created_at: %s, updated_at: %s\n", stamp(t.CreatedAt), stamp(t.UpdatedAt))
+	if t.FinishedAt != nil {
+		fmt.Fprintf(w, "  finished_at: %s\n", stamp(*t.FinishedAt))
+	}
+	if t.Worker != "" {
+		fmt.Fprintf(w, "  worker: %s\n", t.Worker)
+	}
+	if t.UniqueKey != "" {
+		fmt.Fprintf(w, "  unique_key: %s\n", t.UniqueKey)
+	}
+	if t.LastError != "" {
+		fmt.Fprintf(w, "  last_error: %s\n", t.LastError)
+	}
+	fmt.Fprintf(w, "  input: %s\n", t.Input)
+	if t.Result != nil {
+		fmt.Fprintf(w, "  result: %s\n", t.Result)
+	}
+	return nil
+}
+
+func stamp(t time.Time) string { return t.UTC().Format("2006-01-02T15:04:05.000Z07:00") }
+
+func newTasksHistoryCmd(db *tasksDB) *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "history ID [--json]",
+		Short: "Show every state change of a task, oldest first",
+		Long: `Shows every state change of a task: created, claimed by worker W, rescheduled
++60s (count 2), retried after error E, completed, failed, cancelled. With
+--json, one JSON object per line.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			id, err := taskID(args[0])
+			if err != nil {
+				return err
+			}
+			q, err := db.open(cmd.Context(), tasks.Options{})
+			if err != nil {
+				return err
+			}
+			defer q.Close()
+			events, err := q.History(cmd.Context(), id)
+			if err != nil {
+				return lookupError(err)
+			}
+			out := cmd.OutOrStdout()
+			enc := json.NewEncoder(out)
+			for _, e := range events {
+				if asJSON {
+					if err := enc.Encode(e); err != nil {
+						return err
+					}
+					continue
+				}
+				fmt.Fprintf(out, "%s  %s\n", stamp(e.At), e)
+			}
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON object per event")
+	return cmd
+}
+
+func newTasksListCmd(db *tasksDB) *cobra.Command {
+	var (
+		state, typ string
+		limit      int
+		after      int64
+		asJSON     bool
+	)
+	cmd := &cobra.Command{
+		Use:   "list [--state S] [--type T] [--limit N] [--after ID] [--json]",
+		Short: "List tasks by increasing id",
+		Long: `Lists tasks by increasing id. States: pending, running, completed, failed,
+cancelled. Page with --after (the last id shown) and --limit.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			f := tasks.Filter{Type: typ, Limit: limit, AfterID: after}
+			if state != "" {
+				s, err := tasks.ParseState(state)
+				if err != nil {
+					return exitf(2, "--state: %v", err)
+				}
+				f.State = s
+			}
+			if limit < 1 || limit > 10_000 {
+				return exitf(2, "--limit %d: want 1 to 10000", limit)
+			}
+			q, err := db.open(cmd.Context(), tasks.Options{})
+			if err != nil {
+				return err
+			}
+			defer q.Close()
+			list, err := q.List(cmd.Context(), f)
+			if err != nil {
+				return &ExitError{Code: 1, Err: err}
+			}
+			out := cmd.OutOrStdout()
+			if asJSON {
+				enc := json.NewEncoder(out)
+				for _, t := range list {
+					if err := enc.Encode(t); err != nil {
+						return err
+					}
+				}
+				return nil
+			}
+			if len(list) == 0 {
+				fmt.Fprintln(cmd.ErrOrStderr(), "no tasks match")
+				return nil
+			}
+			tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "ID\tTYPE\tSTATE\tATTEMPT\tRETRIES\tRESCHEDULES\tAVAILABLE_AT\tLAST_ERROR")
+			for _, t := range list {
+				avail := "-"
+				if !t.State.Final() {
+					avail = stamp(t.AvailableAt)
+				}
+				fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%d/%d\t%d\t%s\t%s\n", t.ID, t.Type, t.State, t.Attempt,
+					t.RetryCount, t.MaxRetries, t.RescheduleCount, avail, oneLine(t.LastError, 60))
+			}
+			return tw.Flush()
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&state, "state", "", "only tasks in this state: pending, running, completed, failed, cancelled")
+	f.StringVar(&typ, "type", "", "only tasks of this type")
+	f.IntVar(&limit, "limit", 100, "most tasks to list (1 to 10000)")
+	f.Int64Var(&after, "after", 0, "only tasks with a larger id")
+	f.BoolVar(&asJSON, "json", false, "print one JSON object per task")
+	return cmd
+}
+
+// oneLine shortens s to one line of at most n runes.
+func oneLine(s string, n int) string {
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		s = s[:i] + " …"
+	}
+	if r := []rune(s); len(r) > n {
+		s = string(r[:n-1]) + "…"
+	}
+	return s
+}
+
+func newTasksCancelCmd(db *tasksDB) *cobra.Command {
+	return &cobra.Command{
+		Use:   "cancel ID",
+		Short: "Cancel a task",
+		Long: `Cancels a task. A pending task is cancelled at once; a running one when its
+attempt stops (its handler is told at once on PostgreSQL, within a second on
+SQLite). Exit status 1 if the task does not exist or already finished.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			id, err := taskID(args[0])
+			if err != nil {
+				return err
+			}
+			q, err := db.open(cmd.Context(), tasks.Options{})
+			if err != nil {
+				return err
+			}
+			defer q.Close()
+			t, err := q.Cancel(cmd.Context(), id)
+			if err != nil {
+				return lookupError(err)
+			}
+			if t.State == tasks.StateRunning {
+				_, err = fmt.Fprintf(cmd.OutOrStdout(), "task %d: cancel requested; it stops when its running attempt does\n", id)
+				return err
+			}
+			_, err = fmt.Fprintf(cmd.OutOrStdout(), "task %d cancelled\n", id)
+			return err
+		},
+	}
+}
+
+func newTasksWorkerCmd(db *tasksDB) *cobra.Command {
+	var (
+		concurrency int
+		workerID    string
+		bodyDir     string
+		shutdown    time.Duration
+	)
+	cmd := &cobra.Command{
+		Use:   "worker [--concurrency N]",
+		Short: "Work tasks until interrupted",
+		Long: `Claims and runs tasks until interrupted (Ctrl-C, SIGTERM), then stops
+gracefully: no new claims, running tasks get --shutdown-timeout to finish,
+after which they go back to pending (counted neither as retries nor as
+reschedules). Runs the built-in http type and any type the program
+registered with tasks.Handle.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if concurrency < 1 || concurrency > 10_000 {
+				return exitf(2, "--concurrency %d: want 1 to 10000", concurrency)
+			}
+			if shutdown < 0 {
+				return exitf(2, "--shutdown-timeout %s: want 0 or more", shutdown)
+			}
+			if bodyDir == "" {
+				bodyDir = defaultBodyDir(db.dsn)
+			}
+			q, err := db.open(cmd.Context(), tasks.Options{BodyDir: bodyDir})
+			if err != nil {
+				return err
+			}
+			defer q.Close()
+			fmt.Fprintf(cmd.ErrOrStderr(), "working tasks of type %s on %s, %d at a time; Ctrl-C stops\n",
+				strings.Join(q.Types(), ", "), db.dsn, concurrency)
+			err = q.Work(cmd.Context(), tasks.WorkOptions{Concurrency: concurrency, WorkerID: workerID, ShutdownTimeout: shutdown})
+			if err != nil {
+				return &ExitError{Code: 1, Err: err}
+			}
+			fmt.Fprintln(cmd.ErrOrStderr(), "worker stopped")
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.IntVar(&concurrency, "concurrency", 10, "tasks run at once")
+	f.StringVar(&workerID, "worker-id", "", "name of this worker in task histories (default host-pid-random; unique among running workers)")
+	f.StringVar(&bodyDir, "body-dir", "", "where http results keep bodies too large to inline (default ratekeeper-bodies beside a SQLite database, else in the current directory)")
+	f.DurationVar(&shutdown, "shutdown-timeout", 10*time.Second, "time running tasks get to finish after an interrupt")
+	return cmd
+}
+
+// defaultBodyDir puts large http bodies beside a SQLite database.
+func defaultBodyDir(dsn string) string {
+	if sqlitedb.IsPostgres(dsn) {
+		return "ratekeeper-bodies"
+	}
+	path := strings.TrimPrefix(strings.TrimPrefix(dsn, "sqlite://"), "file:")
+	return filepath.Join(filepath.Dir(path), "ratekeeper-bodies")
+}
+
+func newTasksMigrateCmd(db *tasksDB) *cobra.Command {
+	return &cobra.Command{
+		Use:   "migrate",
+		Short: "Create or update the task tables (other tasks commands do it too)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			res, err := tasks.Migrate(cmd.Context(), db.dsn)
+			if err != nil {
+				return &ExitError{Code: 1, Err: err}
+			}
+			out := cmd.OutOrStdout()
+			for _, part := range []struct {
+				name     string
+				versions []int
+			}{{"river", res.River}, {"ratekeeper tasks", res.Tasks}} {
+				if len(part.versions) == 0 {
+					fmt.Fprintf(out, "%s: up to date\n", part.name)
+					continue
+				}
+				fmt.Fprintf(out, "%s: applied %s\n", part.name, versionList(part.versions))
+			}
+			return nil
+		},
+	}
+}
+
+func versionList(vs []int) string {
+	s := make([]string, len(vs))
+	for i, v := range vs {
+		s[i] = strconv.Itoa(v)
+	}
+	return "version " + strings.Join(s, ", ")
+}
