@@ -215,9 +215,14 @@ func describeAPI(a sim.APIInfo, base string) string {
 	if len(a.Tokens) == 0 {
 		b.WriteString("  no tokens (anonymous only)")
 	} else {
-		parts := make([]string, len(a.Tokens))
+		const shown = 8
+		var parts []string
 		for i, t := range a.Tokens {
-			parts[i] = fmt.Sprintf("%s (%s)", t.Masked, t.Owner)
+			if i == shown {
+				parts = append(parts, fmt.Sprintf("… and %d more", len(a.Tokens)-shown))
+				break
+			}
+			parts = append(parts, fmt.Sprintf("%s (%s)", t.Masked, t.Owner))
 		}
 		b.WriteString("  tokens: " + strings.Join(parts, ", "))
 	}
