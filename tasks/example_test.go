@@ -10,17 +10,23 @@ import (
 	"github.com/ratekeeper/ratekeeper/tasks"
 )
 
-// A handler that must wait for something (here: two rounds) gives its
-// worker back with Reschedule instead of sleeping: the task returns to
-// pending, survives restarts, and counts a reschedule, not a retry.
-func Example() {
-	tasks.Handle("example.report", func(ctx context.Context, t *tasks.Task) (json.RawMessage, error) {
-		if t.RescheduleCount < 2 {
-			return nil, tasks.Reschedule(0) // 0: behind every task already waiting
-		}
-		return json.RawMessage(`{"ready":true}`), nil
-	})
+// Handlers are registered once, when the program starts.
+func init() {
+	tasks.Handle("example.report", report)
+}
 
+// report is not ready before its third round. Instead of sleeping it gives
+// its worker back with Reschedule: the task returns to pending, survives
+// restarts, and counts a reschedule, not a retry. (A handler whose HTTP
+// client returns an error with RetryAt() gets the same, automatically.)
+func report(ctx context.Context, t *tasks.Task) (json.RawMessage, error) {
+	if t.RescheduleCount < 2 {
+		return nil, tasks.Reschedule(0) // 0: behind every task already waiting
+	}
+	return json.RawMessage(`{"ready":true}`), nil
+}
+
+func Example() {
 	dir, err := os.MkdirTemp("", "tasks-example")
 	if err != nil {
 		panic(err)

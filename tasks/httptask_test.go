@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -17,7 +18,7 @@ import (
 
 func TestHTTPTask(t *testing.T) {
 	big := strings.Repeat("0123456789abcdef", 64) // 1 KiB, over the inline limit below
-	var flaky atomic.Int32
+	var flaky sync.Map                            // per ?k= key: *atomic.Int32, so parallel subtests do not share
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /echo", func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
@@ -29,7 +30,8 @@ func TestHTTPTask(t *testing.T) {
 	mux.HandleFunc("GET /big", func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, big) })
 	mux.HandleFunc("GET /missing", func(w http.ResponseWriter, r *http.Request) { http.NotFound(w, r) })
 	mux.HandleFunc("GET /flaky", func(w http.ResponseWriter, r *http.Request) {
-		if flaky.Add(1) == 1 {
+		n, _ := flaky.LoadOrStore(r.URL.Query().Get("k"), new(atomic.Int32))
+		if n.(*atomic.Int32).Add(1) == 1 {
 			http.Error(w, "try later", http.StatusBadGateway)
 			return
 		}
@@ -91,11 +93,10 @@ func TestHTTPTask(t *testing.T) {
 			t.Errorf("missing result status = %d, want 404 (a completed request, not a failure)", r.Status)
 		}
 
-		flakyTask := mustAwait(t, q, submit(HTTPInput{URL: srv.URL + "/flaky"}))
+		flakyTask := mustAwait(t, q, submit(HTTPInput{URL: srv.URL + "/flaky?k=" + t.Name()}))
 		if r = result(flakyTask); r.Status != 200 || flakyTask.RetryCount != 1 || !strings.Contains(flakyTask.LastError, "server error 502 Bad Gateway") {
 			t.Errorf("flaky task = %+v, want completed after one retry of the 502", flakyTask)
 		}
-		flaky.Store(0)
 
 		for path, wait := range map[string]time.Duration{"/limited": time.Hour, "/secondary": 2 * time.Minute} {
 			before := time.Now()

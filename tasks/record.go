@@ -243,6 +243,9 @@ type attemptFacts struct {
 	MaxReschedules int
 	Retries        int
 	Timeout        time.Duration
+	// ClaimedAt is when River claimed the attempt (by the database's clock
+	// on PostgreSQL).
+	ClaimedAt time.Time
 }
 
 // ending is how the handler's context ended, if it did.

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -152,9 +153,11 @@ func TestHumanDuration(t *testing.T) {
 	}
 }
 
+var registerOnce sync.Once
+
 func TestHandleRejectsMistakes(t *testing.T) {
 	ok := func(context.Context, *Task) (json.RawMessage, error) { return nil, nil }
-	Handle("test.registered-once", ok)
+	registerOnce.Do(func() { Handle("test.registered-once", ok) })
 	for name, f := range map[string]func(){
 		"bad name":  func() { Handle("Bad Name", ok) },
 		"nil":       func() { Handle("test.nil", nil) },

@@ -29,8 +29,8 @@ type WorkOptions struct {
 	WorkerID string
 	// ShutdownTimeout is how long running tasks may finish once ctx ends;
 	// then their contexts are cancelled and the tasks go back to pending
-	// (interrupted, counted neither as retries nor as reschedules). Zero
-	// means 10s.
+	// (interrupted, counted neither as retries nor as reschedules), and Work
+	// waits up to 30s more for the handlers to return. Zero means 10s.
 	ShutdownTimeout time.Duration
 }
 
@@ -159,7 +159,7 @@ func (b *riverBackend[TD, TTx]) work(ctx context.Context, q *Queue, handlers map
 		// Time is up: cancel the handlers still running; their tasks go
 		// back to pending as interrupted.
 		w.stopping.Store(true)
-		hardCtx, cancelHard := context.WithTimeout(context.Background(), wo.ShutdownTimeout)
+		hardCtx, cancelHard := context.WithTimeout(context.Background(), hardStopTimeout)
 		err = client.StopAndCancel(hardCtx)
 		cancelHard()
 	}
@@ -170,6 +170,11 @@ func (b *riverBackend[TD, TTx]) work(ctx context.Context, q *Queue, handlers map
 	}
 	return nil
 }
+
+// hardStopTimeout is how long Work waits, after cancelling the handlers
+// still running at the end of ShutdownTimeout, for them to return and for
+// River to record their tasks as interrupted.
+const hardStopTimeout = 30 * time.Second
 
 // Timeout is the task's own attempt timeout.
 func (w *taskWorker[TD, TTx]) Timeout(job *river.Job[jobArgs]) time.Duration {
@@ -232,7 +237,8 @@ func (w *taskWorker[TD, TTx]) Work(ctx context.Context, job *river.Job[jobArgs])
 		RescheduleCount: t.RescheduleCount, RetryCount: rec.Retries, Key: fmt.Sprintf("claim-%d", t.Attempt)})
 
 	facts := attemptFacts{Attempt: t.Attempt, RiverAttempt: row.Attempt, MaxAttempts: row.MaxAttempts,
-		Reschedules: t.RescheduleCount, MaxReschedules: t.MaxReschedules, Retries: rec.Retries, Timeout: t.Timeout}
+		Reschedules: t.RescheduleCount, MaxReschedules: t.MaxReschedules, Retries: rec.Retries, Timeout: t.Timeout,
+		ClaimedAt: claimedAt}
 
 	var (
 		result json.RawMessage
@@ -270,7 +276,12 @@ func (w *taskWorker[TD, TTx]) Work(ctx context.Context, job *river.Job[jobArgs])
 // job's state; the projector copies the events into the history table
 // once that UPDATE is done.
 func (w *taskWorker[TD, TTx]) finish(ctx context.Context, t *Task, rec record, facts attemptFacts, outbox []Event, result json.RawMessage, herr error, end ending) error {
+	// An attempt never ends before it began, whatever the clocks of the
+	// database and this machine say.
 	now := time.Now()
+	if now.Before(facts.ClaimedAt) {
+		now = facts.ClaimedAt
+	}
 	o := decide(facts, herr, end, now, w.q.opts.Backoff)
 	ev := rec.apply(t.ID, facts, o, t.Worker, now)
 	rec.Outbox = append(slices.Clone(outbox), ev)
