@@ -3,6 +3,7 @@ package tasks
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -14,15 +15,20 @@ import (
 //
 //	go test ./tasks -run '^$' -bench NoopThroughput -benchtime 10000x
 //
-// and reports tasks/s. Worker settings are the package defaults, so the
-// numbers are what `ratekeeper tasks worker` gets.
+// and reports tasks/s. Fetch settings are the package defaults, so the
+// numbers are what `ratekeeper tasks worker --concurrency N` gets; the
+// default concurrency is 10.
 
 func BenchmarkNoopThroughputSQLite(b *testing.B) {
-	benchThroughput(b, sqliteDSN(b))
+	for _, c := range []int{10, 50} {
+		b.Run(fmt.Sprintf("concurrency=%d", c), func(b *testing.B) { benchThroughput(b, sqliteDSN(b), c) })
+	}
 }
 
 func BenchmarkNoopThroughputPostgres(b *testing.B) {
-	benchThroughput(b, postgresDSN(b))
+	for _, c := range []int{10, 50} {
+		b.Run(fmt.Sprintf("concurrency=%d", c), func(b *testing.B) { benchThroughput(b, postgresDSN(b), c) })
+	}
 }
 
 func benchOptions() Options {
@@ -31,7 +37,7 @@ func benchOptions() Options {
 	return o
 }
 
-func benchThroughput(b *testing.B, dsn string) {
+func benchThroughput(b *testing.B, dsn string, concurrency int) {
 	var done atomic.Int64
 	opts := benchOptions()
 	opts.Handlers = map[string]HandlerFunc{"bench.noop": func(context.Context, *Task) (json.RawMessage, error) {
@@ -49,21 +55,18 @@ func benchThroughput(b *testing.B, dsn string) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "submits/s")
+	submitRate := float64(b.N) / time.Since(start).Seconds()
 	last := res[len(res)-1].ID
 
 	b.ResetTimer()
 	start = time.Now()
-	stop := startWorker(b, q, WorkOptions{Concurrency: 50})
+	stop := startWorker(b, q, WorkOptions{Concurrency: concurrency})
 	for {
 		t, err := q.Get(ctx, last)
 		if err != nil {
 			b.Fatal(err)
 		}
-		if t.State == StateCompleted && done.Load() == int64(b.N) {
-			if n, err := q.List(ctx, Filter{State: StatePending, Limit: 1}); err != nil || len(n) > 0 {
-				continue
-			}
+		if t.State == StateCompleted && done.Load() == int64(b.N) && allCompleted(ctx, q) {
 			break
 		}
 		time.Sleep(5 * time.Millisecond)
@@ -72,6 +75,7 @@ func benchThroughput(b *testing.B, dsn string) {
 	b.StopTimer()
 	stop()
 	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "tasks/s")
+	b.ReportMetric(submitRate, "submits/s")
 }
 
 // BenchmarkRescheduleRoundTripSQLite measures one reschedule with delay 0:
@@ -118,4 +122,14 @@ func benchRoundTrip(b *testing.B, dsn string) {
 	}
 	b.StopTimer()
 	b.ReportMetric(float64(total.Load())/float64(b.N)/1e6, "ms/roundtrip")
+}
+
+// allCompleted reports whether no task is pending or running any more.
+func allCompleted(ctx context.Context, q *Queue) bool {
+	for _, s := range []State{StatePending, StateRunning} {
+		if n, err := q.List(ctx, Filter{State: s, Limit: 1}); err != nil || len(n) > 0 {
+			return false
+		}
+	}
+	return true
 }
