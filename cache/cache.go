@@ -311,8 +311,11 @@ func (c *Cache) Store(req *http.Request, owner string, resp *http.Response) (*ht
 	if c == nil || resp == nil || resp.Body == nil || resp.StatusCode != http.StatusOK || !c.usable(req, owner) {
 		return resp, nil
 	}
-	k := requestKey(req, owner)
 	etag, lm := resp.Header.Get("Etag"), resp.Header.Get("Last-Modified")
+	if etag == "" && lm == "" && c.mem != nil && c.mem.empty() {
+		return resp, nil // nothing to store, and no old entry to drop
+	}
+	k := requestKey(req, owner)
 	varyNames, star := parseVary(resp.Header["Vary"], c.credential)
 	if (etag == "" && lm == "") || star || hasDirective(resp.Header["Cache-Control"], "no-store") ||
 		resp.ContentLength > c.maxEntry {

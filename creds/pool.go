@@ -46,13 +46,18 @@ func (p *Pool) ByIndex(index int) *Credential {
 // exhausted past now), in index order. Among them the transport picks the one
 // its quota state lets go soonest.
 func (p *Pool) Eligible(now time.Time) []*Credential {
-	out := make([]*Credential, 0, len(p.creds))
+	return p.AppendEligible(make([]*Credential, 0, len(p.creds)), now)
+}
+
+// AppendEligible appends the credentials Eligible returns to dst and
+// returns the extended slice, so a hot path can reuse a buffer.
+func (p *Pool) AppendEligible(dst []*Credential, now time.Time) []*Credential {
 	for _, c := range p.creds {
 		if c.Eligible(now) {
-			out = append(out, c)
+			dst = append(dst, c)
 		}
 	}
-	return out
+	return dst
 }
 
 // EarliestEligible returns the earliest time at or after now when some

@@ -65,33 +65,41 @@ func NewBucket() Bucket {
 // is left.
 func (b *Bucket) Known() bool { return b.Remaining != Unknown }
 
-// InFlight is the number of reservations not yet answered.
-func (b *Bucket) InFlight() int64 {
+// InFlight is the number of reservations not yet answered whose lease
+// has not lapsed at now.
+func (b *Bucket) InFlight(now time.Time) int64 {
 	var n int64
 	for _, h := range b.Holders {
-		n += h.N
+		if h.N > 0 && now.Before(h.Until) {
+			n += h.N
+		}
 	}
 	return n
 }
 
-// Budget is what may still be spent now: remaining, less what is in flight
+// Budget is what may be spent at now: remaining, less what is in flight
 // and the reserve. It is negative when the reserve is already eaten into,
 // and Unknown when nothing is known.
-func (b *Bucket) Budget(reserve int64) int64 {
+func (b *Bucket) Budget(reserve int64, now time.Time) int64 {
 	if b.Remaining == Unknown {
 		return Unknown
 	}
-	return b.Remaining - b.InFlight() - reserve
+	return b.Remaining - b.InFlight(now) - reserve
 }
 
-// refresh brings the bucket up to now: reservations past their lease
-// lapse, and a window whose reset has passed is assumed refilled.
-func (b *Bucket) refresh(now time.Time) {
+// prune forgets holders whose reservations are all answered or lapsed.
+func (b *Bucket) prune(now time.Time) {
 	for id, h := range b.Holders {
 		if h.N <= 0 || !now.Before(h.Until) {
 			delete(b.Holders, id)
 		}
 	}
+}
+
+// roll brings the bucket's window up to now: a window whose reset has
+// passed is assumed refilled. It touches no reservation, so a shallow copy
+// may roll without disturbing the original.
+func (b *Bucket) roll(now time.Time) {
 	if !b.Reset.IsZero() && !now.Before(b.Reset) {
 		if b.Limit != Unknown {
 			b.Remaining = b.Limit

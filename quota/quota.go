@@ -83,8 +83,7 @@ const (
 // HealthAt classifies the bucket at now.
 func (b *Bucket) HealthAt(now time.Time) Health {
 	c := *b
-	c.Holders = nil
-	c.refresh(now)
+	c.roll(now)
 	switch {
 	case now.Before(b.BlockedUntil):
 		return Exhausted
@@ -124,7 +123,8 @@ type Default struct {
 // reading is taken as it is.
 func (b *Bucket) Observe(r *headers.Reading, now time.Time, holder string, released int64, counted bool, def Default) {
 	b.release(holder, released)
-	b.refresh(now)
+	b.prune(now)
+	b.roll(now)
 	b.Observed = now
 	if r.Window > 0 {
 		b.Window = r.Window
@@ -211,7 +211,8 @@ func (b *Bucket) Observe(r *headers.Reading, now time.Time, holder string, relea
 // wait before trying again. holder names the reserving process; its
 // reservations lapse after lease unless renewed.
 func (b *Bucket) Reserve(p Policy, now time.Time, holder string, lease time.Duration) time.Duration {
-	b.refresh(now)
+	b.prune(now)
+	b.roll(now)
 	if w := b.wait(p, now); w > 0 {
 		return w
 	}
@@ -229,8 +230,8 @@ func (b *Bucket) Reserve(p Policy, now time.Time, holder string, lease time.Dura
 // Wait returns how long from now until the policy would let one request
 // go, without reserving anything. Zero means now.
 func (b *Bucket) Wait(p Policy, now time.Time) time.Duration {
-	c := b.clone()
-	c.refresh(now)
+	c := *b // rolls scalars only: the shared Holders map is just read
+	c.roll(now)
 	return c.wait(p, now)
 }
 
@@ -264,10 +265,10 @@ func (b *Bucket) wait(p Policy, now time.Time) time.Duration {
 	if now.Before(b.BlockedUntil) {
 		w = b.BlockedUntil.Sub(now)
 	}
-	budget := b.Budget(p.Reserve)
+	budget := b.Budget(p.Reserve, now)
 	switch {
 	case budget == Unknown:
-		if b.InFlight() >= probeInFlight {
+		if b.InFlight(now) >= probeInFlight {
 			w = max(w, probeRetry)
 		}
 	case budget <= 0:
@@ -294,7 +295,7 @@ func (b *Bucket) untilRefill(now time.Time) time.Duration {
 		}
 		return max(b.Reset.Sub(now), 0) + b.grace()
 	}
-	if b.InFlight() > 0 {
+	if b.InFlight(now) > 0 {
 		return probeRetry
 	}
 	if b.Window > 0 {
@@ -324,7 +325,7 @@ func (b *Bucket) interval(p Policy, now time.Time) time.Duration {
 	if p.Kind == Greedy {
 		return 0
 	}
-	budget := b.Budget(p.Reserve)
+	budget := b.Budget(p.Reserve, now)
 	if budget <= 0 || b.Remaining == Unknown {
 		return 0
 	}
@@ -373,17 +374,6 @@ func (b *Bucket) timeToReset(now time.Time) time.Duration {
 		return b.Reset.Sub(now) + b.grace()
 	}
 	return b.Window
-}
-
-func (b *Bucket) clone() Bucket {
-	c := *b
-	if b.Holders != nil {
-		c.Holders = make(map[string]Holder, len(b.Holders))
-		for k, v := range b.Holders {
-			c.Holders[k] = v
-		}
-	}
-	return c
 }
 
 func maxTime(a, b time.Time) time.Time {

@@ -53,7 +53,7 @@ func TestReserveBudgetAndReset(t *testing.T) {
 			t.Fatalf("reservation %d: wait %v", i, w)
 		}
 	}
-	if got := b.Budget(0); got != 0 {
+	if got := b.Budget(0, t0); got != 0 {
 		t.Fatalf("budget = %d, want 0 with 3 in flight", got)
 	}
 	w := b.Reserve(greedy, t0, "p", lease)
@@ -64,8 +64,8 @@ func TestReserveBudgetAndReset(t *testing.T) {
 	for i := 0; i < 3; i++ {
 		b.Observe(reading(3, 0, reset), t0.Add(100*time.Millisecond), "p", 1, true, Default{})
 	}
-	if b.InFlight() != 0 {
-		t.Fatalf("in flight = %d", b.InFlight())
+	if b.InFlight(t0) != 0 {
+		t.Fatalf("in flight = %d", b.InFlight(t0))
 	}
 	// After the reset the bucket is assumed refilled.
 	if w := b.Reserve(greedy, reset.Add(time.Second), "p", lease); w != 0 {

@@ -12,139 +12,178 @@ import (
 	"github.com/ratekeeper/ratekeeper/quota"
 )
 
+// spend is what one request needs from the quota state: its owner's
+// secondary limits and its bucket's quota.
+type spend struct {
+	owner  OwnerID
+	bucket BucketID
+	sec    quota.Secondary
+	cost   quota.Cost
+	policy quota.Policy
+	free   bool // the server does not charge it (GitHub's /rate_limit)
+}
+
 // acquire picks the credential whose quota lets it go soonest, waits until
 // then and reserves the quota. Among credentials that can go equally soon
 // they take turns. It returns a *WaitError instead of waiting longer than
 // the max wait, and ctx's error as soon as ctx ends.
-func (t *Transport) acquire(ctx context.Context, p *provider.Provider, pool *creds.Pool, class provider.Request) (*grant, error) {
+func (t *Transport) acquire(ctx context.Context, p *provider.Provider, pool *creds.Pool, class provider.Request, g *grant) error {
 	policy, _ := t.policyFor(p)
 	sec, cost := secondaryFor(p, class)
 	maxWait := t.maxWait(p)
+	sp := spend{sec: sec, cost: cost, policy: policy, free: class.Free}
 	var waited time.Duration
+	var buf [8]*creds.Credential
 	for {
 		if err := ctx.Err(); err != nil {
-			return nil, err
+			return err
 		}
 		now := t.opts.Now()
-		cands := pool.Eligible(now)
+		cands := pool.AppendEligible(buf[:0], now)
 		if len(cands) == 0 {
 			if next, ok := pool.EarliestEligible(now); ok {
 				if w := next.Sub(now); w > maxWait {
-					return nil, &WaitError{Provider: p.Name, Resource: class.Resource, Until: next, Wait: w, MaxWait: maxWait}
+					return &WaitError{Provider: p.Name, Resource: class.Resource, Until: next, Wait: w, MaxWait: maxWait}
 				}
 				if err := t.waitFor(ctx, next.Sub(now), &waited); err != nil {
-					return nil, err
+					return err
 				}
 				continue
 			}
-			return nil, t.noCredential(p, pool, now)
+			return t.noCredential(p, pool, now)
 		}
-		best := time.Duration(-1)
-		var tied []*creds.Credential
-		for _, c := range cands {
-			w, err := t.waitOf(ctx, p, c, class, policy, sec, cost, now)
-			if err != nil {
-				return nil, err
+		c := cands[0]
+		if len(cands) > 1 {
+			// Choose the credential that can go soonest; ties take
+			// turns. (With one credential, reserving tells the wait.)
+			best := time.Duration(-1)
+			var tiedBuf [8]*creds.Credential
+			tied := tiedBuf[:0]
+			for _, cand := range cands {
+				sp.setCredential(p, cand, class)
+				w, err := t.wait(ctx, &sp, now)
+				if err != nil {
+					return err
+				}
+				switch {
+				case best < 0 || w < best:
+					best, tied = w, append(tied[:0], cand)
+				case w == best:
+					tied = append(tied, cand)
+				}
 			}
-			switch {
-			case best < 0 || w < best:
-				best, tied = w, append(tied[:0], c)
-			case w == best:
-				tied = append(tied, c)
+			if best > maxWait {
+				return &WaitError{Provider: p.Name, Resource: class.Resource, Credential: tied[0].Masked(),
+					Until: now.Add(best), Wait: best, MaxWait: maxWait}
 			}
-		}
-		if best > maxWait {
-			return nil, &WaitError{Provider: p.Name, Resource: class.Resource, Credential: tied[0].Masked(),
-				Until: now.Add(best), Wait: best, MaxWait: maxWait}
-		}
-		if best > 0 {
-			if err := t.waitFor(ctx, best, &waited); err != nil {
-				return nil, err
+			if best > 0 {
+				if err := t.waitFor(ctx, best, &waited); err != nil {
+					return err
+				}
+				continue
 			}
-			continue
+			c = pool.Next(tied)
 		}
-		c := pool.Next(tied)
 		if !t.opts.SkipValidation && t.validate(ctx, p, c) {
 			continue // its owner is now known (or it was rejected): choose again
 		}
-		g := &grant{cred: c, class: class,
-			bucket: BucketID{Provider: p.Name, Owner: c.BucketOwner(), Resource: class.Resource},
-			owner:  OwnerID{Provider: p.Name, Owner: c.BucketOwner()}}
-		ok, err := t.reserve(ctx, g, policy, sec, cost, now)
+		sp.setCredential(p, c, class)
+		w, err := t.reserve(ctx, &sp, now)
 		if err != nil {
-			return nil, err
+			return err
 		}
-		if !ok {
-			continue // another request took it first
-		}
-		g.waited = waited
-		if g.waited > 0 {
-			t.emit(Event{Kind: EventWaited, Provider: p.Name, Resource: class.Resource, Credential: c.Masked(), Wait: g.waited})
-			if t.opts.Metrics == nil {
-				t.log.Debug("waited for quota", "provider", p.Name, "resource", class.Resource, "credential", c.Masked(), "wait", g.waited)
+		if w > 0 {
+			if w > maxWait {
+				return &WaitError{Provider: p.Name, Resource: class.Resource, Credential: c.Masked(),
+					Until: now.Add(w), Wait: w, MaxWait: maxWait}
 			}
+			if err := t.waitFor(ctx, w, &waited); err != nil {
+				return err
+			}
+			continue
 		}
-		return g, nil
+		*g = grant{cred: c, class: class, bucket: sp.bucket, owner: sp.owner, waited: waited}
+		if waited > 0 {
+			t.emit(Event{Kind: EventWaited, Provider: p.Name, Resource: class.Resource, Credential: c.Masked(), Wait: waited})
+			t.log.Debug("waited for quota", "provider", p.Name, "resource", class.Resource, "credential", c.Masked(), "wait", waited)
+		}
+		return nil
 	}
 }
 
-// waitOf is how long credential c must wait for a request of this class.
-func (t *Transport) waitOf(ctx context.Context, p *provider.Provider, c *creds.Credential, class provider.Request,
-	policy quota.Policy, sec quota.Secondary, cost quota.Cost, now time.Time) (time.Duration, error) {
+func (sp *spend) setCredential(p *provider.Provider, c *creds.Credential, class provider.Request) {
 	owner := c.BucketOwner()
+	sp.owner = OwnerID{Provider: p.Name, Owner: owner}
+	sp.bucket = BucketID{Provider: p.Name, Owner: owner, Resource: class.Resource}
+}
+
+// wait is how long the request must wait at now for the owner's secondary
+// limits and the bucket's quota, without reserving.
+func (t *Transport) wait(ctx context.Context, sp *spend, now time.Time) (time.Duration, error) {
+	if m, ok := t.state.(*memoryState); ok {
+		return m.wait(sp, now), nil
+	}
+	return t.waitShared(ctx, *sp, now)
+}
+
+// waitShared is wait for a shared State; sp is a copy so the memory fast
+// path's spend never escapes to the heap.
+func (t *Transport) waitShared(ctx context.Context, sp spend, now time.Time) (time.Duration, error) {
 	var w time.Duration
-	err := t.state.UpdateOwner(ctx, OwnerID{Provider: p.Name, Owner: owner}, func(o *quota.Owner) error {
-		w = o.Wait(sec, cost, now)
+	err := t.state.UpdateOwner(ctx, sp.owner, func(o *quota.Owner) error {
+		w = o.Wait(sp.sec, sp.cost, now)
 		return nil
 	})
-	if err != nil {
-		return 0, err
+	if err != nil || sp.free {
+		return w, err
 	}
-	if class.Free {
-		return w, nil
-	}
-	err = t.state.UpdateBucket(ctx, BucketID{Provider: p.Name, Owner: owner, Resource: class.Resource}, func(b *quota.Bucket) error {
-		w = max(w, b.Wait(policy, now))
+	err = t.state.UpdateBucket(ctx, sp.bucket, func(b *quota.Bucket) error {
+		w = max(w, b.Wait(sp.policy, now))
 		return nil
 	})
 	return w, err
 }
 
-// reserve takes the owner's permission and the bucket's quota for g. It
-// reports false, holding nothing, when either has gone to another request
-// since waitOf looked.
-func (t *Transport) reserve(ctx context.Context, g *grant, policy quota.Policy, sec quota.Secondary, cost quota.Cost, now time.Time) (bool, error) {
+// reserve takes the owner's permission and the bucket's quota at now, or
+// returns how long to wait (holding nothing) when either says no.
+func (t *Transport) reserve(ctx context.Context, sp *spend, now time.Time) (time.Duration, error) {
+	if m, ok := t.state.(*memoryState); ok {
+		return m.reserve(sp, now, t.holder, t.opts.Lease), nil
+	}
+	return t.reserveShared(ctx, *sp, now)
+}
+
+// reserveShared is reserve for a shared State.
+func (t *Transport) reserveShared(ctx context.Context, sp spend, now time.Time) (time.Duration, error) {
 	lease := t.opts.Lease
-	ownerOK := false
-	err := t.state.UpdateOwner(ctx, g.owner, func(o *quota.Owner) error {
-		ownerOK = o.Reserve(sec, cost, now, t.holder, lease) == 0
+	var w time.Duration
+	err := t.state.UpdateOwner(ctx, sp.owner, func(o *quota.Owner) error {
+		w = o.Reserve(sp.sec, sp.cost, now, t.holder, lease)
 		return nil
 	})
-	if err != nil || !ownerOK {
-		return false, err
+	if err != nil || w > 0 {
+		return w, err
 	}
-	bucketOK := false
-	err = t.state.UpdateBucket(ctx, g.bucket, func(b *quota.Bucket) error {
-		if g.class.Free {
-			// Free requests (GitHub's /rate_limit) hold a slot only so
-			// that the answer's release balances.
+	err = t.state.UpdateBucket(ctx, sp.bucket, func(b *quota.Bucket) error {
+		if sp.free {
+			// A free request holds a slot only so that its answer's
+			// release balances.
 			b.Holders = ensureHolder(b.Holders, t.holder, now.Add(lease))
-			bucketOK = true
 			return nil
 		}
-		bucketOK = b.Reserve(policy, now, t.holder, lease) == 0
+		w = b.Reserve(sp.policy, now, t.holder, lease)
 		return nil
 	})
-	if err == nil && bucketOK {
-		return true, nil
+	if err == nil && w == 0 {
+		return 0, nil
 	}
-	if sec.MaxConcurrent > 0 {
-		_ = t.state.UpdateOwner(ctx, g.owner, func(o *quota.Owner) error {
+	if sp.sec.MaxConcurrent > 0 {
+		_ = t.state.UpdateOwner(ctx, sp.owner, func(o *quota.Owner) error {
 			o.Release(t.holder, 1)
 			return nil
 		})
 	}
-	return false, err
+	return w, err
 }
 
 func ensureHolder(h map[string]quota.Holder, holder string, until time.Time) map[string]quota.Holder {

@@ -4,7 +4,9 @@ import (
 	"context"
 	"sort"
 	"sync"
+	"time"
 
+	"github.com/ratekeeper/ratekeeper/headers"
 	"github.com/ratekeeper/ratekeeper/quota"
 )
 
@@ -73,6 +75,66 @@ func (m *memoryState) UpdateOwner(_ context.Context, id OwnerID, fn func(*quota.
 		m.owners[id] = o
 	}
 	return fn(o)
+}
+
+// The memory state's fast paths: owner and bucket under one lock, no
+// closures, so a request costs no allocations here.
+
+func (m *memoryState) entries(sp *spend) (*quota.Owner, *quota.Bucket) {
+	o, ok := m.owners[sp.owner]
+	if !ok {
+		o = &quota.Owner{}
+		m.owners[sp.owner] = o
+	}
+	b, ok := m.buckets[sp.bucket]
+	if !ok {
+		nb := quota.NewBucket()
+		b = &nb
+		m.buckets[sp.bucket] = b
+	}
+	return o, b
+}
+
+func (m *memoryState) wait(sp *spend, now time.Time) time.Duration {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	o, b := m.entries(sp)
+	w := o.Wait(sp.sec, sp.cost, now)
+	if !sp.free {
+		w = max(w, b.Wait(sp.policy, now))
+	}
+	return w
+}
+
+func (m *memoryState) reserve(sp *spend, now time.Time, holder string, lease time.Duration) time.Duration {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	o, b := m.entries(sp)
+	if w := o.Wait(sp.sec, sp.cost, now); w > 0 {
+		return w
+	}
+	if sp.free {
+		b.Holders = ensureHolder(b.Holders, holder, now.Add(lease))
+	} else if w := b.Reserve(sp.policy, now, holder, lease); w > 0 {
+		return w
+	}
+	o.Reserve(sp.sec, sp.cost, now, holder, lease)
+	return 0
+}
+
+func (m *memoryState) settle(sp *spend, r *headers.Reading, now time.Time, holder string, counted bool, def quota.Default, jitter float64) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	o, b := m.entries(sp)
+	if sp.sec.MaxConcurrent > 0 {
+		o.Release(holder, 1)
+	}
+	if r == nil {
+		b.Release(holder, 1)
+		return
+	}
+	o.Observe(r, now, jitter)
+	b.Observe(r, now, holder, 1, counted, def)
 }
 
 func (m *memoryState) Buckets(context.Context) (map[BucketID]quota.Bucket, error) {

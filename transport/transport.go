@@ -122,6 +122,7 @@ type Transport struct {
 	skews map[string]*quota.Skew
 
 	validating sync.Map // *creds.Credential → *validation
+	creds      sync.Map // *creds.Credential → *credInfo
 
 	notifyMu sync.Mutex
 	notify   chan struct{}
@@ -311,8 +312,9 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	idempotent := isIdempotent(req)
 	var errRetries, limitRetries int
 	for attempt := 1; ; attempt++ {
-		g, err := t.acquire(ctx, p, pool, class)
-		if err != nil {
+		var grant grant
+		g := &grant
+		if err := t.acquire(ctx, p, pool, class, g); err != nil {
 			closeBody(req)
 			return nil, err
 		}
@@ -406,7 +408,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 				}
 			}
 		}
-		resp.Header.Set(HeaderCredential, g.cred.Masked())
+		resp.Header[HeaderCredential] = t.credInfo(p, g.cred, "").masked
 		if attempt > 1 {
 			resp.Header.Set(HeaderAttempts, strconv.Itoa(attempt))
 		}
@@ -423,10 +425,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 func (t *Transport) outgoing(ctx context.Context, req *http.Request, p *provider.Provider, g *grant, attempt int) (*http.Request, error) {
 	out := new(http.Request)
 	*out = *req
-	out.Header = req.Header.Clone()
-	if out.Header == nil {
-		out.Header = make(http.Header, 1)
-	}
+	out.Header = cloneHeader(req.Header, 4)
 	if attempt > 1 && req.Body != nil && req.Body != http.NoBody {
 		body, err := req.GetBody()
 		if err != nil {
@@ -440,12 +439,77 @@ func (t *Transport) outgoing(ctx context.Context, req *http.Request, p *provider
 			return nil, fmt.Errorf("ratekeeper: credential %s: %w", g.cred.Masked(), err)
 		}
 		if token != "" && !hasAuth(req, p) {
-			p.Authorize(out.Header, token)
+			t.authorize(out.Header, p, g.cred, token)
 		}
 	} else {
 		p.Deauthorize(out.Header)
 	}
 	return out, nil
+}
+
+// credInfo caches, per credential, the header values the hot path would
+// otherwise build for every request: the auth header for the current token
+// and the masked name. The slices are shared, with no room to grow, so an
+// append by a caller copies instead of writing into them.
+type credInfo struct {
+	token  string
+	key    string
+	value  []string
+	masked []string
+}
+
+func (t *Transport) credInfo(p *provider.Provider, c *creds.Credential, token string) *credInfo {
+	if v, ok := t.creds.Load(c); ok {
+		ci := v.(*credInfo)
+		if token == "" || ci.token == token {
+			return ci
+		}
+	}
+	m := c.Masked()
+	ci := &credInfo{token: token, masked: []string{m}[:1:1]}
+	if token != "" {
+		h := http.Header{}
+		p.Authorize(h, token)
+		for k, v := range h {
+			ci.key, ci.value = k, v[:len(v):len(v)]
+		}
+	}
+	t.creds.Store(c, ci)
+	return ci
+}
+
+// authorize puts the credential's token on h the provider's way.
+func (t *Transport) authorize(h http.Header, p *provider.Provider, c *creds.Credential, token string) {
+	ci := t.credInfo(p, c, token)
+	if ci.key == "" || ci.token != token {
+		p.Authorize(h, token)
+		return
+	}
+	h[ci.key] = ci.value
+}
+
+// cloneHeader copies h with room for extra more fields (the token, the
+// cache's validators), so adding them does not grow the map.
+func cloneHeader(h http.Header, extra int) http.Header {
+	n := 0
+	for _, vv := range h {
+		n += len(vv)
+	}
+	out := make(http.Header, len(h)+extra)
+	if n == 0 {
+		return out
+	}
+	values := make([]string, n)
+	for k, vv := range h {
+		if vv == nil {
+			out[k] = nil
+			continue
+		}
+		m := copy(values, vv)
+		out[k] = values[:m:m]
+		values = values[m:]
+	}
+	return out
 }
 
 // hasAuth reports whether the caller already authenticated the request
@@ -457,9 +521,25 @@ func hasAuth(req *http.Request, p *provider.Provider) bool {
 // settle returns a grant's reservations and, when there was a response,
 // applies its reading.
 func (t *Transport) settle(ctx context.Context, p *provider.Provider, g *grant, r *headers.Reading, now time.Time, counted bool) {
+	sec, cost := secondaryFor(p, g.class)
+	sp := spend{owner: g.owner, bucket: g.bucket, sec: sec, cost: cost, free: g.class.Free}
+	jitter := t.opts.Rand()
+	if m, ok := t.state.(*memoryState); ok {
+		m.settle(&sp, r, now, t.holder, counted, defaultsFor(p), jitter)
+		t.wake()
+		return
+	}
+	var reading *headers.Reading
+	if r != nil {
+		rc := *r // the closures below keep a copy; the caller's reading stays on its stack
+		reading = &rc
+	}
+	t.settleShared(ctx, p, g, reading, now, counted, jitter)
+}
+
+func (t *Transport) settleShared(ctx context.Context, p *provider.Provider, g *grant, r *headers.Reading, now time.Time, counted bool, jitter float64) {
 	sec, _ := secondaryFor(p, g.class)
 	if sec.MaxConcurrent > 0 || r != nil {
-		jitter := t.opts.Rand()
 		_ = t.state.UpdateOwner(ctx, g.owner, func(o *quota.Owner) error {
 			if sec.MaxConcurrent > 0 {
 				o.Release(t.holder, 1)
