@@ -125,6 +125,9 @@ func openPostgres(ctx context.Context, dsn string, opts Options) (backend, error
 
 func (b *riverBackend[TD, TTx]) close() { b.closeDB() }
 
+// pool runs SQL outside any transaction.
+func (b *riverBackend[TD, TTx]) pool() runner { return b.tx.pool }
+
 // inTx runs fn in a transaction, committing when it returns nil.
 func (b *riverBackend[TD, TTx]) inTx(ctx context.Context, fn func(tx TTx, r runner) error) error {
 	tx, err := b.tx.begin(ctx)

@@ -686,3 +686,57 @@ func counterValue(c prometheus.Counter) float64 {
 	}
 	return m.GetCounter().GetValue()
 }
+
+// A worker that dies between River's update of a task and the copy of its
+// events into the history table leaves them on the row: History still
+// shows them, and the next worker's sweep copies them.
+func TestSweepCopiesHistoryLeftOnRows(t *testing.T) {
+	forEachDB(t, func(t *testing.T, dsn string) {
+		h := &scripted{steps: []step{reschedule(0), succeed(`1`)}}
+		q := openQueue(t, dsn, withHandlers(map[string]HandlerFunc{"t.s": h.handle}))
+		id := mustSubmit(t, q, "t.s", `{}`, SubmitOptions{})
+		stop := startWorker(t, q, WorkOptions{})
+		mustAwait(t, q, id)
+		storedHistory(t, q, id, 5)
+		stop()
+		// The crash: the table lost what the projector wrote (the final
+		// claim and completion are still in the row's outbox).
+		b := q.b.(interface{ pool() runner })
+		if err := b.pool().exec(ctxT(t), "DELETE FROM ratekeeper_task_events WHERE task_id = $1 AND event_key IN ('claim-2', 'end-2')", id); err != nil {
+			t.Fatal(err)
+		}
+		wantKinds(t, history(t, q, id, EventCompleted), EventCreated, EventClaimed, EventRescheduled, EventClaimed, EventCompleted)
+		startWorker(t, q, WorkOptions{})
+		wantKinds(t, storedHistory(t, q, id, 5), EventCreated, EventClaimed, EventRescheduled, EventClaimed, EventCompleted)
+	})
+}
+
+// An attempt whose worker vanished (River's rescuer put the task back)
+// shows up at the next claim as abandoned, counted as a retry.
+func TestAbandonedAttemptsAreRecorded(t *testing.T) {
+	forEachDB(t, func(t *testing.T, dsn string) {
+		h := &scripted{steps: []step{succeed(`"ok"`)}}
+		q := openQueue(t, dsn, withHandlers(map[string]HandlerFunc{"t.a": h.handle}))
+		id := mustSubmit(t, q, "t.a", `{}`, SubmitOptions{})
+		// What the rescuer leaves after a worker "ghost" was killed during
+		// attempt 1: River counted the attempt, nothing else recorded it.
+		b := q.b.(interface{ pool() runner })
+		fake := "UPDATE river_job SET attempt = 1, attempted_at = CURRENT_TIMESTAMP, attempted_by = json_array('ghost') WHERE id = $1"
+		if strings.HasPrefix(dsn, "postgres") {
+			fake = "UPDATE river_job SET attempt = 1, attempted_at = now(), attempted_by = ARRAY['ghost'] WHERE id = $1"
+		}
+		if err := b.pool().exec(ctxT(t), fake, id); err != nil {
+			t.Fatal(err)
+		}
+		startWorker(t, q, WorkOptions{WorkerID: "w2"})
+		got := mustAwait(t, q, id)
+		if got.State != StateCompleted || got.Attempt != 2 || got.RetryCount != 1 {
+			t.Fatalf("task = %+v, want completed on attempt 2 with the abandoned one counted as a retry", got)
+		}
+		evs := history(t, q, id, EventCompleted)
+		wantKinds(t, evs, EventCreated, EventAbandoned, EventClaimed, EventCompleted)
+		if s := evs[1].String(); !strings.HasPrefix(s, "attempt 1 by worker ghost abandoned") {
+			t.Errorf("abandoned event = %q", s)
+		}
+	})
+}
