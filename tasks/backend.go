@@ -223,6 +223,17 @@ func (b *riverBackend[TD, TTx]) get(ctx context.Context, id int64) (*rivertype.J
 	return row, nil
 }
 
+func (b *riverBackend[TD, TTx]) getMany(ctx context.Context, ids []int64) ([]*rivertype.JobRow, error) {
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	res, err := b.client.JobList(ctx, river.NewJobListParams().Queues(queueName).IDs(ids...).First(len(ids)))
+	if err != nil {
+		return nil, err
+	}
+	return res.Jobs, nil
+}
+
 // failedPredicate is true for a cancelled row that ratekeeper itself ended
 // (record.Failed): those are failed tasks, not cancelled ones.
 func (b *riverBackend[TD, TTx]) failedPredicate() string {

@@ -142,6 +142,7 @@ type backend interface {
 	migrate(ctx context.Context) (MigrateResult, error)
 	insert(ctx context.Context, specs []insertSpec, created func(rows []*rivertype.JobRow, dup []bool) []Event) ([]Submitted, error)
 	get(ctx context.Context, id int64) (*rivertype.JobRow, error)
+	getMany(ctx context.Context, ids []int64) ([]*rivertype.JobRow, error)
 	list(ctx context.Context, f Filter, limit int) ([]*rivertype.JobRow, error)
 	cancel(ctx context.Context, id int64, events func(before, after *rivertype.JobRow) []Event) (before, after *rivertype.JobRow, err error)
 	events(ctx context.Context, id int64) ([]Event, error)
@@ -223,6 +224,9 @@ func printableDSN(dsn string) string {
 	}
 	return u.Redacted()
 }
+
+// String names the Queue's database, with any password masked.
+func (q *Queue) String() string { return q.name }
 
 // Close releases the database. Stop Work (cancel its context and wait for
 // it to return) before closing.
@@ -387,6 +391,30 @@ func (q *Queue) Get(ctx context.Context, id int64) (*Task, error) {
 	}
 	t, _, err := taskFromRow(row)
 	return t, err
+}
+
+// GetMany returns the tasks with the given ids, in the order of ids; an id
+// with no task gives nil at its place. It reads in batches of 10,000.
+func (q *Queue) GetMany(ctx context.Context, ids []int64) ([]*Task, error) {
+	byID := make(map[int64]*Task, len(ids))
+	for start := 0; start < len(ids); start += 10_000 {
+		rows, err := q.b.getMany(ctx, ids[start:min(start+10_000, len(ids))])
+		if err != nil {
+			return nil, fmt.Errorf("get tasks from %s: %w", q.name, err)
+		}
+		for _, row := range rows {
+			t, _, err := taskFromRow(row)
+			if err != nil {
+				return nil, err
+			}
+			byID[t.ID] = t
+		}
+	}
+	out := make([]*Task, len(ids))
+	for i, id := range ids {
+		out[i] = byID[id]
+	}
+	return out, nil
 }
 
 // List returns the tasks matching f, by increasing id.

@@ -642,6 +642,11 @@ func TestListFiltersAndPages(t *testing.T) {
 		check(Filter{State: StateCancelled, Type: "t.b"})
 		check(Filter{Limit: 2}, ids[0], ids[1])
 		check(Filter{Limit: 2, AfterID: ids[1]}, ids[2], ids[3])
+
+		many, err := q.GetMany(ctx, []int64{ids[3], 999_999, ids[0]})
+		if err != nil || len(many) != 3 || many[0].ID != ids[3] || many[1] != nil || many[2].ID != ids[0] {
+			t.Errorf("GetMany = %v, %v; want tasks %d, nil, %d", many, err, ids[3], ids[0])
+		}
 	})
 }
 

@@ -452,7 +452,7 @@ registered with tasks.Handle.`,
 			}
 			defer q.Close()
 			fmt.Fprintf(cmd.ErrOrStderr(), "working tasks of type %s on %s, %d at a time; Ctrl-C stops\n",
-				strings.Join(q.Types(), ", "), db.dsn, concurrency)
+				strings.Join(q.Types(), ", "), q, concurrency)
 			err = q.Work(cmd.Context(), tasks.WorkOptions{Concurrency: concurrency, WorkerID: workerID, ShutdownTimeout: shutdown})
 			if err != nil {
 				return &ExitError{Code: 1, Err: err}
