@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"maps"
 	"net/http"
@@ -591,9 +590,6 @@ func (q *Queue) Await(ctx context.Context, id int64) (*Task, error) {
 // describeDBError makes a connection failure say which database and what
 // to check, without the password.
 func describeDBError(dsn string, err error) error {
-	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, io.EOF) {
-		return fmt.Errorf("task database %s unreachable: %w", printableDSN(dsn), err)
-	}
 	if sqlitedb.IsPostgres(dsn) {
 		return fmt.Errorf("task database %s unreachable (is PostgreSQL running and the URL right?): %w", printableDSN(dsn), err)
 	}
