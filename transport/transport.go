@@ -354,7 +354,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		reading := quota.Read(resp.StatusCode, resp.Header, prefix, now, t.skew(p, resp.Header, now))
 		counted := resp.StatusCode != http.StatusNotModified && !class.Free
 		t.settle(ctx, p, g, &reading, now, counted)
-		t.record(p, g, resp, &reading, entry != nil)
+		t.record(p, g, resp.StatusCode, cacheOutcome(out.Method, entry != nil, resp.StatusCode), &reading)
 
 		switch {
 		case resp.StatusCode == http.StatusUnauthorized && g.cred.Kind() != creds.Anonymous:
@@ -635,19 +635,26 @@ func (t *Transport) emit(e Event) {
 	}
 }
 
-func (t *Transport) record(p *provider.Provider, g *grant, resp *http.Response, r *headers.Reading, conditional bool) {
+// cacheOutcome labels a request for the metrics: "revalidated" when a
+// stored response was confirmed by a free 304, "miss" for any other GET,
+// "none" for other methods.
+func cacheOutcome(method string, conditional bool, status int) string {
+	switch {
+	case conditional && status == http.StatusNotModified:
+		return "revalidated"
+	case method == http.MethodGet:
+		return "miss"
+	}
+	return "none"
+}
+
+// record updates the metrics for one answered request.
+func (t *Transport) record(p *provider.Provider, g *grant, status int, outcome string, r *headers.Reading) {
 	m := t.opts.Metrics
 	if m == nil {
 		return
 	}
-	outcome := "none"
-	if conditional {
-		outcome = "miss"
-		if resp.StatusCode == http.StatusNotModified {
-			outcome = "revalidated"
-		}
-	}
-	m.requests.WithLabelValues(p.Name, g.class.Resource, strconv.Itoa(resp.StatusCode), outcome).Inc()
+	m.requests.WithLabelValues(p.Name, g.class.Resource, strconv.Itoa(status), outcome).Inc()
 	if g.waited > 0 {
 		m.waits.WithLabelValues(p.Name).Observe(g.waited.Seconds())
 	}
