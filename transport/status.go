@@ -38,6 +38,22 @@ type ResourceStatus struct {
 	Assumed bool `json:"assumed,omitempty"`
 }
 
+// StatusReport is what `ratekeeper status --json` prints and the gateway's
+// /status serves.
+type StatusReport struct {
+	GeneratedAt time.Time          `json:"generated_at"`
+	Credentials []CredentialStatus `json:"credentials"`
+}
+
+// Report is Status wrapped with its time.
+func (t *Transport) Report(ctx context.Context, now time.Time, only ...string) (StatusReport, error) {
+	st, err := t.Status(ctx, now, only...)
+	if st == nil {
+		st = []CredentialStatus{}
+	}
+	return StatusReport{GeneratedAt: now.UTC(), Credentials: st}, err
+}
+
 // Status reports every configured provider's credentials (or only the
 // named providers) and their buckets at now, from the state the transport
 // holds: it sends nothing.

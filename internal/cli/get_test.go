@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/ratekeeper/ratekeeper/sim"
+	"github.com/ratekeeper/ratekeeper/transport"
 )
 
 // startSim serves a simulated GitHub with two tokens of one owner and one
@@ -101,7 +102,7 @@ func TestStatus(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
-	var rep StatusReport
+	var rep transport.StatusReport
 	if err := json.Unmarshal([]byte(out), &rep); err != nil {
 		t.Fatal(err)
 	}

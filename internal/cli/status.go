@@ -21,13 +21,6 @@ type statusOptions struct {
 	live   bool
 }
 
-// StatusReport is what `status --json` prints and the gateway's /status
-// serves.
-type StatusReport struct {
-	GeneratedAt time.Time                    `json:"generated_at"`
-	Credentials []transport.CredentialStatus `json:"credentials"`
-}
-
 func newStatusCmd() *cobra.Command {
 	var o statusOptions
 	cmd := &cobra.Command{
@@ -63,21 +56,17 @@ func runStatus(cmd *cobra.Command, o *statusOptions) error {
 			return exitf(1, "%v", err)
 		}
 	}
-	now := time.Now()
-	st, err := t.Status(cmd.Context(), now, selected...)
+	rep, err := t.Report(cmd.Context(), time.Now(), selected...)
 	if err != nil {
 		return exitf(1, "%v", err)
-	}
-	if st == nil {
-		st = []transport.CredentialStatus{}
 	}
 	out := cmd.OutOrStdout()
 	if o.asJSON {
 		enc := json.NewEncoder(out)
 		enc.SetIndent("", "  ")
-		return enc.Encode(StatusReport{GeneratedAt: now.UTC(), Credentials: st})
+		return enc.Encode(rep)
 	}
-	writeStatus(out, st, o.client.verbose)
+	writeStatus(out, rep.Credentials, o.client.verbose)
 	return nil
 }
 
