@@ -16,6 +16,7 @@ import (
 // clientFlags are the flags of every command that talks to APIs through
 // the rate-keeping client.
 type clientFlags struct {
+	db        string
 	providers []string
 	config    string
 	policy    string
@@ -26,6 +27,8 @@ type clientFlags struct {
 
 func (f *clientFlags) add(cmd *cobra.Command) {
 	fl := cmd.Flags()
+	fl.StringVar(&f.db, "db", "./ratekeeper.db",
+		"database shared by every ratekeeper process using it: a SQLite file, or postgres://… for a fleet; \"memory\" keeps state in this process only")
 	fl.StringSliceVar(&f.providers, "provider", nil,
 		"NAME=BASEURL adds or moves a provider (repeatable), e.g. github=http://127.0.0.1:8080/github; a bare NAME selects a configured provider")
 	fl.StringVar(&f.config, "config", "", "TOML file describing providers, tokens env, limits and policy")
