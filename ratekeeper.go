@@ -24,15 +24,21 @@
 package ratekeeper
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/ratekeeper/ratekeeper/cache"
 	"github.com/ratekeeper/ratekeeper/creds"
 	"github.com/ratekeeper/ratekeeper/provider"
 	"github.com/ratekeeper/ratekeeper/quota"
+	"github.com/ratekeeper/ratekeeper/statestore"
+	"github.com/ratekeeper/ratekeeper/store"
 	"github.com/ratekeeper/ratekeeper/transport"
 )
 
@@ -65,7 +71,15 @@ type Options struct {
 	Timeout time.Duration
 	// Base sends the requests (default: a clone of http.DefaultTransport).
 	Base http.RoundTripper
-	// State shares quota state (default: this process's memory).
+	// DB shares quota state, what is known of each credential and the
+	// conditional-request cache with every process using the same
+	// database: a SQLite file path for processes on one machine, or a
+	// postgres:// URL for a fleet. "" or "memory" keeps them in this
+	// process. Close the transport to release the database.
+	DB string
+	// CacheBytes bounds the conditional-request cache (default 64 MiB).
+	CacheBytes int64
+	// State overrides where quota state is kept.
 	State transport.State
 	// Logger receives debug logs, with masked credentials only.
 	Logger *slog.Logger
@@ -145,10 +159,49 @@ func NewTransport(opts Options) (*transport.Transport, error) {
 		}
 		to.Metrics = m
 	}
+	cacheOpts := cache.Options{MaxBytes: opts.CacheBytes, Logger: opts.Logger}
+	if opts.DB != "" && opts.DB != "memory" {
+		st, err := store.Open(context.Background(), opts.DB, store.Options{BlobLimit: opts.CacheBytes, Logger: opts.Logger})
+		if err != nil {
+			return nil, &DatabaseError{DSN: redactDSN(opts.DB), Err: err}
+		}
+		shared := statestore.New(st, opts.Logger)
+		if to.State == nil {
+			to.State = shared
+		}
+		to.Credentials = shared
+		cacheOpts.Backend = st
+		to.OnClose = st.Close
+	}
+	to.Cache = cache.New(cacheOpts)
 	if opts.Tune != nil {
 		opts.Tune(&to)
 	}
-	return transport.New(to)
+	t, err := transport.New(to)
+	if err != nil && to.OnClose != nil {
+		to.OnClose()
+	}
+	return t, err
+}
+
+// DatabaseError reports a database that cannot be used: unreachable, or at
+// a newer schema version than this ratekeeper knows. DSN has its password
+// masked.
+type DatabaseError struct {
+	DSN string
+	Err error
+}
+
+func (e *DatabaseError) Error() string { return fmt.Sprintf("database %s: %v", e.DSN, e.Err) }
+
+func (e *DatabaseError) Unwrap() error { return e.Err }
+
+// redactDSN masks a password in a database URL.
+func redactDSN(dsn string) string {
+	if u, err := url.Parse(dsn); err == nil && u.User != nil {
+		return u.Redacted()
+	}
+	return dsn
 }
 
 // NewClient returns an *http.Client whose requests are paced and retried by

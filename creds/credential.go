@@ -174,6 +174,12 @@ func (c *Credential) ShareBucketWith(other *Credential) {
 	}
 }
 
+// ID returns an identity of the credential that is the same in every
+// process and never changes: "token:" and 16 hex digits of the token's
+// SHA-256, "app:ID/installation:ID", or "anonymous". It reveals nothing
+// usable; shared stores key what they know of the credential by it.
+func (c *Credential) ID() string { return c.identity }
+
 // BucketOwner returns the identity of the server-side bucket owner the
 // credential spends from, for bucket keys (provider, owner, resource): the
 // owner's key ("user:583231") once known, "app:ID/installation:ID" for an App

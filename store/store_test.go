@@ -3,10 +3,7 @@ package store_test
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
-	"math/rand/v2"
-	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -88,36 +85,7 @@ func postgresBackend(t testing.TB) storetest.Backend {
 // newPostgresSchema creates a fresh schema, dropped when the test ends, and
 // returns a DSN whose search_path selects it.
 func newPostgresSchema(t testing.TB, base string) string {
-	t.Helper()
-	ctx := context.Background()
-	schema := fmt.Sprintf("rk_test_%016x", rand.Uint64())
-	conn, err := pgx.Connect(ctx, base)
-	if err != nil {
-		t.Fatalf("connecting to RATEKEEPER_TEST_POSTGRES: %v", err)
-	}
-	defer conn.Close(ctx)
-	if _, err := conn.Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		conn, err := pgx.Connect(ctx, base)
-		if err != nil {
-			t.Errorf("dropping schema %s: %v", schema, err)
-			return
-		}
-		defer conn.Close(ctx)
-		if _, err := conn.Exec(ctx, "DROP SCHEMA "+schema+" CASCADE"); err != nil {
-			t.Errorf("dropping schema %s: %v", schema, err)
-		}
-	})
-	u, err := url.Parse(base)
-	if err != nil {
-		t.Fatalf("RATEKEEPER_TEST_POSTGRES is not a URL: %v", err)
-	}
-	q := u.Query()
-	q.Set("search_path", schema)
-	u.RawQuery = q.Encode()
-	return u.String()
+	return storetest.NewPostgresSchema(t, base)
 }
 
 func TestOpenPicksTheImplementation(t *testing.T) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/ratekeeper/ratekeeper/creds"
@@ -34,6 +35,8 @@ func (t *Transport) acquire(ctx context.Context, p *provider.Provider, pool *cre
 	sp := spend{sec: sec, cost: cost, policy: policy, free: class.Free}
 	var waited time.Duration
 	var buf [8]*creds.Credential
+	var validated *creds.Credential // just validated: use it rather than validating the next one
+	t.restore(ctx, p, pool)
 	for {
 		if err := ctx.Err(); err != nil {
 			return err
@@ -60,7 +63,7 @@ func (t *Transport) acquire(ctx context.Context, p *provider.Provider, pool *cre
 			var tiedBuf [8]*creds.Credential
 			tied := tiedBuf[:0]
 			for _, cand := range cands {
-				sp.setCredential(p, cand, class)
+				t.setCredential(&sp, p, cand, class)
 				w, err := t.wait(ctx, &sp, now)
 				if err != nil {
 					return err
@@ -82,12 +85,13 @@ func (t *Transport) acquire(ctx context.Context, p *provider.Provider, pool *cre
 				}
 				continue
 			}
-			c = pool.Next(tied)
+			c = pickTied(pool, tied, validated)
 		}
 		if !t.opts.SkipValidation && t.validate(ctx, p, c) {
+			validated = c
 			continue // its owner is now known (or it was rejected): choose again
 		}
-		sp.setCredential(p, c, class)
+		t.setCredential(&sp, p, c, class)
 		w, err := t.reserve(ctx, &sp, now)
 		if err != nil {
 			return err
@@ -111,10 +115,22 @@ func (t *Transport) acquire(ctx context.Context, p *provider.Provider, pool *cre
 	}
 }
 
-func (sp *spend) setCredential(p *provider.Provider, c *creds.Credential, class provider.Request) {
+// pickTied takes turns among equally good credentials, except that one
+// just validated is used at once: choosing again would otherwise validate
+// every credential before the first request goes.
+func pickTied(pool *creds.Pool, tied []*creds.Credential, validated *creds.Credential) *creds.Credential {
+	for _, c := range tied {
+		if c == validated {
+			return c
+		}
+	}
+	return pool.Next(tied)
+}
+
+func (t *Transport) setCredential(sp *spend, p *provider.Provider, c *creds.Credential, class provider.Request) {
 	owner := c.BucketOwner()
-	sp.owner = OwnerID{Provider: p.Name, Owner: owner}
-	sp.bucket = BucketID{Provider: p.Name, Owner: owner, Resource: class.Resource}
+	sp.owner = OwnerID{Provider: t.stateKey(p), Owner: owner}
+	sp.bucket = BucketID{Provider: t.stateKey(p), Owner: owner, Resource: class.Resource}
 }
 
 // wait is how long the request must wait at now for the owner's secondary
@@ -246,10 +262,11 @@ func (t *Transport) validate(ctx context.Context, p *provider.Provider, c *creds
 			t.log.Debug("credential validation failed", "provider", p.Name, "credential", c.Masked(), "err", err)
 		}
 	}
+	t.remember(ctx, p, c, t.opts.Now())
 	if obs.seen {
 		// The answer also told the quota of the bucket it spent
 		// from, now filed under the owner it named.
-		id := BucketID{Provider: p.Name, Owner: c.BucketOwner(), Resource: obs.resource}
+		id := BucketID{Provider: t.stateKey(p), Owner: c.BucketOwner(), Resource: obs.resource}
 		_ = t.state.UpdateBucket(ctx, id, func(b *quota.Bucket) error {
 			b.Observe(&obs.reading, obs.at, "", 0, true, defaultsFor(p))
 			return nil
@@ -292,4 +309,53 @@ func (t *Transport) noCredential(p *provider.Provider, pool *creds.Pool, now tim
 		e.Invalid = append(e.Invalid, c.Masked()+": "+st.Reason)
 	}
 	return e
+}
+
+// restore applies, once per pool, what the credential store remembers:
+// rejected tokens stay rejected and known owners need no new validation.
+func (t *Transport) restore(ctx context.Context, p *provider.Provider, pool *creds.Pool) {
+	if t.opts.Credentials == nil {
+		return
+	}
+	v, _ := t.restored.LoadOrStore(pool, &sync.Once{})
+	v.(*sync.Once).Do(func() {
+		now := t.opts.Now()
+		for _, c := range pool.Credentials() {
+			if c.Kind() == creds.Anonymous {
+				continue
+			}
+			rec, ok, err := t.opts.Credentials.LoadCredential(ctx, t.stateKey(p), c.ID())
+			if err != nil {
+				t.log.Warn("reading remembered credential state", "provider", p.Name, "credential", c.Masked(), "err", err)
+				continue
+			}
+			switch {
+			case !ok:
+			case rec.Invalid:
+				c.MarkInvalid(rec.Reason, now)
+			case rec.OwnerID != "" || rec.OwnerName != "":
+				c.SetOwner(provider.Owner{ID: rec.OwnerID, Name: rec.OwnerName})
+				c.MarkValidated(now)
+			}
+		}
+	})
+}
+
+// remember saves what is known of c for other processes and restarts.
+func (t *Transport) remember(ctx context.Context, p *provider.Provider, c *creds.Credential, now time.Time) {
+	if t.opts.Credentials == nil || c.Kind() == creds.Anonymous {
+		return
+	}
+	st := c.Status(now)
+	rec := CredentialRecord{ValidatedAt: now}
+	if st.State == creds.Invalid {
+		rec.Invalid, rec.Reason = true, st.Reason
+	} else if o := c.Owner(); o.Key() != "" {
+		rec.OwnerID, rec.OwnerName = o.ID, o.Name
+	} else {
+		return
+	}
+	if err := t.opts.Credentials.SaveCredential(ctx, t.stateKey(p), c.ID(), rec); err != nil {
+		t.log.Warn("saving credential state", "provider", p.Name, "credential", c.Masked(), "err", err)
+	}
 }

@@ -11,10 +11,15 @@ import (
 )
 
 // BucketID names one server-side quota: a resource of one owner at one
-// provider. Tokens of one owner share it.
+// provider. Tokens of one owner share it. Provider is the provider's name
+// and API root, "github https://api.github.com", so a name moved to another
+// server (a simulator, a new Enterprise host) does not inherit the old
+// server's quota in shared state.
 type BucketID struct {
 	Provider, Owner, Resource string
 }
+
+
 
 // String returns "provider/owner/resource", the key shared stores use.
 func (id BucketID) String() string { return id.Provider + "/" + id.Owner + "/" + id.Resource }
@@ -38,6 +43,24 @@ type State interface {
 	UpdateOwner(ctx context.Context, id OwnerID, fn func(*quota.Owner) error) error
 	// Buckets returns a copy of every bucket known, for status displays.
 	Buckets(ctx context.Context) (map[BucketID]quota.Bucket, error)
+}
+
+// CredentialRecord is what a shared store remembers of a credential, so
+// a restarted process knows invalid tokens and owners without spending a
+// request. It never holds the token.
+type CredentialRecord struct {
+	Invalid     bool      `json:"invalid,omitempty"`
+	Reason      string    `json:"reason,omitempty"`
+	OwnerID     string    `json:"owner_id,omitempty"`
+	OwnerName   string    `json:"owner_name,omitempty"`
+	ValidatedAt time.Time `json:"validated_at,omitzero"`
+}
+
+// CredentialStore keeps CredentialRecords by provider and credential ID
+// (creds.Credential.ID).
+type CredentialStore interface {
+	LoadCredential(ctx context.Context, provider, id string) (CredentialRecord, bool, error)
+	SaveCredential(ctx context.Context, provider, id string, rec CredentialRecord) error
 }
 
 // NewMemoryState returns a State held in this process's memory.

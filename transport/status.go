@@ -69,6 +69,7 @@ func (t *Transport) Status(ctx context.Context, now time.Time, only ...string) (
 		if err != nil {
 			return nil, err
 		}
+		t.restore(ctx, p, pool)
 		for _, c := range pool.Credentials() {
 			st := c.Status(now)
 			cs := CredentialStatus{Provider: p.Name, Credential: c.Masked(), State: st.State.String(), Reason: st.Reason, Resources: []ResourceStatus{}}
@@ -77,7 +78,7 @@ func (t *Transport) Status(ctx context.Context, now time.Time, only ...string) (
 			}
 			owner := c.BucketOwner()
 			for _, id := range ids {
-				if id.Provider != p.Name || id.Owner != owner {
+				if id.Provider != t.stateKey(p) || id.Owner != owner {
 					continue
 				}
 				b := buckets[id]
@@ -136,6 +137,7 @@ func (t *Transport) Refresh(ctx context.Context, only ...string) error {
 		if err != nil {
 			return err
 		}
+		t.restore(ctx, p, pool)
 		for _, c := range pool.Credentials() {
 			if err := t.refreshOne(ctx, p, c); err != nil {
 				return err
@@ -152,8 +154,9 @@ func (t *Transport) refreshOne(ctx context.Context, p *provider.Provider, c *cre
 		if err != nil && ctx.Err() != nil {
 			return ctx.Err()
 		}
+		t.remember(ctx, p, c, t.opts.Now())
 		if obs.seen {
-			id := BucketID{Provider: p.Name, Owner: c.BucketOwner(), Resource: obs.resource}
+			id := BucketID{Provider: t.stateKey(p), Owner: c.BucketOwner(), Resource: obs.resource}
 			_ = t.state.UpdateBucket(ctx, id, func(b *quota.Bucket) error {
 				b.Observe(&obs.reading, obs.at, "", 0, true, defaultsFor(p))
 				return nil
@@ -195,7 +198,7 @@ func (t *Transport) refreshOne(ctx context.Context, p *provider.Provider, c *cre
 		if !rl.Reset.IsZero() {
 			r.Reset = rl.Reset.Add(-skew)
 		}
-		id := BucketID{Provider: p.Name, Owner: c.BucketOwner(), Resource: rl.Resource}
+		id := BucketID{Provider: t.stateKey(p), Owner: c.BucketOwner(), Resource: rl.Resource}
 		_ = t.state.UpdateBucket(ctx, id, func(b *quota.Bucket) error {
 			b.Observe(&r, now, "", 0, false, quota.Default{})
 			return nil

@@ -59,6 +59,11 @@ type Options struct {
 	Base http.RoundTripper
 	// State keeps bucket and owner state; nil means this process's memory.
 	State State
+	// Credentials remembers tokens' owners and invalidity across
+	// processes and restarts; nil: nothing is remembered.
+	Credentials CredentialStore
+	// OnClose runs when the transport is closed (closing a shared store).
+	OnClose func() error
 	// Cache answers repeated GETs with conditional requests; nil means a
 	// memory cache of 64 MiB. DisableCache turns caching off.
 	Cache        *cache.Cache
@@ -117,11 +122,14 @@ type Transport struct {
 	log    *slog.Logger
 	holder string
 
+	keys map[*provider.Provider]string // state keys, fixed at New
+
 	mu    sync.Mutex
 	pools map[string]*creds.Pool
 	skews map[string]*quota.Skew
 
 	validating sync.Map // *creds.Credential → *validation
+	restored   sync.Map // *creds.Pool → *sync.Once
 	creds      sync.Map // *creds.Credential → *credInfo
 
 	notifyMu sync.Mutex
@@ -192,6 +200,10 @@ func New(opts Options) (*Transport, error) {
 	for name, pool := range opts.Pools {
 		t.pools[provider.CanonicalName(name)] = pool
 	}
+	t.keys = map[*provider.Provider]string{}
+	for _, p := range t.reg.Providers() {
+		t.keys[p] = p.Name + " " + p.BaseURL().String()
+	}
 	for _, p := range t.reg.Providers() {
 		if _, err := t.policyFor(p); err != nil {
 			return nil, err
@@ -211,6 +223,22 @@ func defaultHolder() string {
 	var b [4]byte
 	_, _ = rand.Read(b[:])
 	return fmt.Sprintf("%s-%d-%s", host, os.Getpid(), hex.EncodeToString(b[:]))
+}
+
+// stateKey is the provider's part of bucket and owner keys.
+func (t *Transport) stateKey(p *provider.Provider) string {
+	if k, ok := t.keys[p]; ok {
+		return k
+	}
+	return p.Name + " " + p.BaseURL().String()
+}
+
+// Close releases what the transport holds (a shared store's connections).
+func (t *Transport) Close() error {
+	if t.opts.OnClose != nil {
+		return t.opts.OnClose()
+	}
+	return nil
 }
 
 // Registry returns the providers the transport knows.
@@ -358,7 +386,9 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 
 		switch {
 		case resp.StatusCode == http.StatusUnauthorized && g.cred.Kind() != creds.Anonymous:
-			if g.cred.MarkInvalid(fmt.Sprintf("%s %s answered 401", req.Method, redactURL(req)), now) {
+			reason := fmt.Sprintf("%s %s answered 401", req.Method, redactURL(req))
+			if g.cred.MarkInvalid(reason, now) {
+				t.remember(ctx, p, g.cred, now)
 				t.emit(Event{Kind: EventCredentialInvalid, Provider: p.Name, Resource: class.Resource, Credential: g.cred.Masked(), Status: 401, Attempt: attempt})
 				t.log.Warn("credential rejected", "provider", p.Name, "credential", g.cred.Masked())
 			}

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -64,6 +65,7 @@ func (f *clientFlags) options(stderr io.Writer) (ratekeeper.Options, error) {
 	}
 	_, configure := f.split()
 	opts := ratekeeper.Options{
+		DB:         f.db,
 		ConfigFile: f.config,
 		Providers:  configure,
 		Policy:     f.policy,
@@ -85,6 +87,10 @@ func (f *clientFlags) transport(stderr io.Writer) (*transport.Transport, error) 
 		return nil, &ExitError{Code: 2, Err: err}
 	}
 	t, err := ratekeeper.NewTransport(opts)
+	var dbErr *ratekeeper.DatabaseError
+	if errors.As(err, &dbErr) {
+		return nil, &ExitError{Code: 1, Err: fmt.Errorf("--db: %w", err)}
+	}
 	if err != nil {
 		return nil, &ExitError{Code: 2, Err: err}
 	}

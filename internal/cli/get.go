@@ -89,6 +89,7 @@ func runGet(cmd *cobra.Command, o *getOptions, rawURL string) error {
 	if err != nil {
 		return err
 	}
+	defer t.Close()
 	if t.Registry().Match(u) == nil && o.client.verbose {
 		fmt.Fprintf(stderr, "ratekeeper: no configured provider owns %s; sending it without a credential or pacing\n", u.Host)
 	}

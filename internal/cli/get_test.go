@@ -3,6 +3,7 @@ package cli
 import (
 	"encoding/json"
 	"net/http/httptest"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -24,6 +25,7 @@ func startSim(t *testing.T) (*sim.Server, string) {
 	t.Cleanup(ts.Close)
 	t.Setenv("GITHUB_TOKEN", "tok-alice-1,tok-alice-2,tok-bob-1,tok-wrong-9")
 	t.Setenv("GH_TOKEN", "")
+	t.Setenv("RATEKEEPER_DB", filepath.Join(t.TempDir(), "rk.db"))
 	return srv, ts.URL
 }
 
@@ -96,9 +98,41 @@ func TestGetErrors(t *testing.T) {
 	}
 }
 
-func TestStatus(t *testing.T) {
-	_, url := startSim(t)
+func TestStatusFromTheDatabaseSpendsNothing(t *testing.T) {
+	srv, url := startSim(t)
+	if _, stderr, code := run(t, "", "get", "--policy", "greedy", "--provider", "github="+url, url+"/repos/o/r"); code != 0 {
+		t.Fatalf("get: exit %d: %s", code, stderr)
+	}
+	charged := srv.Stats().Total.Charged
 	out, stderr, code := run(t, "", "status", "--provider", "github="+url, "--json")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	if srv.Stats().Total.Requests != charged && srv.Stats().Total.Charged != charged {
+		t.Fatal("status without --live spent quota")
+	}
+	var rep transport.StatusReport
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatal(err)
+	}
+	first := rep.Credentials[0]
+	if first.Owner == "" || len(first.Resources) == 0 || *first.Resources[0].Remaining != 98 {
+		t.Fatalf("the database did not carry what the get learnt: %+v", first)
+	}
+	// A new process knows the owner without validating again.
+	before := srv.Stats().Total.Requests
+	if _, stderr, code := run(t, "", "get", "--policy", "greedy", "--provider", "github="+url, url+"/repos/o/r"); code != 0 {
+		t.Fatalf("second get: exit %d: %s", code, stderr)
+	}
+	st := srv.Stats().Total
+	if st.Requests-before != 1 || st.NotModified != 1 {
+		t.Fatalf("second get sent %d requests (%d not modified); want one free revalidation", st.Requests-before, st.NotModified)
+	}
+}
+
+func TestStatusLive(t *testing.T) {
+	_, url := startSim(t)
+	out, stderr, code := run(t, "", "status", "--live", "--provider", "github="+url, "--json")
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}

@@ -30,10 +30,12 @@ func newStatusCmd() *cobra.Command {
 resource's remaining/limit (%), when it resets, its health (HEALTHY 20 % or more
 left, WARNING 5–20 %, CRITICAL under 5 %, EXHAUSTED), and invalid tokens.
 
-It asks the servers: each token's "who am I" endpoint (which validates it and
-names its owner) and, where the provider has one, the free status endpoint
-(GitHub's GET /rate_limit, which costs no quota). --provider NAME limits the
-report to some providers.`,
+With a database (--db, ./ratekeeper.db by default) it shows what the processes
+using it have learnt, without sending anything. --live asks the servers too:
+each token's "who am I" endpoint (which validates it and names its owner) and,
+where the provider has one, the free status endpoint (GitHub's GET /rate_limit,
+which costs no quota). With --db memory there is nothing stored, so it is
+always live. --provider NAME limits the report to some providers.`,
 		Example: `  ratekeeper status
   ratekeeper status --provider github --json`,
 		Args: cobra.NoArgs,
@@ -41,7 +43,7 @@ report to some providers.`,
 	}
 	o.client.add(cmd)
 	cmd.Flags().BoolVar(&o.asJSON, "json", false, "print one JSON object")
-	cmd.Flags().BoolVar(&o.live, "live", true, "ask the servers (validation and free status endpoints)")
+	cmd.Flags().BoolVar(&o.live, "live", false, "ask the servers (validation and free status endpoints); always on with --db memory")
 	return cmd
 }
 
@@ -50,7 +52,11 @@ func runStatus(cmd *cobra.Command, o *statusOptions) error {
 	if err != nil {
 		return err
 	}
+	defer t.Close()
 	selected, _ := o.client.split()
+	if o.client.db == "" || o.client.db == "memory" {
+		o.live = true
+	}
 	if o.live {
 		if err := t.Refresh(cmd.Context(), selected...); err != nil {
 			return exitf(1, "%v", err)
@@ -59,6 +65,9 @@ func runStatus(cmd *cobra.Command, o *statusOptions) error {
 	rep, err := t.Report(cmd.Context(), time.Now(), selected...)
 	if err != nil {
 		return exitf(1, "%v", err)
+	}
+	if !o.live && !anyResource(rep.Credentials) {
+		fmt.Fprintf(cmd.ErrOrStderr(), "ratekeeper: %s holds no quota state yet; run with --live to ask the servers\n", o.client.db)
 	}
 	out := cmd.OutOrStdout()
 	if o.asJSON {
@@ -122,4 +131,13 @@ func resetText(r transport.ResourceStatus) string {
 		return "-"
 	}
 	return (time.Duration(*r.ResetsIn * float64(time.Second))).Round(time.Second).String()
+}
+
+func anyResource(st []transport.CredentialStatus) bool {
+	for _, c := range st {
+		if len(c.Resources) > 0 {
+			return true
+		}
+	}
+	return false
 }
