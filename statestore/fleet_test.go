@@ -198,4 +198,3 @@ func BenchmarkFleet(b *testing.B) {
 		})
 	}
 }
-

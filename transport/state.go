@@ -19,8 +19,6 @@ type BucketID struct {
 	Provider, Owner, Resource string
 }
 
-
-
 // String returns "provider/owner/resource", the key shared stores use.
 func (id BucketID) String() string { return id.Provider + "/" + id.Owner + "/" + id.Resource }
 
