@@ -44,9 +44,16 @@ type Diff struct {
 // body, and how the answer differs from prev. An answer is a change when
 // its body's digest differs from the previous one's: a server that ignores
 // If-None-Match and sends the same body again has not changed anything.
-// The first answer (prev.Seen false) is never a change.
+// A JSON body is digested compacted, so a change of whitespace alone is
+// not a change either. The first answer (prev.Seen false) is never a
+// change.
 func Compare(prev Baseline, etag, lastModified string, body []byte) (Baseline, Diff) {
-	sum := sha256.Sum256(body)
+	digested := body
+	var compact bytes.Buffer
+	if json.Compact(&compact, body) == nil {
+		digested = compact.Bytes()
+	}
+	sum := sha256.Sum256(digested)
 	next := Baseline{Seen: true, ETag: etag, LastModified: lastModified, Digest: hex.EncodeToString(sum[:])}
 	items, isArray := arrayItems(body)
 	if isArray {

@@ -123,7 +123,7 @@ func DefaultPolicy() Policy {
 
 // Validate reports every problem of the policy, each naming the field and
 // saying what would be right.
-func (p *Policy) Validate() error {
+func (p Policy) Validate() error {
 	var errs []error
 	positive := []struct {
 		name string
@@ -180,7 +180,7 @@ func (p *Policy) Validate() error {
 	return errors.Join(errs...)
 }
 
-func (p *Policy) loc() *time.Location {
+func (p Policy) loc() *time.Location {
 	if p.Location == nil {
 		return time.Local
 	}
@@ -332,7 +332,7 @@ type Decision struct {
 //  4. after a change, the interval is AfterChange × Growth^empty (empty:
 //     consecutive empty polls since), when that is shorter;
 //  5. the result is bounded by Min and Max.
-func (p *Policy) Adaptive(s State, now time.Time) (time.Duration, Rule) {
+func (p Policy) Adaptive(s State, now time.Time) (time.Duration, Rule) {
 	d, rule := p.adaptive(s, now)
 	switch {
 	case d < p.Min:
@@ -343,7 +343,7 @@ func (p *Policy) Adaptive(s State, now time.Time) (time.Duration, Rule) {
 	return d, rule
 }
 
-func (p *Policy) adaptive(s State, now time.Time) (time.Duration, Rule) {
+func (p Policy) adaptive(s State, now time.Time) (time.Duration, Rule) {
 	t := now.In(p.loc())
 	base, rule := p.Default, RuleDefault
 	switch {
@@ -381,7 +381,7 @@ func (p *Policy) adaptive(s State, now time.Time) (time.Duration, Rule) {
 // business reports whether t (in the policy's location) is in business
 // hours on a business day. The early morning part of a span that wraps
 // past midnight belongs to the day before.
-func (p *Policy) business(t time.Time) bool {
+func (p Policy) business(t time.Time) bool {
 	if !p.BusinessHours.Contains(t) {
 		return false
 	}
@@ -396,7 +396,7 @@ func (p *Policy) business(t time.Time) bool {
 // business hours starting, a new day) after now and before now+d at which
 // the adaptive interval is shorter than d, so that a slow interval never
 // overshoots the start of a faster period.
-func (p *Policy) periodStart(s State, now time.Time, d time.Duration) (time.Time, bool) {
+func (p Policy) periodStart(s State, now time.Time, d time.Duration) (time.Time, bool) {
 	loc := p.loc()
 	t := now.In(loc)
 	end := now.Add(d)
@@ -424,7 +424,7 @@ func (p *Policy) periodStart(s State, now time.Time, d time.Duration) (time.Time
 // capped at BackoffMax, of which the upper half is jitter (jitter in
 // [0, 1)), so pollers that failed together do not retry together and the
 // wait still grows with n.
-func (p *Policy) Backoff(n int, jitter float64) time.Duration {
+func (p Policy) Backoff(n int, jitter float64) time.Duration {
 	if n < 1 {
 		return 0
 	}
@@ -460,7 +460,7 @@ func (p *Policy) Backoff(n int, jitter float64) time.Duration {
 // It pauses until the reset (plus PauseMargin) instead when remaining is
 // below MinRemaining, when the share is less than one poll per URL, or
 // when the allowance would not be back before the reset.
-func (p *Policy) budget(s *State, prev Quota, cost float64, sharers int, now time.Time) (time.Duration, bool) {
+func (p Policy) budget(s *State, prev Quota, cost float64, sharers int, now time.Time) (time.Duration, bool) {
 	q := s.Quota
 	if !q.Known || q.Remaining < 0 {
 		return 0, false
@@ -537,7 +537,7 @@ var ErrTooManyErrors = errors.New("too many consecutive errors")
 //     poll that costs a request (not by free 304s), pausing until the reset
 //     when the quota is below MinRemaining or too low for one poll per URL
 //     (see the package documentation).
-func (p *Policy) Next(s State, o Observation, now time.Time) (State, Decision) {
+func (p Policy) Next(s State, o Observation, now time.Time) (State, Decision) {
 	if s.Started.IsZero() {
 		s.Started = now
 	}
@@ -609,7 +609,7 @@ func (p *Policy) Next(s State, o Observation, now time.Time) (State, Decision) {
 // CheckStart reports whether polling may start with quota q: it returns
 // an error wrapping ErrQuotaFloor when the remaining quota is known and
 // below MinRemaining.
-func (p *Policy) CheckStart(q Quota, now time.Time) error {
+func (p Policy) CheckStart(q Quota, now time.Time) error {
 	if p.MinRemaining <= 0 || !q.Known || q.Remaining >= p.MinRemaining {
 		return nil
 	}

@@ -355,10 +355,10 @@ func (p *Poller) checkStart(ctx context.Context, now time.Time) error {
 
 // answer is what one poll got back, before the policy sees it.
 type answer struct {
-	obs         Observation
-	status      int
-	change      *Change
-	err         error
+	obs    Observation
+	status int
+	change *Change
+	err    error
 }
 
 // pollOnce polls tg once, emits a change if there is one, and returns the
