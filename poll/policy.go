@@ -146,7 +146,7 @@ func (p Policy) Validate() error {
 		errs = append(errs, fmt.Errorf("BackoffBase %v is above BackoffMax %v", p.BackoffBase, p.BackoffMax))
 	}
 	if !(p.Growth >= 1) || math.IsInf(p.Growth, 0) {
-		errs = append(errs, fmt.Errorf("Growth %v: want a factor of 1 or more", p.Growth))
+		errs = append(errs, fmt.Errorf("factor Growth %v: want 1 or more", p.Growth))
 	}
 	if !(p.ActivityRaise >= 0 && p.ActivityRaise <= 1) {
 		errs = append(errs, fmt.Errorf("ActivityRaise %v: want a share from 0 to 1", p.ActivityRaise))

@@ -520,7 +520,7 @@ func TestValidate(t *testing.T) {
 	bad.Growth = 0.5
 	bad.Night = 0
 	err := bad.Validate()
-	for _, want := range []string{"Min 10m0s is above Max 5m0s", "BudgetShare 0", "Growth 0.5", "Night is 0s"} {
+	for _, want := range []string{"Min 10m0s is above Max 5m0s", "BudgetShare 0", "Growth 0.5: want 1 or more", "Night is 0s"} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%v: want %q", err, want)
 		}
