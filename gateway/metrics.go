@@ -1,0 +1,58 @@
+package gateway
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// metrics are the gateway's own Prometheus collectors; the transport's
+// (requests sent upstream, quota, waits) are registered beside them.
+type metrics struct {
+	requests  *prometheus.CounterVec
+	duration  *prometheus.HistogramVec
+	refused   *prometheus.CounterVec
+	coalesced *prometheus.CounterVec
+	rejected  *prometheus.CounterVec
+	inFlight  prometheus.Gauge
+}
+
+func newMetrics(reg prometheus.Registerer, passThrough func() float64) (*metrics, error) {
+	m := &metrics{
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "ratekeeper_gateway_requests_total",
+			Help: "Requests answered on proxy routes, by provider and status code sent to the client.",
+		}, []string{"provider", "code"}),
+		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "ratekeeper_gateway_request_duration_seconds",
+			Help:    "Time from a proxied request's arrival to its response header, by provider.",
+			Buckets: []float64{0.0005, 0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 10, 30, 60},
+		}, []string{"provider"}),
+		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "ratekeeper_gateway_quota_refusals_total",
+			Help: "Requests answered 429 because quota returns later than the max wait, by provider.",
+		}, []string{"provider"}),
+		coalesced: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "ratekeeper_gateway_coalesced_total",
+			Help: "Requests answered with an identical concurrent request's upstream response, by provider.",
+		}, []string{"provider"}),
+		rejected: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "ratekeeper_gateway_rejected_total",
+			Help: "Requests the gateway refused itself (bad path, unknown provider, missing key, body too large, …), by reason.",
+		}, []string{"reason"}),
+		inFlight: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "ratekeeper_gateway_in_flight_requests",
+			Help: "Proxied requests being answered now, waiting for quota included.",
+		}),
+	}
+	collectors := []prometheus.Collector{m.requests, m.duration, m.refused, m.coalesced, m.rejected, m.inFlight,
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "ratekeeper_gateway_pass_through_tokens",
+			Help: "Client tokens the gateway is tracking quota for (pass-through mode).",
+		}, passThrough),
+	}
+	for _, c := range collectors {
+		if err := reg.Register(c); err != nil {
+			return nil, err
+		}
+	}
+	return m, nil
+}

@@ -1,0 +1,125 @@
+package gateway
+
+import (
+	"fmt"
+	"net/http"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/ratekeeper/ratekeeper/sim"
+)
+
+// quotaReturns is when the simulator's buckets of the owners next reset
+// (the earliest of them), and whether every one of them was empty at now.
+// The earliest reset is when quota returns: a bucket with quota left at
+// now may have all of it spent by requests in flight, but none has more
+// than its limit before its reset.
+func quotaReturns(srv *sim.Server, owners []string, now time.Time) (at time.Time, exhausted bool) {
+	st := srv.Stats()
+	exhausted = true
+	for _, o := range owners {
+		b, ok := st.BucketFor("github", o, "core")
+		if !ok || !b.Reset.After(now) {
+			exhausted = false
+			continue
+		}
+		if b.Remaining > 0 {
+			exhausted = false
+		}
+		if at.IsZero() || b.Reset.Before(at) {
+			at = b.Reset
+		}
+	}
+	return at, exhausted
+}
+
+// Eight clients push 200 requests through a gateway whose two tokens allow
+// 80 a minute. None is refused upstream for primary limits; every request
+// is answered, or refused with 429 and a Retry-After that is neither
+// early (coming back then finds quota) nor late (by more than the
+// rounding to whole seconds); after it, the request goes through.
+func TestParallelClientsPastTheQuota(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		api := githubAPI(40, time.Minute, simTokens...)
+		e := newEnv(t, []sim.APIConfig{api}, map[string][]string{"github": {"tok-alice-1", "tok-bob-1"}},
+			func(o *Options) { o.Client.MaxWait = 5 * time.Second })
+		owners := []string{"alice", "bob"}
+		const clients, each = 8, 25
+		var refused, checkedLow atomic.Int64
+		var mu sync.Mutex
+		var failures []string
+		fail := func(format string, args ...any) {
+			mu.Lock()
+			failures = append(failures, fmt.Sprintf(format, args...))
+			mu.Unlock()
+		}
+		var wg sync.WaitGroup
+		for c := range clients {
+			wg.Go(func() {
+				for i := 0; i < each; {
+					resp, body := e.get(t, fmt.Sprintf("/github/repos/client%d/repo%d", c, i))
+					now := time.Now()
+					switch resp.StatusCode {
+					case http.StatusOK:
+						i++
+						continue
+					case http.StatusTooManyRequests:
+					default:
+						fail("client %d request %d: status %d %s", c, i, resp.StatusCode, body)
+						return
+					}
+					refused.Add(1)
+					secs, err := strconv.Atoi(resp.Header.Get("Retry-After"))
+					if err != nil || secs < 1 {
+						fail("Retry-After %q", resp.Header.Get("Retry-After"))
+						return
+					}
+					if resp.Header.Get("X-Ratelimit-Remaining") != "0" {
+						fail("429 with x-ratelimit-remaining %q", resp.Header.Get("X-Ratelimit-Remaining"))
+					}
+					retry := now.Add(time.Duration(secs) * time.Second)
+					reset, _ := strconv.ParseInt(resp.Header.Get("X-Ratelimit-Reset"), 10, 64)
+					if reset != retry.Unix() && reset != retry.Unix()-1 && reset != retry.Unix()+1 {
+						fail("x-ratelimit-reset %d, Retry-After says %d", reset, retry.Unix())
+					}
+					back, exhausted := quotaReturns(e.srv, owners, now)
+					if exhausted {
+						checkedLow.Add(1)
+						if retry.Before(back) {
+							fail("Retry-After %ds at %s is early: quota returns at %s", secs, now.Format(time.TimeOnly), back.Format(time.TimeOnly))
+						}
+					}
+					if late := retry.Sub(back); !back.IsZero() && late > time.Second+500*time.Millisecond {
+						fail("Retry-After %ds at %s is %s late: quota returns at %s", secs, now.Format(time.TimeOnly), late, back.Format(time.TimeOnly))
+					}
+					errorOf(t, body)
+					time.Sleep(retry.Sub(now))
+				}
+			})
+		}
+		wg.Wait()
+		for _, f := range failures {
+			t.Error(f)
+		}
+		st := e.srv.Stats()
+		if st.Total.PrimaryViolations != 0 || st.Total.Violations != 0 {
+			t.Fatalf("%d primary violations, %d in all", st.Total.PrimaryViolations, st.Total.Violations)
+		}
+		if refused.Load() == 0 || checkedLow.Load() == 0 {
+			t.Fatalf("%d refusals (%d checked against an empty quota): the test did not push past the quota", refused.Load(), checkedLow.Load())
+		}
+		var hist int64
+		for _, m := range e.gw.History() {
+			hist += m.Refused
+		}
+		if hist != refused.Load() {
+			t.Fatalf("history counts %d refusals, clients saw %d", hist, refused.Load())
+		}
+		t.Logf("%d requests answered, %d refusals with Retry-After, %d waits, in %s of fake time",
+			clients*each, refused.Load(), e.events.count("waited"), time.Since(st.Start).Round(time.Second))
+	})
+}
