@@ -28,6 +28,8 @@ const (
 	EventExecFailed EventKind = "exec_failed"
 	// EventWarning: something worth knowing that does not stop polling.
 	EventWarning EventKind = "warning"
+	// EventTask: which durable task polls the URL.
+	EventTask EventKind = "task"
 )
 
 // Event reports something about one URL's polling. It never carries a

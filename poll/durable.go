@@ -1,0 +1,275 @@
+package poll
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/ratekeeper/ratekeeper/store"
+	"github.com/ratekeeper/ratekeeper/tasks"
+)
+
+// TaskType is the task type of durable polls.
+const TaskType = "poll"
+
+// stateKeyPrefix starts the store keys of durable polls' state.
+const stateKeyPrefix = "ratekeeper/poll/1/"
+
+// DurableOptions configure RunDurable.
+type DurableOptions struct {
+	// DSN names the database holding the tasks and the polls' state: a
+	// SQLite file path, or a postgres:// URL shared by a fleet (the CLI's
+	// --db).
+	DSN string
+	// Concurrency bounds the polls running at once; 0 means one per URL,
+	// at most 10.
+	Concurrency int
+	// AttemptTimeout bounds one poll, waits for quota included; 0 means
+	// 10 minutes.
+	AttemptTimeout time.Duration
+	// Logger receives the task queue's logs; nil means warnings on
+	// stderr.
+	Logger *slog.Logger
+	// Registerer receives the task queue's metrics; nil means a private
+	// registry.
+	Registerer prometheus.Registerer
+}
+
+// taskInput is a durable poll task's input. The URL is shown masked; the
+// key (a digest of the URL as given) finds the poller's own URL, with its
+// credentials, in the process that runs the task.
+type taskInput struct {
+	URL string `json:"url"`
+	Key string `json:"key"`
+}
+
+// savedState is what a durable poll keeps between its runs.
+type savedState struct {
+	URL      string   `json:"url"`
+	TaskID   int64    `json:"task_id"`
+	State    State    `json:"state"`
+	Baseline Baseline `json:"baseline"`
+}
+
+func urlKey(raw string) string {
+	sum := sha256.Sum256([]byte(raw))
+	return hex.EncodeToString(sum[:16])
+}
+
+// RunDurable polls like Run, but each URL is a durable task (type
+// TaskType, one per URL, submitted with a unique key so that submitting
+// again finds the live task): a task polls once, saves the policy's state
+// and the baseline in the database, emits a change if there is one, and
+// reschedules itself for the next poll (a durable sleep). Stopping and
+// starting again — after a crash, a reboot, Ctrl-C — continues each URL's
+// schedule where it was, with its first poll a free 304.
+//
+// The process works the task database while it runs: any task of the
+// database may run here (every worker must handle every type), and a poll
+// task runs wherever a poll worker is free, emitting its change on that
+// worker's Sink. A task whose URL this Poller was not given is polled with
+// this Poller's policy when its URL holds no credential, and otherwise
+// left to a poller that has it (rescheduled by Policy.Max); cancel tasks
+// of URLs no longer wanted with `ratekeeper tasks cancel ID`.
+//
+// A rescheduled task becomes runnable when the queue's scheduler next
+// looks (River's, every 5 seconds), so a durable poll may come up to about
+// 5 s after its decided time: nothing next to intervals of minutes.
+//
+// Stop conditions are those of Run: MaxErrors consecutive errors fail the
+// URL's task (a later start submits a new one, with a fresh error count)
+// and stop this process; the idle timeout and the quota floor stop it and
+// leave the tasks pending. RunDurable returns nil when ctx ends.
+func (p *Poller) RunDurable(ctx context.Context, o DurableOptions) error {
+	start := time.Now()
+	if err := p.checkStart(ctx, start); err != nil {
+		return err
+	}
+	st, err := store.Open(ctx, o.DSN, store.Options{Logger: o.Logger})
+	if err != nil {
+		return fmt.Errorf("poll state database: %w", err)
+	}
+	defer st.Close()
+	d := &durable{p: p, st: st}
+	q, err := tasks.Open(ctx, o.DSN, tasks.Options{
+		Handlers:   map[string]tasks.HandlerFunc{TaskType: d.handle},
+		Logger:     o.Logger,
+		Registerer: o.Registerer,
+	})
+	if err != nil {
+		return err
+	}
+	defer q.Close()
+	timeout := o.AttemptTimeout
+	if timeout <= 0 {
+		timeout = 10 * time.Minute
+	}
+	var subs []tasks.Submission
+	for _, tg := range p.targets {
+		in, _ := json.Marshal(taskInput{URL: tg.shown, Key: urlKey(tg.raw)})
+		subs = append(subs, tasks.Submission{Type: TaskType, Input: in, Options: tasks.SubmitOptions{
+			UniqueKey: "poll:" + urlKey(tg.raw),
+			At:        start.Add(p.firstOffset(tg, start)),
+			Timeout:   timeout,
+		}})
+	}
+	submitted, err := q.SubmitMany(ctx, subs)
+	if err != nil {
+		return fmt.Errorf("submitting the poll tasks: %w", err)
+	}
+	for i, s := range submitted {
+		what := "submitted as task"
+		if s.Duplicate {
+			what = "continues as task"
+		}
+		p.event(Event{Kind: EventTask, URL: p.targets[i].shown, At: start, Message: fmt.Sprintf("%s %d", what, s.ID)})
+	}
+
+	p.mu.Lock()
+	p.lastChange = time.Time{}
+	p.mu.Unlock()
+	workCtx, stop := context.WithCancelCause(ctx)
+	defer stop(nil)
+	d.stop = stop
+	var wg sync.WaitGroup
+	if p.policy.IdleTimeout > 0 {
+		wg.Go(func() { p.watchIdle(workCtx, stop, start) })
+	}
+	concurrency := o.Concurrency
+	if concurrency <= 0 {
+		concurrency = min(len(p.targets), 10)
+	}
+	werr := q.Work(workCtx, tasks.WorkOptions{Concurrency: concurrency, WorkerID: p.opts.WorkerID})
+	stop(nil)
+	wg.Wait()
+	if werr != nil {
+		return werr
+	}
+	if cause := context.Cause(workCtx); cause != nil && !errors.Is(cause, context.Canceled) && !errors.Is(cause, context.DeadlineExceeded) {
+		return cause
+	}
+	return nil
+}
+
+// durable is the task handler of one RunDurable.
+type durable struct {
+	p    *Poller
+	st   store.Store
+	stop context.CancelCauseFunc
+
+	mu      sync.Mutex
+	adopted map[string]*target
+}
+
+// target finds the URL of a task: one of the Poller's, or one adopted
+// from the task's input when it holds no credential.
+func (d *durable) target(in taskInput) *target {
+	for _, tg := range d.p.targets {
+		if urlKey(tg.raw) == in.Key {
+			return tg
+		}
+	}
+	if strings.Contains(in.URL, "REDACTED") || urlKey(in.URL) != in.Key {
+		return nil
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if tg, ok := d.adopted[in.Key]; ok {
+		return tg
+	}
+	tg, err := d.p.newTarget(in.URL)
+	if err != nil {
+		return nil
+	}
+	if d.adopted == nil {
+		d.adopted = map[string]*target{}
+	}
+	d.adopted[in.Key] = tg
+	return tg
+}
+
+func (d *durable) handle(ctx context.Context, t *tasks.Task) (json.RawMessage, error) {
+	var in taskInput
+	if err := json.Unmarshal(t.Input, &in); err != nil || in.Key == "" {
+		return nil, tasks.Permanent(fmt.Errorf("poll task input %s: want {\"url\": …, \"key\": …}", t.Input))
+	}
+	tg := d.target(in)
+	if tg == nil {
+		d.p.event(Event{Kind: EventWarning, URL: in.URL, At: time.Now(),
+			Message: fmt.Sprintf("task %d polls a URL with credentials that this poller was not given; leaving it to one that was", t.ID)})
+		return nil, tasks.Reschedule(d.p.policy.Max)
+	}
+	key := stateKeyPrefix + in.Key
+	if err := d.load(ctx, key, tg, t.ID); err != nil {
+		return nil, err // retried by the queue
+	}
+	dec, err := d.p.pollOnce(ctx, tg)
+	if ctx.Err() != nil {
+		return nil, ctx.Err()
+	}
+	var se *StopError
+	if err != nil && !errors.As(err, &se) {
+		// The sink failed: the change was not delivered, so the state is
+		// not saved and the next run sees the change again.
+		d.stop(err)
+		return nil, tasks.Reschedule(0)
+	}
+	if serr := d.save(ctx, key, tg, t.ID); serr != nil {
+		return nil, serr
+	}
+	if se != nil {
+		d.stop(se)
+		if errors.Is(se, ErrTooManyErrors) {
+			return nil, tasks.Permanent(se)
+		}
+		return nil, tasks.Reschedule(time.Minute)
+	}
+	return nil, tasks.Reschedule(max(time.Until(dec.Next), 0))
+}
+
+// load puts the saved state of a task's URL into tg. A state saved by an
+// earlier task of the URL (one that failed) keeps everything but its error
+// count.
+func (d *durable) load(ctx context.Context, key string, tg *target, taskID int64) error {
+	rec, err := d.st.Get(ctx, key)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("loading the poll state of %s: %w", tg.shown, err)
+	}
+	var saved savedState
+	if err := json.Unmarshal(rec.Value, &saved); err != nil {
+		d.p.event(Event{Kind: EventWarning, URL: tg.shown, At: time.Now(), Err: err, Message: "unreadable saved state; starting afresh"})
+		return nil
+	}
+	if saved.TaskID != taskID {
+		saved.State.Errors = 0
+	}
+	tg.mu.Lock()
+	tg.state, tg.base = saved.State, saved.Baseline
+	tg.mu.Unlock()
+	return nil
+}
+
+func (d *durable) save(ctx context.Context, key string, tg *target, taskID int64) error {
+	tg.mu.Lock()
+	b, err := json.Marshal(savedState{URL: tg.shown, TaskID: taskID, State: tg.state, Baseline: tg.base})
+	tg.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	if err := d.st.Update(ctx, key, func(rec *store.Record) error { rec.Value = b; return nil }); err != nil {
+		return fmt.Errorf("saving the poll state of %s: %w", tg.shown, err)
+	}
+	return nil
+}
