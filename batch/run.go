@@ -1,0 +1,459 @@
+package batch
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"time"
+
+	"github.com/ratekeeper/ratekeeper/tasks"
+	"github.com/ratekeeper/ratekeeper/transport"
+)
+
+// Defaults of Options.
+const (
+	DefaultConcurrency = 10
+	// DefaultTimeout bounds one attempt: the wait for quota (the client's
+	// MaxWait, which must be shorter) plus the request and its retries.
+	DefaultTimeout = 2 * time.Minute
+	// DefaultPollInterval is the least time between two looks at the
+	// batch's tasks.
+	DefaultPollInterval = 200 * time.Millisecond
+	// DefaultStatusInterval is how often the credentials shown by the
+	// progress display are read again.
+	DefaultStatusInterval = time.Second
+	// submitChunk is how many tasks one SubmitMany transaction adds.
+	submitChunk = 500
+)
+
+// ErrInterrupted is returned when ctx ended before every URL was done;
+// running the batch again resumes it.
+var ErrInterrupted = errors.New("interrupted before every URL was done; run the same command again to resume")
+
+// Options configure Run.
+type Options struct {
+	// DSN names the task database: a SQLite file path or a postgres://
+	// URL. Tasks live there, so a batch survives crashes and a second run
+	// finds the first one's work.
+	DSN string
+	// Client sends the requests: the rate-keeping client, whose waits
+	// beyond its MaxWait become durable reschedules. Nil means
+	// http.DefaultClient.
+	Client *http.Client
+	// Output receives one record per URL. Required.
+	Output Output
+	// Concurrency is how many tasks this process runs at once. Zero means
+	// DefaultConcurrency.
+	Concurrency int
+	// Timeout bounds one attempt of a task; it must exceed the client's
+	// MaxWait so that a long wait for quota becomes a reschedule rather
+	// than a timeout. Zero means DefaultTimeout.
+	Timeout time.Duration
+	// MaxRetries is tasks.SubmitOptions.MaxRetries: failed attempts
+	// retried before a URL fails (0: tasks.DefaultMaxRetries, NoRetries:
+	// none).
+	MaxRetries int
+	// BodyDir and InlineBodyLimit are tasks.Options': where bodies too big
+	// to go inline are written, and how big that is.
+	BodyDir         string
+	InlineBodyLimit int64
+	// Status reads the client's credentials for the progress display (a
+	// transport's Status); nil shows none. Providers limits it to the
+	// providers the batch uses.
+	Status    func(ctx context.Context, now time.Time, only ...string) ([]transport.CredentialStatus, error)
+	Providers []string
+	// Progress receives snapshots; nil shows nothing.
+	Progress Reporter
+	// Logger receives the task workers' warnings and errors. Nil means
+	// tasks' default (stderr).
+	Logger *slog.Logger
+	// PollInterval and StatusInterval: see the defaults.
+	PollInterval, StatusInterval time.Duration
+	// WorkerID names this process in task histories. Empty means
+	// host-pid-random.
+	WorkerID string
+}
+
+// RescueAfter is how long after a claim a task whose worker vanished (a
+// kill -9, a lost machine) is taken up again, given the attempt timeout: an
+// attempt's context ends at timeout, and the worker then needs a moment to
+// record the outcome, so rescuing a task sooner could run it twice. River's
+// rescuer also waits for each task's own timeout, checks every 30 s, and
+// runs on the elected leader (after a crash, another process takes the lead
+// within about 15 s).
+func RescueAfter(timeout time.Duration) time.Duration {
+	return timeout + min(max(timeout/4, 2*time.Second), 30*time.Second)
+}
+
+// Summary tells what a run did.
+type Summary struct {
+	// Total counts the distinct URLs of the batch.
+	Total int
+	// AlreadyWritten counts those the output held before the run;
+	// Written the records this run added.
+	AlreadyWritten, Written int
+	// Submitted counts the tasks this run added; Reused the URLs whose
+	// task an earlier run had added (still pending, running or finished),
+	// which were not fetched again if finished.
+	Submitted, Reused int
+	// Failed counts the URLs whose record is a failure, this run's and
+	// those already in the output.
+	Failed int
+}
+
+// Done reports whether every URL has its record.
+func (s Summary) Done() bool { return s.AlreadyWritten+s.Written == s.Total }
+
+// Run fetches every target through one http task per request and writes
+// one record per target to opts.Output, each exactly once. Targets already
+// written are skipped; the others are submitted with their Key as
+// UniqueKey, so tasks that an earlier (perhaps killed) run added are found
+// again instead of repeated, and finished ones are not fetched again. This
+// process works the queue (any pending task in the database, other
+// batches' too) until every target has its record, or ctx ends: then
+// running tasks get a few seconds to finish, what finished is written, and
+// the error is ErrInterrupted.
+func Run(ctx context.Context, targets []Target, opts Options) (sum Summary, err error) {
+	opts = opts.withDefaults()
+	if opts.Output == nil {
+		return sum, errors.New("batch: no output")
+	}
+	if opts.Timeout < 0 {
+		return sum, fmt.Errorf("batch: timeout %v: want a positive duration", opts.Timeout)
+	}
+	r := &runner{opts: opts, targets: targets, byTask: map[int64][]int{}, start: time.Now()}
+	r.sum.Total = len(targets)
+	defer func() {
+		if opts.Progress != nil {
+			opts.Progress.Finish(r.snapshot(time.Now()))
+		}
+	}()
+
+	var todo []int
+	for i, t := range targets {
+		if failed, ok := opts.Output.Written(t.URL); ok {
+			r.sum.AlreadyWritten++
+			if failed {
+				r.sum.Failed++
+			}
+			continue
+		}
+		todo = append(todo, i)
+	}
+	if len(todo) == 0 {
+		return r.sum, nil
+	}
+
+	q, err := tasks.Open(ctx, opts.DSN, tasks.Options{
+		HTTPClient:       opts.Client,
+		BodyDir:          opts.BodyDir,
+		InlineBodyLimit:  opts.InlineBodyLimit,
+		Logger:           opts.Logger,
+		RescueStuckAfter: RescueAfter(opts.Timeout),
+	})
+	if err != nil {
+		return r.sum, err
+	}
+	defer q.Close()
+	r.q = q
+	if err := r.submit(ctx, todo); err != nil {
+		return r.sum, err
+	}
+	return r.sum, r.work(ctx)
+}
+
+func (o Options) withDefaults() Options {
+	if o.Client == nil {
+		o.Client = http.DefaultClient
+	}
+	if o.Concurrency <= 0 {
+		o.Concurrency = DefaultConcurrency
+	}
+	if o.Timeout == 0 {
+		o.Timeout = DefaultTimeout
+	}
+	if o.PollInterval <= 0 {
+		o.PollInterval = DefaultPollInterval
+	}
+	if o.StatusInterval <= 0 {
+		o.StatusInterval = DefaultStatusInterval
+	}
+	if o.WorkerID == "" {
+		host, _ := os.Hostname()
+		var b [3]byte
+		_, _ = rand.Read(b[:])
+		o.WorkerID = fmt.Sprintf("fetch-%s-%d-%s", host, os.Getpid(), hex.EncodeToString(b[:]))
+	}
+	return o
+}
+
+// runner is the state of one Run.
+type runner struct {
+	opts    Options
+	targets []Target
+	q       *tasks.Queue
+	sum     Summary
+
+	// byTask maps each open task to the targets waiting for it (several
+	// inputs may name one request); open lists those tasks.
+	byTask map[int64][]int
+	open   []int64
+
+	// counts of the open tasks at the last look
+	running, elsewhere, ready, sleeping int
+	nextAt                              time.Time
+
+	start      time.Time // when Run began
+	workStart  time.Time // when this process began working
+	doneAtWork int       // records written when it did
+	creds      []transport.CredentialStatus
+	credsAt    time.Time
+}
+
+// submit finds or adds the task of every target in todo.
+func (r *runner) submit(ctx context.Context, todo []int) error {
+	ended, err := r.endedFailures(ctx, todo)
+	if err != nil {
+		return err
+	}
+	var (
+		subs []tasks.Submission
+		keys []string             // key of each submission
+		of   = map[string][]int{} // targets of each key: several inputs may name one request
+	)
+	for _, i := range todo {
+		t := r.targets[i]
+		if task, ok := ended[t.Key]; ok {
+			r.sum.Reused++
+			r.addOpen(task.ID, i)
+			continue
+		}
+		if _, ok := of[t.Key]; !ok {
+			raw, err := json.Marshal(t.Request)
+			if err != nil {
+				return fmt.Errorf("batch: encode request of %s: %w", t.URL, err)
+			}
+			subs = append(subs, tasks.Submission{Type: tasks.HTTPType, Input: raw, Options: tasks.SubmitOptions{
+				MaxRetries: r.opts.MaxRetries,
+				Timeout:    r.opts.Timeout,
+				UniqueKey:  t.Key,
+			}})
+			keys = append(keys, t.Key)
+		}
+		of[t.Key] = append(of[t.Key], i)
+	}
+	for start := 0; start < len(subs); start += submitChunk {
+		end := min(start+submitChunk, len(subs))
+		res, err := r.q.SubmitMany(ctx, subs[start:end])
+		if err != nil {
+			return err
+		}
+		for k, s := range res {
+			for _, i := range of[keys[start+k]] {
+				if s.Duplicate {
+					r.sum.Reused++
+				} else {
+					r.sum.Submitted++
+				}
+				r.addOpen(s.ID, i)
+			}
+		}
+	}
+	return nil
+}
+
+func (r *runner) addOpen(id int64, target int) {
+	if _, ok := r.byTask[id]; !ok {
+		r.open = append(r.open, id)
+	}
+	r.byTask[id] = append(r.byTask[id], target)
+}
+
+// endedFailures returns, by UniqueKey, the latest failed or cancelled task
+// of each target in todo. UniqueKey does not match such tasks (so that a
+// failed request can be submitted again on purpose); a resumed batch
+// reuses them instead, so that a URL that failed in a killed run is
+// written, not fetched again.
+func (r *runner) endedFailures(ctx context.Context, todo []int) (map[string]*tasks.Task, error) {
+	want := make(map[string]bool, len(todo))
+	for _, i := range todo {
+		want[r.targets[i].Key] = true
+	}
+	found := map[string]*tasks.Task{}
+	for _, st := range []tasks.State{tasks.StateFailed, tasks.StateCancelled} {
+		f := tasks.Filter{State: st, Type: tasks.HTTPType, Limit: 10_000}
+		for {
+			page, err := r.q.List(ctx, f)
+			if err != nil {
+				return nil, err
+			}
+			for _, t := range page {
+				if want[t.UniqueKey] && (found[t.UniqueKey] == nil || found[t.UniqueKey].ID < t.ID) {
+					found[t.UniqueKey] = t
+				}
+			}
+			if len(page) < f.Limit {
+				break
+			}
+			f.AfterID = page[len(page)-1].ID
+		}
+	}
+	return found, nil
+}
+
+// work writes the records of finished tasks, working the queue while
+// some are open.
+func (r *runner) work(ctx context.Context) error {
+	// Database reads and the last writes go on after an interrupt.
+	bg := context.WithoutCancel(ctx)
+	if err := r.collect(bg); err != nil {
+		return err
+	}
+	if len(r.open) == 0 {
+		return nil
+	}
+	workCtx, stopWork := context.WithCancel(bg)
+	defer stopWork()
+	workDone := make(chan error, 1)
+	go func() {
+		workDone <- r.q.Work(workCtx, tasks.WorkOptions{
+			Concurrency:     r.opts.Concurrency,
+			WorkerID:        r.opts.WorkerID,
+			ShutdownTimeout: 5 * time.Second,
+		})
+	}()
+	r.workStart, r.doneAtWork = time.Now(), r.done()
+
+	stop := func() error {
+		stopWork()
+		return <-workDone
+	}
+	interval := r.opts.PollInterval
+	timer := time.NewTimer(interval)
+	defer timer.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			werr := stop()
+			if err := r.collect(bg); err != nil {
+				return err
+			}
+			if len(r.open) == 0 {
+				return werr
+			}
+			return errors.Join(ErrInterrupted, werr)
+		case err := <-workDone:
+			if err == nil {
+				err = errors.New("the task worker stopped")
+			}
+			return fmt.Errorf("batch: %w", err)
+		case <-timer.C:
+		}
+		began := time.Now()
+		if err := r.collect(bg); err != nil {
+			_ = stop()
+			return err
+		}
+		if len(r.open) == 0 {
+			return stop()
+		}
+		// Looking at a big batch costs time; look less often then, so
+		// that the workers keep most of the machine.
+		interval = min(max(r.opts.PollInterval, 5*time.Since(began)), 5*time.Second)
+		timer.Reset(interval)
+	}
+}
+
+// collect looks at the open tasks, writes the records of those that
+// finished and updates the progress display.
+func (r *runner) collect(ctx context.Context) error {
+	now := time.Now()
+	ts, err := r.q.GetMany(ctx, r.open)
+	if err != nil {
+		return err
+	}
+	var (
+		recs  []Record
+		still = r.open[:0]
+	)
+	r.running, r.elsewhere, r.ready, r.sleeping, r.nextAt = 0, 0, 0, 0, time.Time{}
+	for k, t := range ts {
+		id := r.open[k]
+		switch {
+		case t == nil:
+			// Deleted (tasks retention): nothing can be said of it.
+			for _, i := range r.byTask[id] {
+				recs = append(recs, Record{URL: r.targets[i].URL, TaskID: id, Error: fmt.Sprintf("task %d no longer exists in the database", id)})
+			}
+		case t.State.Final():
+			for _, i := range r.byTask[id] {
+				recs = append(recs, RecordOf(r.targets[i].URL, t))
+			}
+		default:
+			still = append(still, id)
+			switch {
+			case t.State == tasks.StateRunning:
+				r.running++
+				if t.Worker != r.opts.WorkerID {
+					r.elsewhere++
+				}
+			case t.AvailableAt.After(now):
+				r.sleeping++
+				if r.nextAt.IsZero() || t.AvailableAt.Before(r.nextAt) {
+					r.nextAt = t.AvailableAt
+				}
+			default:
+				r.ready++
+			}
+		}
+	}
+	n, err := r.opts.Output.Append(recs)
+	if err != nil {
+		return err
+	}
+	r.sum.Written += n
+	for _, rec := range recs {
+		if rec.Failed() {
+			r.sum.Failed++
+		}
+	}
+	// Forget finished tasks only once their records are written.
+	for _, rec := range recs {
+		delete(r.byTask, rec.TaskID)
+	}
+	r.open = still
+	if r.opts.Progress != nil {
+		r.opts.Progress.Update(r.snapshot(now))
+	}
+	return nil
+}
+
+func (r *runner) done() int { return r.sum.AlreadyWritten + r.sum.Written }
+
+// snapshot describes the batch at now, reading the credentials again when
+// they are older than StatusInterval.
+func (r *runner) snapshot(now time.Time) Snapshot {
+	s := Snapshot{At: now, Total: r.sum.Total, Done: r.done(), Failed: r.sum.Failed,
+		Running: r.running, Elsewhere: r.elsewhere, Ready: r.ready, Sleeping: r.sleeping, NextAt: r.nextAt}
+	if !r.workStart.IsZero() {
+		if el := now.Sub(r.workStart); el >= time.Second && s.Done > r.doneAtWork {
+			s.Rate = float64(s.Done-r.doneAtWork) / el.Seconds()
+			s.ETA = time.Duration(float64(s.Total-s.Done) / s.Rate * float64(time.Second))
+		}
+	}
+	if r.opts.Status != nil && len(r.opts.Providers) > 0 && now.Sub(r.credsAt) >= r.opts.StatusInterval {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		if cs, err := r.opts.Status(ctx, now, r.opts.Providers...); err == nil {
+			r.creds, r.credsAt = cs, now
+		}
+		cancel()
+	}
+	s.Credentials = r.creds
+	return s
+}
