@@ -31,8 +31,8 @@
 //	quiet hours (22-7, every day)               15 min     Night, QuietHours
 //	bounds of the adaptive interval             30 s–1 h   Min, Max
 //	stretch per empty poll after a change       ×1.5       Growth
-//	activity: a change adds / an empty poll     50 % / 20 % ActivityRaise, ActivityDecay
-//	  removes, of the distance to 1 / the score
+//	activity score a change adds, of 1 − score  50 %       ActivityRaise
+//	activity score an empty poll removes        20 %       ActivityDecay
 //	budget share of the remaining quota         20 %       BudgetShare
 //	quota floor (refuse to start, pause)        none       MinRemaining
 //	error backoff, from 1 min, doubling, to     1 h        BackoffBase, BackoffMax
@@ -153,9 +153,9 @@
 //
 // # Durable polling
 //
-// With a task database (Durable), each URL is a durable task that polls once
+// With a task database (Poller.RunDurable), each URL is a durable task that polls once
 // and reschedules itself for the next poll: the schedule, the state of the
-// policy and the baseline survive restarts. See Durable.
+// policy and the baseline survive restarts. See Poller.RunDurable.
 //
 // # Metrics
 //

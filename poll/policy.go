@@ -517,9 +517,6 @@ func pollCost(o Observation, prev Quota) float64 {
 	return 1
 }
 
-// ErrTooManyErrors is Decision.Stop after MaxErrors consecutive errors.
-var ErrTooManyErrors = errors.New("too many consecutive errors")
-
 // Next takes the state of a URL and what its latest poll saw at now, and
 // returns the new state and when to poll next. The rules, in order:
 //
@@ -625,7 +622,3 @@ func (p Policy) CheckStart(q Quota, now time.Time) error {
 	}
 	return fmt.Errorf("%w: %s", ErrQuotaFloor, msg)
 }
-
-// ErrQuotaFloor is returned when polling refuses to start because the
-// remaining quota is below Policy.MinRemaining.
-var ErrQuotaFloor = errors.New("quota below the floor")

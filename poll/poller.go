@@ -77,8 +77,14 @@ type QuotaSource interface {
 
 // Stop conditions, found with errors.Is on the error Run returns.
 var (
+	// ErrTooManyErrors: one URL failed Policy.MaxErrors times in a row
+	// (it is also Decision.Stop).
+	ErrTooManyErrors = errors.New("too many consecutive errors")
 	// ErrIdleTimeout: no URL changed for Policy.IdleTimeout.
 	ErrIdleTimeout = errors.New("idle timeout")
+	// ErrQuotaFloor: the remaining quota is below Policy.MinRemaining at
+	// the start (Policy.CheckStart).
+	ErrQuotaFloor = errors.New("quota below the floor")
 )
 
 // StopError is returned by Run when a stop condition ends polling: Err is

@@ -159,6 +159,10 @@ func TestUnchangedPollsAreFreeAfterTheFirst(t *testing.T) {
 		if got := counter(t, reg, "ratekeeper_poll_polls_total"); got != 100 {
 			t.Fatalf("polls metric %v", got)
 		}
+		last := rec.kinds(EventPolled)[99]
+		if got := counter(t, reg, "ratekeeper_poll_interval_seconds"); got != last.Interval.Seconds() || got < 60 {
+			t.Fatalf("interval metric %v, last interval %v", got, last.Interval)
+		}
 		// Every interval honours the events feed's X-Poll-Interval (60 s).
 		for _, e := range rec.kinds(EventPolled) {
 			if e.Interval < time.Minute {
