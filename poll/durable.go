@@ -81,6 +81,11 @@ func urlKey(raw string) string {
 // left to a poller that has it (rescheduled by Policy.Max); cancel tasks
 // of URLs no longer wanted with `ratekeeper tasks cancel ID`.
 //
+// A change is emitted before the state that records it is saved: a crash
+// between the two emits it again after the restart (at least once, never
+// lost). A Sink that fails leaves the state unsaved, so the change is seen
+// again at the next poll.
+//
 // A rescheduled task becomes runnable when the queue's scheduler next
 // looks (River's, every 5 seconds), so a durable poll may come up to about
 // 5 s after its decided time: nothing next to intervals of minutes.
@@ -102,6 +107,7 @@ func (p *Poller) RunDurable(ctx context.Context, o DurableOptions) error {
 	d := &durable{p: p, st: st}
 	q, err := tasks.Open(ctx, o.DSN, tasks.Options{
 		Handlers:   map[string]tasks.HandlerFunc{TaskType: d.handle},
+		HTTPClient: p.client, // for the built-in http tasks this worker may run too
 		Logger:     o.Logger,
 		Registerer: o.Registerer,
 	})
