@@ -30,7 +30,7 @@ func BenchmarkCompareEvents(b *testing.B) {
 		items := make([]map[string]any, 30)
 		for i := range items {
 			items[i] = map[string]any{"id": fmt.Sprint(first - i), "type": "PushEvent",
-				"actor": map[string]any{"login": "user", "url": "https://api.github.com/users/user"},
+				"actor":   map[string]any{"login": "user", "url": "https://api.github.com/users/user"},
 				"payload": map[string]any{"ref": "refs/heads/main", "commits": []string{"a", "b", "c"}}, "created_at": "2025-06-10T10:00:00Z"}
 		}
 		body, _ := json.Marshal(items)
