@@ -1,0 +1,63 @@
+package cli
+
+import (
+	"regexp"
+	"strings"
+	"testing"
+)
+
+// TestDemoCommand runs the real demo on loopback with a batch small enough
+// to fit in the first window: no waits, so it takes a fraction of a second.
+func TestDemoCommand(t *testing.T) {
+	out, stderr, code := run(t, "", "demo", "--size", "60", "--latency", "0s")
+	if code != 0 {
+		t.Fatalf("exit %d: %s\n%s", code, stderr, out)
+	}
+	for _, want := range []string{
+		"ratekeeper demo: a simulated GitHub API at http://127.0.0.1:",
+		"tokens #1 and #2 belong to the same user: ratekeeper detects it and paces them as one bucket",
+		"batch: 60 GETs",
+		"\nSummary\n",
+		"  batch       60 GETs (48 distinct URLs, 12 repeated): 60 done, 0 failed",
+		"  sent        69 requests reached the server: 9 to check the tokens, 60 for the batch\n",
+		"  violations  0 (0 primary, 0 secondary)",
+		"  owners      tokens #1 and #2 both belong to alice",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	// Not a terminal: plain lines, no escape sequences, and a final line.
+	if strings.Contains(out, "\x1b[") {
+		t.Errorf("terminal escapes in non-terminal output:\n%s", out)
+	}
+	final := regexp.MustCompile(`(?m)^\[\s*\d+\.\ds\] 60/60 GETs \(100%\) · #1\+#2 alice \d+/100 · #3 bob \d+/100 · #4 carol \d+/100 · #5 rejected$`)
+	if !final.MatchString(out) {
+		t.Errorf("no final progress line:\n%s", out)
+	}
+	if strings.Contains(out, "demo-alice-key") || strings.Contains(stderr, "demo-") {
+		t.Errorf("a token's text was printed")
+	}
+}
+
+func TestDemoBadFlags(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--size", "0"}, "--size 0: want a number of GETs from 1 to 100000"},
+		{[]string{"--window", "1500ms"}, "--window 1.5s: want whole seconds"},
+		{[]string{"--policy", "fast"}, `unknown policy "fast"`},
+		{[]string{"--progress", "fancy"}, `--progress "fancy": want auto, bars, lines or off`},
+		{[]string{"extra"}, "unknown command"},
+	} {
+		out, stderr, code := run(t, "", append([]string{"demo"}, c.args...)...)
+		if code != 2 || !strings.Contains(stderr, c.want) || out != "" {
+			t.Errorf("%v: exit %d, stderr %q, out %q; want 2 and %q", c.args, code, stderr, out, c.want)
+		}
+	}
+	t.Setenv("RATEKEEPER_WORKERS", "0")
+	if _, stderr, code := run(t, "", "demo"); code != 2 || !strings.Contains(stderr, "--workers 0") {
+		t.Errorf("RATEKEEPER_WORKERS=0: exit %d, %q", code, stderr)
+	}
+}
