@@ -59,7 +59,7 @@ func FormatSummary(s Snapshot) string {
 	if s.Running > 0 {
 		fmt.Fprintf(&b, ", %s running", humanize.Comma(int64(s.Running)))
 		if s.Elsewhere > 0 {
-			fmt.Fprintf(&b, " (%s by other workers)", humanize.Comma(int64(s.Elsewhere)))
+			fmt.Fprintf(&b, " (%s by other or killed workers)", humanize.Comma(int64(s.Elsewhere)))
 		}
 	}
 	if s.Ready > 0 {

@@ -1,0 +1,232 @@
+package batch_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/ratekeeper/ratekeeper/batch"
+	"github.com/ratekeeper/ratekeeper/internal/cli"
+	"github.com/ratekeeper/ratekeeper/sim"
+)
+
+// childEnv makes the test binary run the ratekeeper command line instead of
+// the tests: the crash test starts it as a child process it can kill.
+const childEnv = "RATEKEEPER_BATCH_TEST_CHILD"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(childEnv) == "1" {
+		os.Exit(cli.Execute(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+	}
+	os.Exit(m.Run())
+}
+
+// simServer is a simulator on a loopback port, counting the requests
+// served on every path so that tests can tell what was fetched again.
+type simServer struct {
+	*sim.Server
+	URL string
+
+	mu     sync.Mutex
+	counts map[string]int
+}
+
+func startSim(t *testing.T, cfg sim.Config) *simServer {
+	t.Helper()
+	srv, err := sim.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &simServer{Server: srv, counts: map[string]int{}}
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		rec := &statusRecorder{ResponseWriter: w}
+		srv.ServeHTTP(rec, r)
+		if rec.status != http.StatusUnauthorized {
+			s.mu.Lock()
+			s.counts[r.URL.Path]++
+			s.mu.Unlock()
+		}
+	}))
+	t.Cleanup(ts.Close)
+	s.URL = ts.URL
+	return s
+}
+
+// statusRecorder remembers the status a handler answered.
+type statusRecorder struct {
+	http.ResponseWriter
+	status int
+}
+
+func (r *statusRecorder) WriteHeader(code int) {
+	if r.status == 0 {
+		r.status = code
+	}
+	r.ResponseWriter.WriteHeader(code)
+}
+
+func (r *statusRecorder) Write(b []byte) (int, error) {
+	if r.status == 0 {
+		r.status = http.StatusOK
+	}
+	return r.ResponseWriter.Write(b)
+}
+
+// hits returns how often path was served: answered with anything but 401
+// (a request with a rejected token is refused, not served, and the client
+// sends it again with another).
+func (s *simServer) hits(path string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.counts[path]
+}
+
+// total returns the number of requests served on paths other than the
+// simulator's own.
+func (s *simServer) total() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for p, c := range s.counts {
+		if p != "/_stats" {
+			n += c
+		}
+	}
+	return n
+}
+
+// githubSim serves the GitHub dialect at /github with one token per owner
+// and a limit that does not bind.
+func githubSim(t *testing.T, tokens ...string) *simServer {
+	var tc []sim.TokenConfig
+	for _, tok := range tokens {
+		tc = append(tc, sim.TokenConfig{Token: tok})
+	}
+	return startSim(t, sim.Config{APIs: []sim.APIConfig{{
+		Dialect: sim.DialectGitHub, Prefix: "/github", Tokens: tc, Limit: 5000, Window: time.Hour,
+	}}})
+}
+
+// repoURLs returns n URLs of distinct repositories on the simulator.
+func repoURLs(base string, n int) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = fmt.Sprintf("%s/github/repos/octo/repo-%d", base, i+1)
+	}
+	return out
+}
+
+// readRecords reads an output file and checks that every line is a record.
+func readRecords(t *testing.T, path string) []batch.Record {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return parseRecords(t, b)
+}
+
+func parseRecords(t *testing.T, b []byte) []batch.Record {
+	t.Helper()
+	var out []batch.Record
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	sc.Buffer(nil, 4<<20)
+	for n := 1; sc.Scan(); n++ {
+		var r batch.Record
+		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
+			t.Fatalf("output line %d is not a record: %v: %q", n, err, sc.Text())
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+// onceEach checks that records hold each of urls exactly once and nothing
+// else, and returns them by URL.
+func onceEach(t *testing.T, recs []batch.Record, urls []string) map[string]batch.Record {
+	t.Helper()
+	by := map[string]batch.Record{}
+	for _, r := range recs {
+		if _, dup := by[r.URL]; dup {
+			t.Errorf("%s is in the output twice", r.URL)
+		}
+		by[r.URL] = r
+	}
+	for _, u := range urls {
+		if _, ok := by[u]; !ok {
+			t.Errorf("%s is missing from the output", u)
+		}
+	}
+	if len(by) != len(urls) {
+		t.Errorf("output has %d distinct URLs, want %d", len(by), len(urls))
+	}
+	return by
+}
+
+// pathOf returns the path of a URL.
+func pathOf(t *testing.T, raw string) string {
+	t.Helper()
+	u, err := url.Parse(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return u.Path
+}
+
+func sqliteDSN(t *testing.T) string { return filepath.Join(t.TempDir(), "ratekeeper.db") }
+
+// postgresEnv names the variable holding the DSN of a PostgreSQL server the
+// tests may create databases on.
+const postgresEnv = "RATEKEEPER_TEST_POSTGRES"
+
+// postgresDSN creates a database with a random name on the server named by
+// RATEKEEPER_TEST_POSTGRES and drops it when the test ends.
+func postgresDSN(t *testing.T) string {
+	t.Helper()
+	base := os.Getenv(postgresEnv)
+	if base == "" {
+		t.Skipf("%s is not set: PostgreSQL tests need a server (bash .ci/pg-start prints a DSN)", postgresEnv)
+	}
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	name := "rk_batch_" + hex.EncodeToString(b[:])
+	exec := func(sql string) error {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		conn, err := pgx.Connect(ctx, base)
+		if err != nil {
+			return err
+		}
+		defer conn.Close(ctx)
+		_, err = conn.Exec(ctx, sql)
+		return err
+	}
+	if err := exec("CREATE DATABASE " + name); err != nil {
+		t.Fatalf("create test database: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := exec("DROP DATABASE IF EXISTS " + name + " WITH (FORCE)"); err != nil {
+			t.Errorf("drop test database %s: %v", name, err)
+		}
+	})
+	u, err := url.Parse(base)
+	if err != nil {
+		t.Fatalf("%s: %v", postgresEnv, err)
+	}
+	u.Path = "/" + name
+	return u.String()
+}
