@@ -161,7 +161,7 @@ func NewTransport(opts Options) (*transport.Transport, error) {
 	}
 	cacheOpts := cache.Options{MaxBytes: opts.CacheBytes, Logger: opts.Logger}
 	if opts.DB != "" && opts.DB != "memory" {
-		st, err := store.Open(context.Background(), opts.DB, store.Options{BlobLimit: opts.CacheBytes, Logger: opts.Logger})
+		st, err := store.Open(context.Background(), stateDSN(opts.DB), store.Options{BlobLimit: opts.CacheBytes, Logger: opts.Logger})
 		if err != nil {
 			return nil, &DatabaseError{DSN: redactDSN(opts.DB), Err: err}
 		}
@@ -195,6 +195,26 @@ type DatabaseError struct {
 func (e *DatabaseError) Error() string { return fmt.Sprintf("database %s: %v", e.DSN, e.Err) }
 
 func (e *DatabaseError) Unwrap() error { return e.Err }
+
+// stateDSN turns off synchronous commit for the quota state's PostgreSQL
+// sessions (unless the DSN says otherwise): quota state is advisory and
+// rebuilt from the next response, so losing its last milliseconds in a
+// server crash costs nothing, while waiting for the disk on every update
+// slows every request of the fleet. Tasks open their own sessions with
+// the DSN as given, and stay durable.
+func stateDSN(dsn string) string {
+	u, err := url.Parse(dsn)
+	if err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") {
+		return dsn
+	}
+	q := u.Query()
+	if q.Get("synchronous_commit") != "" {
+		return dsn
+	}
+	q.Set("synchronous_commit", "off")
+	u.RawQuery = q.Encode()
+	return u.String()
+}
 
 // redactDSN masks a password in a database URL.
 func redactDSN(dsn string) string {

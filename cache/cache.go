@@ -312,8 +312,11 @@ func (c *Cache) Store(req *http.Request, owner string, resp *http.Response) (*ht
 		return resp, nil
 	}
 	etag, lm := resp.Header.Get("Etag"), resp.Header.Get("Last-Modified")
-	if etag == "" && lm == "" && c.mem != nil && c.mem.empty() {
-		return resp, nil // nothing to store, and no old entry to drop
+	if etag == "" && lm == "" && !isConditional(req.Header) {
+		// Nothing to store, and no old entry to drop: Prepare found
+		// none to revalidate (an old variant of another Vary is left
+		// to be revalidated or evicted).
+		return resp, nil
 	}
 	k := requestKey(req, owner)
 	varyNames, star := parseVary(resp.Header["Vary"], c.credential)

@@ -20,13 +20,6 @@ func newLRU(maxBytes int64) *lru {
 	return &lru{maxBytes: maxBytes, entries: make(map[key]*Entry)}
 }
 
-// empty reports whether nothing is stored.
-func (l *lru) empty() bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return len(l.entries) == 0
-}
-
 // get returns the entry under k and marks it most recently used.
 func (l *lru) get(k key) *Entry {
 	l.mu.Lock()

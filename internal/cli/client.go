@@ -80,11 +80,20 @@ func (f *clientFlags) options(stderr io.Writer) (ratekeeper.Options, error) {
 }
 
 // transport builds the client's transport, with a usage error for bad
-// flags.
+// flags and exit status 1 for a database that cannot be used.
 func (f *clientFlags) transport(stderr io.Writer) (*transport.Transport, error) {
+	return f.transportWith(stderr, nil)
+}
+
+// transportWith is transport with a hook that adjusts the options (a
+// Prometheus registerer, say) before the transport is built.
+func (f *clientFlags) transportWith(stderr io.Writer, tune func(*ratekeeper.Options)) (*transport.Transport, error) {
 	opts, err := f.options(stderr)
 	if err != nil {
 		return nil, &ExitError{Code: 2, Err: err}
+	}
+	if tune != nil {
+		tune(&opts)
 	}
 	t, err := ratekeeper.NewTransport(opts)
 	var dbErr *ratekeeper.DatabaseError
@@ -97,6 +106,7 @@ func (f *clientFlags) transport(stderr io.Writer) (*transport.Transport, error) 
 	selected, _ := f.split()
 	for _, name := range selected {
 		if _, err := t.Registry().Get(name); err != nil {
+			t.Close()
 			return nil, &ExitError{Code: 2, Err: fmt.Errorf("--provider %s: %w", name, err)}
 		}
 	}

@@ -210,26 +210,11 @@ func runPoll(cmd *cobra.Command, o *pollOptions, args []string) error {
 		return exitf(2, "--durable needs a database to keep the schedule in: --db a SQLite file path or a postgres:// URL, not %q", o.client.db)
 	}
 	reg := prometheus.NewRegistry()
-	opts, err := o.client.options(stderr)
+	t, err := o.client.transportWith(stderr, func(opts *ratekeeper.Options) { opts.Registerer = reg })
 	if err != nil {
-		return &ExitError{Code: 2, Err: err}
-	}
-	opts.Registerer = reg
-	t, err := ratekeeper.NewTransport(opts)
-	var dbErr *ratekeeper.DatabaseError
-	if errors.As(err, &dbErr) {
-		return exitf(1, "--db: %v", err)
-	}
-	if err != nil {
-		return &ExitError{Code: 2, Err: err}
+		return err
 	}
 	defer t.Close()
-	selected, _ := o.client.split()
-	for _, name := range selected {
-		if _, err := t.Registry().Get(name); err != nil {
-			return exitf(2, "--provider %s: %v", name, err)
-		}
-	}
 	for _, raw := range args {
 		u, _ := url.Parse(raw)
 		if t.Registry().Match(u) == nil {
