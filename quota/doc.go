@@ -25,7 +25,7 @@
 //   - greedy: no spacing, only the budget (down to the reserve).
 //
 // When the budget is spent the wait is until the reset plus a small grace
-// (a fortieth of the window, 100 ms to 1 s) against servers that round
+// (an eightieth of the window, 50 ms to 1 s) against servers that round
 // resets down or run a little behind.
 //
 // An [Owner] holds the secondary limits of one credential owner: a penalty

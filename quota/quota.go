@@ -306,9 +306,10 @@ func (b *Bucket) untilRefill(now time.Time) time.Duration {
 
 // grace is added to waits for a reset: a server that rounds its Unix
 // reset down, or whose clock is a little behind ours, can still count a
-// request that arrives exactly at the reset in the old window. It is a
-// fortieth of the window's span, between 100 ms and 1 s, so short windows
-// do not lose a tenth of their time to it.
+// request that arrives exactly at the reset in the old window. It is an
+// eightieth of the window's span, between 50 ms and 1 s: a second for
+// GitHub's hour, 125 ms for a 10-second window, so short windows do not
+// lose a tenth of their time to it.
 func (b *Bucket) grace() time.Duration {
 	span := b.Window
 	if span == 0 {
@@ -317,7 +318,7 @@ func (b *Bucket) grace() time.Duration {
 	if span == 0 {
 		return time.Second
 	}
-	return min(max(span/40, 100*time.Millisecond), time.Second)
+	return min(max(span/80, 50*time.Millisecond), time.Second)
 }
 
 // interval is the policy's spacing between requests at now.
