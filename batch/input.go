@@ -159,7 +159,7 @@ func Plan(entries []Entry, source string, readme bool, reg *provider.Registry) (
 
 func plan(e Entry, readme bool, reg *provider.Registry) (Target, error) {
 	if strings.IndexFunc(e.URL, unicode.IsSpace) >= 0 {
-		return Target{}, fmt.Errorf("%q has a space in it; give one URL per line", shorten(e.URL))
+		return Target{}, fmt.Errorf("%q has a space in it; give one URL per line", shorten(redact(e.URL)))
 	}
 	if readme {
 		req, p, err := reg.ReadmeRequest(context.Background(), e.URL)
@@ -212,12 +212,26 @@ func requestKey(in tasks.HTTPInput) string {
 	return b.String()
 }
 
-// redact hides a password in a URL's user info.
+// redact hides a password in a URL's user info, even in text that does
+// not parse as a URL.
 func redact(s string) string {
-	if u, err := url.Parse(s); err == nil && u.User != nil {
-		return u.Redacted()
+	scheme, rest, ok := strings.Cut(s, "://")
+	if !ok {
+		return s
 	}
-	return s
+	authority, path := rest, ""
+	if i := strings.IndexAny(rest, "/?#"); i >= 0 {
+		authority, path = rest[:i], rest[i:]
+	}
+	at := strings.LastIndexByte(authority, '@')
+	if at < 0 {
+		return s
+	}
+	user, _, hasPass := strings.Cut(authority[:at], ":")
+	if !hasPass {
+		return s
+	}
+	return scheme + "://" + user + ":xxxxx" + authority[at:] + path
 }
 
 // shorten keeps error messages readable when a line is long.

@@ -166,7 +166,7 @@ func NewBars(w io.Writer) *Bars {
 	b := &Bars{creds: map[string]*credLine{}}
 	empty := ""
 	b.status.Store(&empty)
-	b.p = mpb.New(mpb.WithOutput(w), mpb.WithWidth(40), mpb.WithRefreshRate(200*time.Millisecond))
+	b.p = mpb.New(mpb.WithOutput(w), mpb.WithAutoRefresh(), mpb.WithWidth(40), mpb.WithRefreshRate(200*time.Millisecond))
 	return b
 }
 
