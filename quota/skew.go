@@ -11,10 +11,13 @@ import (
 // of its responses. A Date has one-second resolution and is stamped before
 // the response travels, so each sample (Date − arrival) falls short of the
 // true skew by up to a second plus the latency; the estimate is the
-// largest of the recent samples. The zero value is ready to use; it is not
-// safe for concurrent use.
+// largest of the recent samples. Many are kept: answers often arrive in
+// bursts at the same fraction of a second, and a few of them alone would
+// make the estimate up to a second too low (resets would then be waited
+// for a second too long). The zero value is ready to use; it is not safe
+// for concurrent use.
 type Skew struct {
-	samples [16]time.Duration
+	samples [128]time.Duration
 	n, next int
 }
 
