@@ -153,6 +153,7 @@ func (g *flightGroup) do(req *http.Request, key flightKey, send func(*http.Reque
 		// comes: not held back.
 		g.publish(key, f, nil, true, nil)
 		stop()
+		context.AfterFunc(ctx, cancel) // the leader alone reads it now
 		resp.Body = &streamBody{r: resp.Body, body: resp.Body, cancel: cancel}
 		return resp, false, nil
 	}
@@ -173,9 +174,11 @@ func (g *flightGroup) do(req *http.Request, key flightKey, send func(*http.Reque
 		return sr.response(req), false, nil
 	}
 	// Too large to hold: the leader streams what was read and the rest;
-	// the flight's context lives until the leader closes the body.
+	// the flight's context lives until the leader closes the body or its
+	// client leaves.
 	g.publish(key, f, nil, true, nil)
 	stop()
+	context.AfterFunc(ctx, cancel)
 	resp.Body = &streamBody{r: io.MultiReader(bytes.NewReader(body), resp.Body), body: resp.Body, cancel: cancel}
 	return resp, false, nil
 }

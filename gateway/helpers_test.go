@@ -66,7 +66,7 @@ func newEnv(t testing.TB, apis []sim.APIConfig, tokens map[string][]string, tune
 		t.Fatal(err)
 	}
 	e := &env{srv: srv, events: &eventLog{}}
-	opts := Options{Client: clientOptions(srv, apis, tokens, e.events, srv.Transport("127.0.0.1:40000"))}
+	opts := Options{Client: clientOptions(srv, apis, tokens, e.events, srv.Transport("127.0.0.1:40000"), simHost)}
 	for _, a := range apis {
 		opts.Providers = append(opts.Providers, a.Name)
 	}
@@ -83,11 +83,14 @@ func newEnv(t testing.TB, apis []sim.APIConfig, tokens map[string][]string, tune
 	return e
 }
 
-func clientOptions(srv *sim.Server, apis []sim.APIConfig, tokens map[string][]string, events *eventLog, base http.RoundTripper) ratekeeper.Options {
+// clientOptions points a provider named after each API at the simulator
+// reachable at host, with the given tokens (none: anonymous, never the
+// environment's), sent with base (nil: the gateway's own transport).
+func clientOptions(srv *sim.Server, apis []sim.APIConfig, tokens map[string][]string, events *eventLog, base http.RoundTripper, host string) ratekeeper.Options {
 	var providers []string
 	for _, a := range srv.APIs() {
 		suffix := map[string]string{"gitlab": "/api/v4", "gitea": "/api/v1"}[a.Dialect]
-		providers = append(providers, a.Name+"="+a.URL(simHost)+suffix)
+		providers = append(providers, a.Name+"="+a.URL(host)+suffix)
 	}
 	if tokens == nil {
 		tokens = map[string][]string{}

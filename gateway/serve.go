@@ -59,13 +59,7 @@ func (g *Gateway) Serve(ctx context.Context, ln net.Listener) error {
 		ln.Close()
 		return err
 	}
-	hs := &http.Server{
-		Handler:           g,
-		ReadHeaderTimeout: 10 * time.Second,
-		IdleTimeout:       2 * time.Minute,
-		MaxHeaderBytes:    64 << 10,
-		ErrorLog:          newServerLog(g.log),
-	}
+	hs := g.HTTPServer()
 	refreshCtx, stopRefresh := context.WithCancel(ctx)
 	defer stopRefresh()
 	if g.opts.RefreshEvery > 0 {
@@ -90,6 +84,22 @@ func (g *Gateway) Serve(ctx context.Context, ln net.Listener) error {
 		err = serr
 	}
 	return err
+}
+
+// HTTPServer returns an http.Server set up to serve the gateway: bounded
+// header reading and idle connections, no write timeout (answers may
+// stream for long, and waits for quota take up to the max wait), and
+// "OPTIONS *" passed to the gateway (which refuses it) rather than
+// answered by net/http.
+func (g *Gateway) HTTPServer() *http.Server {
+	return &http.Server{
+		Handler:                      g,
+		ReadHeaderTimeout:            10 * time.Second,
+		IdleTimeout:                  2 * time.Minute,
+		MaxHeaderBytes:               64 << 10,
+		DisableGeneralOptionsHandler: true,
+		ErrorLog:                     newServerLog(g.log),
+	}
 }
 
 // refreshLoop asks the servers about every served provider's credentials
