@@ -59,7 +59,7 @@ func inspectBody(status int, body []byte) bodySignal {
 	default:
 		return sig
 	}
-	sig.github = indexFoldBytes(body, "docs.github.com") >= 0 || indexFoldBytes(body, "developer.github.com") >= 0
+	sig.github = indexFold(body, "docs.github.com") >= 0 || indexFold(body, "developer.github.com") >= 0
 	sig.secondary = containsAnyFold(body, secondaryPhrases)
 	sig.rateLimited = sig.secondary || containsAnyFold(body, rateLimitPhrases)
 	if v, ok := jsonNumberField(body, "retry_after"); ok {
@@ -70,31 +70,11 @@ func inspectBody(status int, body []byte) bodySignal {
 
 func containsAnyFold(body []byte, phrases []string) bool {
 	for _, p := range phrases {
-		if indexFoldBytes(body, p) >= 0 {
+		if indexFold(body, p) >= 0 {
 			return true
 		}
 	}
 	return false
-}
-
-func indexFoldBytes(b []byte, sub string) int {
-	n := len(sub)
-	for i := 0; i+n <= len(b); i++ {
-		j := 0
-		for ; j < n; j++ {
-			c := b[i+j]
-			if 'A' <= c && c <= 'Z' {
-				c += 'a' - 'A'
-			}
-			if c != sub[j] {
-				break
-			}
-		}
-		if j == n {
-			return i
-		}
-	}
-	return -1
 }
 
 // jsonNumberField finds "key": <non-negative number> anywhere in a JSON

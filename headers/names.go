@@ -221,9 +221,9 @@ func classify(lower string) nameInfo {
 	return info
 }
 
-// indexFold is strings.Index ignoring ASCII case, without allocating.
-// sub must be lower case.
-func indexFold(s, sub string) int {
+// indexFold is strings.Index ignoring ASCII case, without allocating, for
+// header names and body bytes alike. sub must be lower case.
+func indexFold[T string | []byte](s T, sub string) int {
 	n := len(sub)
 	for i := 0; i+n <= len(s); i++ {
 		j := 0
