@@ -78,7 +78,7 @@ type rowView struct {
 type chartView struct {
 	Width, Height       int
 	PlotTop, PlotBottom int
-	Left                int
+	Left, Right         int // the plot's horizontal extent
 	Max                 int64
 	Bars                []barView
 	Ticks               []tickView
@@ -212,7 +212,7 @@ func (g *Gateway) upstreamTimeout() time.Duration {
 // inside it, the requests that waited for quota; a dot above a bar marks
 // 429s given for quota beyond the max wait.
 func buildChart(minutes []Minute) chartView {
-	c := chartView{Width: 720, Height: 200, PlotTop: 16, PlotBottom: 176, Left: 44}
+	c := chartView{Width: 720, Height: 200, PlotTop: 16, PlotBottom: 176, Left: 44, Right: 700}
 	for _, m := range minutes {
 		c.Max = max(c.Max, m.Requests, m.Waits)
 	}
@@ -220,7 +220,7 @@ func buildChart(minutes []Minute) chartView {
 	if c.Max > 0 {
 		scale = float64(c.PlotBottom-c.PlotTop) / float64(c.Max)
 	}
-	slot := float64(c.Width-c.Left) / float64(len(minutes))
+	slot := float64(c.Right-c.Left) / float64(len(minutes))
 	for i, m := range minutes {
 		x := float64(c.Left) + float64(i)*slot
 		b := barView{X: x + 1, W: slot - 2, Requests: m.Requests, Waits: m.Waits, Ref: m.Refused, Refused: m.Refused > 0}

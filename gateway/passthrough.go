@@ -78,7 +78,7 @@ func tokenOf(p *provider.Provider, value string) (string, *requestError) {
 		}
 	}
 	v = strings.TrimSpace(v)
-	if v == "" || strings.ContainsAny(v, " \t") {
+	if v == "" || strings.ContainsAny(v, " \t") || strings.EqualFold(v, "bearer") || strings.EqualFold(v, "token") {
 		return "", badRequest("auth_scheme", "the %s header holds no single token; send \"%s\"", p.Auth.Header, authExample(p))
 	}
 	return v, nil

@@ -1,0 +1,215 @@
+package cli
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/dustin/go-humanize"
+	"github.com/spf13/cobra"
+
+	"github.com/ratekeeper/ratekeeper"
+	"github.com/ratekeeper/ratekeeper/gateway"
+)
+
+func init() { register(newServeCmd) }
+
+type serveOptions struct {
+	client          clientFlags
+	listen          string
+	clientKeys      string
+	passThrough     bool
+	maxBody         string
+	coalesceLimit   string
+	upstreamTimeout time.Duration
+	hosts           []string
+	publicURL       string
+	refresh         time.Duration
+	shutdownTimeout time.Duration
+}
+
+func newServeCmd() *cobra.Command {
+	var o serveOptions
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "Run the rate-limit-aware gateway: a reverse proxy with a dashboard, /status and /metrics",
+		Long: `serve runs an HTTP gateway that lets programs in any language share this
+machine's (or fleet's, with --db) tokens, quota view and conditional cache.
+
+A request for /NAME/PATH goes to provider NAME's base URL plus PATH, paced and
+sent with the credential that can go soonest; identical concurrent GETs share one
+upstream request. When quota returns later than --max-wait, the client gets 429
+with Retry-After and x-ratelimit-remaining/-reset headers, so its own rate-limit
+handling works. With --pass-through a client may send its own token in the
+provider's auth header; it is forwarded and its quota tracked.
+
+Endpoints: / (dashboard), /status (JSON, as 'status --json'), /metrics
+(Prometheus), /healthz.
+
+Anywhere but loopback, clients must present a key: --client-keys FILE holds one
+client per line, "NAME KEY" (# comments allowed; keys of 16+ characters from
+letters, digits and -._~+/=, e.g. from 'openssl rand -hex 24'); RATEKEEPER_GATEWAY_KEYS
+may hold the same entries separated by commas. Clients send the key in the
+X-Ratekeeper-Key header (or, without --pass-through, as their token). SIGINT or
+SIGTERM stops accepting and lets requests in flight finish (--shutdown-timeout).`,
+		Example: `  ratekeeper serve --provider github=https://api.github.com
+  curl http://127.0.0.1:8080/github/repos/golang/go
+  ratekeeper serve --listen 0.0.0.0:8080 --client-keys keys.txt --db postgres://db/ratekeeper
+  ratekeeper serve --provider github --pass-through`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return runServe(cmd, &o) },
+	}
+	o.client.add(cmd)
+	f := cmd.Flags()
+	// A client holds a connection open while the gateway waits, so the
+	// gateway's default wait is short.
+	o.client.maxWait = gateway.DefaultMaxWait
+	f.Lookup("max-wait").DefValue = gateway.DefaultMaxWait.String()
+	f.StringVar(&o.listen, "listen", "127.0.0.1:8080", "address to listen on (HOST:PORT); anything but loopback needs --client-keys")
+	f.StringVar(&o.clientKeys, "client-keys", "", `file of client keys, one "NAME KEY" per line`)
+	f.BoolVar(&o.passThrough, "pass-through", false, "forward a client's own token (in the provider's auth header) and track its quota")
+	f.StringVar(&o.maxBody, "max-body", "10MiB", "largest request body accepted (413 beyond)")
+	f.StringVar(&o.coalesceLimit, "coalesce-limit", "1MiB", "largest answer shared between identical concurrent GETs; 0 turns coalescing off")
+	f.DurationVar(&o.upstreamTimeout, "upstream-timeout", gateway.DefaultUpstreamTimeout, "longest wait for an upstream's response header (504 after the max wait plus this)")
+	f.StringSliceVar(&o.hosts, "host", nil, "HOST=PROVIDER routes requests whose Host header is HOST to PROVIDER, whole path (repeatable)")
+	f.StringVar(&o.publicURL, "public-url", "", "the gateway's URL as clients see it, for rewritten Link and Location headers (default: from the request)")
+	f.DurationVar(&o.refresh, "refresh", 15*time.Minute, "ask the servers about every credential at start and then this often, for the dashboard (0: never)")
+	f.DurationVar(&o.shutdownTimeout, "shutdown-timeout", gateway.DefaultShutdownTimeout, "how long requests in flight may finish after SIGTERM")
+	return cmd
+}
+
+func runServe(cmd *cobra.Command, o *serveOptions) error {
+	stderr := cmd.ErrOrStderr()
+	keys, err := serveKeys(o.clientKeys)
+	if err != nil {
+		return exitf(2, "%v", err)
+	}
+	if err := gateway.CheckListen(o.listen, keys.Len()); err != nil {
+		return exitf(2, "--listen: %v", err)
+	}
+	maxBody, err := parseSize("--max-body", o.maxBody, 1)
+	if err != nil {
+		return exitf(2, "%v", err)
+	}
+	coalesce, err := parseSize("--coalesce-limit", o.coalesceLimit, 0)
+	if err != nil {
+		return exitf(2, "%v", err)
+	}
+	if coalesce == 0 {
+		coalesce = -1
+	}
+	if o.upstreamTimeout <= 0 || o.shutdownTimeout <= 0 || o.refresh < 0 {
+		return exitf(2, "--upstream-timeout and --shutdown-timeout must be positive and --refresh 0 or more, e.g. 30s")
+	}
+	hosts := map[string]string{}
+	for _, h := range o.hosts {
+		host, name, ok := strings.Cut(h, "=")
+		if !ok || strings.TrimSpace(host) == "" || strings.TrimSpace(name) == "" {
+			return exitf(2, "--host %q: expected HOST=PROVIDER, e.g. api.github.local=github", h)
+		}
+		hosts[strings.TrimSpace(host)] = strings.TrimSpace(name)
+	}
+	copts, err := o.client.options(stderr)
+	if err != nil {
+		return exitf(2, "%v", err)
+	}
+	level := slog.LevelInfo
+	if o.client.verbose {
+		level = slog.LevelDebug
+	}
+	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	selected, _ := o.client.split()
+	gw, err := gateway.New(gateway.Options{
+		Client:          copts,
+		Providers:       selected,
+		Hosts:           hosts,
+		PassThrough:     o.passThrough,
+		Keys:            keys,
+		MaxBody:         maxBody,
+		CoalesceLimit:   coalesce,
+		UpstreamTimeout: o.upstreamTimeout,
+		PublicURL:       o.publicURL,
+		RefreshEvery:    o.refresh,
+		ShutdownTimeout: o.shutdownTimeout,
+		Logger:          logger,
+	})
+	var dbErr *ratekeeper.DatabaseError
+	if errors.As(err, &dbErr) {
+		return exitf(1, "--db: %v", err)
+	}
+	if err != nil {
+		return exitf(2, "%v", err)
+	}
+	defer gw.Close()
+	ln, err := net.Listen("tcp", o.listen)
+	if err != nil {
+		return exitf(1, "listen on %s: %v", o.listen, err)
+	}
+	base := "http://" + ln.Addr().String()
+	out := cmd.OutOrStdout()
+	fmt.Fprintf(out, "ratekeeper gateway on %s (dashboard %s/, status %s/status, metrics %s/metrics); Ctrl-C stops it\n", base, base, base, base)
+	reg := gw.Transport().Registry()
+	for _, name := range gw.Providers() {
+		p := reg.Lookup(name)
+		pool, err := gw.Transport().Pool(name)
+		n := 0
+		if err == nil {
+			n = pool.Len()
+		}
+		fmt.Fprintf(out, "  %s/%s/ → %s (%d credential%s)\n", base, name, p.BaseURL(), n, plural(n))
+	}
+	if o.passThrough {
+		fmt.Fprintln(out, "  pass-through: clients' own tokens are forwarded and their quota tracked")
+	}
+	if keys.Len() > 0 {
+		fmt.Fprintf(out, "  client keys required (%d client%s)\n", keys.Len(), plural(keys.Len()))
+	}
+	if err := gw.Serve(cmd.Context(), ln); err != nil {
+		return exitf(1, "%v", err)
+	}
+	fmt.Fprintln(out, "ratekeeper gateway stopped")
+	return nil
+}
+
+// serveKeys reads the client keys from the file and from
+// RATEKEEPER_GATEWAY_KEYS; nil when there are none.
+func serveKeys(file string) (*gateway.Keys, error) {
+	var keys *gateway.Keys
+	if file != "" {
+		k, err := gateway.LoadKeys(file)
+		if err != nil {
+			return nil, err
+		}
+		keys = k
+	}
+	if v, ok := os.LookupEnv(gateway.KeysEnv); ok && strings.TrimSpace(v) != "" {
+		k, err := gateway.ParseKeysEnv(gateway.KeysEnv, v)
+		if err != nil {
+			return nil, err
+		}
+		if keys, err = keys.Merge(k); err != nil {
+			return nil, err
+		}
+	}
+	return keys, nil
+}
+
+// parseSize reads a size such as 10MiB, 512KB or 1048576.
+func parseSize(flag, v string, least uint64) (int64, error) {
+	n, err := humanize.ParseBytes(v)
+	if err != nil || n < least || n > 1<<40 {
+		return 0, fmt.Errorf("%s %q: want a size such as 10MiB, 512KB or 1048576", flag, v)
+	}
+	return int64(n), nil
+}
+
+func plural(n int) string {
+	if n == 1 {
+		return ""
+	}
+	return "s"
+}
