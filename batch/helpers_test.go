@@ -140,7 +140,7 @@ func readRecords(t *testing.T, path string) []batch.Record {
 	return parseRecords(t, b)
 }
 
-func parseRecords(t *testing.T, b []byte) []batch.Record {
+func parseRecords(t testing.TB, b []byte) []batch.Record {
 	t.Helper()
 	var out []batch.Record
 	sc := bufio.NewScanner(bytes.NewReader(b))
@@ -195,7 +195,7 @@ const postgresEnv = "RATEKEEPER_TEST_POSTGRES"
 
 // postgresDSN creates a database with a random name on the server named by
 // RATEKEEPER_TEST_POSTGRES and drops it when the test ends.
-func postgresDSN(t *testing.T) string {
+func postgresDSN(t testing.TB) string {
 	t.Helper()
 	base := os.Getenv(postgresEnv)
 	if base == "" {

@@ -89,9 +89,19 @@ func openJournal(t *testing.T, path string) *batch.Journal {
 // submits and fetches nothing, whether the output already holds the
 // results or they go to a fresh stream.
 func TestRunEveryURLOnce(t *testing.T) {
+	t.Run("sqlite", func(t *testing.T) {
+		t.Parallel()
+		everyURLOnce(t, sqliteDSN(t))
+	})
+	t.Run("postgres", func(t *testing.T) {
+		t.Parallel()
+		everyURLOnce(t, postgresDSN(t))
+	})
+}
+
+func everyURLOnce(t *testing.T, dsn string) {
 	s := githubSim(t, "tok-alice-1", "tok-bob-1")
 	urls := repoURLs(s.URL, 120)
-	dsn := sqliteDSN(t)
 	opts := ratekeeper.Options{
 		Providers: []string{"github=" + s.URL + "/github"},
 		Tokens:    map[string][]string{"github": {"tok-alice-1", "tok-bob-1", "tok-invalid-1"}},
