@@ -115,4 +115,3 @@ func BenchmarkFetchQuotaBound(b *testing.B) {
 		})
 	}
 }
-
