@@ -1,0 +1,34 @@
+// Package batch runs a resumable batch of HTTP requests — the logic of
+// `ratekeeper fetch` — on durable tasks, writing one record per URL exactly
+// once, whatever crashes in between.
+//
+// A batch is a list of Targets, made by Plan from input lines (ReadEntries,
+// ArgEntries): plain URLs, or repository pages resolved to their README
+// request. Run submits one tasks.HTTPType task per target with the request
+// as UniqueKey, works the queue through the caller's HTTP client (the
+// rate-keeping one), and appends a Record to the Output as each task ends.
+//
+//	targets, err := batch.Plan(entries, "urls.txt", false, tr.Registry())
+//	out, err := batch.OpenJournal("results.jsonl")
+//	sum, err := batch.Run(ctx, targets, batch.Options{DSN: "ratekeeper.db", Client: &http.Client{Transport: tr}, Output: out})
+//
+// # Exactly once
+//
+// A Journal (the -o file) is its own record of progress: a URL is written
+// exactly when a complete line for it is in the file. Opening it rebuilds
+// that set and cuts off a torn last line; Run skips written URLs, finds the
+// tasks of earlier runs by their key (finished ones are written without
+// being fetched again, failed ones included), and appends lines with one
+// write and an fsync. So a kill -9 at any moment, followed by the same run,
+// ends with every URL in the file once. Only tasks that were running in the
+// killed process are fetched again, once River's rescuer returns them (see
+// RescueAfter).
+//
+// # Waiting for quota
+//
+// The client's MaxWait should be well below Options.Timeout: a request that
+// would wait longer for quota fails with an error carrying RetryAt, which
+// package tasks turns into a durable reschedule until then, freeing the
+// worker; a wait that outlasted the attempt timeout would count as a
+// failure instead.
+package batch
