@@ -1,0 +1,135 @@
+// Command bench compares ratekeeper with what people use instead — plain
+// net/http, hashicorp/go-retryablehttp and gofri/go-github-ratelimit — on
+// the same workloads against the simulator, and writes the comparison into
+// BENCHMARKS.md (its clients section) with a chart.
+//
+//	go run ./bench            # everything, about 8 minutes; rewrites BENCHMARKS.md and docs/benchmarks-clients.png
+//	go run ./bench -quick     # smaller workloads, about a minute; writes to bench/out/ only
+//	go run ./bench -only primary-403 -out bench/out
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/ratekeeper/ratekeeper/bench/harness"
+	"github.com/ratekeeper/ratekeeper/bench/report"
+)
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	quick := flag.Bool("quick", false, "smaller workloads with shorter windows: a smoke run of about a minute")
+	only := flag.String("only", "", "run only the workloads and clients whose name contains this (e.g. primary-403, ratekeeper)")
+	md := flag.String("md", "BENCHMARKS.md", "markdown file whose clients section is rewritten")
+	png := flag.String("png", "docs/benchmarks-clients.png", "where the chart goes (its path as BENCHMARKS.md links it)")
+	out := flag.String("out", "", "write the markdown, chart and results.json here instead (default bench/out with -quick or -only)")
+	flag.Parse()
+	if flag.NArg() > 0 {
+		return fmt.Errorf("unexpected arguments %q; see -help", flag.Args())
+	}
+
+	scale, command := harness.Full, "go run ./bench"
+	if *quick {
+		scale, command = harness.Quick, "go run ./bench -quick"
+	}
+	if *out == "" && (*quick || *only != "") {
+		*out = filepath.Join("bench", "out")
+	}
+	mdPath, pngPath, link := *md, *png, *png
+	if *out != "" {
+		if err := os.MkdirAll(*out, 0o755); err != nil {
+			return err
+		}
+		mdPath, pngPath, link = filepath.Join(*out, "BENCHMARKS.md"), filepath.Join(*out, "benchmarks-clients.png"), "benchmarks-clients.png"
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	machine := report.ThisMachine(time.Now())
+	began := time.Now()
+	var ws []harness.Workload
+	var rs []harness.Result
+	clients := harness.Clients()
+	var ran []harness.Client
+	for _, w := range harness.Workloads(scale) {
+		used := false
+		for _, c := range clients {
+			if *only != "" && !strings.Contains(w.Name, *only) && !strings.Contains(c.Name, *only) {
+				continue
+			}
+			fmt.Fprintf(os.Stderr, "%-22s %-20s ", w.Name, c.Name)
+			r, err := harness.Run(ctx, w, c, harness.Options{})
+			if err != nil {
+				return err
+			}
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			fmt.Fprintf(os.Stderr, "%4d done %4d failed %4d unfinished  %6.1f s (%.2f× ideal)  %d violations\n",
+				r.Done, r.Failed, r.Unfinished, r.Makespan.Seconds(), r.Ratio(), r.Violations())
+			rs = append(rs, r)
+			used = true
+			if !contains(ran, c.Name) {
+				ran = append(ran, c)
+			}
+		}
+		if used {
+			ws = append(ws, w)
+		}
+	}
+	if len(rs) == 0 {
+		return fmt.Errorf("-only %q matches no workload or client", *only)
+	}
+	machine.LoadAfter = report.LoadAverage()
+	took := time.Since(began)
+
+	if *out != "" {
+		data, err := json.MarshalIndent(rs, "", "  ")
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(filepath.Join(*out, "results.json"), data, 0o644); err != nil {
+			return err
+		}
+	}
+	if err := report.Chart(pngPath, ws, rs); err != nil {
+		return err
+	}
+	doc, err := os.ReadFile(mdPath)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	updated, err := report.Splice(string(doc), report.Generated(ws, ran, rs, machine, command, took, link))
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(mdPath, []byte(updated), 0o644); err != nil {
+		return err
+	}
+	fmt.Fprintf(os.Stderr, "wrote %s and %s in %s\n", mdPath, pngPath, took.Round(time.Second))
+	return nil
+}
+
+func contains(cs []harness.Client, name string) bool {
+	for _, c := range cs {
+		if c.Name == name {
+			return true
+		}
+	}
+	return false
+}
