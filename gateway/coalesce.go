@@ -70,12 +70,14 @@ func coalesceKey(name, identity, u string, h http.Header) flightKey {
 
 // flightGroup makes identical concurrent GETs share one upstream request.
 // The first request of a key (the leader) sends; the others (followers)
-// wait for its answer. A body of at most limit bytes is read into memory
-// and every participant gets its own copy; a larger body streams to the
-// leader alone, and the followers then send their own requests (through
-// the cache, usually a free conditional request). The upstream request
-// runs as long as any participant still wants it: a leader whose client
-// leaves does not cancel its followers' answer.
+// wait for its answer. When followers joined before the answer's header
+// came, a body of at most limit bytes is read into memory and every
+// participant gets its own copy; otherwise — nobody else asked, the body is
+// larger, or it is an event stream — the answer streams to the leader
+// alone, and the followers, if any, send their own requests (through the
+// cache, usually a free conditional request). The upstream request runs as
+// long as any participant still wants it: a leader whose client leaves
+// does not cancel its followers' answer.
 type flightGroup struct {
 	limit int64
 
@@ -84,10 +86,11 @@ type flightGroup struct {
 }
 
 type flight struct {
-	done    chan struct{}
-	cancel  context.CancelFunc
-	waiters int  // participants that still want the answer; guarded by the group's mu
-	over    bool // the answer is published; guarded by the group's mu
+	done      chan struct{}
+	cancel    context.CancelFunc
+	waiters   int  // participants that still want the answer; guarded by the group's mu
+	followers int  // participants that joined the leader; guarded by the group's mu
+	over      bool // the answer is published; guarded by the group's mu
 
 	// Set before done is closed.
 	shared *sharedResponse
@@ -119,6 +122,7 @@ func (g *flightGroup) do(req *http.Request, key flightKey, send func(*http.Reque
 	g.mu.Lock()
 	if f, ok := g.flights[key]; ok {
 		f.waiters++
+		f.followers++
 		g.mu.Unlock()
 		select {
 		case <-f.done:
@@ -148,9 +152,11 @@ func (g *flightGroup) do(req *http.Request, key flightKey, send func(*http.Reque
 		cancel()
 		return nil, false, err
 	}
-	if resp.ContentLength > g.limit || isEventStream(resp.Header) {
-		// Known to be too large, or a stream meant to be read as it
-		// comes: not held back.
+	if g.alone(key, f) || resp.ContentLength > g.limit || isEventStream(resp.Header) {
+		// Nobody else asked before the answer came (the usual case:
+		// from now on newcomers send their own request), or the answer
+		// is known to be too large, or a stream meant to be read as it
+		// comes: it goes to the leader as it arrives.
 		g.publish(key, f, nil, true, nil)
 		stop()
 		context.AfterFunc(ctx, cancel) // the leader alone reads it now
@@ -171,7 +177,10 @@ func (g *flightGroup) do(req *http.Request, key flightKey, send func(*http.Reque
 		g.publish(key, f, sr, false, nil)
 		stop()
 		cancel()
-		return sr.response(req), false, nil
+		resp.Body = io.NopCloser(bytes.NewReader(body))
+		resp.ContentLength = int64(len(body))
+		resp.Header.Set("Content-Length", strconv.Itoa(len(body)))
+		return resp, false, nil
 	}
 	// Too large to hold: the leader streams what was read and the rest;
 	// the flight's context lives until the leader closes the body or its
@@ -181,6 +190,21 @@ func (g *flightGroup) do(req *http.Request, key flightKey, send func(*http.Reque
 	context.AfterFunc(ctx, cancel)
 	resp.Body = &streamBody{r: io.MultiReader(bytes.NewReader(body), resp.Body), body: resp.Body, cancel: cancel}
 	return resp, false, nil
+}
+
+// alone reports whether no other request joined f; if so the flight ends
+// now, so that none can join any more.
+func (g *flightGroup) alone(key flightKey, f *flight) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if f.followers > 0 {
+		return false
+	}
+	f.over = true
+	if g.flights[key] == f {
+		delete(g.flights, key)
+	}
+	return true
 }
 
 // leave is called when a participant's client is gone: the last one to

@@ -39,10 +39,14 @@
 // pass-through token), same upstream URL and query, and the same value for
 // every request header the upstream would see (Accept, Accept-Encoding,
 // If-None-Match, API version headers, …) except User-Agent and tracing
-// headers. Answers up to Options.CoalesceLimit bytes are read into memory
-// and each waiting client gets a copy; a larger answer streams to the
-// first client and the others send their own request. The shared request
-// continues while any client still waits for it.
+// headers. Requests coalesce while the first one waits for quota and for
+// the upstream's response header, which is where the time goes. If others
+// joined by then, an answer of up to Options.CoalesceLimit bytes is read
+// into memory and each client gets a copy; a larger answer, or a
+// server-sent event stream, streams to the first client and the others
+// send their own request. An answer nobody else asked for streams as it
+// comes, without being held. The shared request continues while any client
+// still waits for it.
 //
 // # Pass-through
 //

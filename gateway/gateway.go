@@ -471,7 +471,9 @@ func (g *Gateway) serveProxy(w http.ResponseWriter, r *http.Request, p *provider
 				m.Coalesced++
 			}
 		})
-		g.log.Debug("request", "method", r.Method, "provider", p.Name, "path", rel, "status", code, "duration", time.Since(start), "coalesced", ri.shared)
+		if g.log.Enabled(r.Context(), slog.LevelDebug) {
+			g.log.Debug("request", "method", r.Method, "provider", p.Name, "path", rel, "status", code, "duration", time.Since(start), "coalesced", ri.shared)
+		}
 	}()
 
 	if !g.authorized(sw, r, !g.opts.PassThrough, "Bearer", p) {
