@@ -136,7 +136,7 @@ func (g *Gateway) dashboardData(rep transport.StatusReport) dashboardData {
 	d := dashboardData{
 		Now: now, Started: g.started, Uptime: humanDuration(now.Sub(g.started)),
 		PassThrough: g.pt != nil, KeysRequired: g.opts.Keys.Len() > 0,
-		MaxWait: (g.deadline - g.upstreamTimeout()).String(),
+		MaxWait: g.maxWait.String(),
 	}
 	byProvider := map[string]*providerView{}
 	for _, name := range g.names {
@@ -199,13 +199,6 @@ func (g *Gateway) dashboardData(rep transport.StatusReport) dashboardData {
 	}
 	d.Chart = buildChart(minutes)
 	return d
-}
-
-func (g *Gateway) upstreamTimeout() time.Duration {
-	if g.opts.UpstreamTimeout > 0 {
-		return g.opts.UpstreamTimeout
-	}
-	return DefaultUpstreamTimeout
 }
 
 // buildChart lays out one bar pair per minute: requests (full width) and,

@@ -134,7 +134,8 @@ type Gateway struct {
 	dashboard *template.Template
 	log       *slog.Logger
 	now       func() time.Time
-	deadline  time.Duration // max wait + upstream timeout
+	maxWait   time.Duration            // the client options' max wait
+	deadlines map[string]time.Duration // per provider: its max wait + the upstream timeout
 	maxBody   int64
 	started   time.Time
 }
@@ -212,7 +213,8 @@ func New(opts Options) (*Gateway, error) {
 		return nil, err
 	}
 	g.main = main
-	g.deadline = client.MaxWait + upstreamTimeout
+	g.maxWait = client.MaxWait
+	g.deadlines = map[string]time.Duration{}
 	ok := false
 	defer func() {
 		if !ok {
@@ -235,6 +237,11 @@ func New(opts Options) (*Gateway, error) {
 		}
 		g.routes[p.Name] = p
 		g.bases[p.Name] = p.BaseURL()
+		wait := client.MaxWait
+		if p.Limits.MaxWait > 0 {
+			wait = p.Limits.MaxWait // the provider's configuration wins, as in the transport
+		}
+		g.deadlines[p.Name] = wait + upstreamTimeout
 	}
 	for n := range g.routes {
 		g.names = append(g.names, n)
@@ -629,22 +636,23 @@ var errUpstreamTimeout = errors.New("no answer within the deadline")
 // The deadline stops once the header is in: a body may stream for long.
 func (g *Gateway) send(out *http.Request) (*http.Response, error) {
 	ri := routeOf(out.Context())
+	deadline := g.deadlines[ri.p.Name]
 	ctx, cancel := context.WithCancelCause(out.Context())
-	timer := time.AfterFunc(g.deadline, func() { cancel(errUpstreamTimeout) })
+	timer := time.AfterFunc(deadline, func() { cancel(errUpstreamTimeout) })
 	resp, err := ri.rt.RoundTrip(out.WithContext(ctx))
 	fired := !timer.Stop()
 	if err != nil {
 		timedOut := context.Cause(ctx) == errUpstreamTimeout
 		cancel(nil)
 		if timedOut {
-			return nil, &timeoutError{provider: ri.p.Name, after: g.deadline}
+			return nil, &timeoutError{provider: ri.p.Name, after: deadline}
 		}
 		return nil, err
 	}
 	if fired {
 		resp.Body.Close()
 		cancel(nil)
-		return nil, &timeoutError{provider: ri.p.Name, after: g.deadline}
+		return nil, &timeoutError{provider: ri.p.Name, after: deadline}
 	}
 	resp.Body = &cancelBody{ReadCloser: resp.Body, cancel: cancel}
 	return resp, nil

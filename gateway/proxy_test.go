@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
 	"strings"
@@ -46,9 +47,10 @@ func TestProxyEndToEnd(t *testing.T) {
 		// stored 200 for the client. (The cache is partitioned per owner
 		// and the two tokens take turns, so the third GET is the first
 		// to find its owner's entry.)
+		var body2 string
 		revalidated := 0
 		for range 3 {
-			resp, body2 := e.get(t, "/github/repos/golang/go")
+			resp, body2 = e.get(t, "/github/repos/golang/go")
 			if resp.StatusCode != http.StatusOK || body2 != body {
 				t.Fatalf("GET again: %d, same body %v", resp.StatusCode, body2 == body)
 			}
@@ -58,6 +60,13 @@ func TestProxyEndToEnd(t *testing.T) {
 		}
 		if revalidated == 0 {
 			t.Fatal("no GET was revalidated")
+		}
+
+		// A client's own conditional request gets the upstream's 304.
+		etag := resp.Header.Get("Etag")
+		resp, body3 := e.do(t, http.MethodGet, "/github/repos/golang/go", http.Header{"If-None-Match": {etag}}, nil)
+		if etag == "" || resp.StatusCode != http.StatusNotModified || body3 != "" {
+			t.Fatalf("If-None-Match %q: %d %q", etag, resp.StatusCode, body3)
 		}
 
 		// Distinct reads spread over both owners' buckets.
@@ -149,5 +158,26 @@ func TestRouteForms(t *testing.T) {
 			t.Fatalf("host route: %v %v", err, resp)
 		}
 		resp.Body.Close()
+	})
+}
+
+// With RefreshEvery, the quota view is filled before any traffic: owners
+// are learnt and GitHub's free /rate_limit read.
+func TestRefreshFillsStatus(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEnv(t, []sim.APIConfig{githubAPI(100, time.Hour, simTokens...)},
+			map[string][]string{"github": {"tok-alice-1", "tok-bob-1"}}, nil)
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan struct{})
+		go func() { e.gw.refreshLoop(ctx, time.Hour); close(done) }()
+		synctest.Wait()
+		rep := e.status(t)
+		for _, c := range rep.Credentials {
+			if c.Owner == "" || len(c.Resources) < 2 {
+				t.Fatalf("after a refresh, %s: owner %q, %d resources", c.Credential, c.Owner, len(c.Resources))
+			}
+		}
+		cancel()
+		<-done
 	})
 }

@@ -108,8 +108,12 @@ func (g *Gateway) refreshLoop(ctx context.Context, every time.Duration) {
 	t := time.NewTicker(every)
 	defer t.Stop()
 	for {
-		if err := g.main.Refresh(ctx, g.names...); err != nil && ctx.Err() == nil {
-			g.log.Warn("refreshing quota", "err", err)
+		for _, name := range g.names {
+			// One provider at a time, so one that cannot be reached
+			// does not keep the others from being refreshed.
+			if err := g.main.Refresh(ctx, name); err != nil && ctx.Err() == nil {
+				g.log.Warn("refreshing quota", "provider", name, "err", err)
+			}
 		}
 		select {
 		case <-ctx.Done():
