@@ -3,6 +3,8 @@ package gateway
 import (
 	"fmt"
 	"net/http"
+	"net/http/httptest"
+	"path/filepath"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -10,6 +12,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/ratekeeper/ratekeeper"
 	"github.com/ratekeeper/ratekeeper/sim"
 )
 
@@ -122,4 +125,66 @@ func TestParallelClientsPastTheQuota(t *testing.T) {
 		t.Logf("%d requests answered, %d refusals with Retry-After, %d waits, in %s of fake time",
 			clients*each, refused.Load(), e.events.count("waited"), time.Since(st.Start).Round(time.Second))
 	})
+}
+
+// Two gateways on one SQLite database share one quota: together they
+// never go past it, whatever each one's clients send, and the one whose
+// share is spent answers 429 instead of sending.
+func TestTwoGatewaysShareTheQuota(t *testing.T) {
+	srv, err := sim.New(sim.Config{APIs: []sim.APIConfig{githubAPI(20, time.Hour, simTokens...)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	simTS := httptest.NewServer(srv)
+	defer simTS.Close()
+	db := filepath.Join(t.TempDir(), "ratekeeper.db")
+	var clients []*http.Client
+	var bases []string
+	for range 2 {
+		opts := Options{Providers: []string{"github"}, Client: ratekeeper.Options{
+			DB:        db,
+			Providers: []string{"github=" + simTS.URL + "/github"},
+			Tokens:    map[string][]string{"github": {"tok-alice-1"}},
+			MaxWait:   100 * time.Millisecond,
+			Policy:    "greedy",
+		}}
+		gw, err := New(opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ts := httptest.NewServer(gw)
+		defer func() { ts.Close(); gw.Close() }()
+		clients, bases = append(clients, ts.Client()), append(bases, ts.URL)
+	}
+	var ok, refused atomic.Int64
+	var wg sync.WaitGroup
+	for c := range 4 {
+		wg.Go(func() {
+			for i := range 10 {
+				resp, err := clients[c%2].Get(fmt.Sprintf("%s/github/repos/c%d/r%d", bases[c%2], c, i))
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				resp.Body.Close()
+				switch resp.StatusCode {
+				case http.StatusOK:
+					ok.Add(1)
+				case http.StatusTooManyRequests:
+					refused.Add(1)
+				default:
+					t.Errorf("status %d", resp.StatusCode)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	st := srv.Stats()
+	if st.Total.Violations != 0 {
+		t.Fatalf("%d violations: the gateways did not share the quota", st.Total.Violations)
+	}
+	alice, _ := st.BucketFor("github", "alice", "core")
+	if ok.Load() == 0 || refused.Load() == 0 || alice.Charged > 20 {
+		t.Fatalf("%d answered, %d refused, %d charged of 20", ok.Load(), refused.Load(), alice.Charged)
+	}
 }
