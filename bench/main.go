@@ -37,7 +37,8 @@ func run() error {
 	only := flag.String("only", "", "run only the workloads and clients whose name contains this (e.g. primary-403, ratekeeper)")
 	md := flag.String("md", "BENCHMARKS.md", "markdown file whose clients section is rewritten")
 	png := flag.String("png", "docs/benchmarks-clients.png", "where the chart goes (its path as BENCHMARKS.md links it)")
-	out := flag.String("out", "", "write the markdown, chart and results.json here instead (default bench/out with -quick or -only)")
+	out := flag.String("out", "", "write the markdown and chart here instead (default bench/out with -quick or -only)")
+	from := flag.String("from", "", "skip the runs: rebuild the markdown and chart from a results.json a previous run saved")
 	flag.Parse()
 	if flag.NArg() > 0 {
 		return fmt.Errorf("unexpected arguments %q; see -help", flag.Args())
@@ -58,6 +59,9 @@ func run() error {
 		mdPath, pngPath, link = filepath.Join(*out, "BENCHMARKS.md"), filepath.Join(*out, "benchmarks-clients.png"), "benchmarks-clients.png"
 	}
 
+	if *from != "" {
+		return rebuild(*from, scale, command, mdPath, pngPath, link)
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
 	machine := report.ThisMachine(time.Now())
@@ -96,33 +100,85 @@ func run() error {
 		return fmt.Errorf("-only %q matches no workload or client", *only)
 	}
 	machine.LoadAfter = report.LoadAverage()
-	took := time.Since(began)
-
+	saved := saved{Machine: machine, Took: time.Since(began), Results: rs}
+	// Keep the raw results first, so a failure below loses no run.
+	resultsPath := filepath.Join("bench", "out", "results.json")
 	if *out != "" {
-		data, err := json.MarshalIndent(rs, "", "  ")
-		if err != nil {
-			return err
-		}
-		if err := os.WriteFile(filepath.Join(*out, "results.json"), data, 0o644); err != nil {
-			return err
-		}
+		resultsPath = filepath.Join(*out, "results.json")
 	}
-	if err := report.Chart(pngPath, ws, rs); err != nil {
+	if err := os.MkdirAll(filepath.Dir(resultsPath), 0o755); err != nil {
+		return err
+	}
+	data, err := json.MarshalIndent(saved, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(resultsPath, data, 0o644); err != nil {
+		return err
+	}
+	fmt.Fprintf(os.Stderr, "saved %s\n", resultsPath)
+	return write(ws, ran, saved, command, mdPath, pngPath, link)
+}
+
+// saved is what results.json holds.
+type saved struct {
+	Machine report.Machine   `json:"machine"`
+	Took    time.Duration    `json:"took_ns"`
+	Results []harness.Result `json:"results"`
+}
+
+// write draws the chart and splices the section into the markdown file.
+func write(ws []harness.Workload, cs []harness.Client, s saved, command, mdPath, pngPath, link string) error {
+	if err := report.Chart(pngPath, ws, s.Results); err != nil {
 		return err
 	}
 	doc, err := os.ReadFile(mdPath)
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return err
 	}
-	updated, err := report.Splice(string(doc), report.Generated(ws, ran, rs, machine, command, took, link))
+	updated, err := report.Splice(string(doc), report.Generated(ws, cs, s.Results, s.Machine, command, s.Took, link))
 	if err != nil {
 		return err
 	}
 	if err := os.WriteFile(mdPath, []byte(updated), 0o644); err != nil {
 		return err
 	}
-	fmt.Fprintf(os.Stderr, "wrote %s and %s in %s\n", mdPath, pngPath, took.Round(time.Second))
+	fmt.Fprintf(os.Stderr, "wrote %s and %s\n", mdPath, pngPath)
 	return nil
+}
+
+// rebuild writes the markdown and chart from a saved results.json.
+func rebuild(path string, scale harness.Scale, command, mdPath, pngPath, link string) error {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	var s saved
+	if err := json.Unmarshal(data, &s); err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	var ws []harness.Workload
+	var cs []harness.Client
+	for _, w := range harness.Workloads(scale) {
+		for _, r := range s.Results {
+			if r.Workload == w.Name {
+				ws = append(ws, w)
+				break
+			}
+		}
+	}
+	for _, c := range harness.Clients() {
+		for _, r := range s.Results {
+			if r.Client == c.Name {
+				cs = append(cs, c)
+				break
+			}
+		}
+	}
+	if len(ws) == 0 {
+		return fmt.Errorf("%s: no results for the workloads of this scale (use -quick for a quick run's results)", path)
+	}
+	return write(ws, cs, s, command, mdPath, pngPath, link)
 }
 
 func contains(cs []harness.Client, name string) bool {

@@ -132,15 +132,19 @@ func Table(w harness.Workload, rs []harness.Result) string {
 }
 
 // Splice puts generated into doc: between the generated markers when the
-// section has them, otherwise as a new section at the end of doc, with a
-// place for the reading after it. Everything outside the section is kept
-// byte for byte.
+// section has them; as the whole section, with a place for the reading
+// after it, when the section is empty or missing (then it goes at the end
+// of doc). Everything outside the section is kept byte for byte.
 func Splice(doc, generated string) (string, error) {
 	start := strings.Index(doc, SectionStart)
 	end := strings.Index(doc, SectionEnd)
+	body := "\n## Against other clients\n\n" + GeneratedStart + "\n" + generated + GeneratedEnd +
+		"\n\n### Reading\n\n(To be written after looking at the results.)\n"
+	if start >= 0 && end > start && strings.TrimSpace(doc[start+len(SectionStart):end]) == "" {
+		return doc[:start+len(SectionStart)] + body + doc[end:], nil
+	}
 	if start < 0 && end < 0 {
-		section := SectionStart + "\n## Against other clients\n\n" + GeneratedStart + "\n" + generated + GeneratedEnd +
-			"\n\n### Reading\n\n(To be written after looking at the results.)\n" + SectionEnd + "\n"
+		section := SectionStart + body + SectionEnd + "\n"
 		if doc != "" && !strings.HasSuffix(doc, "\n") {
 			doc += "\n"
 		}

@@ -34,6 +34,13 @@ func TestSpliceAppendsThenReplacesOnlyTheGeneratedPart(t *testing.T) {
 	if fresh, _ := Splice("", "x\n"); !strings.HasPrefix(fresh, SectionStart) {
 		t.Errorf("empty doc: %q", fresh)
 	}
+	// Empty markers someone left for the section are filled in place.
+	placed := "# B\n\n" + SectionStart + "\n" + SectionEnd + "\n\n## Next\n"
+	filled, err := Splice(placed, "x\n")
+	if err != nil || !strings.HasPrefix(filled, "# B\n\n"+SectionStart+"\n## Against other clients\n") ||
+		!strings.HasSuffix(filled, "(To be written after looking at the results.)\n"+SectionEnd+"\n\n## Next\n") {
+		t.Errorf("empty markers: %v\n%s", err, filled)
+	}
 	for _, bad := range []string{
 		SectionStart + "\nno end",
 		SectionEnd + " before " + SectionStart,
