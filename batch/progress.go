@@ -74,7 +74,7 @@ func FormatSummary(s Snapshot) string {
 	if s.Rate > 0 {
 		fmt.Fprintf(&b, ", %.1f URLs/s", s.Rate)
 	}
-	if s.ETA > 0 && s.Done < s.Total {
+	if s.ETA >= time.Second && s.Done < s.Total {
 		fmt.Fprintf(&b, ", ETA %s", tasks.HumanDuration(s.ETA.Round(time.Second)))
 	}
 	return b.String()
@@ -218,7 +218,7 @@ func barStatus(s Snapshot) string {
 	if s.Rate > 0 {
 		parts = append(parts, fmt.Sprintf("%.1f/s", s.Rate))
 	}
-	if s.ETA > 0 && s.Done < s.Total {
+	if s.ETA >= time.Second && s.Done < s.Total {
 		parts = append(parts, "ETA "+tasks.HumanDuration(s.ETA.Round(time.Second)))
 	}
 	return " " + strings.Join(parts, " · ")

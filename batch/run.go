@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/ratekeeper/ratekeeper/tasks"
@@ -70,8 +71,10 @@ type Options struct {
 	Providers []string
 	// Progress receives snapshots; nil shows nothing.
 	Progress Reporter
-	// Logger receives the task workers' warnings and errors. Nil means
-	// tasks' default (stderr).
+	// Logger receives the task workers' warnings and errors, except River's
+	// line for each failed attempt (the URL's record has the final error,
+	// `ratekeeper tasks history` every attempt's). Nil means warnings and
+	// errors on stderr.
 	Logger *slog.Logger
 	// PollInterval and StatusInterval: see the defaults.
 	PollInterval, StatusInterval time.Duration
@@ -154,7 +157,7 @@ func Run(ctx context.Context, targets []Target, opts Options) (sum Summary, err 
 		HTTPClient:       opts.Client,
 		BodyDir:          opts.BodyDir,
 		InlineBodyLimit:  opts.InlineBodyLimit,
-		Logger:           opts.Logger,
+		Logger:           slog.New(quietAttempts{opts.Logger.Handler()}),
 		RescueStuckAfter: RescueAfter(opts.Timeout),
 	})
 	if err != nil {
@@ -171,6 +174,9 @@ func Run(ctx context.Context, targets []Target, opts Options) (sum Summary, err 
 func (o Options) withDefaults() Options {
 	if o.Client == nil {
 		o.Client = http.DefaultClient
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	}
 	if o.Concurrency <= 0 {
 		o.Concurrency = DefaultConcurrency
@@ -191,6 +197,26 @@ func (o Options) withDefaults() Options {
 		o.WorkerID = fmt.Sprintf("fetch-%s-%d-%s", host, os.Getpid(), hex.EncodeToString(b[:]))
 	}
 	return o
+}
+
+// quietAttempts drops River's log line for each failed attempt of a task:
+// in a batch of thousands they would bury the progress display, and nothing
+// is lost — the record of each URL says how it ended.
+type quietAttempts struct{ slog.Handler }
+
+func (h quietAttempts) Handle(ctx context.Context, r slog.Record) error {
+	if strings.HasSuffix(r.Message, ": Job errored") || strings.HasSuffix(r.Message, ": Job errored; retrying") {
+		return nil
+	}
+	return h.Handler.Handle(ctx, r)
+}
+
+func (h quietAttempts) WithAttrs(as []slog.Attr) slog.Handler {
+	return quietAttempts{h.Handler.WithAttrs(as)}
+}
+
+func (h quietAttempts) WithGroup(name string) slog.Handler {
+	return quietAttempts{h.Handler.WithGroup(name)}
 }
 
 // runner is the state of one Run.

@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -183,10 +184,16 @@ func TestRunCountsFailures(t *testing.T) {
 
 	out := filepath.Join(t.TempDir(), "results.jsonl")
 	j := openJournal(t, out)
-	sum := run(t, dsn, tr, plan(t, tr, false, urls...), j, noRetries)
+	var logs syncBuffer
+	sum := run(t, dsn, tr, plan(t, tr, false, urls...), j, noRetries, func(o *batch.Options) {
+		o.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+	})
 	j.Close()
 	if sum.Failed != 3 || sum.Written != 8 {
 		t.Fatalf("summary %+v, want 8 written, 3 failed", sum)
+	}
+	if strings.Contains(logs.String(), "Job errored") {
+		t.Errorf("a failed attempt was logged; its record says it all:\n%s", logs.String())
 	}
 	by := onceEach(t, readRecords(t, out), urls)
 	for _, u := range missing {
@@ -315,6 +322,24 @@ func TestRunBodiesToFiles(t *testing.T) {
 			t.Errorf("%s: body file does not match sha256 %s and size %d", r.URL, r.SHA256, r.Size)
 		}
 	}
+}
+
+// syncBuffer is a bytes.Buffer safe for concurrent writers.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
 
 func writeFile(t *testing.T, path, text string) {
