@@ -36,6 +36,7 @@ func client(t *testing.T, o ratekeeper.Options) *transport.Transport {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { tr.Close() })
 	return tr
 }
 

@@ -119,6 +119,7 @@ func runFetch(cmd *cobra.Command, o *fetchOptions, args []string) error {
 	if err != nil {
 		return err
 	}
+	defer tr.Close()
 	targets, err := batch.Plan(entries, source, o.readme, tr.Registry())
 	if err != nil {
 		return &ExitError{Code: 2, Err: err}
