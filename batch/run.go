@@ -199,6 +199,47 @@ func (o Options) withDefaults() Options {
 	return o
 }
 
+// rateWindow is how far back the rate shown with the progress looks: far
+// enough to smooth the looks at the tasks, near enough that the ETA follows
+// the pace when it changes (a burst, then pacing by quota).
+const rateWindow = 30 * time.Second
+
+// rateMeter measures URLs finished per second over the last rateWindow.
+type rateMeter struct {
+	samples []sample // oldest first
+}
+
+type sample struct {
+	at   time.Time
+	done int
+}
+
+// add records that done URLs were finished at at.
+func (m *rateMeter) add(at time.Time, done int) {
+	m.samples = append(m.samples, sample{at, done})
+	// Keep one sample at or before the window's start, so that the rate
+	// spans the whole window.
+	cut := 0
+	for cut+1 < len(m.samples) && at.Sub(m.samples[cut+1].at) >= rateWindow {
+		cut++
+	}
+	m.samples = m.samples[cut:]
+}
+
+// rate is the URLs per second between the oldest and newest samples, or 0
+// when they are less than a second apart.
+func (m *rateMeter) rate() float64 {
+	if len(m.samples) < 2 {
+		return 0
+	}
+	first, last := m.samples[0], m.samples[len(m.samples)-1]
+	el := last.at.Sub(first.at)
+	if el < time.Second {
+		return 0
+	}
+	return float64(last.done-first.done) / el.Seconds()
+}
+
 // quietAttempts drops River's log line for each failed attempt of a task:
 // in a batch of thousands they would bury the progress display, and nothing
 // is lost — the record of each URL says how it ended.
@@ -235,11 +276,10 @@ type runner struct {
 	running, elsewhere, ready, sleeping int
 	nextAt                              time.Time
 
-	start      time.Time // when Run began
-	workStart  time.Time // when this process began working
-	doneAtWork int       // records written when it did
-	creds      []transport.CredentialStatus
-	credsAt    time.Time
+	start   time.Time // when Run began
+	pace    rateMeter // URLs finished per second lately
+	creds   []transport.CredentialStatus
+	credsAt time.Time
 }
 
 // submit finds or adds the task of every target in todo.
@@ -354,7 +394,7 @@ func (r *runner) work(ctx context.Context) error {
 			ShutdownTimeout: 5 * time.Second,
 		})
 	}()
-	r.workStart, r.doneAtWork = time.Now(), r.done()
+	r.pace.add(time.Now(), r.done())
 
 	stop := func() error {
 		stopWork()
@@ -454,6 +494,9 @@ func (r *runner) collect(ctx context.Context) error {
 		delete(r.byTask, rec.TaskID)
 	}
 	r.open = still
+	if len(r.pace.samples) > 0 {
+		r.pace.add(now, r.done())
+	}
 	if r.opts.Progress != nil {
 		r.opts.Progress.Update(r.snapshot(now))
 	}
@@ -467,11 +510,8 @@ func (r *runner) done() int { return r.sum.AlreadyWritten + r.sum.Written }
 func (r *runner) snapshot(now time.Time) Snapshot {
 	s := Snapshot{At: now, Total: r.sum.Total, Done: r.done(), Failed: r.sum.Failed,
 		Running: r.running, Elsewhere: r.elsewhere, Ready: r.ready, Sleeping: r.sleeping, NextAt: r.nextAt}
-	if !r.workStart.IsZero() {
-		if el := now.Sub(r.workStart); el >= time.Second && s.Done > r.doneAtWork {
-			s.Rate = float64(s.Done-r.doneAtWork) / el.Seconds()
-			s.ETA = time.Duration(float64(s.Total-s.Done) / s.Rate * float64(time.Second))
-		}
+	if s.Rate = r.pace.rate(); s.Rate > 0 {
+		s.ETA = time.Duration(float64(s.Total-s.Done) / s.Rate * float64(time.Second))
 	}
 	if r.opts.Status != nil && len(r.opts.Providers) > 0 && now.Sub(r.credsAt) >= r.opts.StatusInterval {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
