@@ -202,7 +202,7 @@ func (o Options) withDefaults() Options {
 // rateWindow is how far back the rate shown with the progress looks: far
 // enough to smooth the looks at the tasks, near enough that the ETA follows
 // the pace when it changes (a burst, then pacing by quota).
-const rateWindow = 30 * time.Second
+const rateWindow = 15 * time.Second
 
 // rateMeter measures URLs finished per second over the last rateWindow.
 type rateMeter struct {
