@@ -79,16 +79,18 @@ func Generated(ws []harness.Workload, cs []harness.Client, rs []harness.Result, 
 		m.CPUs, m.CPU, m.Go, m.OS, m.LoadBefore, m.LoadAfter, m.Date.Format("2006-01-02"))
 	b.WriteString("Every run starts a fresh simulator (package sim) on loopback and sends the workload's GETs from one queue; " +
 		"the simulator counts violations and charged requests, and a recording transport under each client notes every answer. " +
-		"Timings on a shared 2-core machine are noisy (± a few hundred milliseconds); counts are not.\n\n")
+		"Timings on a shared 2-core machine are noisy (± a few hundred milliseconds), and so are the refusal counts of clients " +
+		"that race into a limit: how many requests are in flight when a penalty starts varies from run to run.\n\n")
 	b.WriteString("Clients:\n\n")
 	for _, c := range cs {
 		fmt.Fprintf(&b, "- **%s**: %s\n", c.Name, c.Setup)
 	}
 	b.WriteString("\nColumns: *makespan* from the first request to the last job's end; *÷ ideal* against the earliest a perfect client could finish " +
 		"(quota-bound: every bucket spent in full as its window opens, windows resetting on whole seconds as GitHub's do; " +
-		"concurrency-bound: rounds of the latency at the concurrency limit); *violations* are requests the simulator refused for " +
+		"concurrency-bound: rounds of the latency at the concurrency limit; none for a client that gave up on jobs); *violations* are requests the simulator refused for " +
 		"an empty bucket (primary) or a secondary limit; *wasted* are requests sent that the server did not serve; " +
-		"*extra* are requests served that were not jobs (ratekeeper's GET /user per token, to learn its owner); " +
+		"*extra* are requests served that were not jobs (ratekeeper's GET /user per token, to learn its owner; in a stopped run, " +
+		"also answers cut off by the deadline); " +
 		"*quota used* is jobs done ÷ the quota the server offered during the makespan; *max in flight* is the simulator's.\n")
 	for _, w := range ws {
 		fmt.Fprintf(&b, "\n### %s\n\n%s\n\n", w.Title, w.About)
@@ -116,7 +118,10 @@ func Table(w harness.Workload, rs []harness.Result) string {
 			makespan = fmt.Sprintf("> %.0f s (stopped)", r.Makespan.Seconds())
 		}
 		ratio := fmt.Sprintf("%.2f", r.Ratio())
-		if r.Unfinished > 0 {
+		switch {
+		case r.Failed > 0:
+			ratio = "— (gave up)"
+		case r.Unfinished > 0:
 			ratio = "> " + ratio
 		}
 		used := "—"

@@ -78,6 +78,12 @@ func TestTable(t *testing.T) {
 			t.Errorf("table lacks %q:\n%s", want, got)
 		}
 	}
+	rs = append(rs, harness.Result{Workload: ws[0].Name, Client: "go-retryablehttp", Jobs: 240, Done: 60, Failed: 180,
+		Makespan: time.Second, Ideal: 6 * time.Second, Requests: 240, Accepted: 60, PrimaryViolations: 180, Available: 60, MaxInFlight: 4})
+	got = Table(ws[0], rs)
+	if !strings.Contains(got, "| go-retryablehttp | 60 / 180 / 0 | 1.0 s | — (gave up) | 180 (180 / 0) | 180 | 0 | 100 % | 4 |") {
+		t.Errorf("row of a client that gave up:\n%s", got)
+	}
 	if strings.Contains(got, "spread") {
 		t.Errorf("another workload's row:\n%s", got)
 	}
