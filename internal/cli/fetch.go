@@ -82,7 +82,10 @@ or a final status other than 2xx), 2 for bad input, 130 when interrupted.`,
 	if f := cmd.Flags().Lookup("max-wait"); f != nil {
 		o.client.maxWait = fetchDefaultMaxWait
 		f.DefValue = fetchDefaultMaxWait.String()
-		f.Usage += "; longer waits become durable reschedules"
+		f.Usage = "longest wait for quota in memory; a longer one reschedules the URL's task until quota returns (a durable sleep)"
+	}
+	if f := cmd.Flags().Lookup("db"); f != nil {
+		f.Usage = "database of the tasks and the shared quota state: a SQLite file, or postgres://… for a fleet"
 	}
 	fl := cmd.Flags()
 	fl.StringVarP(&o.input, "input", "i", "", `file of URLs, one a line ("-" for stdin)`)
