@@ -209,8 +209,8 @@ func (s *Summary) Write(w io.Writer) {
 	last := int64(s.Distinct) - int64(s.IdealWindows-1)*perWindow
 	more("ideal: a perfect client pays only for the %d distinct URLs (a repeat can be a free 304); at %d per window",
 		s.Distinct, perWindow)
-	more("(%d owners × %d) that takes %d window(s), so it ends %d × %s after the start, plus the last window's",
-		s.Owners, s.Limit, s.IdealWindows, s.IdealWindows-1, shortDuration(s.Window))
+	more("(%d owners × %d) that takes %s, so it ends %d × %s after the start, plus the last window's",
+		s.Owners, s.Limit, plural(s.IdealWindows, "window"), s.IdealWindows-1, shortDuration(s.Window))
 	more("%d requests at %d in flight × %s latency", last, s.Workers, s.Latency)
 	if s.ChargedIdeal > 0 {
 		more("the %d requests this run was charged for need at least %s the same way: %.2f× that",
@@ -241,4 +241,12 @@ func joinIndexes(idx []int) string {
 // trimFloat writes 30 as "30" and 7.5 as "7.5".
 func trimFloat(f float64) string {
 	return strings.TrimSuffix(strings.TrimRight(fmt.Sprintf("%.2f", f), "0"), ".")
+}
+
+// plural writes 1 window, 3 windows.
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }
