@@ -349,3 +349,37 @@ func writeFile(t *testing.T, path, text string) {
 		t.Fatal(err)
 	}
 }
+
+// TestRunQuotaBound: when the quota binds, waits longer than the client's
+// MaxWait become reschedules (counted in the records), every URL is still
+// fetched once and the server sees no violation.
+func TestRunQuotaBound(t *testing.T) {
+	s := startSim(t, sim.Config{APIs: []sim.APIConfig{{
+		Dialect: sim.DialectGitHub, Prefix: "/github", Limit: 4, Window: time.Second, WindowMode: sim.WindowFixed,
+		Tokens: []sim.TokenConfig{{Token: "tok-alice-1"}},
+	}}})
+	tr := client(t, ratekeeper.Options{
+		Providers: []string{"github=" + s.URL + "/github"},
+		Tokens:    map[string][]string{"github": {"tok-alice-1"}},
+		MaxWait:   50 * time.Millisecond,
+	})
+	urls := repoURLs(s.URL, 10)
+	var stdout bytes.Buffer
+	sum := run(t, sqliteDSN(t), tr, plan(t, tr, false, urls...), batch.NewStream(&stdout, "stdout"))
+	if sum.Failed != 0 {
+		t.Errorf("summary %+v, want no failure", sum)
+	}
+	reschedules := 0
+	for u, r := range onceEach(t, parseRecords(t, stdout.Bytes()), urls) {
+		reschedules += r.Reschedules
+		if n := s.hits(pathOf(t, u)); n != 1 {
+			t.Errorf("%s served %d times, want 1", u, n)
+		}
+	}
+	if reschedules == 0 {
+		t.Error("no task was rescheduled, though 10 URLs at 4 a second must wait")
+	}
+	if v := s.Stats().Total.Violations; v != 0 {
+		t.Errorf("%d rate-limit violations, want 0", v)
+	}
+}
