@@ -65,13 +65,20 @@ func (o *Owner) refresh(now time.Time) {
 	}
 }
 
-// gcraWait is how long a request costing n units must wait under a GCRA
-// allowing perWindow units per window, with a burst of one window.
+// The secondary budgets are GCRAs that keep any sliding window of the
+// stated length within the stated count, whatever the server's way of
+// counting: a burst of half the count, and the other half spread over the
+// window. (A GCRA with a whole window's burst would allow nearly twice the
+// count in the window after a burst, which a server counting over a
+// sliding window refuses.)
+
+// gcraWait is how long a request costing n units must wait under such a
+// GCRA allowing perWindow units per window.
 func gcraWait(tat, now time.Time, n, perWindow int64, window time.Duration) time.Duration {
 	if perWindow <= 0 || tat.IsZero() {
 		return 0
 	}
-	per := window / time.Duration(perWindow)
+	per := 2 * window / time.Duration(perWindow)
 	allowed := now.Add(window - time.Duration(n)*per)
 	if tat.After(allowed) {
 		return tat.Sub(allowed)
@@ -80,7 +87,7 @@ func gcraWait(tat, now time.Time, n, perWindow int64, window time.Duration) time
 }
 
 func gcraTake(tat, now time.Time, n, perWindow int64, window time.Duration) time.Time {
-	per := window / time.Duration(perWindow)
+	per := 2 * window / time.Duration(perWindow)
 	return maxTime(tat, now).Add(time.Duration(n) * per)
 }
 

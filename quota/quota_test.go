@@ -266,26 +266,64 @@ func TestOwnerConcurrencyWritesPoints(t *testing.T) {
 	if w := o.Reserve(s, write, t0, "p", lease); w != 0 {
 		t.Fatal(w)
 	}
-	if w := o.Reserve(s, write, t0, "p", lease); w != 0 {
-		t.Fatal(w)
-	}
-	if w := o.Reserve(s, Cost{Points: 1, Endpoint: write.Endpoint}, t0, "p", lease); w != 6*time.Second {
-		t.Fatalf("11th point in a minute: wait %v, want 6s", w)
+	// Half the minute's points may go at once; the other half is spread.
+	if w := o.Reserve(s, write, t0, "p", lease); w != time.Minute {
+		t.Fatalf("second write's 5 points: wait %v, want 1m", w)
 	}
 	if w := o.Reserve(s, read, t0, "p", lease); w != 0 {
 		t.Fatal("points of one endpoint charged to another")
 	}
 
 	o = Owner{}
-	s = Secondary{ContentPerMinute: 2, ContentPerHour: 3}
+	s = Secondary{ContentPerMinute: 2, ContentPerHour: 6}
 	o.Reserve(s, write, t0, "p", lease)
-	o.Reserve(s, write, t0, "p", lease)
-	if w := o.Reserve(s, write, t0, "p", lease); w != 30*time.Second {
-		t.Fatalf("3rd creation in a minute: wait %v, want 30s", w)
+	if w := o.Reserve(s, write, t0, "p", lease); w != time.Minute {
+		t.Fatalf("2nd creation at once: wait %v, want 1m", w)
 	}
-	o.Reserve(s, write, t0.Add(30*time.Second), "p", lease)
-	if w := o.Reserve(s, write, t0.Add(time.Minute), "p", lease); w != 19*time.Minute {
-		t.Fatalf("4th creation in an hour: wait %v, want 19m", w)
+}
+
+// TestSecondaryBudgetsHoldInEverySlidingWindow: however a greedy client
+// spends, no window of a minute (or an hour) anywhere in its history holds
+// more than the budget — a server counting over a sliding window never
+// refuses.
+func TestSecondaryBudgetsHoldInEverySlidingWindow(t *testing.T) {
+	s := Secondary{PointsPerMinute: 30, ContentPerMinute: 8, ContentPerHour: 20}
+	var o Owner
+	var reads, creations []time.Time
+	cost := Cost{Points: 1, Endpoint: "GET /x"}
+	create := Cost{Write: true, Points: 1, Endpoint: "POST /y", CreatesContent: true}
+	for now := t0; now.Before(t0.Add(3 * time.Hour)); now = now.Add(250 * time.Millisecond) {
+		if o.Reserve(s, cost, now, "p", lease) == 0 {
+			reads = append(reads, now)
+		}
+		if o.Reserve(s, create, now, "p", lease) == 0 {
+			creations = append(creations, now)
+		}
+	}
+	most := func(ts []time.Time, window time.Duration) int {
+		best := 0
+		for i := range ts {
+			n := 0
+			for j := i; j < len(ts) && ts[j].Sub(ts[i]) < window; j++ {
+				n++
+			}
+			best = max(best, n)
+		}
+		return best
+	}
+	if n := most(creations, time.Hour); n > 20 {
+		t.Fatalf("%d creations in one hour, budget 20", n)
+	}
+	if n := most(creations, time.Minute); n > 8 {
+		t.Fatalf("%d creations in one minute, budget 8", n)
+	}
+	if n := most(reads, time.Minute); n > 30 {
+		t.Fatalf("%d points of one endpoint in one minute, budget 30", n)
+	}
+	// Half a budget at once, then half a budget per window: over three
+	// hours that is 10 + 3×10 creations and 15 + 180×15 reads.
+	if len(creations) < 35 || len(reads) < 2600 {
+		t.Fatalf("only %d creations and %d reads in three hours: the budgets are not used", len(creations), len(reads))
 	}
 }
 

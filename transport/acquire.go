@@ -248,6 +248,13 @@ func (t *Transport) validate(ctx context.Context, p *provider.Provider, c *creds
 		select {
 		case <-val.done:
 			return false // already tried; a failure leaves a per-token bucket
+		default:
+		}
+		// Another request is validating it: wait for the answer, then
+		// choose again (it may have been rejected).
+		select {
+		case <-val.done:
+			return true
 		case <-ctx.Done():
 			return false
 		}
