@@ -8,7 +8,7 @@
 // with free conditional requests, and retries what is safe to retry. Use it
 // wherever an *http.Client goes, go-github included:
 //
-//	client := ratekeeper.NewClient(ratekeeper.Options{Policy: "greedy"})
+//	client := ratekeeper.NewClient(ratekeeper.Options{})
 //	gh := github.NewClient(client)
 //
 // Tokens come from the environment (GITHUB_TOKEN, GH_TOKEN, GITLAB_TOKEN,
@@ -49,7 +49,7 @@ type WaitError = transport.WaitError
 type Event = transport.Event
 
 // Options configure a client. The zero value uses the built-in providers,
-// tokens from the environment, the adaptive policy and memory state.
+// tokens from the environment, the greedy policy and memory state.
 type Options struct {
 	// ConfigFile is an optional TOML file describing providers (see
 	// package provider).
@@ -61,7 +61,8 @@ type Options struct {
 	// Tokens gives each named provider's tokens instead of its
 	// environment variables.
 	Tokens map[string][]string
-	// Policy is "spread", "adaptive" (default) or "greedy".
+	// Policy is "greedy" (default: finish as fast as the quota allows),
+	// "spread" or "adaptive" (keep quota for other work).
 	Policy string
 	// Reserve is the number of requests per bucket kept back.
 	Reserve int

@@ -362,6 +362,18 @@ func (c *Cache) Store(req *http.Request, owner string, resp *http.Response) (*ht
 }
 
 // usable reports whether the cache may handle req for owner at all.
+// Has reports whether Prepare would find a stored response for req as
+// seen by owner, without touching req. The transport asks it to prefer,
+// among credentials that can go equally soon, one whose owner can send a
+// free conditional request.
+func (c *Cache) Has(req *http.Request, owner string) bool {
+	if c == nil || !c.usable(req, owner) || isConditional(req.Header) {
+		return false
+	}
+	e := c.lookup(req.Context(), requestKey(req, owner))
+	return e != nil && e.matches(req)
+}
+
 func (c *Cache) usable(req *http.Request, owner string) bool {
 	if req == nil || req.URL == nil || (req.Method != http.MethodGet && req.Method != "") {
 		return false

@@ -39,8 +39,10 @@ type Policy struct {
 	MinDelay, MaxDelay time.Duration
 }
 
-// DefaultPolicy is the policy used when none is configured.
-func DefaultPolicy() Policy { return Policy{Kind: Adaptive, Velocity: 1.5, MaxDelay: time.Minute} }
+// DefaultPolicy is the policy used when none is configured: greedy, since
+// the usual job is to finish as fast as the quota allows. Long-running
+// services that share a token with other work want spread or adaptive.
+func DefaultPolicy() Policy { return Policy{Kind: Greedy, Velocity: 1.5, MaxDelay: time.Minute} }
 
 // ParseKind reads a policy name.
 func ParseKind(s string) (Kind, error) {

@@ -28,7 +28,7 @@ type spend struct {
 // then and reserves the quota. Among credentials that can go equally soon
 // they take turns. It returns a *WaitError instead of waiting longer than
 // the max wait, and ctx's error as soon as ctx ends.
-func (t *Transport) acquire(ctx context.Context, p *provider.Provider, pool *creds.Pool, class provider.Request, g *grant) error {
+func (t *Transport) acquire(ctx context.Context, req *http.Request, p *provider.Provider, pool *creds.Pool, class provider.Request, g *grant) error {
 	policy, _ := t.policyFor(p)
 	sec, cost := secondaryFor(p, class)
 	maxWait := t.maxWait(p)
@@ -85,7 +85,7 @@ func (t *Transport) acquire(ctx context.Context, p *provider.Provider, pool *cre
 				}
 				continue
 			}
-			c = pickTied(pool, tied, validated)
+			c = t.pickTied(req, pool, tied, validated)
 		}
 		if !t.opts.SkipValidation && t.validate(ctx, p, c) {
 			validated = c
@@ -116,12 +116,27 @@ func (t *Transport) acquire(ctx context.Context, p *provider.Provider, pool *cre
 }
 
 // pickTied takes turns among equally good credentials, except that one
-// just validated is used at once: choosing again would otherwise validate
-// every credential before the first request goes.
-func pickTied(pool *creds.Pool, tied []*creds.Credential, validated *creds.Credential) *creds.Credential {
+// just validated is used at once (choosing again would otherwise validate
+// every credential before the first request goes), and that a credential
+// whose owner has the answer cached is preferred: its repeat is a free
+// conditional request, another owner's a charged one.
+func (t *Transport) pickTied(req *http.Request, pool *creds.Pool, tied []*creds.Credential, validated *creds.Credential) *creds.Credential {
 	for _, c := range tied {
 		if c == validated {
 			return c
+		}
+	}
+	if t.cache != nil && req.Method == http.MethodGet && len(tied) > 1 {
+		seen := ""
+		for _, c := range tied {
+			owner := c.BucketOwner()
+			if owner == seen {
+				continue
+			}
+			seen = owner
+			if t.cache.Has(req, owner) {
+				return c
+			}
 		}
 	}
 	return pool.Next(tied)

@@ -342,7 +342,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	for attempt := 1; ; attempt++ {
 		var grant grant
 		g := &grant
-		if err := t.acquire(ctx, p, pool, class, g); err != nil {
+		if err := t.acquire(ctx, req, p, pool, class, g); err != nil {
 			closeBody(req)
 			return nil, err
 		}

@@ -612,3 +612,22 @@ func TestHiddenLimitsStillFinish(t *testing.T) {
 		}
 	})
 }
+
+// TestRepeatPrefersTheOwnerWithTheCachedAnswer: with several owners able
+// to go at once, a repeated GET goes with the owner whose cached answer
+// makes it a free 304, not with whoever's turn it is.
+func TestRepeatPrefersTheOwnerWithTheCachedAnswer(t *testing.T) {
+	s := newSim(t, sim.APIConfig{Dialect: "github", Limit: 100, Window: time.Hour,
+		Tokens: []sim.TokenConfig{{Token: "tok-a", Owner: "alice"}, {Token: "tok-b", Owner: "bob"}, {Token: "tok-c", Owner: "carol"}}},
+		[]string{"tok-a", "tok-b", "tok-c"}, nil)
+	for i := 0; i < 4; i++ {
+		drain(s.get(t, fmt.Sprintf("/repos/o/r%d", i)))
+	}
+	for i := 0; i < 4; i++ {
+		resp := s.get(t, fmt.Sprintf("/repos/o/r%d", i))
+		if got := resp.Header.Get(HeaderCache); got != "revalidated" {
+			t.Fatalf("repeat %d: cache %q via %s", i, got, resp.Header.Get(HeaderCredential))
+		}
+		drain(resp)
+	}
+}

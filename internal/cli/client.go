@@ -33,7 +33,7 @@ func (f *clientFlags) add(cmd *cobra.Command) {
 	fl.StringSliceVar(&f.providers, "provider", nil,
 		"NAME=BASEURL adds or moves a provider (repeatable), e.g. github=http://127.0.0.1:8080/github; a bare NAME selects a configured provider")
 	fl.StringVar(&f.config, "config", "", "TOML file describing providers, tokens env, limits and policy")
-	fl.StringVar(&f.policy, "policy", "adaptive", "pacing policy: spread, adaptive or greedy")
+	fl.StringVar(&f.policy, "policy", "greedy", "pacing policy: greedy (as fast as the quota allows), spread or adaptive (leave quota for other work)")
 	fl.IntVar(&f.reserve, "reserve", 0, "requests per bucket to keep back for other work")
 	fl.DurationVar(&f.maxWait, "max-wait", transport.DefaultMaxWait, "longest single wait for quota; beyond it the request fails saying when quota returns")
 	fl.BoolVarP(&f.verbose, "verbose", "v", false, "tell which credential, waits and cache outcome on stderr")
