@@ -188,10 +188,10 @@ func TestLoadConfigErrors(t *testing.T) {
 
 func TestMaskToken(t *testing.T) {
 	cases := map[string]string{
-		"ghp_abcdefghijklmnopqrstuvwxyz0123456789": "#2 ghp_…6789",
-		"tok-alice-1": "#2 to…-1",
-		"abc":         "#2 …",
-		"sim-token-1": "#2 si…-1",
+		"ghp_FAKE-not-a-token-just-a-test": "#2 ghp_…test",
+		"tok-alice-1":                      "#2 to…-1",
+		"abc":                              "#2 …",
+		"sim-token-1":                      "#2 si…-1",
 	}
 	for tok, want := range cases {
 		if got := MaskToken(2, tok); got != want {
