@@ -385,7 +385,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		t.record(p, g, resp.StatusCode, cacheOutcome(out.Method, entry != nil, resp.StatusCode), &reading)
 
 		switch {
-		case resp.StatusCode == http.StatusUnauthorized && g.cred.Kind() != creds.Anonymous:
+		case resp.StatusCode == http.StatusUnauthorized && g.cred.Kind() != creds.Anonymous && t.sentOwnToken(ctx, req, p, g):
 			reason := fmt.Sprintf("%s %s answered 401", req.Method, redactURL(req))
 			if g.cred.MarkInvalid(reason, now) {
 				t.remember(ctx, p, g.cred, now)
@@ -540,6 +540,23 @@ func cloneHeader(h http.Header, extra int) http.Header {
 		values = values[m:]
 	}
 	return out
+}
+
+// sentOwnToken reports whether the request carried the credential's own
+// token, so that a 401 says something about the credential: not when the
+// caller authenticated the request with something else.
+func (t *Transport) sentOwnToken(ctx context.Context, req *http.Request, p *provider.Provider, g *grant) bool {
+	callers := req.Header.Get(p.Auth.Header)
+	if callers == "" {
+		return true
+	}
+	token, err := g.cred.Token(ctx)
+	if err != nil {
+		return false
+	}
+	h := http.Header{}
+	p.Authorize(h, token)
+	return h.Get(p.Auth.Header) == callers
 }
 
 // hasAuth reports whether the caller already authenticated the request

@@ -631,3 +631,31 @@ func TestRepeatPrefersTheOwnerWithTheCachedAnswer(t *testing.T) {
 		drain(resp)
 	}
 }
+
+// TestCallersOwnAuthDoesNotCondemnTheCredential: a caller that sends its
+// own Authorization gets the server's 401 back, and the transport's
+// credential, never sent, stays usable.
+func TestCallersOwnAuthDoesNotCondemnTheCredential(t *testing.T) {
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Authorization") != "Bearer tok-test-0001" {
+			w.WriteHeader(401)
+			return
+		}
+		io.WriteString(w, "{}")
+	})
+	tr := handlerTransport(t, h, func(o *Options) { o.SkipValidation = true })
+	req, _ := http.NewRequest(http.MethodGet, "http://api.test/user", nil)
+	req.Header.Set("Authorization", "Bearer someone-elses")
+	resp, err := tr.RoundTrip(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	drain(resp)
+	if resp.StatusCode != 401 {
+		t.Fatalf("status %d", resp.StatusCode)
+	}
+	pool, _ := tr.Pool("github")
+	if st := pool.Credentials()[0].State(time.Now()); st == creds.Invalid {
+		t.Fatal("the transport's credential was marked invalid for the caller's token")
+	}
+}
