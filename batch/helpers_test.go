@@ -3,9 +3,6 @@ package batch_test
 import (
 	"bufio"
 	"bytes"
-	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -17,11 +14,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/ratekeeper/ratekeeper/batch"
 	"github.com/ratekeeper/ratekeeper/internal/cli"
 	"github.com/ratekeeper/ratekeeper/sim"
+	"github.com/ratekeeper/ratekeeper/store/storetest"
 )
 
 // childEnv makes the test binary run the ratekeeper command line instead of
@@ -189,44 +185,7 @@ func pathOf(t *testing.T, raw string) string {
 
 func sqliteDSN(t *testing.T) string { return filepath.Join(t.TempDir(), "ratekeeper.db") }
 
-// postgresEnv names the variable holding the DSN of a PostgreSQL server the
-// tests may create databases on.
-const postgresEnv = "RATEKEEPER_TEST_POSTGRES"
-
-// postgresDSN creates a database with a random name on the server named by
-// RATEKEEPER_TEST_POSTGRES and drops it when the test ends.
+// postgresDSN is a fresh database on the test server, dropped at the end.
 func postgresDSN(t testing.TB) string {
-	t.Helper()
-	base := os.Getenv(postgresEnv)
-	if base == "" {
-		t.Skipf("%s is not set: PostgreSQL tests need a server (bash .ci/pg-start prints a DSN)", postgresEnv)
-	}
-	var b [6]byte
-	_, _ = rand.Read(b[:])
-	name := "rk_batch_" + hex.EncodeToString(b[:])
-	exec := func(sql string) error {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		conn, err := pgx.Connect(ctx, base)
-		if err != nil {
-			return err
-		}
-		defer conn.Close(ctx)
-		_, err = conn.Exec(ctx, sql)
-		return err
-	}
-	if err := exec("CREATE DATABASE " + name); err != nil {
-		t.Fatalf("create test database: %v", err)
-	}
-	t.Cleanup(func() {
-		if err := exec("DROP DATABASE IF EXISTS " + name + " WITH (FORCE)"); err != nil {
-			t.Errorf("drop test database %s: %v", name, err)
-		}
-	})
-	u, err := url.Parse(base)
-	if err != nil {
-		t.Fatalf("%s: %v", postgresEnv, err)
-	}
-	u.Path = "/" + name
-	return u.String()
+	return storetest.NewPostgresDatabase(t, "rk_batch_")
 }

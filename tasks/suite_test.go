@@ -2,27 +2,20 @@ package tasks
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"io"
 	"log/slog"
-	"net/url"
 	"os"
 	"path/filepath"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
+	"github.com/ratekeeper/ratekeeper/store/storetest"
 )
 
 // The task suite runs every test against SQLite and PostgreSQL, like
 // River's shared driver tests: one behaviour, two databases.
-
-// postgresEnv names the variable holding the DSN of a PostgreSQL server the
-// tests may create databases on.
-const postgresEnv = "RATEKEEPER_TEST_POSTGRES"
 
 // forEachDB runs fn as a subtest per database, each with a fresh database.
 func forEachDB(t *testing.T, fn func(t *testing.T, dsn string)) {
@@ -41,46 +34,9 @@ func sqliteDSN(t testing.TB) string {
 	return filepath.Join(t.TempDir(), "tasks.db")
 }
 
-// postgresDSN creates a database with a random name on the server named by
-// RATEKEEPER_TEST_POSTGRES and drops it when the test ends.
+// postgresDSN is a fresh database on the test server, dropped at the end.
 func postgresDSN(t testing.TB) string {
-	t.Helper()
-	base := os.Getenv(postgresEnv)
-	if base == "" {
-		t.Skipf("%s is not set: PostgreSQL tests need a server (bash .ci/pg-start prints a DSN)", postgresEnv)
-	}
-	var b [6]byte
-	_, _ = rand.Read(b[:])
-	name := "rk_tasks_" + hex.EncodeToString(b[:])
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	conn, err := pgx.Connect(ctx, base)
-	if err != nil {
-		t.Fatalf("connect to %s: %v", postgresEnv, err)
-	}
-	defer conn.Close(ctx)
-	if _, err := conn.Exec(ctx, "CREATE DATABASE "+name); err != nil {
-		t.Fatalf("create test database: %v", err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		conn, err := pgx.Connect(ctx, base)
-		if err != nil {
-			t.Errorf("drop test database %s: %v", name, err)
-			return
-		}
-		defer conn.Close(ctx)
-		if _, err := conn.Exec(ctx, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)"); err != nil {
-			t.Errorf("drop test database %s: %v", name, err)
-		}
-	})
-	u, err := url.Parse(base)
-	if err != nil {
-		t.Fatalf("%s: %v", postgresEnv, err)
-	}
-	u.Path = "/" + name
-	return u.String()
+	return storetest.NewPostgresDatabase(t, "rk_tasks_")
 }
 
 // testOptions polls fast and backs off in milliseconds so that tests wait

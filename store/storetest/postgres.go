@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"os"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 )
@@ -59,5 +60,40 @@ func NewPostgresSchema(t testing.TB, base string) string {
 	q := u.Query()
 	q.Set("search_path", schema)
 	u.RawQuery = q.Encode()
+	return u.String()
+}
+
+// NewPostgresDatabase creates a database named prefix plus a random suffix
+// on the server in PostgresEnv (skipping when it is unset, see
+// PostgresBase), drops it when the test ends, and returns its DSN. Use it
+// where a schema is not enough, e.g. for River's migrations.
+func NewPostgresDatabase(t testing.TB, prefix string) string {
+	t.Helper()
+	base := PostgresBase(t)
+	name := fmt.Sprintf("%s%012x", prefix, rand.Uint64()>>16)
+	exec := func(sql string) error {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		conn, err := pgx.Connect(ctx, base)
+		if err != nil {
+			return err
+		}
+		defer conn.Close(ctx)
+		_, err = conn.Exec(ctx, sql)
+		return err
+	}
+	if err := exec("CREATE DATABASE " + name); err != nil {
+		t.Fatalf("creating test database: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := exec("DROP DATABASE IF EXISTS " + name + " WITH (FORCE)"); err != nil {
+			t.Errorf("dropping test database %s: %v", name, err)
+		}
+	})
+	u, err := url.Parse(base)
+	if err != nil {
+		t.Fatalf("%s is not a URL: %v", PostgresEnv, err)
+	}
+	u.Path = "/" + name
 	return u.String()
 }
