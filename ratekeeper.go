@@ -25,6 +25,7 @@ package ratekeeper
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -45,6 +46,10 @@ import (
 // WaitError is returned when quota returns later than the max wait.
 type WaitError = transport.WaitError
 
+// ReserveError is returned for a request to a resource whose whole bucket
+// the configured reserve would take (see Options.Reserve).
+type ReserveError = transport.ReserveError
+
 // Event is what Options.OnEvent receives.
 type Event = transport.Event
 
@@ -64,10 +69,26 @@ type Options struct {
 	// Policy is "greedy" (default: finish as fast as the quota allows),
 	// "spread" or "adaptive" (keep quota for other work).
 	Policy string
-	// Reserve is the number of requests per bucket kept back.
-	Reserve int
+	// Reserve is the number of requests kept back in every bucket, or
+	// ReservePercent the percentage of each bucket's own limit (at least
+	// 0, below 100); set one or the other. A count must stay below every
+	// bucket's limit: a request to a resource whose limit it reaches fails
+	// with a *ReserveError naming the resource (GitHub's search
+	// allows 30 a minute, so Reserve 100 leaves nothing of it), where a
+	// percentage always leaves something.
+	Reserve        int
+	ReservePercent float64
 	// MaxWait is the longest a request waits for quota (default 5m).
 	MaxWait time.Duration
+	// MaxPause caps every pause a server's answer imposes: a Retry-After
+	// on any status, a secondary-limit penalty (default 1h). A proxy's
+	// "Retry-After: 86400" then stops a bucket for an hour, not a day.
+	MaxPause time.Duration
+	// SecondaryWait is the first pause after a secondary-limit refusal
+	// that does not say when to come back (no Retry-After); it doubles,
+	// with jitter, at each new strike (default 60s, GitHub's documented
+	// minimum).
+	SecondaryWait time.Duration
 	// Timeout bounds each request including its waits (0: none).
 	Timeout time.Duration
 	// Base sends the requests (default: a clone of http.DefaultTransport).
@@ -116,6 +137,7 @@ func NewTransport(opts Options) (*transport.Transport, error) {
 		Base:      opts.Base,
 		State:     opts.State,
 		MaxWait:   opts.MaxWait,
+		MaxPause:  opts.MaxPause,
 		Logger:    opts.Logger,
 		OnEvent:   opts.OnEvent,
 		Pools:     map[string]*creds.Pool{},
@@ -131,7 +153,14 @@ func NewTransport(opts Options) (*transport.Transport, error) {
 	if opts.Reserve < 0 {
 		return nil, fmt.Errorf("reserve %d: want 0 or more requests", opts.Reserve)
 	}
-	to.Policy.Reserve = int64(opts.Reserve)
+	to.Policy.Reserve, to.Policy.ReservePercent = int64(opts.Reserve), opts.ReservePercent
+	if err := to.Policy.Validate(); err != nil {
+		return nil, err
+	}
+	if opts.MaxPause < 0 || opts.SecondaryWait < 0 {
+		return nil, fmt.Errorf("max pause %v, secondary wait %v: want positive durations (0 for the defaults)", opts.MaxPause, opts.SecondaryWait)
+	}
+	to.SecondaryWait = opts.SecondaryWait
 	for name, tokens := range opts.Tokens {
 		p, err := reg.Get(name)
 		if err != nil {
@@ -172,7 +201,11 @@ func NewTransport(opts Options) (*transport.Transport, error) {
 		}
 		to.Credentials = shared
 		cacheOpts.Backend = st
-		to.OnClose = st.Close
+		to.OnClose = func() error {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			return errors.Join(shared.Close(ctx), st.Close())
+		}
 	}
 	to.Cache = cache.New(cacheOpts)
 	if opts.Tune != nil {

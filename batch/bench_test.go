@@ -23,7 +23,10 @@ import (
 //
 // An empty policy sends the requests with a plain http.Client instead of
 // the rate-keeping one: what the batch machinery alone can do.
-func benchFetch(b *testing.B, dsn func(b *testing.B) string, api sim.APIConfig, tokens []string, policy string, maxWait time.Duration, n, concurrency int) {
+//
+// With stateInDB the client keeps its quota state and cache in the batch's
+// database too, as `ratekeeper fetch --db` does.
+func benchFetch(b *testing.B, dsn func(b *testing.B) string, api sim.APIConfig, tokens []string, policy string, maxWait time.Duration, n, concurrency int, stateInDB ...bool) {
 	srv, err := sim.New(sim.Config{APIs: []sim.APIConfig{api}})
 	if err != nil {
 		b.Fatal(err)
@@ -37,11 +40,16 @@ func benchFetch(b *testing.B, dsn func(b *testing.B) string, api sim.APIConfig, 
 	var elapsed time.Duration
 	reschedules := 0
 	for i := 0; b.Loop(); i++ {
-		tr, err := ratekeeper.NewTransport(ratekeeper.Options{
+		db := dsn(b)
+		opts := ratekeeper.Options{
 			Providers: []string{"github=" + ts.URL + "/github"},
 			Tokens:    map[string][]string{"github": tokens},
 			Policy:    policy, MaxWait: maxWait,
-		})
+		}
+		if len(stateInDB) > 0 && stateInDB[0] {
+			opts.DB = db
+		}
+		tr, err := ratekeeper.NewTransport(opts)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -56,7 +64,7 @@ func benchFetch(b *testing.B, dsn func(b *testing.B) string, api sim.APIConfig, 
 		var out bytes.Buffer
 		start := time.Now()
 		sum, err := batch.Run(context.Background(), targets, batch.Options{
-			DSN:         dsn(b),
+			DSN:         db,
 			Client:      client,
 			Output:      batch.NewStream(&out, "stdout"),
 			Concurrency: concurrency,
@@ -64,6 +72,7 @@ func benchFetch(b *testing.B, dsn func(b *testing.B) string, api sim.APIConfig, 
 			Logger:      slog.New(slog.NewTextHandler(io.Discard, nil)),
 		})
 		elapsed += time.Since(start)
+		tr.Close()
 		if err != nil || sum.Failed != 0 || sum.Written != n {
 			b.Fatalf("run %d: %+v, %v", i, sum, err)
 		}
@@ -96,12 +105,18 @@ func BenchmarkFetchUnbound(b *testing.B) {
 		b.Run(fmt.Sprintf("sqlite/concurrency=%d", c), func(b *testing.B) {
 			benchFetch(b, benchSQLite, api, tokens, "greedy", 30*time.Second, 2000, c)
 		})
+		b.Run(fmt.Sprintf("sqlite/state-in-db/concurrency=%d", c), func(b *testing.B) {
+			benchFetch(b, benchSQLite, api, tokens, "greedy", 30*time.Second, 2000, c, true)
+		})
 		b.Run(fmt.Sprintf("sqlite/plain-client/concurrency=%d", c), func(b *testing.B) {
 			benchFetch(b, benchSQLite, api, tokens, "", 30*time.Second, 2000, c)
 		})
 	}
 	b.Run("postgres/concurrency=50", func(b *testing.B) {
 		benchFetch(b, pg, api, tokens, "greedy", 30*time.Second, 2000, 50)
+	})
+	b.Run("postgres/state-in-db/concurrency=50", func(b *testing.B) {
+		benchFetch(b, pg, api, tokens, "greedy", 30*time.Second, 2000, 50, true)
 	})
 	b.Run("postgres/plain-client/concurrency=50", func(b *testing.B) {
 		benchFetch(b, pg, api, tokens, "", 30*time.Second, 2000, 50)

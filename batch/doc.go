@@ -21,8 +21,19 @@
 // being fetched again, failed ones included), and appends lines with one
 // write and an fsync. So a kill -9 at any moment, followed by the same run,
 // ends with every URL in the file once. Only tasks that were running in the
-// killed process are fetched again, once River's rescuer returns them (see
-// RescueAfter).
+// killed process are fetched again, and at once: while a Journal is open no
+// other process holds it, so the run that opened it takes back the running
+// tasks of workers named after it (Journal.Owner, Options.WorkerID) —
+// earlier runs of the same file, gone — without waiting for River's
+// rescuer (RescueAfter), and never a task of another live process.
+//
+// # Outcomes come from servers
+//
+// A URL's record is its server's answer or a network failure that outlasted
+// the retries, never a fault of this machine. With Options.WireMarked (the
+// client sends through tasks.WireTransport), an error that arose here — the
+// quota state's database, a full disk — stops the run (tasks.IsLocalFault)
+// and its URL stays unwritten for the next run.
 //
 // # Waiting for quota
 //

@@ -189,3 +189,24 @@ func sqliteDSN(t *testing.T) string { return filepath.Join(t.TempDir(), "ratekee
 func postgresDSN(t testing.TB) string {
 	return storetest.NewPostgresDatabase(t, "rk_batch_")
 }
+
+// corrupt damages the SQLite database at path as a bad disk or a stray
+// write would: pages in the middle of the file overwritten.
+func corrupt(t *testing.T, path string) {
+	t.Helper()
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		t.Fatal(err)
+	}
+	junk := bytes.Repeat([]byte{0xa5}, 3000)
+	for off := int64(2 * 4096); off+int64(len(junk)) < fi.Size(); off += 3 * 4096 {
+		if _, err := f.WriteAt(junk, off+100); err != nil {
+			t.Fatal(err)
+		}
+	}
+}

@@ -2,13 +2,21 @@ package batch
 
 import (
 	"bufio"
+	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/url"
 	"sort"
 	"strings"
 	"unicode"
+	"unicode/utf8"
+
+	"github.com/dustin/go-humanize"
 
 	"github.com/ratekeeper/ratekeeper/provider"
 	"github.com/ratekeeper/ratekeeper/tasks"
@@ -21,28 +29,74 @@ type Entry struct {
 	Line int
 	// URL is the URL as written, trimmed: the output's url.
 	URL string
+	// Problem, when set, says why the line cannot be a URL at all (too
+	// long, binary); Plan reports it with the line's number.
+	Problem error
 }
 
 // maxLineBytes bounds one input line; longer lines are reported, not
-// silently split.
+// silently split. No server takes a URL that long (most refuse beyond
+// 8–64 KiB, with an answer that is then the URL's outcome).
 const maxLineBytes = 1 << 20
 
 // ReadEntries reads URLs one a line. Blank lines, lines starting with # and
-// anything after whitespace followed by # are ignored. It fails only when r
-// cannot be read.
+// anything after whitespace followed by # are ignored. A line that cannot
+// be a URL — longer than 1 MiB, or not text (a NUL byte, invalid UTF-8) —
+// is an entry with a Problem, so that every bad line is reported with its
+// number. It fails only when r cannot be read.
 func ReadEntries(r io.Reader) ([]Entry, error) {
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 0, 64<<10), maxLineBytes)
+	br := bufio.NewReaderSize(r, 64<<10)
 	var out []Entry
-	for n := 1; sc.Scan(); n++ {
-		if text := stripComment(sc.Text()); text != "" {
-			out = append(out, Entry{Line: n, URL: text})
+	for n := 1; ; n++ {
+		line, size, err := readLine(br)
+		if size > 0 || line != nil {
+			if e := entryOf(n, line, size); e != nil {
+				out = append(out, *e)
+			}
+		}
+		if err == io.EOF {
+			return out, nil
+		}
+		if err != nil {
+			return nil, fmt.Errorf("line %d: %w", n, err)
 		}
 	}
-	if err := sc.Err(); err != nil {
-		return nil, err
+}
+
+// readLine reads one line without its end, keeping at most maxLineBytes of
+// it: line is nil when the line is longer (size tells how long it is).
+func readLine(br *bufio.Reader) (line []byte, size int, err error) {
+	for {
+		chunk, isPrefix, err := br.ReadLine()
+		size += len(chunk)
+		if size <= maxLineBytes {
+			line = append(line, chunk...)
+		} else {
+			line = nil
+		}
+		if err != nil || !isPrefix {
+			if err == nil && line == nil && size <= maxLineBytes {
+				line = []byte{} // an empty line
+			}
+			return line, size, err
+		}
 	}
-	return out, nil
+}
+
+// entryOf turns input line n (nil: longer than maxLineBytes) into an
+// entry, or nil for a blank line or a comment.
+func entryOf(n int, line []byte, size int) *Entry {
+	switch {
+	case line == nil:
+		return &Entry{Line: n, Problem: fmt.Errorf("%s bytes long, longer than any URL (at most %s); is this a file of URLs, one a line?",
+			humanize.Comma(int64(size)), humanize.IBytes(maxLineBytes))}
+	case bytes.IndexByte(line, 0) >= 0 || !utf8.Valid(line):
+		return &Entry{Line: n, Problem: errors.New("not text (a NUL byte or invalid UTF-8); the input looks binary: give a file of URLs, one a line")}
+	}
+	if text := stripComment(string(line)); text != "" {
+		return &Entry{Line: n, URL: text}
+	}
+	return nil
 }
 
 // ArgEntries turns command-line arguments into entries numbered by
@@ -131,8 +185,10 @@ func plural(n int, one, many string) string {
 // with readme, a repository web URL resolved to its README through reg
 // (provider.Registry.ReadmeRequest). Entries repeating an earlier one's
 // text are dropped: each URL is fetched and written once. Every entry is
-// checked; if any cannot be fetched the error is an *InputError naming
-// each bad line, and no target is returned.
+// checked, its task as the task queue will check it too (tasks.Validate),
+// so that nothing a line holds can fail the batch once it runs; if any
+// cannot be fetched the error is an *InputError naming each bad line, and
+// no target is returned.
 func Plan(entries []Entry, source string, readme bool, reg *provider.Registry) ([]Target, error) {
 	var (
 		out      []Target
@@ -140,11 +196,18 @@ func Plan(entries []Entry, source string, readme bool, reg *provider.Registry) (
 		seen     = make(map[string]bool, len(entries))
 	)
 	for _, e := range entries {
+		if e.Problem != nil {
+			problems = append(problems, Problem{Line: e.Line, Err: e.Problem})
+			continue
+		}
 		if seen[e.URL] {
 			continue
 		}
 		seen[e.URL] = true
 		t, err := plan(e, readme, reg)
+		if err == nil {
+			err = t.check()
+		}
 		if err != nil {
 			problems = append(problems, Problem{Line: e.Line, Err: err})
 			continue
@@ -176,7 +239,7 @@ func plan(e Entry, readme bool, reg *provider.Registry) (Target, error) {
 			}
 			in.Headers[name] = req.Header.Get(name)
 		}
-		return Target{Entry: e, Request: in, Key: requestKey(in), Provider: p.Name}, nil
+		return Target{Entry: e, Request: in, Key: taskKey(requestKey(in)), Provider: p.Name}, nil
 	}
 	u, err := url.Parse(e.URL)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
@@ -187,7 +250,39 @@ func plan(e Entry, readme bool, reg *provider.Registry) (Target, error) {
 	if p := reg.Match(u); p != nil {
 		name = p.Name
 	}
-	return Target{Entry: e, Request: in, Key: requestKey(in), Provider: name}, nil
+	return Target{Entry: e, Request: in, Key: taskKey(requestKey(in)), Provider: name}, nil
+}
+
+// check checks t's task as Queue.SubmitMany will.
+func (t Target) check() error {
+	raw, err := json.Marshal(t.Request)
+	if err == nil {
+		err = tasks.Validate(tasks.Submission{Type: tasks.HTTPType, Input: raw, Options: tasks.SubmitOptions{UniqueKey: t.Key}})
+	}
+	if err != nil {
+		return fmt.Errorf("%q cannot be a task: %w", shorten(redact(t.URL)), err)
+	}
+	return nil
+}
+
+// taskKey is the UniqueKey for request key k: k itself, readable in
+// `ratekeeper tasks list`, unless it is longer than a unique key may be (a
+// long search query, say); then a digest of it, which finds the same task
+// run after run just the same. Keys that fit are never hashed, so that
+// databases from before hashing find their tasks.
+func taskKey(k string) string {
+	if len(k) <= tasks.UniqueKeyLimit {
+		return k
+	}
+	sum := sha256.Sum256([]byte(k))
+	return "sha256:" + hex.EncodeToString(sum[:])
+}
+
+// retryKey is the UniqueKey of a retry of the task found under key, whose
+// outcome (task id) was a failure: one key per failed task, so that a
+// killed retry run finds its retries again.
+func retryKey(key string, id int64) string {
+	return taskKey(fmt.Sprintf("%s#retry-after-%d", key, id))
 }
 
 // requestKey identifies a request for UniqueKey: its URL alone for a plain

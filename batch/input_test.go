@@ -2,6 +2,7 @@ package batch_test
 
 import (
 	"errors"
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
@@ -105,5 +106,44 @@ func TestPlanReadme(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("err = %v, want it to say %q", err, want)
 		}
+	}
+}
+
+// Lines that cannot be URLs at all are entries with a problem, numbered,
+// and Plan lists them with the other bad lines.
+func TestReadEntriesNamesLinesThatCannotBeURLs(t *testing.T) {
+	in := "https://a.example/x\n" + strings.Repeat("y", 2<<20) + "\nhttps://b.example/y\n\x00\x01\x02binary\r\nhttps://c.example/\xff\n"
+	got, err := batch.ReadEntries(strings.NewReader(in))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 5 || got[0].URL != "https://a.example/x" || got[2].URL != "https://b.example/y" || got[2].Line != 3 {
+		t.Fatalf("entries = %+v", got)
+	}
+	_, err = batch.Plan(got, "urls.txt", false, provider.Defaults())
+	msg := fmt.Sprint(err)
+	for _, want := range []string{
+		"urls.txt: 3 inputs cannot be fetched",
+		"line 2: 2,097,152 bytes long, longer than any URL (at most 1.0 MiB)",
+		"line 4: not text (a NUL byte or invalid UTF-8); the input looks binary",
+		"line 5: not text",
+	} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("error lacks %q:\n%s", want, msg)
+		}
+	}
+}
+
+// A long URL passes the per-line check (its key is a digest); whatever
+// the task queue would refuse is refused there, with the line.
+func TestPlanChecksWhatTheQueueChecks(t *testing.T) {
+	long := "https://api.github.com/search/code?q=" + strings.Repeat("x", 5000)
+	targets, err := batch.Plan([]batch.Entry{{Line: 1, URL: long}}, "urls.txt", false, provider.Defaults())
+	if err != nil || len(targets) != 1 {
+		t.Fatalf("Plan(long URL) = %v, %v", targets, err)
+	}
+	_, err = batch.Plan([]batch.Entry{{Line: 4, URL: "https://api.github.com/repos/o/r\x7f"}}, "urls.txt", false, provider.Defaults())
+	if msg := fmt.Sprint(err); !strings.Contains(msg, "line 4: ") {
+		t.Errorf("Plan(control character) = %v, want line 4 refused", err)
 	}
 }

@@ -4,6 +4,7 @@ package batch
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"syscall"
 )
@@ -17,4 +18,24 @@ func lockFile(f *os.File) error {
 		return errLocked
 	}
 	return err
+}
+
+// fileIdentity names the file f is, on this machine: its device and inode
+// with the host's name. A path would not do: a file deleted and created
+// again under the same name is another file, whose lock says nothing of a
+// process still writing the first.
+func fileIdentity(f *os.File) (string, error) {
+	fi, err := f.Stat()
+	if err != nil {
+		return "", err
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return "", errors.New("no device and inode")
+	}
+	host, err := os.Hostname()
+	if err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("%s\x00%d\x00%d", host, uint64(st.Dev), uint64(st.Ino)), nil //nolint:unconvert // Dev and Ino differ in type across systems
 }

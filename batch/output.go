@@ -3,6 +3,8 @@ package batch
 import (
 	"bufio"
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -18,8 +20,9 @@ type Output interface {
 	// Written reports whether a record for url is already in the output,
 	// and whether that record is a failure.
 	Written(url string) (failed, ok bool)
-	// Append adds records for URLs not yet written, durably when the
-	// output is a file, and returns how many it added.
+	// Append adds records for URLs not yet written, or written as
+	// failures (a retry's), durably when the output is a file, and returns
+	// how many it added.
 	Append(recs []Record) (int, error)
 	// Name says where the records go, for messages.
 	Name() string
@@ -33,8 +36,9 @@ type Output interface {
 // any moment — even between writing a line and any other bookkeeping —
 // each URL is in the file at most once, and the next run appends the rest.
 type Journal struct {
-	path string
-	f    *os.File
+	path  string
+	f     *os.File
+	owner string
 	// written maps each URL in the file to whether its record is a failure.
 	written map[string]bool
 	// Kept counts the complete lines found when opening; Truncated the
@@ -61,6 +65,10 @@ func OpenJournal(path string) (*Journal, error) {
 		return nil, fmt.Errorf("output %s: lock: %w", path, err)
 	}
 	j := &Journal{path: path, f: f, written: map[string]bool{}}
+	if id, err := fileIdentity(f); err == nil {
+		sum := sha256.Sum256([]byte(id))
+		j.owner = hex.EncodeToString(sum[:6])
+	}
 	if err := j.load(); err != nil {
 		f.Close()
 		return nil, err
@@ -94,7 +102,8 @@ func (j *Journal) load() error {
 					return j.notOurs(lineNo)
 				}
 				j.Kept++
-				if _, dup := j.written[url]; !dup {
+				if prevFailed, dup := j.written[url]; !dup || prevFailed {
+					// A later line of a URL (a retry) supersedes a failure.
 					j.written[url] = failed
 				}
 			}
@@ -175,7 +184,8 @@ func (j *Journal) Append(recs []Record) (int, error) {
 	return len(added), nil
 }
 
-// render encodes the records whose URL is not in written (each once).
+// render encodes the records whose URL is not in written or written as a
+// failure (each once).
 func render(recs []Record, written map[string]bool) ([]byte, []Record, error) {
 	var (
 		buf   []byte
@@ -183,7 +193,7 @@ func render(recs []Record, written map[string]bool) ([]byte, []Record, error) {
 		batch = map[string]bool{}
 	)
 	for _, r := range recs {
-		if _, ok := written[r.URL]; ok || batch[r.URL] {
+		if failed, ok := written[r.URL]; ok && !failed || batch[r.URL] {
 			continue
 		}
 		line, err := r.MarshalLine()
@@ -199,6 +209,13 @@ func render(recs []Record, written map[string]bool) ([]byte, []Record, error) {
 
 // Name implements Output.
 func (j *Journal) Name() string { return j.path }
+
+// Owner names the file on this machine (a digest of host, device and
+// inode), or is empty where files cannot be locked. While the journal is
+// open no other process has it open: so the tasks that workers named
+// after an Owner claimed, and that are still running, belong to runs of
+// this output that are gone (killed), and Run takes them back at once.
+func (j *Journal) Owner() string { return j.owner }
 
 // Close implements Output; it releases the lock.
 func (j *Journal) Close() error { return j.f.Close() }

@@ -24,8 +24,13 @@ func TestJournalAppendsEachURLOnce(t *testing.T) {
 	if err != nil || n != 2 {
 		t.Fatalf("Append = %d, %v; want 2 records", n, err)
 	}
-	if n, _ := j.Append([]batch.Record{{URL: "https://a.example/2", Status: 200}}); n != 0 {
+	if n, _ := j.Append([]batch.Record{{URL: "https://a.example/1", Status: 200}}); n != 0 {
 		t.Errorf("a written URL was appended again")
+	}
+	// A failed URL fetched again (fetch --retry-failed): its new line
+	// supersedes the failure.
+	if n, _ := j.Append([]batch.Record{{URL: "https://a.example/3", Status: 500, Error: "HTTP 500"}, {URL: "https://a.example/2", Status: 200}}); n != 2 {
+		t.Errorf("a retry of a failed URL was not appended")
 	}
 	j.Close()
 
@@ -41,14 +46,17 @@ func TestJournalAppendsEachURLOnce(t *testing.T) {
 	if failed, ok := j.Written("https://a.example/1"); !ok || failed {
 		t.Errorf("Written(1) = %v, %v; want written, not failed", failed, ok)
 	}
-	if failed, ok := j.Written("https://a.example/2"); !ok || !failed {
-		t.Errorf("Written(2) = %v, %v; want written, failed", failed, ok)
+	if failed, ok := j.Written("https://a.example/2"); !ok || failed {
+		t.Errorf("Written(2) = %v, %v; want written, not failed: its retry succeeded", failed, ok)
 	}
-	if _, ok := j.Written("https://a.example/3"); ok {
-		t.Error("Written(3): never written")
+	if failed, ok := j.Written("https://a.example/3"); !ok || !failed {
+		t.Errorf("Written(3) = %v, %v; want written, failed", failed, ok)
 	}
-	if j.Kept != 2 || j.Truncated != 0 {
-		t.Errorf("Kept %d, Truncated %d; want 2 and 0", j.Kept, j.Truncated)
+	if _, ok := j.Written("https://a.example/4"); ok {
+		t.Error("Written(4): never written")
+	}
+	if j.Kept != 4 || j.Truncated != 0 {
+		t.Errorf("Kept %d, Truncated %d; want 4 and 0", j.Kept, j.Truncated)
 	}
 }
 

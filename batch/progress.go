@@ -52,7 +52,7 @@ type Reporter interface {
 // "120/1,200 URLs done (3 failed), 8 running, 1,072 ready, 23.5 URLs/s, ETA 46s".
 func FormatSummary(s Snapshot) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%s/%s URLs done", humanize.Comma(int64(s.Done)), humanize.Comma(int64(s.Total)))
+	fmt.Fprintf(&b, "%s/%s %s done", humanize.Comma(int64(s.Done)), humanize.Comma(int64(s.Total)), plural(s.Total, "URL", "URLs"))
 	if s.Failed > 0 {
 		fmt.Fprintf(&b, " (%s failed)", humanize.Comma(int64(s.Failed)))
 	}

@@ -10,8 +10,11 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
+	"slices"
 	"strings"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/ratekeeper/ratekeeper/tasks"
 	"github.com/ratekeeper/ratekeeper/transport"
@@ -79,17 +82,44 @@ type Options struct {
 	// PollInterval and StatusInterval: see the defaults.
 	PollInterval, StatusInterval time.Duration
 	// WorkerID names this process in task histories. Empty means
-	// host-pid-random.
+	// fetch-OWNER-host-pid-random, OWNER being the output's Owner (a
+	// Journal's) — which lets a later run of the same output take back at
+	// once the tasks this one leaves running if it is killed — or
+	// fetch-host-pid-random for an output without one. A run given a
+	// WorkerID takes back nothing.
 	WorkerID string
+	// Priority is the priority of the tasks this run adds (1 runs first, 4
+	// last; 0 means tasks.DefaultPriority).
+	Priority int
+	// RetryFailed fetches again the URLs whose outcome was a failure: a
+	// failure line in the output, a failed task, or a task that completed
+	// with a status other than 2xx. Their new line follows the old one in
+	// the output; the last line of a URL is its outcome.
+	RetryFailed bool
+	// Registerer receives the task queue's metrics; nil means a private
+	// registry.
+	Registerer prometheus.Registerer
+	// WireMarked is tasks.Options.WireMarked: Client sends through
+	// tasks.WireTransport, so that an error that arose on this machine
+	// (the quota state's database, say) stops the run, leaving its URL
+	// unwritten, instead of being written as the URL's outcome.
+	WireMarked bool
+}
+
+// Owned is an Output that can name itself uniquely among those open on
+// this machine (see Journal.Owner).
+type Owned interface {
+	Owner() string
 }
 
 // RescueAfter is how long after a claim a task whose worker vanished (a
-// kill -9, a lost machine) is taken up again, given the attempt timeout: an
-// attempt's context ends at timeout, and the worker then needs a moment to
-// record the outcome, so rescuing a task sooner could run it twice. River's
-// rescuer also waits for each task's own timeout, checks every 30 s, and
-// runs on the elected leader (after a crash, another process takes the lead
-// within about 15 s).
+// kill -9, a lost machine) is taken up again by River's rescuer, given the
+// attempt timeout: an attempt's context ends at timeout, and the worker
+// then needs a moment to record the outcome, so rescuing a task sooner
+// could run it twice. River's rescuer also waits for each task's own
+// timeout, checks every 30 s, and runs on the elected leader (after a
+// crash, another process takes the lead within about 15 s). A run of the
+// same output does not wait for it (see Journal.Owner).
 func RescueAfter(timeout time.Duration) time.Duration {
 	return timeout + min(max(timeout/4, 2*time.Second), 30*time.Second)
 }
@@ -108,6 +138,9 @@ type Summary struct {
 	// Failed counts the URLs whose record is a failure, this run's and
 	// those already in the output.
 	Failed int
+	// Reclaimed counts the tasks an earlier run of this output (killed)
+	// left running, which this run took back at once.
+	Reclaimed int
 }
 
 // Done reports whether every URL has its record.
@@ -123,14 +156,15 @@ func (s Summary) Done() bool { return s.AlreadyWritten+s.Written == s.Total }
 // running tasks get a few seconds to finish, what finished is written, and
 // the error is ErrInterrupted.
 func Run(ctx context.Context, targets []Target, opts Options) (sum Summary, err error) {
-	opts = opts.withDefaults()
-	if opts.Output == nil {
-		return sum, errors.New("batch: no output")
+	owner := ""
+	if o, ok := opts.Output.(Owned); ok && opts.WorkerID == "" {
+		owner = o.Owner()
 	}
-	if opts.Timeout < 0 {
-		return sum, fmt.Errorf("batch: timeout %v: want a positive duration", opts.Timeout)
+	opts = opts.withDefaults(owner)
+	if err := opts.check(); err != nil {
+		return sum, err
 	}
-	r := &runner{opts: opts, targets: targets, byTask: map[int64][]int{}, start: time.Now()}
+	r := &runner{opts: opts, targets: targets, byTask: map[int64][]int{}, start: time.Now(), owner: owner}
 	r.sum.Total = len(targets)
 	defer func() {
 		if opts.Progress != nil {
@@ -140,7 +174,7 @@ func Run(ctx context.Context, targets []Target, opts Options) (sum Summary, err 
 
 	var todo []int
 	for i, t := range targets {
-		if failed, ok := opts.Output.Written(t.URL); ok {
+		if failed, ok := opts.Output.Written(t.URL); ok && !(failed && opts.RetryFailed) {
 			r.sum.AlreadyWritten++
 			if failed {
 				r.sum.Failed++
@@ -159,19 +193,46 @@ func Run(ctx context.Context, targets []Target, opts Options) (sum Summary, err 
 		InlineBodyLimit:  opts.InlineBodyLimit,
 		Logger:           slog.New(quietAttempts{opts.Logger.Handler()}),
 		RescueStuckAfter: RescueAfter(opts.Timeout),
+		Registerer:       opts.Registerer,
+		WireMarked:       opts.WireMarked,
 	})
 	if err != nil {
 		return r.sum, err
 	}
 	defer q.Close()
 	r.q = q
+	if err := r.reclaim(ctx); err != nil {
+		return r.sum, err
+	}
 	if err := r.submit(ctx, todo); err != nil {
 		return r.sum, err
 	}
 	return r.sum, r.work(ctx)
 }
 
-func (o Options) withDefaults() Options {
+// check refuses options that the task queue would refuse once the batch
+// runs, before anything is submitted.
+func (o Options) check() error {
+	switch {
+	case o.Output == nil:
+		return errors.New("batch: no output")
+	case o.Concurrency > tasks.ConcurrencyLimit:
+		return fmt.Errorf("batch: %w: concurrency %d: use 1 to %d", tasks.ErrInvalid, o.Concurrency, tasks.ConcurrencyLimit)
+	case o.Timeout < 0:
+		return fmt.Errorf("batch: %w: timeout %v: want a positive duration", tasks.ErrInvalid, o.Timeout)
+	}
+	err := tasks.Validate(tasks.Submission{Type: tasks.HTTPType, Input: json.RawMessage(`{"url":"https://example.com/"}`),
+		Options: tasks.SubmitOptions{MaxRetries: o.MaxRetries, Timeout: o.Timeout, Priority: o.Priority}})
+	if err != nil {
+		return fmt.Errorf("batch: %w", err)
+	}
+	return nil
+}
+
+// workerPrefix starts the WorkerID of every run of the output named owner.
+func workerPrefix(owner string) string { return "fetch-" + owner + "-" }
+
+func (o Options) withDefaults(owner string) Options {
 	if o.Client == nil {
 		o.Client = http.DefaultClient
 	}
@@ -192,9 +253,16 @@ func (o Options) withDefaults() Options {
 	}
 	if o.WorkerID == "" {
 		host, _ := os.Hostname()
+		if len(host) > 40 {
+			host = host[:40] // River takes IDs of up to 100 bytes
+		}
 		var b [3]byte
 		_, _ = rand.Read(b[:])
-		o.WorkerID = fmt.Sprintf("fetch-%s-%d-%s", host, os.Getpid(), hex.EncodeToString(b[:]))
+		prefix := "fetch-"
+		if owner != "" {
+			prefix = workerPrefix(owner)
+		}
+		o.WorkerID = fmt.Sprintf("%s%s-%d-%s", prefix, host, os.Getpid(), hex.EncodeToString(b[:]))
 	}
 	return o
 }
@@ -266,6 +334,8 @@ type runner struct {
 	targets []Target
 	q       *tasks.Queue
 	sum     Summary
+	// owner is the output's Owner, or "" when this run takes nothing back.
+	owner string
 
 	// byTask maps each open task to the targets waiting for it (several
 	// inputs may name one request); open lists those tasks.
@@ -282,12 +352,47 @@ type runner struct {
 	credsAt time.Time
 }
 
+// reclaim takes back the tasks that earlier runs of this output left
+// running. Holding the output open proves that none of those runs is alive
+// (a Journal is locked while open, and a killed process's lock is gone
+// with it), and their workers' IDs say which tasks they claimed: so those
+// tasks run again now instead of after River's rescuer (the attempt
+// timeout plus a grace, up to minutes), and no other process's are touched.
+func (r *runner) reclaim(ctx context.Context) error {
+	if r.owner == "" {
+		return nil
+	}
+	prefix := workerPrefix(r.owner)
+	ids, err := r.q.Reclaim(ctx, "an earlier run of fetch with output "+r.opts.Output.Name()+" had ended (this run holds its lock)",
+		func(worker string) bool { return strings.HasPrefix(worker, prefix) && worker != r.opts.WorkerID })
+	r.sum.Reclaimed = len(ids)
+	return err
+}
+
 // submit finds or adds the task of every target in todo.
 func (r *runner) submit(ctx context.Context, todo []int) error {
-	ended, err := r.endedFailures(ctx, todo)
-	if err != nil {
-		return err
+	ended := map[string]*tasks.Task{}
+	if !r.opts.RetryFailed {
+		var err error
+		if ended, err = r.endedFailures(ctx, todo); err != nil {
+			return err
+		}
 	}
+	var fresh []int
+	for _, i := range todo {
+		if task, ok := ended[r.targets[i].Key]; ok {
+			r.sum.Reused++
+			r.addOpen(task.ID, i)
+			continue
+		}
+		fresh = append(fresh, i)
+	}
+	return r.submitTargets(ctx, fresh)
+}
+
+// submitTargets submits the task of each target in todo, finding those
+// that earlier runs added by their key.
+func (r *runner) submitTargets(ctx context.Context, todo []int) error {
 	var (
 		subs []tasks.Submission
 		keys []string             // key of each submission
@@ -295,11 +400,6 @@ func (r *runner) submit(ctx context.Context, todo []int) error {
 	)
 	for _, i := range todo {
 		t := r.targets[i]
-		if task, ok := ended[t.Key]; ok {
-			r.sum.Reused++
-			r.addOpen(task.ID, i)
-			continue
-		}
 		if _, ok := of[t.Key]; !ok {
 			raw, err := json.Marshal(t.Request)
 			if err != nil {
@@ -309,6 +409,7 @@ func (r *runner) submit(ctx context.Context, todo []int) error {
 				MaxRetries: r.opts.MaxRetries,
 				Timeout:    r.opts.Timeout,
 				UniqueKey:  t.Key,
+				Priority:   r.opts.Priority,
 			}})
 			keys = append(keys, t.Key)
 		}
@@ -316,7 +417,7 @@ func (r *runner) submit(ctx context.Context, todo []int) error {
 	}
 	for start := 0; start < len(subs); start += submitChunk {
 		end := min(start+submitChunk, len(subs))
-		res, err := r.q.SubmitMany(ctx, subs[start:end])
+		res, err := r.submitMany(ctx, subs[start:end])
 		if err != nil {
 			return err
 		}
@@ -332,6 +433,57 @@ func (r *runner) submit(ctx context.Context, todo []int) error {
 		}
 	}
 	return nil
+}
+
+// submitMany submits subs. With RetryFailed, a submission whose unique
+// key found a task that ended in failure — one that completed with a
+// status other than 2xx: failed and cancelled tasks never match a key — is
+// submitted again under a key naming that task, so the URL is fetched
+// again; and so on, should that key find an earlier retry that failed too.
+// A killed retry run, resumed, finds its retries by the same keys.
+func (r *runner) submitMany(ctx context.Context, subs []tasks.Submission) ([]tasks.Submitted, error) {
+	res, err := r.q.SubmitMany(ctx, subs)
+	if err != nil || !r.opts.RetryFailed {
+		return res, err
+	}
+	subs = slices.Clone(subs)
+	again := make([]int, len(subs)) // the submissions to look at
+	for i := range again {
+		again[i] = i
+	}
+	for len(again) > 0 {
+		var ids []int64
+		var dups []int
+		for _, i := range again {
+			if res[i].Duplicate {
+				ids, dups = append(ids, res[i].ID), append(dups, i)
+			}
+		}
+		found, err := r.q.GetMany(ctx, ids)
+		if err != nil {
+			return nil, err
+		}
+		again = again[:0]
+		var retry []tasks.Submission
+		for k, t := range found {
+			if t != nil && t.State.Final() && RecordOf("", t).Failed() {
+				i := dups[k]
+				subs[i].Options.UniqueKey = retryKey(subs[i].Options.UniqueKey, t.ID)
+				retry, again = append(retry, subs[i]), append(again, i)
+			}
+		}
+		if len(retry) == 0 {
+			break
+		}
+		more, err := r.q.SubmitMany(ctx, retry)
+		if err != nil {
+			return nil, err
+		}
+		for k, i := range again {
+			res[i] = more[k]
+		}
+	}
+	return res, nil
 }
 
 func (r *runner) addOpen(id int64, target int) {
@@ -415,10 +567,16 @@ func (r *runner) work(ctx context.Context) error {
 			}
 			return errors.Join(ErrInterrupted, werr)
 		case err := <-workDone:
+			// The worker stopped by itself: a fault on this machine (or
+			// River could not go on). What finished is written; the URL
+			// that met the fault is not, and a rerun does it.
 			if err == nil {
 				err = errors.New("the task worker stopped")
 			}
-			return fmt.Errorf("batch: %w", err)
+			if tasks.IsLocalFault(err) {
+				err = fmt.Errorf("%w\nno result was written for that URL; once the fault is fixed, run the same command again to go on", err)
+			}
+			return errors.Join(fmt.Errorf("batch: %w", err), r.collect(bg))
 		case <-timer.C:
 		}
 		began := time.Now()
@@ -437,7 +595,9 @@ func (r *runner) work(ctx context.Context) error {
 }
 
 // collect looks at the open tasks, writes the records of those that
-// finished and updates the progress display.
+// finished and updates the progress display. A task that vanished from
+// the database (deleted by a retention setting, say) took its outcome with
+// it: its targets are submitted again rather than written as failures.
 func (r *runner) collect(ctx context.Context) error {
 	now := time.Now()
 	ts, err := r.q.GetMany(ctx, r.open)
@@ -445,18 +605,17 @@ func (r *runner) collect(ctx context.Context) error {
 		return err
 	}
 	var (
-		recs  []Record
-		still = r.open[:0]
+		recs     []Record
+		vanished []int
+		still    = r.open[:0]
 	)
 	r.running, r.elsewhere, r.ready, r.sleeping, r.nextAt = 0, 0, 0, 0, time.Time{}
 	for k, t := range ts {
 		id := r.open[k]
 		switch {
 		case t == nil:
-			// Deleted (tasks retention): nothing can be said of it.
-			for _, i := range r.byTask[id] {
-				recs = append(recs, Record{URL: r.targets[i].URL, TaskID: id, Error: fmt.Sprintf("task %d no longer exists in the database", id)})
-			}
+			vanished = append(vanished, r.byTask[id]...)
+			delete(r.byTask, id)
 		case t.State.Final():
 			for _, i := range r.byTask[id] {
 				recs = append(recs, RecordOf(r.targets[i].URL, t))
@@ -494,6 +653,9 @@ func (r *runner) collect(ctx context.Context) error {
 		delete(r.byTask, rec.TaskID)
 	}
 	r.open = still
+	if err := r.submitTargets(ctx, vanished); err != nil {
+		return err
+	}
 	if len(r.pace.samples) > 0 {
 		r.pace.add(now, r.done())
 	}

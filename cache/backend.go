@@ -31,11 +31,13 @@ type Backend interface {
 
 // BlobKeyPrefix starts every key the cache gives a Backend, so its blobs
 // can share a table with other users'. The version changes whenever the
-// blob encoding does.
-const BlobKeyPrefix = "httpcache/1/"
+// key derivation or the blob encoding does, so older blobs are never read
+// (the backend evicts them in time). Version 2: one blob per URL and
+// Accept holds the answers of several owners.
+const BlobKeyPrefix = "httpcache/2/"
 
-// blobMagic starts every encoded entry; anything else is not ours.
-var blobMagic = []byte("RKC1")
+// blobMagic starts every encoded record; anything else is not ours.
+var blobMagic = []byte("RKC2")
 
 // blobKey returns the Backend key for k.
 func blobKey(k key) string {
@@ -45,10 +47,15 @@ func blobKey(k key) string {
 	return string(b[:])
 }
 
-// wireEntry is an Entry as encoded for a Backend (encoding/gob after
+// wireRecord is a record as encoded for a Backend (encoding/gob after
 // blobMagic).
+type wireRecord struct {
+	Key      []byte
+	Variants []wireEntry
+}
+
+// wireEntry is one variant of a wireRecord.
 type wireEntry struct {
-	Key          []byte
 	Status       int
 	Header       map[string][]string
 	Body         []byte
@@ -57,27 +64,35 @@ type wireEntry struct {
 	VaryNames    []string
 	VaryHash     []byte
 	Uncompressed bool
-	StoredAt     int64 // Unix nanoseconds
+	StoredAt     int64  // Unix nanoseconds
+	Owner        []byte // the party that stored it: a digest, never the owner
+	Shared       bool
+	Private      bool
 }
 
-// encodeEntry serializes e for a Backend.
-func encodeEntry(e *Entry) ([]byte, error) {
+// encodeRecord serializes r for a Backend.
+func encodeRecord(r *record) ([]byte, error) {
 	var buf bytes.Buffer
-	buf.Grow(len(e.body) + 512)
+	buf.Grow(int(r.size) + 512)
 	buf.Write(blobMagic)
-	w := wireEntry{
-		Key:          e.key[:],
-		Status:       http.StatusOK,
-		Header:       e.Header(),
-		Body:         e.body,
-		ETag:         e.etag,
-		LastModified: e.lastModified,
-		VaryNames:    e.varyNames,
-		Uncompressed: e.uncompressed,
-		StoredAt:     e.storedAt.UnixNano(),
-	}
-	if len(e.varyNames) > 0 {
-		w.VaryHash = e.varyHash[:]
+	w := wireRecord{Key: r.key[:], Variants: make([]wireEntry, len(r.variants))}
+	for i, e := range r.variants {
+		w.Variants[i] = wireEntry{
+			Status:       http.StatusOK,
+			Header:       e.Header(),
+			Body:         e.body,
+			ETag:         e.etag,
+			LastModified: e.lastModified,
+			VaryNames:    e.varyNames,
+			Uncompressed: e.uncompressed,
+			StoredAt:     e.storedAt.UnixNano(),
+			Owner:        e.owner[:],
+			Shared:       e.shared,
+			Private:      e.private,
+		}
+		if len(e.varyNames) > 0 {
+			w.Variants[i].VaryHash = e.varyHash[:]
+		}
 	}
 	if err := gob.NewEncoder(&buf).Encode(&w); err != nil {
 		return nil, fmt.Errorf("encoding a cache entry: %w", err)
@@ -85,16 +100,16 @@ func encodeEntry(e *Entry) ([]byte, error) {
 	return buf.Bytes(), nil
 }
 
-// errCorrupt marks a blob that is not a valid entry for its key.
+// errCorrupt marks a blob that is not a valid record for its key.
 var errCorrupt = errors.New("cache: corrupted blob")
 
-// decodeEntry parses a blob stored under k. Anything that is not a
-// complete, consistent entry for k is an error wrapping errCorrupt.
-func decodeEntry(k key, blob []byte) (*Entry, error) {
+// decodeRecord parses a blob stored under k. Anything that is not a
+// complete, consistent record for k is an error wrapping errCorrupt.
+func decodeRecord(k key, blob []byte) (*record, error) {
 	if !bytes.HasPrefix(blob, blobMagic) {
 		return nil, fmt.Errorf("%w: it does not start with %q", errCorrupt, blobMagic)
 	}
-	var w wireEntry
+	var w wireRecord
 	dec := gob.NewDecoder(bytes.NewReader(blob[len(blobMagic):]))
 	if err := dec.Decode(&w); err != nil {
 		return nil, fmt.Errorf("%w: %v", errCorrupt, err)
@@ -102,12 +117,45 @@ func decodeEntry(k key, blob []byte) (*Entry, error) {
 	switch {
 	case !bytes.Equal(w.Key, k[:]):
 		return nil, fmt.Errorf("%w: it was stored for another key", errCorrupt)
+	case len(w.Variants) == 0 || len(w.Variants) > maxVariants:
+		return nil, fmt.Errorf("%w: %d answers, want 1 to %d", errCorrupt, len(w.Variants), maxVariants)
+	}
+	variants := make([]*Entry, len(w.Variants))
+	shared := 0
+	for i := range w.Variants {
+		e, err := decodeEntry(k, &w.Variants[i])
+		if err != nil {
+			return nil, err
+		}
+		if e.shared {
+			shared++
+		}
+		for _, v := range variants[:i] {
+			if v.owner == e.owner {
+				return nil, fmt.Errorf("%w: two answers of one owner", errCorrupt)
+			}
+		}
+		variants[i] = e
+	}
+	if shared > 1 {
+		return nil, fmt.Errorf("%w: %d shared answers, want at most 1", errCorrupt, shared)
+	}
+	return newRecord(k, variants), nil
+}
+
+// decodeEntry checks and builds one variant of a record stored under k.
+func decodeEntry(k key, w *wireEntry) (*Entry, error) {
+	switch {
 	case w.Status != http.StatusOK:
 		return nil, fmt.Errorf("%w: status %d, want 200", errCorrupt, w.Status)
 	case w.ETag == "" && w.LastModified == "":
 		return nil, fmt.Errorf("%w: it has no validator", errCorrupt)
+	case w.Shared && w.ETag == "":
+		return nil, fmt.Errorf("%w: a shared answer without an ETag", errCorrupt)
 	case len(w.VaryNames) > 0 && len(w.VaryHash) != len(key{}):
 		return nil, fmt.Errorf("%w: a Vary digest of %d bytes, want %d", errCorrupt, len(w.VaryHash), len(key{}))
+	case len(w.Owner) != len(party{}):
+		return nil, fmt.Errorf("%w: an owner digest of %d bytes, want %d", errCorrupt, len(w.Owner), len(party{}))
 	}
 	e := &Entry{
 		key:          k,
@@ -117,9 +165,12 @@ func decodeEntry(k key, blob []byte) (*Entry, error) {
 		varyNames:    w.VaryNames,
 		uncompressed: w.Uncompressed,
 		storedAt:     time.Unix(0, w.StoredAt),
+		shared:       w.Shared,
+		private:      w.Private,
 	}
 	e.setHeader(w.Header)
 	copy(e.varyHash[:], w.VaryHash)
+	copy(e.owner[:], w.Owner)
 	e.finish()
 	return e, nil
 }

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 // fakeBackend is an in-memory Backend that can fail on demand.
@@ -18,6 +19,7 @@ type fakeBackend struct {
 	mu                        sync.Mutex
 	blobs                     map[string][]byte
 	failGet, failPut, failDel error
+	gets, puts                int
 }
 
 func newFakeBackend() *fakeBackend { return &fakeBackend{blobs: map[string][]byte{}} }
@@ -25,6 +27,7 @@ func newFakeBackend() *fakeBackend { return &fakeBackend{blobs: map[string][]byt
 func (f *fakeBackend) GetBlob(ctx context.Context, key string) ([]byte, bool, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.gets++
 	if f.failGet != nil {
 		return nil, false, f.failGet
 	}
@@ -35,6 +38,7 @@ func (f *fakeBackend) GetBlob(ctx context.Context, key string) ([]byte, bool, er
 func (f *fakeBackend) PutBlob(ctx context.Context, key string, value []byte) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.puts++
 	if f.failPut != nil {
 		return f.failPut
 	}
@@ -64,6 +68,12 @@ func (f *fakeBackend) corrupt(fn func([]byte) []byte) {
 	for k, v := range f.blobs {
 		f.blobs[k] = fn(v)
 	}
+}
+
+// dropFront empties c's memory front, as a restart would: the next
+// lookups read the backend.
+func dropFront(c *Cache) {
+	c.front = newLRU(c.front.maxBytes)
 }
 
 func TestBackendRoundTrip(t *testing.T) {
@@ -102,17 +112,101 @@ func TestBackendRoundTrip(t *testing.T) {
 	if c2.Prepare(req, "alice") != nil {
 		t.Fatal("Vary ignored for a backend entry")
 	}
-	if s := c2.Stats(); s.Hits != 1 || s.Entries != 0 || s.Errors != 0 {
+	if s := c2.Stats(); s.Hits != 1 || s.Entries != 1 || s.Errors != 0 { // the front holds it
 		t.Fatalf("stats %+v", s)
 	}
 
-	// An entry decodes to what was stored.
-	e, err := decodeEntry(requestKey(req, "alice"), blob)
+	// A record decodes to what was stored.
+	r, err := decodeRecord(requestKey(req), blob)
 	if err != nil {
 		t.Fatal(err)
 	}
+	e := r.variants[0]
+	if len(r.variants) != 1 || !e.shared || !e.private || e.owner != partyOf("alice") {
+		t.Fatalf("decoded record %+v", r.variants)
+	}
 	if e.ETag() != `W/"v1"` || !e.StoredAt().Equal(epoch) || !slices.Equal(e.varyNames, []string{"Accept", "X-Requested-With"}) {
 		t.Fatalf("decoded %+v", e)
+	}
+}
+
+func (f *fakeBackend) counts() (gets, puts int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.gets, f.puts
+}
+
+// TestBackendSharedAcrossOwners: one blob per URL holds the answers of
+// several owners; another process revalidates with another owner's ETag
+// from it.
+func TestBackendSharedAcrossOwners(t *testing.T) {
+	o := newOrigin(t)
+	o.set("/x", resource{body: "data", etag: `"1"`, lastModified: epoch.Add(-time.Hour),
+		byAuth: map[string][2]string{authCarol: {"carol's", `"c"`}}})
+	fb := newFakeBackend()
+	c1 := New(Options{Backend: fb})
+	send(t, c1, "alice", authAlice, o.url("/x"))
+
+	c2 := New(Options{Backend: fb})
+	resp, body := send(t, c2, "bob", authBob, o.url("/x"))
+	mustStatus(t, resp, 200, Revalidated)
+	if body != "data" || o.header().Get("If-None-Match") != `"1"` || o.header().Get("If-Modified-Since") != "" {
+		t.Fatalf("body %q, request %v", body, o.header())
+	}
+	resp, _ = send(t, c2, "carol", authCarol, o.url("/x"))
+	mustStatus(t, resp, 200, Miss)
+	if ks := fb.keys(); len(ks) != 1 {
+		t.Fatalf("blobs %q, want one for the URL", ks)
+	}
+	r, err := decodeRecord(requestKey(request(o.url("/x"), "")), fb.blobs[fb.keys()[0]])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(r.variants) != 2 || !r.variants[0].shared || r.variants[0].owner != partyOf("carol") ||
+		r.variants[1].shared || r.variants[1].owner != partyOf("alice") {
+		t.Fatalf("variants %+v", r.variants)
+	}
+	// The first process reads the record again (its front holds the old
+	// one until it is used): alice revalidates her own answer, with her
+	// Last-Modified.
+	dropFront(c1)
+	resp, body = send(t, c1, "alice", authAlice, o.url("/x"))
+	mustStatus(t, resp, 200, Revalidated)
+	if body != "data" || o.header().Get("If-Modified-Since") == "" {
+		t.Fatalf("body %q, request %v", body, o.header())
+	}
+}
+
+// TestBackendFront: a repeated GET in one process reads the blob table
+// once; writes reach it every time.
+func TestBackendFront(t *testing.T) {
+	o := newOrigin(t)
+	o.set("/x", resource{body: "data", etag: `"1"`})
+	fb := newFakeBackend()
+	c := New(Options{Backend: fb, MaxBytes: 1 << 20})
+	get(t, c, "alice", o.url("/x")) // one read (a miss), one write
+	for range 5 {
+		resp, _ := get(t, c, "alice", o.url("/x"))
+		mustStatus(t, resp, 200, Revalidated)
+	}
+	if gets, puts := fb.counts(); gets != 1 || puts != 1 {
+		t.Fatalf("%d reads and %d writes of the backend, want 1 and 1", gets, puts)
+	}
+	o.set("/x", resource{body: "two", etag: `"2"`})
+	resp, body := get(t, c, "alice", o.url("/x"))
+	mustStatus(t, resp, 200, Miss)
+	if gets, puts := fb.counts(); gets != 1 || puts != 2 || body != "two" {
+		t.Fatalf("%d reads and %d writes, body %q", gets, puts, body)
+	}
+	if s := c.Stats(); s.Entries != 1 || s.Bytes == 0 || s.Bytes > (1<<20)/4 {
+		t.Fatalf("stats %+v", s)
+	}
+	// Another process sees the write.
+	c2 := New(Options{Backend: fb})
+	resp, body = get(t, c2, "bob", o.url("/x"))
+	mustStatus(t, resp, 200, Revalidated)
+	if body != "two" {
+		t.Fatalf("body %q", body)
 	}
 }
 
@@ -142,6 +236,7 @@ func TestBackendCorruptedBlobIsAMiss(t *testing.T) {
 			c := New(Options{Backend: fb, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 			get(t, c, "alice", o.url("/x"))
 			fb.corrupt(tc.fn)
+			dropFront(c)
 
 			resp, body := get(t, c, "alice", o.url("/x"))
 			mustStatus(t, resp, 200, Miss) // fetched in full and stored again
@@ -167,6 +262,7 @@ func TestBackendEntryForAnotherKeyRejected(t *testing.T) {
 	storeDirect(t, c, "https://h/b", 10)
 	ka, kb := fb.keys()[0], fb.keys()[1]
 	fb.blobs[kb] = fb.blobs[ka] // a blob copied under the wrong key
+	dropFront(c)
 	hits := 0
 	for _, u := range []string{"https://h/a", "https://h/b"} {
 		if cached(c, u) {
@@ -195,6 +291,7 @@ func TestBackendErrorsDoNotFailRequests(t *testing.T) {
 	get(t, c, "", o.url("/x"))
 
 	fb.failGet = errors.New("connection refused")
+	dropFront(c)
 	resp, body = get(t, c, "", o.url("/x"))
 	mustStatus(t, resp, 200, Miss)
 	if body != "data" || o.header().Get("If-None-Match") != "" {
@@ -209,7 +306,9 @@ func TestBackendErrorsDoNotFailRequests(t *testing.T) {
 	if body != "new" {
 		t.Fatalf("body %q", body)
 	}
-	if s := c.Stats(); s.Errors != 3 {
+	// Four: the failed read happens twice, in Prepare and in Store's
+	// read of what to replace.
+	if s := c.Stats(); s.Errors != 4 {
 		t.Fatalf("stats %+v", s)
 	}
 	for _, msg := range []string{"disk full", "connection refused", "read-only", "level=WARN"} {

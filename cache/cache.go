@@ -3,8 +3,6 @@ package cache
 import (
 	"bytes"
 	"context"
-	"encoding/hex"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -38,8 +36,9 @@ var defaultCredentialHeaders = []string{"Authorization", "Private-Token", "Job-T
 // memory LRU.
 type Options struct {
 	// MaxBytes bounds the approximate total size of the memory LRU (bodies,
-	// header fields and bookkeeping); 0 or less means DefaultMaxBytes. It
-	// does not apply to a Backend, which bounds its own size.
+	// header fields and bookkeeping); 0 or less means DefaultMaxBytes. With
+	// a Backend, which bounds its own size, a quarter of it bounds the
+	// memory front that keeps recently used entries of the backend.
 	MaxBytes int64
 	// MaxEntryBytes bounds the body of one stored response; larger bodies
 	// pass through unstored. 0 or less means DefaultMaxEntryBytes; with the
@@ -51,8 +50,8 @@ type Options struct {
 	// CredentialHeaders names request header fields that carry credentials,
 	// beyond Authorization, PRIVATE-TOKEN and JOB-TOKEN (always included),
 	// such as a custom provider's "X-Api-Key". Their values are never keyed
-	// on, hashed or stored, even when a response varies on them: the owner
-	// passed to Prepare and Store partitions entries by credential instead.
+	// on, hashed or stored, even when a response varies on them: the
+	// server's 304 to each credential's own request decides instead.
 	CredentialHeaders []string
 	// Logger receives warnings about backend errors and corrupted blobs;
 	// nil discards them. Messages carry a short key digest, never a URL,
@@ -67,9 +66,19 @@ type Options struct {
 // use. A nil *Cache is a disabled cache: Prepare returns nil, Store returns
 // the response untouched.
 type Cache struct {
+	*core
+	// privatePerOwner: answers marked Cache-Control: private are revalidated
+	// by their owner only (see PrivatePerOwner).
+	privatePerOwner bool
+}
+
+// core is what the views of one cache share: the entries and the counters.
+type core struct {
 	maxEntry   int64
-	mem        *lru // nil when backend is set
+	maxRecord  int64 // bound on all variants of one URL together
+	mem        *lru  // the entries; nil when backend is set
 	backend    Backend
+	front      *lru     // recently used backend records; nil without a backend
 	credential []string // canonical credential header names
 	log        *slog.Logger
 	now        func() time.Time
@@ -94,8 +103,9 @@ func New(opts Options) *Cache {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	c := &Cache{
+	c := &core{
 		maxEntry:   opts.MaxEntryBytes,
+		maxRecord:  2 * opts.MaxEntryBytes,
 		backend:    opts.Backend,
 		credential: slices.Clone(defaultCredentialHeaders),
 		log:        opts.Logger,
@@ -108,14 +118,41 @@ func New(opts Options) *Cache {
 	}
 	if c.backend == nil {
 		c.mem = newLRU(opts.MaxBytes)
+		c.maxRecord = min(c.maxRecord, opts.MaxBytes)
+	} else {
+		c.front = newLRU(opts.MaxBytes / 4)
 	}
-	return c
+	return &Cache{core: c}
+}
+
+// PrivatePerOwner returns a view of c, sharing its entries and counters,
+// for requests made with the credentials of parties who must not see each
+// other's private answers, such as a gateway's clients sending their own
+// tokens. Through it, an answer marked Cache-Control: private is stored
+// for its owner alone and revalidated only with that owner's credentials,
+// and private answers stored through c (by other owners) are not used;
+// public answers are shared as through c. The view's Stats are c's.
+//
+// Serving another owner's private answer after the server's 304 would be
+// correct for the body (the 304 says this credential's representation is
+// the stored one), but the stored header fields the 304 does not repeat
+// describe the request that stored it (GitHub's X-OAuth-Scopes and token
+// expiry, for instance), and RFC 9111 §5.2.2.7 forbids a shared cache to
+// keep private answers at all. Among one operator's own credentials the
+// cache is that operator's private cache, and c shares them.
+func (c *Cache) PrivatePerOwner() *Cache {
+	if c == nil {
+		return nil
+	}
+	return &Cache{core: c.core, privatePerOwner: true}
 }
 
 // Stats counts what a Cache has done since New.
 type Stats struct {
-	// Entries and Bytes describe the memory LRU (both 0 with a Backend):
-	// how many responses it holds and their approximate total size.
+	// Entries and Bytes describe what is held in memory: the responses in
+	// the memory LRU, or with a Backend in its memory front, and their
+	// approximate total size. The responses stored for one URL (see
+	// Prepare) count one each.
 	Entries int
 	Bytes   int64
 	// Hits counts 304s turned into stored 200s by Revalidated.
@@ -128,8 +165,8 @@ type Stats struct {
 	Revalidations uint64
 	// Stores counts responses stored.
 	Stores uint64
-	// Evictions counts entries the memory LRU dropped to stay within
-	// MaxBytes.
+	// Evictions counts records (a URL's responses) the memory LRU or front
+	// dropped to stay within its bound.
 	Evictions uint64
 	// Errors counts backend errors and corrupted blobs (each also logged).
 	Errors uint64
@@ -147,23 +184,36 @@ func (c *Cache) Stats() Stats {
 		Stores:        c.stores.Load(),
 		Errors:        c.failures.Load(),
 	}
-	if c.mem != nil {
-		s.Entries, s.Bytes, s.Evictions = c.mem.stats()
+	if m := c.memory(); m != nil {
+		s.Entries, s.Bytes, s.Evictions = m.stats()
 	}
 	return s
 }
 
 // Prepare looks up a stored response for req as seen by owner, the
 // credential owner the request is sent as ("" for anonymous), and when
-// there is one adds its validators to req: If-None-Match with the stored
-// ETag and If-Modified-Since with the stored Last-Modified, whichever the
-// response had. It returns the entry to give Revalidated if the server
-// answers 304, or nil when there is nothing to revalidate.
+// there is one adds its validators to req. It returns the entry to give
+// Revalidated if the server answers 304, or nil when there is nothing to
+// revalidate.
 //
-// An entry matches when req is a GET for the same canonical URL by the same
-// owner with the same Accept values, and carries the same values as the
-// storing request for every header the stored response named in Vary
-// (credential headers excepted, as the owner stands for them).
+// A stored response is found when req is a GET for the same canonical URL
+// with the same Accept values, and carries the same values as the storing
+// request for every header the stored response named in Vary (credential
+// headers excepted: the server decides for them, see below). Whose
+// credential stored it matters only for which validators go:
+//
+//   - the owner's own answer: If-None-Match with its ETag and
+//     If-Modified-Since with its Last-Modified, whichever it had;
+//   - another owner's answer, when it has an ETag: If-None-Match alone.
+//     The server answers 304 only if the representation it would send to
+//     this credential has that ETag, and 403 or 404 to a credential that
+//     may not see the resource, so the stored body is only ever returned
+//     after the server confirmed it for the credential that asked. A
+//     Last-Modified date confirms no such thing and goes only with its
+//     owner's requests.
+//
+// Through a PrivatePerOwner view, answers marked Cache-Control: private
+// are used by their owner only.
 //
 // Prepare modifies req.Header, so req must be the caller's own copy (a
 // RoundTripper clones the request first). Call it once per attempt, on a
@@ -182,9 +232,13 @@ func (c *Cache) Prepare(req *http.Request, owner string) *Entry {
 	if c == nil || !c.usable(req, owner) || isConditional(req.Header) {
 		return nil
 	}
-	k := requestKey(req, owner)
-	e := c.lookup(req.Context(), k)
-	if e == nil || !e.matches(req) {
+	var e *Entry
+	var o party
+	if r := c.lookup(req.Context(), requestKey(req)); r != nil {
+		o = partyOf(owner)
+		e = r.pick(req, o, c.privatePerOwner)
+	}
+	if e == nil {
 		c.misses.Add(1)
 		return nil
 	}
@@ -196,11 +250,34 @@ func (c *Cache) Prepare(req *http.Request, owner string) *Entry {
 	if e.inm != nil {
 		req.Header["If-None-Match"] = e.inm
 	}
-	if e.ims != nil {
+	if e.ims != nil && e.owner == o {
 		req.Header["If-Modified-Since"] = e.ims
 	}
 	c.revalidations.Add(1)
 	return e
+}
+
+// Holds reports whether owner has an answer of its own stored for req,
+// looking only at this process's memory (never the backend). The transport
+// prefers, among credentials that can go equally soon, one whose owner
+// does: a server whose validators differ per credential (GitHub's ETags
+// differ per token) answers another owner's validator with a full answer,
+// and only the owner's own with a free 304.
+func (c *Cache) Holds(req *http.Request, owner string) bool {
+	if c == nil || !c.usable(req, owner) || isConditional(req.Header) {
+		return false
+	}
+	r := c.memory().get(requestKey(req))
+	if r == nil {
+		return false
+	}
+	o := partyOf(owner)
+	for _, v := range r.variants {
+		if v.owner == o && v.matches(req) {
+			return true
+		}
+	}
+	return false
 }
 
 // Revalidated returns the response for a request whose 304 answered the
@@ -256,8 +333,8 @@ type revalidatedResponse struct {
 	body bytesBody
 }
 
-// refresh replaces entry with a copy carrying the validators and fields of
-// the 304 that revalidated it.
+// refresh replaces entry, if it is still stored, with a copy carrying the
+// validators and fields of the 304 that revalidated it.
 func (c *Cache) refresh(req *http.Request, entry *Entry, h http.Header, etag, lm string) {
 	e := &Entry{
 		key:          entry.key,
@@ -268,6 +345,9 @@ func (c *Cache) refresh(req *http.Request, entry *Entry, h http.Header, etag, lm
 		varyHash:     entry.varyHash,
 		uncompressed: entry.uncompressed,
 		storedAt:     c.now(),
+		owner:        entry.owner,
+		shared:       entry.shared,
+		private:      entry.private,
 	}
 	e.setHeader(h)
 	if etag != "" {
@@ -281,11 +361,12 @@ func (c *Cache) refresh(req *http.Request, entry *Entry, h http.Header, etag, lm
 	if req != nil {
 		ctx = req.Context()
 	}
-	c.put(ctx, e, entry)
+	c.update(ctx, entry.key, func(r *record) *record { return r.refreshed(entry, e) })
 }
 
 // Store keeps resp if it can serve later requests, and returns the
-// response the caller should read, as usual.
+// response the caller should read, as usual. owner is the credential owner
+// the request was sent as, as for Prepare.
 //
 // resp is kept when req is a GET without Range or Cache-Control: no-store
 // (and, for owner "", without a credential header), and resp is a 200 with
@@ -297,12 +378,19 @@ func (c *Cache) refresh(req *http.Request, entry *Entry, h http.Header, etag, lm
 // with a body replaying those bytes, ContentLength set and
 // X-Ratekeeper-Cache: miss added. Request header fields are never stored.
 //
+// An answer with an ETag is shared: any credential's request for the URL
+// may revalidate it (see Prepare), except one marked Cache-Control:
+// private stored through a PrivatePerOwner view. Other answers are kept
+// for owner alone. Each owner has at most one answer per URL; the record
+// of a URL keeps those of up to 8 owners (see record for how a new shared
+// answer and an older one of another owner coexist).
+//
 // Any other response is returned untouched, and streaming is never broken:
 // a body longer than MaxEntryBytes (announced, or found while reading at
 // most MaxEntryBytes+1 bytes of an unknown length) is not stored, and the
 // caller reads the bytes already read followed by the rest of the body.
-// A 200 that cannot be stored also drops any entry stored for its key, as
-// the server has a newer representation.
+// A 200 that cannot be stored also drops what owner had stored for its
+// URL, as the server has a newer representation.
 //
 // The error is non-nil only when reading the body failed before the cache
 // could decide; the body is then closed, the response is nil, and the
@@ -318,11 +406,12 @@ func (c *Cache) Store(req *http.Request, owner string, resp *http.Response) (*ht
 		// to be revalidated or evicted).
 		return resp, nil
 	}
-	k := requestKey(req, owner)
+	k := requestKey(req)
+	o := partyOf(owner)
 	varyNames, star := parseVary(resp.Header["Vary"], c.credential)
 	if (etag == "" && lm == "") || star || hasDirective(resp.Header["Cache-Control"], "no-store") ||
 		resp.ContentLength > c.maxEntry {
-		c.drop(req.Context(), k)
+		c.forget(req.Context(), k, o)
 		return resp, nil
 	}
 
@@ -333,13 +422,14 @@ func (c *Cache) Store(req *http.Request, owner string, resp *http.Response) (*ht
 	}
 	if !complete {
 		resp.Body = &replayBody{prefix: body, rest: resp.Body}
-		c.drop(req.Context(), k)
+		c.forget(req.Context(), k, o)
 		return resp, nil
 	}
 	resp.Body.Close()
 	resp.Body = newBytesBody(body)
 	resp.ContentLength = int64(len(body))
 
+	private := hasDirective(resp.Header["Cache-Control"], "private")
 	e := &Entry{
 		key:          k,
 		body:         body,
@@ -348,32 +438,28 @@ func (c *Cache) Store(req *http.Request, owner string, resp *http.Response) (*ht
 		varyNames:    varyNames,
 		uncompressed: resp.Uncompressed,
 		storedAt:     c.now(),
+		owner:        o,
+		shared:       etag != "" && !(private && c.privatePerOwner),
+		private:      private,
 	}
 	e.setHeader(resp.Header)
 	if len(varyNames) > 0 {
 		e.varyHash = varyKey(req, varyNames)
 	}
 	e.finish()
-	if c.put(req.Context(), e, nil) {
+	if c.update(req.Context(), k, func(r *record) *record { return r.with(e, c.maxRecord) }) {
 		c.stores.Add(1)
 		resp.Header.Set(HeaderName, Miss)
 	}
 	return resp, nil
 }
 
-// usable reports whether the cache may handle req for owner at all.
-// Has reports whether Prepare would find a stored response for req as
-// seen by owner, without touching req. The transport asks it to prefer,
-// among credentials that can go equally soon, one whose owner can send a
-// free conditional request.
-func (c *Cache) Has(req *http.Request, owner string) bool {
-	if c == nil || !c.usable(req, owner) || isConditional(req.Header) {
-		return false
-	}
-	e := c.lookup(req.Context(), requestKey(req, owner))
-	return e != nil && e.matches(req)
+// forget drops what owner o stored under k.
+func (c *Cache) forget(ctx context.Context, k key, o party) {
+	c.update(ctx, k, func(r *record) *record { return r.without(o) })
 }
 
+// usable reports whether the cache may handle req for owner at all.
 func (c *Cache) usable(req *http.Request, owner string) bool {
 	if req == nil || req.URL == nil || (req.Method != http.MethodGet && req.Method != "") {
 		return false
@@ -400,70 +486,6 @@ func isConditional(h http.Header) bool {
 		}
 	}
 	return false
-}
-
-// lookup returns the entry stored under k, or nil.
-func (c *Cache) lookup(ctx context.Context, k key) *Entry {
-	if c.mem != nil {
-		return c.mem.get(k)
-	}
-	bk := blobKey(k)
-	blob, ok, err := c.backend.GetBlob(ctx, bk)
-	if err != nil {
-		c.fail("reading a cache entry", k, err)
-		return nil
-	}
-	if !ok {
-		return nil
-	}
-	e, err := decodeEntry(k, blob)
-	if err != nil {
-		c.fail("ignoring an unreadable cache entry", k, err)
-		if err := c.backend.DeleteBlob(ctx, bk); err != nil {
-			c.fail("deleting an unreadable cache entry", k, err)
-		}
-		return nil
-	}
-	return e
-}
-
-// put stores e, replacing what is under its key (only if that is still old,
-// when old is non-nil and the store can tell), and reports whether it did.
-func (c *Cache) put(ctx context.Context, e, old *Entry) bool {
-	if c.mem != nil {
-		return c.mem.put(e, old)
-	}
-	blob, err := encodeEntry(e)
-	if err == nil {
-		err = c.backend.PutBlob(ctx, blobKey(e.key), blob)
-	}
-	if err != nil {
-		c.fail("storing a cache entry", e.key, err)
-		return false
-	}
-	return true
-}
-
-// drop removes what is stored under k.
-func (c *Cache) drop(ctx context.Context, k key) {
-	if c.mem != nil {
-		c.mem.delete(k)
-		return
-	}
-	if err := c.backend.DeleteBlob(ctx, blobKey(k)); err != nil {
-		c.fail("deleting a cache entry", k, err)
-	}
-}
-
-// fail counts and logs a backend problem. The key appears as a short
-// digest prefix: enough to find the blob, nothing about the request.
-func (c *Cache) fail(msg string, k key, err error) {
-	c.failures.Add(1)
-	level := slog.LevelWarn
-	if errors.Is(err, context.Canceled) {
-		level = slog.LevelDebug
-	}
-	c.log.Log(context.Background(), level, "cache: "+msg, "key", hex.EncodeToString(k[:6]), "err", err)
 }
 
 // readUpTo reads r until EOF or until more than limit bytes have been read.

@@ -21,34 +21,62 @@
 //	}
 //	return c.Store(req, owner, resp)
 //
+// # Free repeats across owners
+//
+// A stored answer with an ETag is revalidated with whichever credential
+// the request carries, not only its owner's: the validator goes to the
+// server, and the server decides. It answers 304 only when the
+// representation it would send to this credential has the stored ETag
+// (GitHub's ETags are specific to the token, so there a repeat with
+// another token gets the full answer, as it would without the cache), and
+// 403 or 404 to a credential that may not see the resource, which the
+// caller gets as is. So a stored body is only ever served after a 304 to
+// the request of the credential that asked, never from the cache alone,
+// and Vary: Authorization is honoured by that 304 rather than by keying on
+// tokens. A Last-Modified date says "unchanged", not "the same for you",
+// so If-Modified-Since goes only with the owner's own requests, and an
+// answer with no ETag is kept for its owner alone.
+//
+// Each URL (with its Accept values) has one record: the shared answer and
+// answers kept for one owner each, at most one per owner and 8 in all.
+// When an owner's full answer has another ETag than the shared one, the
+// new answer becomes the shared one and the older stays its owner's own:
+// owners whose representations differ each keep revalidating their own,
+// and after a change the newest answer is what other owners try.
+//
+// Cache-Control: private is honoured as a private cache does: the answers
+// of one operator's credentials are that operator's. Where requests come
+// from separate parties (a gateway's clients with their own tokens), use
+// the view [Cache.PrivatePerOwner]: private answers then stay with their
+// owner, and private answers stored by others are not used.
+//
 // # What is stored
 //
 // A response is stored when the request is a GET (HEAD and every other
 // method pass through), without Range, without Cache-Control: no-store, and
 // the response is a 200 with an ETag or a Last-Modified, without
 // Cache-Control: no-store, without Vary: *, and with a body of at most
-// Options.MaxEntryBytes. Cache-Control: private and no-cache are honoured by
-// construction: entries are partitioned per credential owner, and every use
-// is revalidated. Bodies larger than the limit, or of unknown length that
-// turn out larger, stream to the caller intact and unstored.
+// Options.MaxEntryBytes. Cache-Control: no-cache is honoured by
+// construction: every use is revalidated. Bodies larger than the limit, or
+// of unknown length that turn out larger, stream to the caller intact and
+// unstored.
 //
 // Stored are the status, the body, the response header fields except
-// hop-by-hop fields and Set-Cookie, the validators, and for Vary a digest of
-// the request's values. Request header fields are never stored, and
-// credential headers (Authorization, PRIVATE-TOKEN, JOB-TOKEN, and
-// Options.CredentialHeaders) are neither stored nor hashed, even when a
-// response varies on them: the owner string stands for the credential.
-// A request the caller made conditional itself is left to the caller.
+// hop-by-hop fields and Set-Cookie, the validators, a digest of the owner
+// whose request stored it, and for Vary a digest of the request's values.
+// Request header fields are never stored, and credential headers
+// (Authorization, PRIVATE-TOKEN, JOB-TOKEN, and Options.CredentialHeaders)
+// are neither stored nor hashed, even when a response varies on them. A
+// request the caller made conditional itself is left to the caller.
 //
 // # The key
 //
-// An entry's key is SHA-256 over the method (GET), the canonical URL
+// A record's key is SHA-256 over the method (GET), the canonical URL
 // (scheme and host in lower case, default port dropped, escaped path, the
-// query exactly as given), the credential owner ("" for anonymous), and the
-// request's Accept values. Accept-Encoding and any other field count only
-// when the stored response names it in Vary: the entry then matches only a
-// request with the same values for those fields. One entry is kept per key;
-// a response for other Vary values replaces it. A backend sees the key as
+// query exactly as given) and the request's Accept values; the credential
+// is not part of it. Accept-Encoding and any other field count only when
+// the stored response names it in Vary: an answer then matches only a
+// request with the same values for those fields. A backend sees the key as
 // [BlobKeyPrefix] plus 64 hex digits, never a URL, owner or token.
 //
 // # From 304 to 200
@@ -64,11 +92,15 @@
 //
 // # Storage
 //
-// By default entries live in a memory LRU bounded by Options.MaxBytes
+// By default records live in a memory LRU bounded by Options.MaxBytes
 // (bodies plus header fields, approximately), safe for concurrent use with
 // O(1) operations. With Options.Backend they live in a shared blob table
-// instead (encoding/gob behind a magic prefix); a blob that does not decode
-// to an entry for its key is a miss and is deleted. Backend errors never
-// fail a request: they are logged to Options.Logger, counted in
+// instead (encoding/gob behind a magic prefix), one blob per record, and
+// the records a process used recently stay in a memory front bounded by a
+// quarter of Options.MaxBytes, so a repeated GET does not read the table:
+// an answer another process replaced meanwhile is still safe to revalidate
+// (a stale validator only gets the full answer). A blob that does not
+// decode to a record for its key is a miss and is deleted. Backend errors
+// never fail a request: they are logged to Options.Logger, counted in
 // Stats.Errors, and the request goes on uncached.
 package cache

@@ -7,10 +7,11 @@ import (
 	"time"
 )
 
-// Entry is one stored response: a 200 to a GET, its validators, and what
-// the request carried for the header fields the response varies on. An
-// Entry never changes once built, so a handle returned by Prepare stays
-// valid (and safe to share) even if the cache evicts or replaces it.
+// Entry is one stored response: a 200 to a GET, its validators, what the
+// request carried for the header fields the response varies on, and whose
+// request stored it. An Entry never changes once built, so a handle
+// returned by Prepare stays valid (and safe to share) even if the cache
+// evicts or replaces it.
 type Entry struct {
 	key          key
 	fields       []field // stored header fields, sorted by name
@@ -25,8 +26,9 @@ type Entry struct {
 	storedAt     time.Time
 	size         int64
 
-	// LRU links, guarded by the memory LRU's mutex.
-	prev, next *Entry
+	owner   party // the credential owner whose request stored it
+	shared  bool  // any credential may revalidate it (see record)
+	private bool  // the response said Cache-Control: private
 }
 
 // field is one stored header field.
@@ -184,9 +186,22 @@ func mergeInto(h http.Header, e *Entry, value string) http.Header {
 }
 
 // parseVary parses a response's Vary field values into canonical,
-// deduplicated names, leaving out the credential headers (the owner
-// partitions by credential instead). star reports "Vary: *", which makes a
-// response unusable for any later request.
+// deduplicated names, leaving out the credential headers. star reports
+// "Vary: *", which makes a response unusable for any later request.
+//
+// A response that varies on Authorization (GitHub's all do) says that
+// another credential may get another representation. Matching on the
+// token would keep every answer to its token; instead the cache lets the
+// server match: a stored answer is only ever used after a 304 to the
+// request of the credential asking now, carrying the stored ETag, and the
+// server answers 304 only when the representation it selects for this
+// credential has that ETag (RFC 9110 §13.1.2; RFC 9111 §4.3.2 selects a
+// stored response by the validator a 304 confirms in the same way). The
+// stored body is then this credential's representation, byte for byte up
+// to the server's weak comparison. A credential that cannot see the
+// resource gets its 403 or 404, not the stored body. Tokens are thus never
+// hashed or stored, and the owner passed to Prepare only decides which
+// validators may go (see record).
 func parseVary(values []string, credential []string) (names []string, star bool) {
 	for _, v := range values {
 		for v != "" {

@@ -11,15 +11,18 @@ import (
 type key = [sha256.Size]byte
 
 // keyVersion starts every hashed key, so a change in what goes into a key
-// can never make an old blob match a new request.
-const keyVersion = "rkc1"
+// can never make an old blob match a new request. Version 2 left the owner
+// out of the key (it names a variant within a record instead).
+const keyVersion = "rkc2"
 
-// requestKey returns the primary key of a GET request as seen by owner:
-// SHA-256 over the method, the canonical URL (scheme and host in lower case,
-// default port dropped, escaped path, raw query as given), the owner and the
-// Accept values. Fields are length-prefixed so no two different inputs hash
-// the same bytes. It does not allocate for URLs of common length.
-func requestKey(req *http.Request, owner string) key {
+// requestKey returns the primary key of a GET request: SHA-256 over the
+// method, the canonical URL (scheme and host in lower case, default port
+// dropped, escaped path, raw query as given) and the Accept values. The
+// credential is not part of it: whoever sends the request may revalidate
+// the record's shared answer (see record). Fields are length-prefixed so
+// no two different inputs hash the same bytes. It does not allocate for
+// URLs of common length.
+func requestKey(req *http.Request) key {
 	var arr [512]byte
 	b := append(arr[:0], keyVersion...)
 	b = appendField(b, http.MethodGet)
@@ -38,13 +41,28 @@ func requestKey(req *http.Request, owner string) key {
 	} else {
 		b = append(b, '-')
 	}
-	b = appendField(b, owner)
 	accept := req.Header["Accept"]
 	b = binary.AppendUvarint(b, uint64(len(accept)))
 	for _, v := range accept {
 		b = appendField(b, strings.TrimSpace(v))
 	}
 	return sha256.Sum256(b)
+}
+
+// party identifies a credential owner within a record: a truncated
+// SHA-256 of the owner string, so that a backend never holds the owner.
+type party [16]byte
+
+// partyOf returns the party of owner ("" for anonymous). It does not
+// allocate for owners of common length.
+func partyOf(owner string) party {
+	var arr [128]byte
+	b := append(arr[:0], keyVersion+"/owner/"...)
+	b = append(b, owner...)
+	sum := sha256.Sum256(b)
+	var p party
+	copy(p[:], sum[:])
+	return p
 }
 
 // varyKey hashes the values req carries for the header names a stored

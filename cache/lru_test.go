@@ -9,16 +9,19 @@ import (
 	"testing"
 )
 
-func entryOf(id byte, size int64) *Entry {
+// recordOf is a record of one response, of the given total size.
+func recordOf(id byte, size int64) *record {
 	var k key
 	k[0] = id
-	return &Entry{key: k, size: size}
+	r := newRecord(k, []*Entry{{key: k}})
+	r.size = size
+	return r
 }
 
 func keys(l *lru) string {
 	var b strings.Builder
-	for e := l.head; e != nil; e = e.next {
-		fmt.Fprintf(&b, "%d", e.key[0])
+	for r := l.head; r != nil; r = r.next {
+		fmt.Fprintf(&b, "%d", r.key[0])
 	}
 	return b.String()
 }
@@ -26,32 +29,38 @@ func keys(l *lru) string {
 func TestLRUOrderAndBytes(t *testing.T) {
 	l := newLRU(100)
 	for id := byte(1); id <= 3; id++ {
-		l.put(entryOf(id, 30), nil)
+		l.set(recordOf(id, 30))
 	}
-	if keys(l) != "321" || l.bytes != 90 {
-		t.Fatalf("order %s bytes %d", keys(l), l.bytes)
+	if keys(l) != "321" || l.bytes != 90 || l.responses != 3 {
+		t.Fatalf("order %s bytes %d responses %d", keys(l), l.bytes, l.responses)
 	}
-	l.get(entryOf(1, 0).key) // 1 becomes most recent
+	l.get(recordOf(1, 0).key) // 1 becomes most recent
 	if keys(l) != "132" {
 		t.Fatalf("order %s after get", keys(l))
 	}
-	l.put(entryOf(4, 30), nil) // 120 > 100: evict 2, the least recent
+	l.set(recordOf(4, 30)) // 120 > 100: evict 2, the least recent
 	if keys(l) != "413" || l.bytes != 90 || l.evictions != 1 {
 		t.Fatalf("order %s bytes %d evictions %d", keys(l), l.bytes, l.evictions)
 	}
-	l.put(entryOf(3, 50), nil) // replace: 30 -> 50, total 110: evict 1
+	l.set(recordOf(3, 50)) // replace: 30 -> 50, total 110: evict 1
 	if keys(l) != "34" || l.bytes != 80 || l.evictions != 2 {
 		t.Fatalf("order %s bytes %d evictions %d after replace", keys(l), l.bytes, l.evictions)
 	}
-	if l.put(entryOf(4, 101), nil) {
-		t.Fatal("an entry larger than the bound was stored")
+	if l.update(recordOf(4, 0).key, func(*record) *record { return recordOf(4, 101) }) {
+		t.Fatal("a record larger than the bound was stored")
 	}
-	if keys(l) != "3" || l.bytes != 50 {
-		t.Fatalf("order %s bytes %d: the old entry under an oversized key must go", keys(l), l.bytes)
+	if keys(l) != "3" || l.bytes != 50 || l.responses != 1 {
+		t.Fatalf("order %s bytes %d: the old record under an oversized key must go", keys(l), l.bytes)
 	}
-	l.delete(entryOf(3, 0).key)
-	l.delete(entryOf(9, 0).key)
-	if l.head != nil || l.tail != nil || l.bytes != 0 || len(l.entries) != 0 {
+	// update sees the current record and may keep it.
+	cur := l.get(recordOf(3, 0).key)
+	var seen *record
+	if !l.update(cur.key, func(r *record) *record { seen = r; return r }) || seen != cur || keys(l) != "3" {
+		t.Fatalf("update: seen %p, want %p", seen, cur)
+	}
+	l.delete(recordOf(3, 0).key)
+	l.delete(recordOf(9, 0).key)
+	if l.head != nil || l.tail != nil || l.bytes != 0 || len(l.records) != 0 || l.responses != 0 {
 		t.Fatalf("not empty: %s %d", keys(l), l.bytes)
 	}
 }
@@ -134,8 +143,11 @@ func TestConcurrentUse(t *testing.T) {
 		}
 	})
 	wg.Wait()
+	// How many repeats find their entry before it is evicted depends on
+	// the scheduling (under load, none may): hits are only checked
+	// against the server's 304s.
 	s := c.Stats()
-	if s.Hits == 0 || s.Stores == 0 || s.Evictions == 0 || s.Bytes > 4000 {
+	if s.Stores == 0 || s.Evictions == 0 || s.Bytes > 4000 {
 		t.Fatalf("stats %+v", s)
 	}
 	if _, nm := o.counts(); uint64(nm) != s.Hits {

@@ -23,6 +23,13 @@ type resource struct {
 	chunked      bool // no Content-Length: the body is flushed in pieces
 	// variants maps a request's Accept to another body and ETag.
 	variants map[string][2]string
+	// byAuth maps a request's Authorization to another body and ETag: a
+	// representation of its own for that credential.
+	byAuth map[string][2]string
+	// denied maps a request's Authorization to the status it gets instead
+	// (a credential that may not see the resource), whatever validators
+	// it carries.
+	denied map[string]int
 }
 
 // origin is an httptest server answering conditional GETs the way GitHub
@@ -86,8 +93,15 @@ func (o *origin) serve(w http.ResponseWriter, r *http.Request) {
 		http.NotFound(w, r)
 		return
 	}
+	if code, found := cp.denied[r.Header.Get("Authorization")]; found {
+		http.Error(w, http.StatusText(code), code)
+		return
+	}
 	body, etag := cp.body, cp.etag
 	if v, found := cp.variants[r.Header.Get("Accept")]; found {
+		body, etag = v[0], v[1]
+	}
+	if v, found := cp.byAuth[r.Header.Get("Authorization")]; found {
 		body, etag = v[0], v[1]
 	}
 	if etag != "" {

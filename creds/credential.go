@@ -174,6 +174,39 @@ func (c *Credential) ShareBucketWith(other *Credential) {
 	}
 }
 
+// KeepOwnBucket records that c spends a bucket of its own, as inferred by
+// a [Learner], unless c's bucket is already known.
+func (c *Credential) KeepOwnBucket() {
+	c.st.mu.Lock()
+	defer c.st.mu.Unlock()
+	if c.st.ownerKey == "" && c.kind == Static {
+		c.st.ownerKey = c.identity
+	}
+}
+
+// SetBucketOwner records the bucket owner key learnt for c earlier (by
+// inference, remembered in a shared store), unless c's owner is known.
+func (c *Credential) SetBucketOwner(key string) {
+	c.st.mu.Lock()
+	defer c.st.mu.Unlock()
+	if key != "" && c.st.owner.Key() == "" && c.kind == Static {
+		c.st.ownerKey = key
+	}
+}
+
+// BucketKnown reports whether c's bucket owner is known: an owner learnt
+// by validation, a bucket inferred from answers, an App installation or
+// anonymous access. Until then BucketOwner is a per-token identity that
+// may be wrong (two tokens of one user).
+func (c *Credential) BucketKnown() bool {
+	if c.kind != Static {
+		return true
+	}
+	c.st.mu.Lock()
+	defer c.st.mu.Unlock()
+	return c.st.ownerKey != ""
+}
+
 // ID returns an identity of the credential that is the same in every
 // process and never changes: "token:" and 16 hex digits of the token's
 // SHA-256, "app:ID/installation:ID", or "anonymous". It reveals nothing

@@ -28,12 +28,14 @@
 //
 // # States
 //
-// Each credential is unknown until used or validated, then available,
-// exhausted until a time, or invalid (terminal, with a reason). Transitions
-// take the current time as an argument and never read a clock, so callers and
-// tests decide what "now" is; they are safe for concurrent use. Choosing the
-// credential that can go soonest needs quota information and is done by the
-// transport; a [Pool] offers what that choice needs ([Pool.Eligible],
-// [Credential.BucketOwner]) and keeps the round-robin state that breaks ties
-// ([Pool.Next]).
+// Each credential is unknown until used or validated, then available, or
+// invalid (terminal, with a reason). Whether its quota is spent is not its
+// state: quota belongs to its owner's buckets, one per resource, which the
+// transport keeps, so a refusal on one resource never blocks another.
+// Transitions take the current time as an argument and never read a clock,
+// so callers and tests decide what "now" is; they are safe for concurrent
+// use. Choosing the credential that can go soonest needs quota information
+// and is done by the transport; a [Pool] offers what that choice needs
+// ([Pool.AppendTurn], [Credential.BucketOwner]) and keeps the round-robin
+// state that breaks ties.
 package creds

@@ -17,7 +17,7 @@ func ExampleLoad() {
 	}
 	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
 	first := pool.Credentials()[0]
-	first.MarkExhausted(now.Add(time.Hour), now)
+	first.MarkInvalid("GET /user answered 401", now, time.Time{})
 	fmt.Println(pool.Credentials())
 	fmt.Println("eligible:", pool.Eligible(now))
 

@@ -13,7 +13,7 @@ type Pool struct {
 	creds    []*Credential // by index
 
 	mu   sync.Mutex
-	last int // index of the credential Next returned last; 0 before the first
+	last int // index of the credential AppendTurn put first last time; 0 before the first
 }
 
 // NewPool returns a pool of the given credentials, ordered by index.
@@ -42,16 +42,11 @@ func (p *Pool) ByIndex(index int) *Credential {
 	return nil
 }
 
-// Eligible returns the credentials that may be used at now (not invalid, not
-// exhausted past now), in index order. Among them the transport picks the one
-// its quota state lets go soonest.
+// Eligible returns the credentials that may be used at now (not invalid),
+// in index order. Among them the transport picks the one its quota state
+// lets go soonest.
 func (p *Pool) Eligible(now time.Time) []*Credential {
-	return p.AppendEligible(make([]*Credential, 0, len(p.creds)), now)
-}
-
-// AppendEligible appends the credentials Eligible returns to dst and
-// returns the extended slice, so a hot path can reuse a buffer.
-func (p *Pool) AppendEligible(dst []*Credential, now time.Time) []*Credential {
+	dst := make([]*Credential, 0, len(p.creds))
 	for _, c := range p.creds {
 		if c.Eligible(now) {
 			dst = append(dst, c)
@@ -60,52 +55,39 @@ func (p *Pool) AppendEligible(dst []*Credential, now time.Time) []*Credential {
 	return dst
 }
 
-// EarliestEligible returns the earliest time at or after now when some
-// credential is eligible: now when one already is, else the soonest end of an
-// exhaustion. ok is false when every credential is invalid (or the pool is
-// empty): no amount of waiting helps.
-func (p *Pool) EarliestEligible(now time.Time) (t time.Time, ok bool) {
-	for _, c := range p.creds {
-		st := c.Status(now)
-		switch st.State {
-		case Invalid:
-			continue
-		case Exhausted:
-			if !ok || st.Until.Before(t) {
-				t, ok = st.Until, true
-			}
-		default:
-			return now, true
-		}
-	}
-	return t, ok
-}
-
-// Next breaks a tie: among candidates that can all go equally soon it returns
-// the first one after the credential Next returned last, in index order,
-// wrapping around, so equal credentials take turns. It returns nil for no
-// candidates.
-func (p *Pool) Next(candidates []*Credential) *Credential {
-	if len(candidates) == 0 {
-		return nil
-	}
+// AppendTurn appends the credentials that may be used at now to dst, in
+// the order that makes equal credentials take turns: starting after the
+// one the previous call started with, in index order, wrapping around. The
+// transport offers them to the quota state in this order, which picks the
+// first of those that can go soonest. It returns the extended slice, so a
+// hot path can reuse a buffer.
+func (p *Pool) AppendTurn(dst []*Credential, now time.Time) []*Credential {
 	p.mu.Lock()
-	defer p.mu.Unlock()
-	var after, lowest *Credential
-	for _, c := range candidates {
-		if c.index > p.last && (after == nil || c.index < after.index) {
-			after = c
-		}
-		if lowest == nil || c.index < lowest.index {
-			lowest = c
+	last := p.last
+	start := 0
+	for i, c := range p.creds {
+		if c.index > last {
+			start = i
+			break
 		}
 	}
-	pick := after
-	if pick == nil {
-		pick = lowest
+	p.last = 0
+	n := len(p.creds)
+	for k := range n {
+		c := p.creds[(start+k)%n]
+		if !c.Eligible(now) {
+			continue
+		}
+		if p.last == 0 {
+			p.last = c.index
+		}
+		dst = append(dst, c)
 	}
-	p.last = pick.index
-	return pick
+	if p.last == 0 {
+		p.last = last
+	}
+	p.mu.Unlock()
+	return dst
 }
 
 // Buckets groups the credentials by [Credential.BucketOwner], in index order

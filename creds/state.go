@@ -14,8 +14,6 @@ const (
 	Unknown State = iota
 	// Available: the server accepted the credential and it has quota.
 	Available
-	// Exhausted: the credential's quota is spent until Status.Until.
-	Exhausted
 	// Invalid: the server rejected the credential (Status.Reason says how).
 	// Terminal: nothing brings it back in this process.
 	Invalid
@@ -27,8 +25,6 @@ func (s State) String() string {
 		return "unknown"
 	case Available:
 		return "available"
-	case Exhausted:
-		return "exhausted"
 	case Invalid:
 		return "invalid"
 	}
@@ -41,13 +37,18 @@ func (s State) MarshalText() ([]byte, error) { return []byte(s.String()), nil }
 // Status is a credential's state with its details.
 type Status struct {
 	State  State
-	Until  time.Time // Exhausted: when the quota returns
 	Reason string    // Invalid: why, e.g. "GET /user answered 401 Unauthorized"
 	Since  time.Time // when the state was entered (zero for Unknown)
+	// Until is when an Invalid mark is to be tried again (zero: never):
+	// a refusal can be a provider's passing trouble, and a token can be
+	// fixed (re-granted, un-suspended) without being replaced.
+	Until time.Time
 }
 
-// Status returns the credential's status at now. An exhaustion whose time has
-// come reads as Available since its Until: the window has reset.
+// Status returns the credential's status at now. An invalid mark whose
+// Until has come reads as Unknown since then: the token is tried again.
+// Whether its quota is spent is not a credential's state: quota belongs to
+// the buckets of its owner, one per resource, which the transport keeps.
 func (c *Credential) Status(now time.Time) Status {
 	c.st.mu.Lock()
 	defer c.st.mu.Unlock()
@@ -56,8 +57,8 @@ func (c *Credential) Status(now time.Time) Status {
 
 func (s *state) statusAt(now time.Time) Status {
 	st := s.status
-	if st.State == Exhausted && !now.Before(st.Until) {
-		return Status{State: Available, Since: st.Until}
+	if st.State == Invalid && !st.Until.IsZero() && !now.Before(st.Until) {
+		return Status{State: Unknown, Since: st.Until}
 	}
 	return st
 }
@@ -66,79 +67,57 @@ func (s *state) statusAt(now time.Time) Status {
 func (c *Credential) State(now time.Time) State { return c.Status(now).State }
 
 // Eligible reports whether the credential may be used at now: it is not
-// invalid and not exhausted past now.
-func (c *Credential) Eligible(now time.Time) bool {
-	s := c.State(now)
-	return s != Invalid && s != Exhausted
-}
+// invalid.
+func (c *Credential) Eligible(now time.Time) bool { return c.State(now) != Invalid }
 
-// MarkValidated records that the server accepted the credential: Unknown
-// becomes Available. Other states are left alone, because acceptance says
-// nothing about quota. It reports whether the state changed.
+// MarkValidated records that the server accepted the credential (a "who am
+// I" answer, or any answer that is not a refusal of the token): Unknown
+// becomes Available. An invalid credential stays invalid. It reports
+// whether the state changed.
 func (c *Credential) MarkValidated(now time.Time) bool {
 	c.st.mu.Lock()
 	defer c.st.mu.Unlock()
-	if c.st.status.State != Unknown {
+	if c.st.statusAt(now).State != Unknown {
 		return false
 	}
 	c.st.status = Status{State: Available, Since: now}
-	return true
-}
-
-// MarkAvailable records that a response showed the credential accepted and
-// with quota left: Unknown and Exhausted become Available. Call it only for a
-// response that is current (out-of-order readings are sorted out before, by
-// the quota logic). An invalid credential stays invalid. It reports whether
-// the state changed.
-func (c *Credential) MarkAvailable(now time.Time) bool {
-	c.st.mu.Lock()
-	defer c.st.mu.Unlock()
-	cur := c.st.statusAt(now)
-	switch cur.State {
-	case Invalid:
-		return false
-	case Available:
-		// An expired exhaustion already reads as available; settle it.
-		c.st.status = cur
-		return false
-	}
-	c.st.status = Status{State: Available, Since: now}
-	return true
-}
-
-// MarkExhausted records that the credential's quota is spent until until.
-// Exhaustions only lengthen: a reading with an earlier until than the one
-// recorded is stale (responses arrive out of order) and is ignored, as is an
-// until that is not after now. An invalid credential stays invalid. It reports
-// whether the status changed.
-func (c *Credential) MarkExhausted(until, now time.Time) bool {
-	c.st.mu.Lock()
-	defer c.st.mu.Unlock()
-	cur := c.st.statusAt(now)
-	switch {
-	case cur.State == Invalid, !until.After(now):
-		return false
-	case cur.State == Exhausted && !until.After(cur.Until):
-		return false
-	}
-	since := now
-	if cur.State == Exhausted {
-		since = cur.Since
-	}
-	c.st.status = Status{State: Exhausted, Until: until, Since: since}
 	return true
 }
 
 // MarkInvalid records that the server rejected the credential, for the given
-// reason (which must not contain the token). Invalid is terminal. It reports
-// whether the state changed: true only the first time, so a caller can emit
-// one event.
-func (c *Credential) MarkInvalid(reason string, now time.Time) bool {
+// reason (which must not contain the token), until retry (zero: for good;
+// see Status.Until). It reports whether the state changed: true only when
+// it was not already invalid, so a caller can emit one event.
+func (c *Credential) MarkInvalid(reason string, now, retry time.Time) bool {
 	c.st.mu.Lock()
 	defer c.st.mu.Unlock()
-	if c.st.status.State == Invalid {
+	if c.st.statusAt(now).State == Invalid {
 		return false
 	}
-	c.st.status = Status{State: Invalid, Reason: reason, Since: now}
+	c.st.status = Status{State: Invalid, Reason: reason, Since: now, Until: retry}
+	return true
+}
+
+// RetryInvalidAt sets when an invalid mark that has none is to be tried
+// again (see Status.Until); a transport applies its own period to marks
+// made by Validate this way.
+func (c *Credential) RetryInvalidAt(retry time.Time) {
+	c.st.mu.Lock()
+	defer c.st.mu.Unlock()
+	if c.st.status.State == Invalid && c.st.status.Until.IsZero() {
+		c.st.status.Until = retry
+	}
+}
+
+// ClearInvalid forgets an invalid mark, so the credential is tried again
+// (a user asked, as `ratekeeper status --live` does). It reports whether
+// there was one.
+func (c *Credential) ClearInvalid(now time.Time) bool {
+	c.st.mu.Lock()
+	defer c.st.mu.Unlock()
+	if c.st.statusAt(now).State != Invalid {
+		return false
+	}
+	c.st.status = Status{State: Unknown, Since: now}
 	return true
 }

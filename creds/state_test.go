@@ -24,18 +24,8 @@ func TestStateMachine(t *testing.T) {
 		{"starts unknown", func() bool { return false }, false, at(0), Status{State: Unknown}},
 		{"validated", func() bool { return c.MarkValidated(at(1 * time.Second)) }, true, at(2 * time.Second), Status{State: Available, Since: at(time.Second)}},
 		{"validated again is no change", func() bool { return c.MarkValidated(at(3 * time.Second)) }, false, at(3 * time.Second), Status{State: Available, Since: at(time.Second)}},
-		{"exhausted", func() bool { return c.MarkExhausted(at(time.Hour), at(10*time.Second)) }, true, at(time.Minute), Status{State: Exhausted, Until: at(time.Hour), Since: at(10 * time.Second)}},
-		{"earlier until is stale", func() bool { return c.MarkExhausted(at(30*time.Minute), at(20*time.Second)) }, false, at(time.Minute), Status{State: Exhausted, Until: at(time.Hour), Since: at(10 * time.Second)}},
-		{"later until lengthens", func() bool { return c.MarkExhausted(at(2*time.Hour), at(30*time.Second)) }, true, at(time.Minute), Status{State: Exhausted, Until: at(2 * time.Hour), Since: at(10 * time.Second)}},
-		{"validation does not clear exhaustion", func() bool { return c.MarkValidated(at(time.Minute)) }, false, at(time.Minute), Status{State: Exhausted, Until: at(2 * time.Hour), Since: at(10 * time.Second)}},
-		{"reads available once until passes", func() bool { return false }, false, at(2 * time.Hour), Status{State: Available, Since: at(2 * time.Hour)}},
-		{"exhausted again after reset", func() bool { return c.MarkExhausted(at(4*time.Hour), at(3*time.Hour)) }, true, at(3 * time.Hour), Status{State: Exhausted, Until: at(4 * time.Hour), Since: at(3 * time.Hour)}},
-		{"until in the past is ignored", func() bool { return c.MarkExhausted(at(3*time.Hour), at(3*time.Hour)) }, false, at(3 * time.Hour), Status{State: Exhausted, Until: at(4 * time.Hour), Since: at(3 * time.Hour)}},
-		{"available clears exhaustion", func() bool { return c.MarkAvailable(at(3*time.Hour + time.Minute)) }, true, at(3*time.Hour + time.Minute), Status{State: Available, Since: at(3*time.Hour + time.Minute)}},
-		{"invalid", func() bool { return c.MarkInvalid("GET /user answered 401 Unauthorized", at(5*time.Hour)) }, true, at(5 * time.Hour), Status{State: Invalid, Reason: "GET /user answered 401 Unauthorized", Since: at(5 * time.Hour)}},
-		{"invalid is terminal: invalid", func() bool { return c.MarkInvalid("again", at(6*time.Hour)) }, false, at(6 * time.Hour), Status{State: Invalid, Reason: "GET /user answered 401 Unauthorized", Since: at(5 * time.Hour)}},
-		{"invalid is terminal: available", func() bool { return c.MarkAvailable(at(6 * time.Hour)) }, false, at(6 * time.Hour), Status{State: Invalid, Reason: "GET /user answered 401 Unauthorized", Since: at(5 * time.Hour)}},
-		{"invalid is terminal: exhausted", func() bool { return c.MarkExhausted(at(9*time.Hour), at(6*time.Hour)) }, false, at(6 * time.Hour), Status{State: Invalid, Reason: "GET /user answered 401 Unauthorized", Since: at(5 * time.Hour)}},
+		{"invalid", func() bool { return c.MarkInvalid("GET /user answered 401 Unauthorized", at(5*time.Hour), time.Time{}) }, true, at(5 * time.Hour), Status{State: Invalid, Reason: "GET /user answered 401 Unauthorized", Since: at(5 * time.Hour)}},
+		{"invalid is terminal: invalid", func() bool { return c.MarkInvalid("again", at(6*time.Hour), time.Time{}) }, false, at(6 * time.Hour), Status{State: Invalid, Reason: "GET /user answered 401 Unauthorized", Since: at(5 * time.Hour)}},
 		{"invalid is terminal: validated", func() bool { return c.MarkValidated(at(6 * time.Hour)) }, false, at(7 * time.Hour), Status{State: Invalid, Reason: "GET /user answered 401 Unauthorized", Since: at(5 * time.Hour)}},
 	}
 	for _, s := range steps {
@@ -48,22 +38,16 @@ func TestStateMachine(t *testing.T) {
 	}
 }
 
-func TestUnknownToExhaustedAndEligibility(t *testing.T) {
+func TestEligibility(t *testing.T) {
 	c := NewToken("github", 1, "tok-alice-1", "test")
 	if !c.Eligible(at(0)) {
 		t.Error("unknown not eligible")
 	}
-	c.MarkExhausted(at(time.Minute), at(0))
-	if c.Eligible(at(59*time.Second)) || !c.Eligible(at(time.Minute)) {
-		t.Error("eligibility around until wrong")
+	c.MarkValidated(at(time.Minute))
+	if !c.Eligible(at(time.Minute)) {
+		t.Error("available not eligible")
 	}
-	if c.MarkAvailable(at(2 * time.Minute)) {
-		t.Error("settling an expired exhaustion reported a change")
-	}
-	if got := c.Status(at(3 * time.Minute)); got != (Status{State: Available, Since: at(time.Minute)}) {
-		t.Errorf("after settling: %+v", got)
-	}
-	c.MarkInvalid("revoked", at(4*time.Minute))
+	c.MarkInvalid("revoked", at(4*time.Minute), time.Time{})
 	if c.Eligible(at(time.Hour)) {
 		t.Error("invalid eligible")
 	}
@@ -78,11 +62,10 @@ func TestStateConcurrent(t *testing.T) {
 		wg.Go(func() {
 			for j := range 200 {
 				now := at(time.Duration(i*1000+j) * time.Millisecond)
-				c.MarkAvailable(now)
-				c.MarkExhausted(now.Add(time.Second), now)
+				c.MarkValidated(now)
 				_ = c.Status(now)
 				_ = c.BucketOwner()
-				if j == 100 && c.MarkInvalid("test", now) {
+				if j == 100 && c.MarkInvalid("test", now, time.Time{}) {
 					mu.Lock()
 					invalidations++
 					mu.Unlock()
@@ -108,50 +91,31 @@ func TestPool(t *testing.T) {
 	if got := p.Credentials(); !slices.Equal(got, []*Credential{a, b, c, d}) {
 		t.Errorf("Credentials = %v", got)
 	}
-	c.MarkExhausted(at(time.Hour), at(0))
-	d.MarkInvalid("401", at(0))
-	if got := p.Eligible(at(time.Minute)); !slices.Equal(got, []*Credential{a, b}) {
+	d.MarkInvalid("401", at(0), time.Time{})
+	if got := p.Eligible(at(time.Minute)); !slices.Equal(got, []*Credential{a, b, c}) {
 		t.Errorf("Eligible = %v", got)
 	}
-	if got := p.Eligible(at(time.Hour)); !slices.Equal(got, []*Credential{a, b, c}) {
-		t.Errorf("Eligible after reset = %v", got)
-	}
-	// Ties take turns in index order, wrapping, skipping non-candidates.
-	var picks []int
-	for _, cands := range [][]*Credential{{a, b, c}, {a, b, c}, {a, b, c}, {a, b, c}, {a, c}, {b, a}, {b}, nil} {
-		if got := p.Next(cands); got != nil {
-			picks = append(picks, got.Index())
-		} else {
-			picks = append(picks, 0)
+	// Turns start one further each time, in index order, wrapping, and
+	// skip invalid credentials.
+	var firsts []int
+	for range 5 {
+		turn := p.AppendTurn(nil, at(time.Minute))
+		if len(turn) != 3 {
+			t.Fatalf("turn = %v, want the three usable credentials", turn)
 		}
+		firsts = append(firsts, turn[0].Index())
 	}
-	if want := []int{1, 2, 3, 1, 3, 1, 2, 0}; !slices.Equal(picks, want) {
-		t.Errorf("Next picks = %v, want %v", picks, want)
+	if want := []int{1, 2, 3, 1, 2}; !slices.Equal(firsts, want) {
+		t.Errorf("turns start with %v, want %v", firsts, want)
 	}
-}
-
-func TestPoolEarliestEligible(t *testing.T) {
-	a := NewToken("github", 1, "tok-a-111111", "t")
-	b := NewToken("github", 2, "tok-b-222222", "t")
-	p := NewPool("github", a, b)
-	if got, ok := p.EarliestEligible(at(0)); !ok || !got.Equal(at(0)) {
-		t.Errorf("all usable: %v %v", got, ok)
+	if got := p.AppendTurn(nil, at(time.Minute)); !slices.Equal(got, []*Credential{c, a, b}) {
+		t.Errorf("turn = %v, want [c a b]", got)
 	}
-	a.MarkExhausted(at(time.Hour), at(0))
-	b.MarkExhausted(at(20*time.Minute), at(0))
-	if got, ok := p.EarliestEligible(at(time.Minute)); !ok || !got.Equal(at(20*time.Minute)) {
-		t.Errorf("both exhausted: %v %v, want the sooner reset", got.Sub(t0), ok)
-	}
-	b.MarkInvalid("revoked", at(2*time.Minute))
-	if got, ok := p.EarliestEligible(at(3 * time.Minute)); !ok || !got.Equal(at(time.Hour)) {
-		t.Errorf("one invalid: %v %v", got.Sub(t0), ok)
-	}
-	a.MarkInvalid("revoked", at(4*time.Minute))
-	if _, ok := p.EarliestEligible(at(5 * time.Minute)); ok {
-		t.Error("all invalid still eligible some day")
-	}
-	if _, ok := NewPool("x").EarliestEligible(at(0)); ok {
-		t.Error("empty pool eligible")
+	a.MarkInvalid("401", at(0), time.Time{})
+	b.MarkInvalid("401", at(0), time.Time{})
+	c.MarkInvalid("401", at(0), time.Time{})
+	if got := p.AppendTurn(nil, at(time.Minute)); len(got) != 0 {
+		t.Errorf("all invalid: turn = %v", got)
 	}
 }
 
@@ -241,5 +205,29 @@ func TestSameBucket(t *testing.T) {
 	noLimit := Usage{Resource: "core", Used: 3, Reset: reset}
 	if SameBucket(noLimit, noLimit) {
 		t.Error("readings without a limit inferred shared")
+	}
+}
+
+func TestInvalidMarkIsRetriedAtItsTime(t *testing.T) {
+	c := NewToken("github", 1, "tok-alice-1", "test")
+	if !c.MarkInvalid("GET /repos/o/r answered 401", at(0), at(time.Hour)) {
+		t.Fatal("not marked")
+	}
+	if c.Eligible(at(59 * time.Minute)) {
+		t.Fatal("eligible before its retry time")
+	}
+	if got := c.Status(at(time.Hour)); got.State != Unknown || !got.Since.Equal(at(time.Hour)) {
+		t.Fatalf("at its retry time: %+v, want Unknown since then", got)
+	}
+	// Tried again and refused again: a new mark, with a new retry time.
+	if !c.MarkInvalid("again", at(2*time.Hour), at(3*time.Hour)) || c.Eligible(at(2*time.Hour)) {
+		t.Fatal("not marked again")
+	}
+	// Validate marks for good; the transport then sets its period.
+	d := NewToken("github", 2, "tok-alice-2", "test")
+	d.MarkInvalid("GET /user answered 401", at(0), time.Time{})
+	d.RetryInvalidAt(at(time.Hour))
+	if d.Eligible(at(time.Minute)) || !d.Eligible(at(time.Hour)) {
+		t.Fatal("RetryInvalidAt not applied")
 	}
 }

@@ -68,7 +68,7 @@ func Validate(ctx context.Context, rt http.RoundTripper, p *provider.Provider, c
 				switch code := he.Response.StatusCode; code {
 				case http.StatusUnauthorized, http.StatusForbidden, http.StatusNotFound:
 					reason := "minting an installation token answered " + he.Response.Status
-					c.MarkInvalid(reason, time.Now())
+					c.MarkInvalid(reason, time.Now(), time.Time{})
 					return "", fmt.Errorf("%s: %w: %s", c.masked, ErrInvalid, reason)
 				}
 			}
@@ -96,7 +96,7 @@ func Validate(ctx context.Context, rt http.RoundTripper, p *provider.Provider, c
 	switch {
 	case resp.StatusCode == http.StatusUnauthorized:
 		reason := fmt.Sprintf("%s %s answered %s", req.Method, req.URL.Path, resp.Status)
-		c.MarkInvalid(reason, now)
+		c.MarkInvalid(reason, now, time.Time{})
 		return "", fmt.Errorf("%s: %w: %s", c.masked, ErrInvalid, reason)
 	case resp.StatusCode < 200 || resp.StatusCode > 299:
 		return "", &ValidationError{Credential: c.masked, Method: req.Method, URL: req.URL.Redacted(), Status: resp.Status, StatusCode: resp.StatusCode}

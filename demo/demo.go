@@ -15,7 +15,7 @@ import (
 	"github.com/ratekeeper/ratekeeper/transport"
 )
 
-// Defaults of Options: about 30 seconds on a small machine.
+// Defaults of Options: about 20 seconds on a small machine.
 const (
 	DefaultSize     = 1000
 	DefaultWorkers  = 8
@@ -311,8 +311,8 @@ type RunTotals struct {
 	// Revalidated counts jobs answered from the cache after a 304.
 	Revalidated int
 	// RepeatsOtherOwner counts repeats sent with a token of another
-	// owner than the URL's first fetch: the cache is kept per owner, so
-	// those cannot be conditional.
+	// owner than the URL's first fetch: conditional requests all the same,
+	// as the cache revalidates a stored answer with any token.
 	RepeatsOtherOwner int
 	// RepeatsSameOwner counts repeats sent with a token of the same owner.
 	RepeatsSameOwner       int

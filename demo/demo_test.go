@@ -44,8 +44,10 @@ func TestRunAgainstTheSimulator(t *testing.T) {
 		if want := s.ClientBatch - s.NotModified + 4; s.Charged != want {
 			t.Errorf("charged %d, want %d", s.Charged, want)
 		}
-		if s.RepeatsOtherOwner+int(s.NotModified) > s.Repeats {
-			t.Errorf("%d repeats sent by another owner plus %d 304s exceed %d repeats", s.RepeatsOtherOwner, s.NotModified, s.Repeats)
+		// Every repeat is a free 304, whichever owner's token it went
+		// with: a perfect client pays for the distinct URLs only.
+		if s.NotModified != int64(s.Repeats) || s.RepeatsOtherOwner == 0 {
+			t.Errorf("%d 304s for %d repeats (%d with another owner's token), want one per repeat", s.NotModified, s.Repeats, s.RepeatsOtherOwner)
 		}
 		if s.Waits == 0 || s.WaitTotal <= 0 {
 			t.Errorf("no waits recorded (%d, %v), but 700 GETs cannot fit in one window", s.Waits, s.WaitTotal)
@@ -53,6 +55,10 @@ func TestRunAgainstTheSimulator(t *testing.T) {
 		// Nobody beats the ideal: if this fails, the ideal is wrong.
 		if s.Elapsed < s.Ideal || s.Elapsed < s.ChargedIdeal {
 			t.Errorf("elapsed %v is below the ideal %v / %v", s.Elapsed, s.Ideal, s.ChargedIdeal)
+		}
+		// The repeats being free, the run keeps close to the ideal.
+		if limit := s.Ideal * 115 / 100; s.Elapsed > limit {
+			t.Errorf("elapsed %v, want at most 1.15 × the ideal %v = %v", s.Elapsed, s.Ideal, limit)
 		}
 		if s.Charged > s.Available {
 			t.Errorf("charged %d above the %d available", s.Charged, s.Available)
@@ -80,9 +86,9 @@ func TestRunAgainstTheSimulator(t *testing.T) {
 		if strings.Contains(text, "demo-alice-key") || strings.Contains(text, "\x1b[") {
 			t.Errorf("output shows a token or terminal escapes:\n%s", text)
 		}
-		// Plain progress: a line every 2 s of a run longer than 20 s.
+		// Plain progress: a line every 2 s of the run.
 		line := regexp.MustCompile(`(?m)^\[\s*\d+\.\ds\] \d+/700 GETs \(\d+%\).* · #1\+#2 alice \d+/100.* · #3 bob \d+/100.* · #4 carol \d+/100.* · #5 rejected$`)
-		if n := len(line.FindAllString(text, -1)); n < 10 {
+		if n := len(line.FindAllString(text, -1)); n < int(s.Elapsed/DefaultInterval) {
 			t.Errorf("%d progress lines, want one every 2s of a %v run:\n%s", n, s.Elapsed, text)
 		}
 		if !strings.Contains(text, "] 700/700 GETs (100%) · ") {

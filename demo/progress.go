@@ -184,7 +184,7 @@ func quotaText(t TokenLine, left string) string {
 		return "quota not known yet"
 	}
 	s := fmt.Sprintf("%d/%d%s", t.Remaining, t.Limit, left)
-	if t.Remaining == 0 || t.State == creds.Exhausted.String() {
+	if t.Remaining == 0 {
 		s += ", resets in " + roundDuration(t.ResetsIn)
 	}
 	return s
@@ -206,7 +206,7 @@ func TokenText(t TokenLine) string {
 	}
 	state := "ok"
 	switch {
-	case t.Remaining == 0 || t.State == creds.Exhausted.String():
+	case t.Remaining == 0:
 		state = "waiting for the reset"
 	case t.Limit > 0 && t.Remaining*5 < t.Limit:
 		state = "low"

@@ -1,13 +1,16 @@
 package gateway
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
+	"path/filepath"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -152,5 +155,103 @@ func BenchmarkLatency(b *testing.B) {
 			b.ReportMetric(float64(took[len(took)/2].Microseconds()), "p50-µs")
 			b.ReportMetric(float64(took[len(took)*9/10].Microseconds()), "p90-µs")
 		})
+	}
+}
+
+// BenchmarkBindingQuota is the gateway under a quota that binds, on
+// loopback with its quota state in SQLite: 200 clients at once ask for
+// distinct repositories of a simulated GitHub allowing 40 requests per
+// 2-second window and answering in 100 ms; the gateway's max wait is 3 s,
+// and every tenth client leaves after 1 s. It reports the slowest answer
+// against the bound (max wait + upstream latency), the answers (200s),
+// refusals (429s, each with Retry-After) and 504s, and the requests sent
+// upstream whose answer never reached the quota state.
+func BenchmarkBindingQuota(b *testing.B) {
+	const (
+		clients = 200
+		maxWait = 3 * time.Second
+		latency = 100 * time.Millisecond
+	)
+	for range b.N {
+		srv, err := sim.New(sim.Config{APIs: []sim.APIConfig{{
+			Name: "github", Dialect: sim.DialectGitHub, Limit: 40, Window: 2 * time.Second, Latency: latency,
+			Tokens: []sim.TokenConfig{{Token: "tok-bench-1", Owner: "bench"}},
+		}}})
+		if err != nil {
+			b.Fatal(err)
+		}
+		simTS := httptest.NewServer(srv)
+		up := &upstreamLog{rt: newUpstreamTransport(time.Minute)}
+		gw, err := New(Options{
+			Providers: []string{"github"},
+			Client: ratekeeper.Options{
+				Providers: []string{"github=" + simTS.URL},
+				Tokens:    map[string][]string{"github": {"tok-bench-1"}},
+				DB:        filepath.Join(b.TempDir(), "quota.db"),
+				MaxWait:   maxWait,
+				Base:      up,
+			},
+		})
+		if err != nil {
+			b.Fatal(err)
+		}
+		gwTS := httptest.NewUnstartedServer(gw)
+		gwTS.Config = gw.HTTPServer()
+		gwTS.Start()
+		c := benchClient()
+		if resp, err := c.Get(gwTS.URL + "/github/user"); err == nil { // learns the token's owner
+			resp.Body.Close()
+		}
+
+		var mu sync.Mutex
+		codes := map[int]int{}
+		var slowest time.Duration
+		noRetryAfter := 0
+		var wg sync.WaitGroup
+		for i := range clients {
+			wg.Go(func() {
+				ctx := context.Background()
+				if i%10 == 9 {
+					var cancel context.CancelFunc
+					ctx, cancel = context.WithTimeout(ctx, time.Second)
+					defer cancel()
+				}
+				req, _ := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("%s/github/repos/o/r%d", gwTS.URL, i), nil)
+				start := time.Now()
+				resp, err := c.Do(req)
+				took := time.Since(start)
+				mu.Lock()
+				defer mu.Unlock()
+				if err != nil {
+					return // left
+				}
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				slowest = max(slowest, took)
+				codes[resp.StatusCode]++
+				if resp.StatusCode == http.StatusTooManyRequests && resp.Header.Get("Retry-After") == "" {
+					noRetryAfter++
+				}
+			})
+		}
+		wg.Wait()
+		unrecorded := 0
+		for _, s := range up.all() {
+			if !s.answered {
+				unrecorded++
+			}
+		}
+		gwTS.Close()
+		gw.Close()
+		simTS.Close()
+		if noRetryAfter > 0 {
+			b.Errorf("%d refusals without Retry-After", noRetryAfter)
+		}
+		b.ReportMetric(slowest.Seconds(), "slowest-s")
+		b.ReportMetric((maxWait + latency).Seconds(), "bound-s")
+		b.ReportMetric(float64(codes[http.StatusOK]), "answered")
+		b.ReportMetric(float64(codes[http.StatusTooManyRequests]), "refused")
+		b.ReportMetric(float64(codes[http.StatusGatewayTimeout]), "504s")
+		b.ReportMetric(float64(unrecorded), "unrecorded")
 	}
 }

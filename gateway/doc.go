@@ -7,11 +7,11 @@
 //
 // A request for /NAME/PATH?QUERY goes to provider NAME's base URL plus
 // PATH?QUERY, through the rate-keeping transport (package transport): the
-// transport picks the credential that can go soonest, waits for quota,
-// revalidates cached GETs (a 304 costs nothing on GitHub), retries what is
-// safe to retry and adds the token. With Options.Hosts, a request whose
-// Host header names a provider goes to it with its whole path instead.
-// Only the configured providers' base URLs are ever reached.
+// transport picks the credential that can go soonest, paces, revalidates
+// cached GETs (a 304 costs nothing on GitHub), retries after rate-limit
+// refusals and adds the token. With Options.Hosts, a request whose Host
+// header names a provider goes to it with its whole path instead. Only
+// the configured providers' base URLs are ever reached.
 //
 // Link and Location headers that point under the provider's base URL are
 // rewritten to point at the gateway, so pagination and redirects stay on
@@ -21,16 +21,29 @@
 //
 // # Waiting and refusing
 //
-// A request waits for quota up to the max wait (DefaultMaxWait, 30 s,
-// unless the client options say otherwise). When quota returns later, the
-// gateway answers 429 with Retry-After (whole seconds, rounded up, so a
-// client coming back then finds the quota there), x-ratelimit-remaining: 0,
-// x-ratelimit-reset (Unix seconds) and x-ratelimit-resource, as GitHub
-// does, so a client's own rate-limit handling works unchanged; the JSON
-// body says when, in "retry_at". An upstream that does not answer within
-// the max wait plus Options.UpstreamTimeout gives 504; one that cannot be
-// reached gives 502. Every answer the gateway writes itself is JSON with
-// "message" and "error" fields.
+// The max wait (DefaultMaxWait, 30 s, unless the client options or the
+// provider's configuration say otherwise) bounds the whole time a request
+// waits for quota, from the moment it is read: queueing behind other
+// requests and waiting for a coalesced request's answer included. The
+// gateway owns that wait (the transport, whose own max wait bounds each
+// single wait, hands every wait back to it) and answers 429 as soon as
+// quota returns after the request's deadline, with Retry-After (whole
+// seconds, rounded up, so a client coming back then finds the quota there),
+// x-ratelimit-remaining: 0, x-ratelimit-reset (Unix seconds) and
+// x-ratelimit-resource, as GitHub does, so a client's own rate-limit
+// handling works unchanged; the JSON body says when, in "retry_at".
+//
+// Once sent, a request is the upstream's: it gets Options.UpstreamTimeout
+// to answer with a header (504 beyond, saying the request may have been
+// processed), and its answer is always read and recorded in the quota
+// state, also when its client has left meanwhile. So no answer comes later
+// than the max wait plus the upstream's time, and no request is charged
+// upstream without the gateway knowing. A request whose client left while
+// it waited is not sent. The gateway does not resend after a server error
+// or a broken connection: the client gets the upstream's answer (or 502)
+// and decides, since it alone knows whether waiting longer is worth it.
+// Every answer the gateway writes itself is JSON with "message" and
+// "error" fields.
 //
 // # Coalescing
 //
@@ -60,10 +73,19 @@
 // of one account share one bucket, also with the gateway's own tokens of
 // that account), it is paced and refused with 429 like the others, and it
 // appears in /status and on the dashboard, masked ("#3 …ab12", numbered
-// after the configured credentials). A token the provider rejects gets 401.
-// Tokens are held in memory only and keyed by SHA-256; the least recently
-// used beyond Options.MaxPassThrough are forgotten. Requests without a
-// token use the gateway's credentials.
+// after the configured credentials). Clients are separate parties to the
+// cache: an answer marked Cache-Control: private to a client's token is
+// revalidated only with tokens of the same owner, and clients never
+// revalidate the private answers to the gateway's own tokens (whose
+// stored header fields describe those tokens); public answers are shared
+// by all. Tokens are held in memory only and
+// keyed by SHA-256; the least recently used beyond Options.MaxPassThrough
+// are forgotten. A token the provider rejects gets 401, is forgotten, and
+// is then refused by the gateway itself (401, "token_refused") for
+// Options.PassThroughRefusal (10 min) instead of being sent upstream again:
+// a client retrying a revoked token, or someone trying made-up ones, does
+// not make the gateway's address a source of failed logins. Requests
+// without a token use the gateway's credentials.
 //
 // # Security
 //
@@ -91,7 +113,14 @@
 //     the dashboard: credentials are shown masked, errors name no token.
 //   - Request bodies are limited (Options.MaxBody; 413 beyond) and read
 //     whole before going upstream, so a body can be sent again after a
-//     rate-limit refusal.
+//     rate-limit refusal. The client key is checked before the body is
+//     read; a request without a valid key gets 401 and its connection is
+//     closed, its body unread.
+//   - Slow clients cannot hold the gateway: a request header must arrive
+//     within 10 s and a body within Options.ReadTimeout (408 beyond, and
+//     the connection closed), and Serve keeps at most
+//     Options.MaxUnauthenticated connections that have not presented a
+//     valid key (503 for more).
 //   - The dashboard sends a Content-Security-Policy that allows only its
 //     own embedded assets, and X-Frame-Options: DENY.
 //

@@ -9,8 +9,10 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 	"time"
 
+	"github.com/ratekeeper/ratekeeper/provider"
 	"github.com/ratekeeper/ratekeeper/transport"
 )
 
@@ -55,13 +57,18 @@ func writeJSONIndent(w http.ResponseWriter, status int, v any, indent string) {
 // reject answers a request the gateway refuses itself.
 func (g *Gateway) reject(w http.ResponseWriter, e *requestError) {
 	g.metrics.rejected.WithLabelValues(e.code).Inc()
+	for k, v := range e.header {
+		w.Header().Set(k, v)
+	}
 	writeJSON(w, e.status, errorBody{Message: e.msg, Error: e.code})
 }
 
 // proxyError answers a request whose upstream request failed: 429 when
-// quota returns beyond the max wait, 504 when the upstream did not answer
-// in time, 401 when a pass-through token was rejected, 503 when every
-// gateway credential was, 413 for a body over the limit, 502 otherwise.
+// quota returns after the request's deadline, 504 when the upstream sent
+// no answer in time, 401 when a pass-through token was rejected, 503 when
+// every gateway credential was, 500 when the configured reserve leaves
+// nothing of the resource, 413 for a body over the limit, 502 otherwise;
+// nothing to a client that left.
 func (g *Gateway) proxyError(w http.ResponseWriter, r *http.Request, err error) {
 	ri := routeOf(r.Context())
 	name := ""
@@ -69,30 +76,37 @@ func (g *Gateway) proxyError(w http.ResponseWriter, r *http.Request, err error) 
 		name = ri.p.Name
 	}
 	var (
-		we  *transport.WaitError
+		qe  *quotaError
 		nce *transport.NoCredentialError
+		rse *transport.ReserveError
 		mbe *http.MaxBytesError
 		te  *timeoutError
 	)
 	switch {
-	case errors.As(err, &we):
-		g.writeWait(w, we)
+	case errors.As(err, &qe):
+		g.writeWait(w, qe)
 	case errors.As(err, &te):
-		writeJSON(w, http.StatusGatewayTimeout, errorBody{Message: te.Error(), Error: "upstream_timeout", Provider: name})
-	case r.Context().Err() != nil:
+		writeJSON(w, http.StatusGatewayTimeout, errorBody{Error: "upstream_timeout", Provider: name,
+			Message: te.Error() + "; the request may have been processed: check before sending it again"})
+	case errors.Is(err, errClientGone) || r.Context().Err() != nil:
 		// The client went away; nobody reads an answer.
 		if sw, ok := w.(*statusWriter); ok && sw.code == 0 {
 			sw.code = statusClientClosed
 		}
 	case errors.As(err, &nce):
 		if ri != nil && ri.passed {
+			g.pt.rejected(ri.token)
 			w.Header().Set("WWW-Authenticate", `Bearer realm="`+name+`"`)
 			writeJSON(w, http.StatusUnauthorized, errorBody{Error: "token_rejected", Provider: name,
-				Message: fmt.Sprintf("%s rejected the token you sent (pass-through); send a valid token in the %s header", name, ri.p.Auth.Header)})
+				Message: fmt.Sprintf("%s rejected the token you sent (pass-through)%s; send a valid token in the %s header", name, g.refusalNote(), ri.p.Auth.Header)})
 			return
 		}
 		writeJSON(w, http.StatusServiceUnavailable, errorBody{Error: "no_credential", Provider: name,
-			Message: fmt.Sprintf("the gateway has no usable credential for %s: every configured token was rejected", name)})
+			Message: fmt.Sprintf("the gateway has no usable credential for %s: every configured token was rejected; give it valid tokens and restart it", name)})
+	case errors.As(err, &rse):
+		// The gateway's configuration leaves nothing of this resource:
+		// no wait or retry can help.
+		writeJSON(w, http.StatusInternalServerError, errorBody{Error: "reserve_too_large", Provider: name, Message: rse.Error()})
 	case errors.As(err, &mbe):
 		writeJSON(w, http.StatusRequestEntityTooLarge, errorBody{Error: "body_too_large", Provider: name,
 			Message: fmt.Sprintf("request body is larger than the gateway's limit of %d bytes (--max-body)", g.maxBody)})
@@ -106,34 +120,82 @@ func (g *Gateway) proxyError(w http.ResponseWriter, r *http.Request, err error) 
 	}
 }
 
-// writeWait answers 429 for quota that returns beyond the max wait, with
-// what a client's own rate-limit logic reads: Retry-After (whole seconds,
-// rounded up, so that coming back then finds the quota returned),
-// x-ratelimit-remaining 0 and x-ratelimit-reset (Unix seconds, rounded
-// up), as GitHub sends them.
-func (g *Gateway) writeWait(w http.ResponseWriter, we *transport.WaitError) {
+// refusalNote tells a client whose token was rejected for how long the
+// gateway refuses it.
+func (g *Gateway) refusalNote() string {
+	d := g.passThroughRefusal()
+	if d <= 0 {
+		return ""
+	}
+	return fmt.Sprintf(", so the gateway refuses it for %s without sending it again (--pass-through-refusal)", shortDuration(d))
+}
+
+// shortDuration prints d without trailing zero units: 10m, not 10m0s.
+func shortDuration(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = s[:len(s)-2]
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = s[:len(s)-2]
+	}
+	return s
+}
+
+// passThroughRefusal is how long a rejected pass-through token is refused
+// (0: not at all).
+func (g *Gateway) passThroughRefusal() time.Duration {
+	switch d := g.opts.PassThroughRefusal; {
+	case d < 0:
+		return 0
+	case d == 0:
+		return DefaultPassThroughRefusal
+	default:
+		return d
+	}
+}
+
+// tokenRefused is the answer to a pass-through token the provider
+// rejected lately: 401 from the gateway itself, nothing sent.
+func tokenRefused(p *provider.Provider, until, now time.Time) *requestError {
+	return &requestError{status: http.StatusUnauthorized, code: "token_refused",
+		header: map[string]string{"WWW-Authenticate": `Bearer realm="` + p.Name + `"`},
+		msg: fmt.Sprintf("%s rejected this token (401) lately, so the gateway refuses it without sending it again until %s, in %s (--pass-through-refusal); send a valid token in the %s header",
+			p.Name, until.UTC().Format(time.RFC3339), until.Sub(now).Round(time.Second), p.Auth.Header)}
+}
+
+// writeWait answers 429 for quota that returns after the request's
+// deadline, with what a client's own rate-limit logic reads: Retry-After
+// (whole seconds, rounded up, so that coming back then finds the quota
+// returned), x-ratelimit-remaining 0 and x-ratelimit-reset (Unix seconds,
+// rounded up), as GitHub sends them.
+func (g *Gateway) writeWait(w http.ResponseWriter, qe *quotaError) {
 	now := g.now()
-	secs := max(int64(math.Ceil(we.Until.Sub(now).Seconds())), 1)
-	reset := we.Until.Unix()
-	if we.Until.Nanosecond() > 0 {
+	secs := max(int64(math.Ceil(qe.Until.Sub(now).Seconds())), 1)
+	reset := qe.Until.Unix()
+	if qe.Until.Nanosecond() > 0 {
 		reset++
 	}
 	h := w.Header()
 	h.Set("Retry-After", strconv.FormatInt(secs, 10))
 	h.Set("X-RateLimit-Remaining", "0")
 	h.Set("X-RateLimit-Reset", strconv.FormatInt(reset, 10))
-	if we.Resource != "" {
-		h.Set("X-RateLimit-Resource", we.Resource)
+	if qe.Resource != "" {
+		h.Set("X-RateLimit-Resource", qe.Resource)
 	}
 	if sw, ok := w.(*statusWriter); ok {
 		sw.refused = true
 	}
-	g.metrics.refused.WithLabelValues(we.Provider).Inc()
-	until := we.Until.UTC()
+	g.metrics.refused.WithLabelValues(qe.Provider).Inc()
+	until := qe.Until.UTC()
+	waited := ""
+	if qe.waited >= time.Second {
+		waited = fmt.Sprintf(" (this request waited %s already)", qe.waited.Round(time.Second))
+	}
 	writeJSON(w, http.StatusTooManyRequests, errorBody{
-		Error: "quota_wait", Provider: we.Provider, Resource: we.Resource, RetryAt: &until,
-		Message: fmt.Sprintf("%s %s quota returns at %s, in %ds, beyond the gateway's max wait of %s; retry after %d seconds",
-			we.Provider, we.Resource, until.Format(time.RFC3339), secs, we.MaxWait, secs),
+		Error: "quota_wait", Provider: qe.Provider, Resource: qe.Resource, RetryAt: &until,
+		Message: fmt.Sprintf("%s %s quota returns at %s, in %ds, beyond the gateway's max wait of %s%s; retry after %d seconds",
+			qe.Provider, qe.Resource, until.Format(time.RFC3339), secs, shortDuration(qe.maxWait), waited, secs),
 	})
 }
 

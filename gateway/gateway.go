@@ -37,6 +37,15 @@ const (
 	DefaultCoalesceLimit   = 1 << 20
 	DefaultUpstreamTimeout = 30 * time.Second
 	DefaultShutdownTimeout = 30 * time.Second
+	// DefaultReadTimeout bounds reading a request's body (and its header,
+	// which has at most headerTimeout).
+	DefaultReadTimeout = 30 * time.Second
+	// DefaultMaxUnauthenticated bounds the connections that have not yet
+	// presented a valid client key.
+	DefaultMaxUnauthenticated = 256
+	// DefaultPassThroughRefusal is how long a pass-through token the
+	// provider rejected is refused by the gateway itself.
+	DefaultPassThroughRefusal = 10 * time.Minute
 )
 
 // Paths of the gateway's own endpoints. A provider may not be named after
@@ -55,9 +64,12 @@ var reservedNames = []string{"healthz", "metrics", "status", "assets"}
 // client options know, with the gateway's own credentials, on loopback.
 type Options struct {
 	// Client builds the rate-keeping transport: providers, tokens,
-	// policy, reserve, max wait (default DefaultMaxWait here), shared
-	// quota database, logger. Its Registerer defaults to the gateway's
-	// Registry, its Base to an http.Transport with UpstreamTimeout.
+	// policy, reserve, shared quota database, logger, and the max wait
+	// (default DefaultMaxWait here; a provider's configured max_wait
+	// wins), which for the gateway bounds the whole time a request waits
+	// for quota, queueing and coalescing included. Its Registerer
+	// defaults to the gateway's Registry, its Base to an http.Transport
+	// with UpstreamTimeout.
 	Client ratekeeper.Options
 	// Providers names the providers served at /NAME/...; empty serves
 	// every provider of the client's registry.
@@ -83,14 +95,27 @@ type Options struct {
 	// stream to one client and the others send their own requests.
 	// Negative turns coalescing off.
 	CoalesceLimit int64
-	// UpstreamTimeout bounds the wait for an upstream's response header,
-	// per attempt; a request gets 504 when no answer came within the max
-	// wait plus UpstreamTimeout. Default DefaultUpstreamTimeout.
+	// UpstreamTimeout bounds the wait for an upstream's response header
+	// once a request is sent; without a header by then the client gets
+	// 504. Default DefaultUpstreamTimeout.
 	UpstreamTimeout time.Duration
+	// ReadTimeout bounds reading a request's body, from the end of its
+	// header (which has 10 s, or ReadTimeout if shorter); a slower body
+	// gets 408 and its connection is closed. Default DefaultReadTimeout.
+	ReadTimeout time.Duration
+	// MaxUnauthenticated bounds the connections that have not yet
+	// presented a valid client key (without keys: not yet sent a
+	// request); Serve closes new connections beyond it with a 503.
+	// Default DefaultMaxUnauthenticated.
+	MaxUnauthenticated int
 	// MaxPassThrough bounds how many client tokens are tracked at once
 	// (default DefaultMaxPassThrough); the least recently used are
 	// forgotten.
 	MaxPassThrough int
+	// PassThroughRefusal is how long a pass-through token the provider
+	// rejected (401) is refused by the gateway itself, rather than sent
+	// again. Default DefaultPassThroughRefusal; negative never refuses.
+	PassThroughRefusal time.Duration
 	// PublicURL is the gateway's address as clients see it, used to
 	// rewrite Link and Location headers that point at an upstream;
 	// default: http:// plus the request's Host.
@@ -109,8 +134,9 @@ type Options struct {
 	// Logger receives the gateway's logs (never a token or key); nil
 	// discards them.
 	Logger *slog.Logger
-	// Now is the clock of the dashboard, the history and Retry-After;
-	// nil means time.Now. The transport's clock is set with Client.Tune.
+	// Now is the clock of the dashboard, the history, Retry-After, the
+	// requests' deadlines and pass-through refusals; nil means time.Now.
+	// The transport's clock is set with Client.Tune.
 	Now func() time.Time
 }
 
@@ -135,9 +161,14 @@ type Gateway struct {
 	log       *slog.Logger
 	now       func() time.Time
 	maxWait   time.Duration            // the client options' max wait
-	deadlines map[string]time.Duration // per provider: its max wait + the upstream timeout
+	maxWaits  map[string]time.Duration // per provider: the longest a request waits for quota
+	onEvent   func(transport.Event)    // the history's and the client options' event handler
 	maxBody   int64
 	started   time.Time
+
+	upstreamTimeout time.Duration
+	readTimeout     time.Duration
+	conns           *connLimiter
 }
 
 // New builds a gateway. It fails on what the client options reject (a bad
@@ -157,72 +188,39 @@ func New(opts Options) (*Gateway, error) {
 	if g.maxBody <= 0 {
 		g.maxBody = DefaultMaxBody
 	}
-	upstreamTimeout := opts.UpstreamTimeout
-	if upstreamTimeout <= 0 {
-		upstreamTimeout = DefaultUpstreamTimeout
+	g.upstreamTimeout = opts.UpstreamTimeout
+	if g.upstreamTimeout <= 0 {
+		g.upstreamTimeout = DefaultUpstreamTimeout
+	}
+	g.readTimeout = opts.ReadTimeout
+	if g.readTimeout <= 0 {
+		g.readTimeout = DefaultReadTimeout
 	}
 	if opts.ShutdownTimeout <= 0 {
 		g.opts.ShutdownTimeout = DefaultShutdownTimeout
 	}
+	maxUnauth := opts.MaxUnauthenticated
+	if maxUnauth <= 0 {
+		maxUnauth = DefaultMaxUnauthenticated
+	}
+	g.conns = &connLimiter{max: maxUnauth, onLimit: func() { g.metrics.rejected.WithLabelValues("too_many_unauthenticated").Inc() }}
 	g.registry = opts.Registry
 	if g.registry == nil {
 		g.registry = prometheus.NewRegistry()
 		g.registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	}
-
-	client := opts.Client
-	if client.MaxWait <= 0 {
-		client.MaxWait = DefaultMaxWait
-	}
-	if client.Registerer == nil {
-		client.Registerer = g.registry
-	}
-	if client.Base == nil {
-		client.Base = newUpstreamTransport(upstreamTimeout)
-	}
-	if client.Logger == nil {
-		client.Logger = opts.Logger
-	}
-	userEvent := client.OnEvent
-	client.OnEvent = func(e transport.Event) {
-		if e.Kind == transport.EventWaited {
-			g.history.Add(g.now(), func(m *Minute) { m.Waits++; m.WaitSeconds += e.Wait.Seconds() })
-		}
-		if userEvent != nil {
-			userEvent(e)
-		}
-	}
-	userTune := client.Tune
-	var built transport.Options
-	client.Tune = func(to *transport.Options) {
-		if userTune != nil {
-			userTune(to)
-		}
-		// Pass-through transports share these with the gateway's own, so
-		// they are made here rather than inside transport.New.
-		if to.State == nil {
-			to.State = transport.NewMemoryState()
-		}
-		if to.Cache == nil && !to.DisableCache {
-			to.Cache = cache.New(cache.Options{Logger: to.Logger})
-		}
-		built = *to
-	}
-	main, err := ratekeeper.NewTransport(client)
+	built, err := g.newTransport(opts.Client)
 	if err != nil {
 		return nil, err
 	}
-	g.main = main
-	g.maxWait = client.MaxWait
-	g.deadlines = map[string]time.Duration{}
 	ok := false
 	defer func() {
 		if !ok {
-			main.Close()
+			g.main.Close()
 		}
 	}()
 
-	reg := main.Registry()
+	reg := g.main.Registry()
 	names := opts.Providers
 	if len(names) == 0 {
 		names = reg.Names()
@@ -237,11 +235,6 @@ func New(opts Options) (*Gateway, error) {
 		}
 		g.routes[p.Name] = p
 		g.bases[p.Name] = p.BaseURL()
-		wait := client.MaxWait
-		if p.Limits.MaxWait > 0 {
-			wait = p.Limits.MaxWait // the provider's configuration wins, as in the transport
-		}
-		g.deadlines[p.Name] = wait + upstreamTimeout
 	}
 	for n := range g.routes {
 		g.names = append(g.names, n)
@@ -262,7 +255,7 @@ func New(opts Options) (*Gateway, error) {
 		g.hosts[h] = p
 	}
 	if opts.PassThrough {
-		g.pt = newPassThrough(built, main, opts.MaxPassThrough)
+		g.pt = newPassThrough(built, g.main, opts.MaxPassThrough, g.passThroughRefusal(), g.now)
 	}
 	if opts.CoalesceLimit >= 0 {
 		limit := opts.CoalesceLimit
@@ -276,7 +269,7 @@ func New(opts Options) (*Gateway, error) {
 			return 0
 		}
 		return float64(g.pt.len())
-	})
+	}, func() float64 { return float64(g.conns.unauthenticated()) })
 	if err != nil {
 		return nil, fmt.Errorf("gateway metrics: %w", err)
 	}
@@ -297,6 +290,81 @@ func New(opts Options) (*Gateway, error) {
 	return g, nil
 }
 
+// newTransport builds the gateway's own rate-keeping transport from the
+// client options, and returns the options it was built with, from which
+// pass-through transports are built alike. The gateway waits for quota
+// itself (see send), so the transports get a max wait of a nanosecond,
+// no resends after server errors (the gateway cannot tell how long those
+// would take; the client gets the upstream's answer and decides), and the
+// upstream wrapper as their base.
+func (g *Gateway) newTransport(client ratekeeper.Options) (transport.Options, error) {
+	if client.MaxWait <= 0 {
+		client.MaxWait = DefaultMaxWait
+	}
+	if client.Registerer == nil {
+		client.Registerer = g.registry
+	}
+	if client.Base == nil {
+		client.Base = newUpstreamTransport(g.upstreamTimeout)
+	}
+	if client.Logger == nil {
+		client.Logger = g.opts.Logger
+	}
+	userEvent := client.OnEvent
+	g.onEvent = func(e transport.Event) {
+		if e.Kind == transport.EventWaited {
+			g.history.Add(g.now(), func(m *Minute) { m.Waits++; m.WaitSeconds += e.Wait.Seconds() })
+		}
+		if userEvent != nil {
+			userEvent(e)
+		}
+	}
+	client.OnEvent = g.onEvent
+	userTune := client.Tune
+	var built transport.Options
+	var tuneErr error
+	client.Tune = func(to *transport.Options) {
+		if userTune != nil {
+			userTune(to)
+		}
+		// Pass-through transports share these with the gateway's own, so
+		// they are made here rather than inside transport.New.
+		if to.State == nil {
+			to.State = transport.NewMemoryState()
+		}
+		if to.Cache == nil && !to.DisableCache {
+			to.Cache = cache.New(cache.Options{Logger: to.Logger})
+		}
+		if to.Providers == nil {
+			to.Providers = provider.Defaults()
+		}
+		if to.Base == nil {
+			to.Base = newUpstreamTransport(g.upstreamTimeout)
+		}
+		g.maxWait = to.MaxWait
+		g.maxWaits, to.Providers, tuneErr = gatewayWaits(to.Providers, to.MaxWait)
+		to.MaxWait = transportMaxWait
+		to.MaxRetries = -1
+		to.Base = upstream{base: to.Base, timeout: g.upstreamTimeout}
+		// With pass-through, clients' tokens learn their owners by
+		// asking (alone in their pools, nothing else can tell); the
+		// gateway's own tokens ask too, so that a client token and a
+		// configured token of one account share one bucket.
+		to.AskOwnerFirst = to.AskOwnerFirst || g.opts.PassThrough
+		built = *to
+	}
+	main, err := ratekeeper.NewTransport(client)
+	if err == nil && tuneErr != nil {
+		main.Close()
+		err = tuneErr
+	}
+	if err != nil {
+		return built, err
+	}
+	g.main = main
+	return built, nil
+}
+
 // newUpstreamTransport is the connection pool to the upstreams: enough
 // idle connections per host for a busy gateway, and a bound on the wait
 // for each response header.
@@ -312,7 +380,9 @@ func newUpstreamTransport(headerTimeout time.Duration) *http.Transport {
 // Close releases the transport's resources (a shared database).
 func (g *Gateway) Close() error { return g.main.Close() }
 
-// Transport returns the gateway's own rate-keeping transport.
+// Transport returns the gateway's own rate-keeping transport. It waits for
+// no quota (the gateway does): a request that would wait gets a
+// *transport.WaitError at once.
 func (g *Gateway) Transport() *transport.Transport { return g.main }
 
 // Providers returns the names of the served providers, sorted.
@@ -362,8 +432,11 @@ type route struct {
 	public   string // the route's root as clients see it
 	body     []byte // the request body, read whole
 	hasBody  bool
-	passed   bool // the client's token is used
-	shared   bool // the answer was another request's (coalesced)
+	passed   bool     // the client's token is used
+	token    tokenKey // with passed: the digest of the client's token
+	shared   bool     // the answer was another request's (coalesced)
+	maxWait  time.Duration
+	deadline time.Time // the wait for quota ends by then
 }
 
 type routeKey struct{}
@@ -376,6 +449,14 @@ func routeOf(ctx context.Context) *route {
 // ServeHTTP checks the request target, then serves a gateway endpoint or
 // proxies to a provider.
 func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if g.opts.Keys.Len() == 0 {
+		authenticated(r) // there is nothing more to show
+	}
+	if mayHaveBody(r) {
+		// Whatever reads the body, the proxy route or net/http after a
+		// refusal, reads it by then.
+		setReadDeadline(w, time.Now().Add(g.readTimeout))
+	}
 	raw := r.RequestURI
 	if raw == "" {
 		// A request built in process rather than read from a connection.
@@ -490,31 +571,15 @@ func (g *Gateway) serveProxy(w http.ResponseWriter, r *http.Request, p *provider
 		g.reject(sw, rerr)
 		return
 	}
-	if rerr := g.readBody(r, ri); rerr != nil {
+	if g.pt != nil {
+		if rerr := g.passThroughRoute(r, p, ri); rerr != nil {
+			g.reject(sw, rerr)
+			return
+		}
+	}
+	if rerr := g.readBody(sw, r, ri); rerr != nil {
 		g.reject(sw, rerr)
 		return
-	}
-	if g.pt != nil {
-		if v := r.Header.Get(p.Auth.Header); v != "" {
-			tok, rerr := tokenOf(p, v)
-			if rerr != nil {
-				g.reject(sw, rerr)
-				return
-			}
-			keep := http.CanonicalHeaderKey(p.Auth.Header)
-			for _, k := range credentialHeaders {
-				if k != keep && r.Header.Get(k) != "" {
-					g.reject(sw, badRequest("two_credentials", "with pass-through, provider %s takes the token in %s only; remove the %s header", p.Name, keep, k))
-					return
-				}
-			}
-			t, id, err := g.pt.get(p, tok)
-			if err != nil {
-				g.reject(sw, &requestError{status: http.StatusInternalServerError, code: "pass_through", msg: err.Error()})
-				return
-			}
-			ri.rt, ri.identity, ri.keep, ri.passed = t, id, keep, true
-		}
 	}
 	u, err := upstreamURL(g.bases[p.Name], rel, rawQuery)
 	if err != nil {
@@ -522,7 +587,40 @@ func (g *Gateway) serveProxy(w http.ResponseWriter, r *http.Request, p *provider
 		return
 	}
 	ri.upstream = u
+	// The wait for quota starts now that the request is read.
+	ri.maxWait = g.maxWaits[p.Name]
+	ri.deadline = g.now().Add(ri.maxWait)
 	g.proxy.ServeHTTP(sw, r.WithContext(context.WithValue(r.Context(), routeKey{}, ri)))
+}
+
+// passThroughRoute sends the request with the client's own token when it
+// brought one: it checks the token's form, refuses a token the provider
+// rejected lately, and picks the token's transport.
+func (g *Gateway) passThroughRoute(r *http.Request, p *provider.Provider, ri *route) *requestError {
+	v := r.Header.Get(p.Auth.Header)
+	if v == "" {
+		return nil
+	}
+	tok, rerr := tokenOf(p, v)
+	if rerr != nil {
+		return rerr
+	}
+	keep := http.CanonicalHeaderKey(p.Auth.Header)
+	for _, k := range credentialHeaders {
+		if k != keep && r.Header.Get(k) != "" {
+			return badRequest("two_credentials", "with pass-through, provider %s takes the token in %s only; remove the %s header", p.Name, keep, k)
+		}
+	}
+	key := newTokenKey(p, tok)
+	if until, refused := g.pt.refusedUntil(key); refused {
+		return tokenRefused(p, until, g.now())
+	}
+	t, id, err := g.pt.get(p, key, tok)
+	if err != nil {
+		return &requestError{status: http.StatusInternalServerError, code: "pass_through", msg: err.Error()}
+	}
+	ri.rt, ri.identity, ri.keep, ri.passed, ri.token = t, id, keep, true, key
+	return nil
 }
 
 // checkRequest refuses what the gateway does not forward.
@@ -541,23 +639,36 @@ func (g *Gateway) checkRequest(r *http.Request, p *provider.Provider, rel, rawQu
 }
 
 // readBody reads the request body whole, up to the limit, so that the
-// transport can send it again after a rate-limit refusal.
-func (g *Gateway) readBody(r *http.Request, ri *route) *requestError {
+// transport can send it again after a rate-limit refusal. The body must
+// arrive within the read timeout, counted from the end of the header
+// (ServeHTTP set the deadline). A body that is refused leaves the
+// connection closed: what remains of it is not read.
+func (g *Gateway) readBody(w http.ResponseWriter, r *http.Request, ri *route) *requestError {
 	tooLarge := &requestError{status: http.StatusRequestEntityTooLarge, code: "body_too_large",
-		msg: fmt.Sprintf("request body is larger than the gateway's limit of %d bytes (--max-body)", g.maxBody)}
-	if r.ContentLength > g.maxBody {
-		return tooLarge
-	}
-	if r.Body == nil || r.Body == http.NoBody || r.ContentLength == 0 {
+		msg: fmt.Sprintf("request body is larger than the gateway's limit of %d bytes (--max-body); send a smaller one, or raise --max-body on the gateway", g.maxBody)}
+	if !mayHaveBody(r) {
 		return nil
 	}
-	b, err := io.ReadAll(io.LimitReader(r.Body, g.maxBody+1))
-	if err != nil {
-		return badRequest("body_read", "reading the request body: %v", err)
-	}
-	if int64(len(b)) > g.maxBody {
+	if r.ContentLength > g.maxBody {
+		w.Header().Set("Connection", "close")
 		return tooLarge
 	}
+	b, err := io.ReadAll(io.LimitReader(r.Body, g.maxBody+1))
+	switch {
+	case err != nil && isDeadline(err):
+		w.Header().Set("Connection", "close")
+		return &requestError{status: http.StatusRequestTimeout, code: "body_timeout",
+			msg: fmt.Sprintf("the request body did not arrive within %s (--read-timeout); send the whole body at once, or raise --read-timeout on the gateway", shortDuration(g.readTimeout))}
+	case err != nil:
+		w.Header().Set("Connection", "close")
+		return badRequest("body_read", "reading the request body: %v", err)
+	case int64(len(b)) > g.maxBody:
+		w.Header().Set("Connection", "close")
+		return tooLarge
+	}
+	// The body is in: no read deadline while the request waits for quota
+	// (see setReadDeadline).
+	setReadDeadline(w, time.Time{})
 	ri.body, ri.hasBody = b, len(b) > 0
 	return nil
 }
@@ -575,12 +686,16 @@ func (g *Gateway) authorized(w http.ResponseWriter, r *http.Request, alsoAuth bo
 	}
 	key := presentedKey(r.Header, alsoAuth, header, prefix)
 	if _, ok := g.opts.Keys.Lookup(key); ok {
+		authenticated(r)
 		return true
 	}
 	err := errBadKey
 	if key == "" {
 		err = errNoKey
 	}
+	// A client without a valid key does not keep its connection (nor its
+	// place among the unauthenticated ones), and its body is not read.
+	w.Header().Set("Connection", "close")
 	w.Header().Set("WWW-Authenticate", scheme+` realm="ratekeeper gateway"`)
 	g.reject(w, &requestError{status: http.StatusUnauthorized, code: "client_key", msg: err.Error()})
 	return false
@@ -618,6 +733,13 @@ func (pt proxyTransport) RoundTrip(out *http.Request) (*http.Response, error) {
 	}
 	key := coalesceKey(ri.p.Name, ri.identity, out.URL.String(), out.Header)
 	resp, shared, err := g.flights.do(out, key, g.send)
+	var qe *quotaError
+	if shared && errors.As(err, &qe) && !qe.Until.After(ri.deadline) {
+		// The request joined another whose wait had to end sooner than
+		// its own does: it waits on its own.
+		resp, err = g.send(out)
+		shared = false
+	}
 	if shared {
 		ri.shared = true
 		if resp != nil {
@@ -625,60 +747,6 @@ func (pt proxyTransport) RoundTrip(out *http.Request) (*http.Response, error) {
 		}
 	}
 	return resp, err
-}
-
-// errUpstreamTimeout is the cause of a request that got no answer within
-// the gateway's deadline.
-var errUpstreamTimeout = errors.New("no answer within the deadline")
-
-// send passes one request to its route's rate-keeping transport, giving
-// up on the response header after the max wait plus the upstream timeout.
-// The deadline stops once the header is in: a body may stream for long.
-func (g *Gateway) send(out *http.Request) (*http.Response, error) {
-	ri := routeOf(out.Context())
-	deadline := g.deadlines[ri.p.Name]
-	ctx, cancel := context.WithCancelCause(out.Context())
-	timer := time.AfterFunc(deadline, func() { cancel(errUpstreamTimeout) })
-	resp, err := ri.rt.RoundTrip(out.WithContext(ctx))
-	fired := !timer.Stop()
-	if err != nil {
-		timedOut := context.Cause(ctx) == errUpstreamTimeout
-		cancel(nil)
-		if timedOut {
-			return nil, &timeoutError{provider: ri.p.Name, after: deadline}
-		}
-		return nil, err
-	}
-	if fired {
-		resp.Body.Close()
-		cancel(nil)
-		return nil, &timeoutError{provider: ri.p.Name, after: deadline}
-	}
-	resp.Body = &cancelBody{ReadCloser: resp.Body, cancel: cancel}
-	return resp, nil
-}
-
-type timeoutError struct {
-	provider string
-	after    time.Duration
-}
-
-func (e *timeoutError) Error() string {
-	return fmt.Sprintf("upstream %s did not answer within %s", e.provider, e.after)
-}
-
-func (e *timeoutError) Unwrap() error { return errUpstreamTimeout }
-
-// cancelBody ends a request's context when its body is closed.
-type cancelBody struct {
-	io.ReadCloser
-	cancel context.CancelCauseFunc
-}
-
-func (b *cancelBody) Close() error {
-	err := b.ReadCloser.Close()
-	b.cancel(nil)
-	return err
 }
 
 // modifyResponse points Link and Location headers that name the upstream
@@ -691,6 +759,9 @@ func (g *Gateway) modifyResponse(resp *http.Response) error {
 	}
 	if ri == nil {
 		return nil
+	}
+	if ri.passed && resp.StatusCode == http.StatusUnauthorized {
+		g.pt.rejected(ri.token)
 	}
 	base := g.bases[ri.p.Name]
 	if links := resp.Header.Values("Link"); len(links) > 0 {

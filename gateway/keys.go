@@ -214,7 +214,7 @@ func isAlnum(c byte) bool {
 // errNoKey and errBadKey are the two ways client authentication fails.
 var (
 	errNoKey  = errors.New("this gateway requires a client key: send it in the " + HeaderKey + " header")
-	errBadKey = errors.New("the client key is not valid")
+	errBadKey = errors.New("the client key is not valid: send one of the keys the gateway was given (--client-keys, " + KeysEnv + ") in the " + HeaderKey + " header")
 )
 
 // presentedKey finds the key a request presents: the X-Ratekeeper-Key

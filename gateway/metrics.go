@@ -9,13 +9,14 @@ import (
 type metrics struct {
 	requests  *prometheus.CounterVec
 	duration  *prometheus.HistogramVec
+	waits     *prometheus.HistogramVec
 	refused   *prometheus.CounterVec
 	coalesced *prometheus.CounterVec
 	rejected  *prometheus.CounterVec
 	inFlight  prometheus.Gauge
 }
 
-func newMetrics(reg prometheus.Registerer, passThrough func() float64) (*metrics, error) {
+func newMetrics(reg prometheus.Registerer, passThrough, unauthenticated func() float64) (*metrics, error) {
 	m := &metrics{
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "ratekeeper_gateway_requests_total",
@@ -26,9 +27,14 @@ func newMetrics(reg prometheus.Registerer, passThrough func() float64) (*metrics
 			Help:    "Time from a proxied request's arrival to its response header, by provider.",
 			Buckets: []float64{0.0005, 0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 10, 30, 60},
 		}, []string{"provider"}),
+		waits: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "ratekeeper_gateway_wait_seconds",
+			Help:    "Time proxied requests waited for quota (queueing included) before being sent, by provider. The gateway waits itself, so the transport's ratekeeper_wait_seconds does not count these.",
+			Buckets: []float64{0.01, 0.05, 0.1, 0.5, 1, 5, 10, 30, 60, 300},
+		}, []string{"provider"}),
 		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "ratekeeper_gateway_quota_refusals_total",
-			Help: "Requests answered 429 because quota returns later than the max wait, by provider.",
+			Help: "Requests answered 429 because quota returns after the request's max wait ends, by provider.",
 		}, []string{"provider"}),
 		coalesced: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "ratekeeper_gateway_coalesced_total",
@@ -43,11 +49,15 @@ func newMetrics(reg prometheus.Registerer, passThrough func() float64) (*metrics
 			Help: "Proxied requests being answered now, waiting for quota included.",
 		}),
 	}
-	collectors := []prometheus.Collector{m.requests, m.duration, m.refused, m.coalesced, m.rejected, m.inFlight,
+	collectors := []prometheus.Collector{m.requests, m.duration, m.waits, m.refused, m.coalesced, m.rejected, m.inFlight,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "ratekeeper_gateway_pass_through_tokens",
 			Help: "Client tokens the gateway is tracking quota for (pass-through mode).",
 		}, passThrough),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "ratekeeper_gateway_unauthenticated_connections",
+			Help: "Connections that have not yet presented a client key (bounded by --max-unauthenticated).",
+		}, unauthenticated),
 	}
 	for _, c := range collectors {
 		if err := reg.Register(c); err != nil {

@@ -1,8 +1,10 @@
 package gateway
 
 import (
+	"fmt"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -132,6 +134,145 @@ func TestPassThroughRefusals(t *testing.T) {
 				t.Errorf("%v: %d %s, want 400 %s", c.header, resp.StatusCode, body, c.code)
 			}
 			noSecret(t, "answer", body, "tok-", "dXNlcjpwYXNz")
+		}
+	})
+}
+
+// 300 clients with made-up tokens: each token is sent upstream once (its
+// owner is asked for, the provider answers 401), the tracked set never
+// grows past its bound and keeps no rejected token, and sending the same
+// tokens again costs no upstream request until their refusal period ends.
+// A valid token keeps working meanwhile.
+func TestPassThroughFakeTokens(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const fakes, bound, refusal = 300, 50, 10 * time.Minute
+		e := newEnv(t, []sim.APIConfig{githubAPI(1000, time.Hour, simTokens...)}, map[string][]string{"github": {"tok-bob-1"}},
+			func(o *Options) { o.PassThrough = true; o.MaxPassThrough = bound; o.PassThroughRefusal = refusal })
+		fake := func(i int) string { return fmt.Sprintf("ghp_fake%04d", i) }
+		unauthorized := func() int64 { return e.srv.Stats().Total.Unauthorized }
+
+		var wg sync.WaitGroup
+		var mu sync.Mutex
+		most := 0
+		for i := range fakes {
+			wg.Go(func() {
+				resp, body := e.do(t, http.MethodGet, "/github/repos/o/r", bearer(fake(i)), nil)
+				if resp.StatusCode != http.StatusUnauthorized || errorOf(t, body).Error != "token_rejected" {
+					t.Errorf("fake token %d: %d %s", i, resp.StatusCode, body)
+				}
+				noSecret(t, "answer", headerText(resp.Header)+body, fake(i))
+				mu.Lock()
+				most = max(most, e.gw.pt.len())
+				mu.Unlock()
+			})
+		}
+		wg.Wait()
+		if most > bound {
+			t.Errorf("%d tokens tracked at once, bound %d", most, bound)
+		}
+		if n := unauthorized(); n != fakes {
+			t.Fatalf("%d upstream 401s for %d fake tokens, want one each", n, fakes)
+		}
+		if n := len(e.status(t).Credentials); n != 1 {
+			t.Errorf("/status lists %d credentials, want the gateway's one: rejected tokens are not tracked", n)
+		}
+
+		// Again: refused by the gateway itself, nothing sent.
+		time.Sleep(refusal - time.Second)
+		for i := range fakes {
+			resp, body := e.do(t, http.MethodGet, "/github/repos/o/r", bearer(fake(i)), nil)
+			if resp.StatusCode != http.StatusUnauthorized || errorOf(t, body).Error != "token_refused" ||
+				!strings.Contains(body, "refuses it without sending it again") || resp.Header.Get("WWW-Authenticate") == "" {
+				t.Fatalf("fake token %d again: %d %s %v", i, resp.StatusCode, body, resp.Header)
+			}
+		}
+		if n := unauthorized(); n != fakes {
+			t.Fatalf("%d upstream 401s after sending the fake tokens again, want still %d", n, fakes)
+		}
+		if resp, body := e.do(t, http.MethodGet, "/github/repos/o/r", bearer("tok-alice-1"), nil); resp.StatusCode != http.StatusOK {
+			t.Fatalf("valid token: %d %s", resp.StatusCode, body)
+		}
+
+		// After the refusal period a token is given its chance again.
+		time.Sleep(time.Second)
+		if resp, body := e.do(t, http.MethodGet, "/github/repos/o/r", bearer(fake(0)), nil); resp.StatusCode != http.StatusUnauthorized || errorOf(t, body).Error != "token_rejected" {
+			t.Fatalf("after the refusal period: %d %s", resp.StatusCode, body)
+		}
+		if n := unauthorized(); n != fakes+1 {
+			t.Fatalf("%d upstream 401s, want %d", n, fakes+1)
+		}
+	})
+}
+
+// The tracked set is a least-recently-used set: beyond its bound the
+// token used longest ago is forgotten, and /status lists what is tracked.
+func TestPassThroughTrackedBound(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEnv(t, []sim.APIConfig{githubAPI(1000, time.Hour, simTokens...)}, nil,
+			func(o *Options) { o.PassThrough = true; o.MaxPassThrough = 2 })
+		for _, tok := range []string{"tok-alice-1", "tok-bob-1", "tok-alice-1", "tok-carol-1"} {
+			if resp, body := e.do(t, http.MethodGet, "/github/repos/o/r", bearer(tok), nil); resp.StatusCode != http.StatusOK {
+				t.Fatalf("%s: %d %s", tok, resp.StatusCode, body)
+			}
+		}
+		var owners []string
+		for _, c := range e.status(t).Credentials {
+			if c.Owner != "" {
+				owner, _, _ := strings.Cut(c.Owner, " ")
+				owners = append(owners, owner)
+			}
+		}
+		if strings.Join(owners, " ") != "alice carol" {
+			t.Fatalf("tracked owners %v, want alice and carol (bob was used longest ago)", owners)
+		}
+	})
+}
+
+// Clients' private answers stay their own: a repeated GET with another
+// client's token, or with the gateway's, does not carry the stored
+// validator, while the same client (any of its owner's tokens) gets free
+// 304s. The simulated GitHub marks every authenticated answer private and
+// gives every token the same ETag, so only the gateway's rules keep the
+// answers apart.
+func TestPassThroughPrivateAnswersStayWithTheirOwner(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEnv(t, []sim.APIConfig{githubAPI(100, time.Hour, simTokens...)}, map[string][]string{"github": {"tok-bob-1"}},
+			func(o *Options) { o.PassThrough = true })
+		const path = "/github/repos/o/r"
+		try := func(h http.Header, wantCache string) string {
+			t.Helper()
+			resp, body := e.do(t, http.MethodGet, path, h, nil)
+			if resp.StatusCode != http.StatusOK || resp.Header.Get("X-Ratekeeper-Cache") != wantCache {
+				t.Fatalf("%v: %d, cache %q; want 200, %q", resp.Header.Get("X-Ratekeeper-Credential"), resp.StatusCode,
+					resp.Header.Get("X-Ratekeeper-Cache"), wantCache)
+			}
+			if !strings.Contains(resp.Header.Get("Cache-Control"), "private") {
+				t.Fatalf("the simulator's answer is not private: %q", resp.Header.Get("Cache-Control"))
+			}
+			return body
+		}
+		notModified := func(owner string) int64 {
+			b, _ := e.srv.Stats().BucketFor("github", owner, "core")
+			return b.NotModified
+		}
+		first := try(bearer("tok-alice-1"), "miss")
+		// Another client: a full answer, although the server would have
+		// confirmed alice's for carol.
+		if body := try(bearer("tok-carol-1"), "miss"); body != first {
+			t.Fatalf("carol's body differs: the test needs identical representations")
+		}
+		// The gateway's own token neither: its clients are not alice.
+		try(nil, "miss")
+		if n := notModified("carol") + notModified("bob"); n != 0 {
+			t.Fatalf("%d 304s for carol and the gateway, want none", n)
+		}
+		// Each keeps revalidating its own, alice with either token.
+		try(bearer("tok-alice-1"), "revalidated")
+		try(http.Header{"Authorization": {"token tok-alice-2"}}, "revalidated")
+		try(bearer("tok-carol-1"), "revalidated")
+		try(nil, "revalidated")
+		if a, c, b := notModified("alice"), notModified("carol"), notModified("bob"); a != 2 || c != 1 || b != 1 {
+			t.Fatalf("304s: alice %d, carol %d, gateway %d; want 2, 1, 1", a, c, b)
 		}
 	})
 }

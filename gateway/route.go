@@ -16,6 +16,7 @@ type requestError struct {
 	status int
 	code   string // short machine-readable reason, also the metrics label
 	msg    string
+	header map[string]string // set on the answer
 }
 
 func (e *requestError) Error() string { return e.msg }

@@ -51,15 +51,18 @@ func checkListener(ln net.Listener, keys int) error {
 // Serve answers requests on ln until ctx ends, then shuts down
 // gracefully: it stops accepting, lets in-flight requests finish for up to
 // Options.ShutdownTimeout, then closes what is left. It refuses a listener
-// that is not on loopback when no client keys are configured. With
-// Options.RefreshEvery it also refreshes the quota view in the background.
-// It returns nil after a shutdown caused by ctx.
+// that is not on loopback when no client keys are configured, and bounds
+// the connections that have not yet presented a key
+// (Options.MaxUnauthenticated). With Options.RefreshEvery it also
+// refreshes the quota view in the background. It returns nil after a
+// shutdown caused by ctx.
 func (g *Gateway) Serve(ctx context.Context, ln net.Listener) error {
 	if err := checkListener(ln, g.opts.Keys.Len()); err != nil {
 		ln.Close()
 		return err
 	}
 	hs := g.HTTPServer()
+	ln = g.conns.listen(ln)
 	refreshCtx, stopRefresh := context.WithCancel(ctx)
 	defer stopRefresh()
 	if g.opts.RefreshEvery > 0 {
@@ -90,11 +93,14 @@ func (g *Gateway) Serve(ctx context.Context, ln net.Listener) error {
 // header reading and idle connections, no write timeout (answers may
 // stream for long, and waits for quota take up to the max wait), and
 // "OPTIONS *" passed to the gateway (which refuses it) rather than
-// answered by net/http.
+// answered by net/http. Bodies are bounded by per-request deadlines (see
+// setReadDeadline). The bound on connections without a client key is
+// Serve's: it wraps the listener.
 func (g *Gateway) HTTPServer() *http.Server {
 	return &http.Server{
 		Handler:                      g,
-		ReadHeaderTimeout:            10 * time.Second,
+		ReadHeaderTimeout:            min(headerTimeout, g.readTimeout),
+		ConnContext:                  connContext,
 		IdleTimeout:                  2 * time.Minute,
 		MaxHeaderBytes:               64 << 10,
 		DisableGeneralOptionsHandler: true,

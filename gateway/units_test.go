@@ -237,3 +237,50 @@ func TestTokenOf(t *testing.T) {
 		}
 	}
 }
+
+func TestNextTry(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	deadline := t0.Add(5 * time.Second)
+	cases := []struct {
+		name  string
+		now   time.Time
+		until time.Time
+		d     time.Duration
+		ok    bool
+	}{
+		{"quota returns before the deadline: wait for it", t0, t0.Add(2 * time.Second), 2 * time.Second, true},
+		{"quota returns at the deadline", t0, deadline, 5 * time.Second, true},
+		{"quota returns after the deadline: refuse now", t0, deadline.Add(time.Nanosecond), 0, false},
+		{"a wait that rounds to nothing does not spin", t0, t0, minRetry, true},
+		{"quota is back already", t0.Add(time.Second), t0, minRetry, true},
+		{"the pause never ends past the deadline", deadline.Add(-time.Microsecond), deadline, time.Microsecond, true},
+		{"past the deadline, quota back: ask at once", deadline.Add(time.Second), deadline, 0, true},
+	}
+	for _, c := range cases {
+		d, ok := nextTry(c.now, c.until, deadline)
+		if d != c.d || ok != c.ok {
+			t.Errorf("%s: nextTry = %s, %v; want %s, %v", c.name, d, ok, c.d, c.ok)
+		}
+	}
+}
+
+func TestLRU(t *testing.T) {
+	c := newLRU[string, int](2)
+	c.add("a", 1)
+	c.add("b", 2)
+	if v, ok := c.get("a"); !ok || v != 1 {
+		t.Fatalf("get a = %d, %v", v, ok)
+	}
+	c.add("c", 3) // b is the least recently used
+	if _, ok := c.get("b"); ok {
+		t.Fatal("b kept beyond the bound")
+	}
+	c.add("a", 4)
+	if got := c.values(); len(got) != 2 || got[0] != 4 || got[1] != 3 {
+		t.Fatalf("values %v, want [4 3]", got)
+	}
+	c.remove("a")
+	if c.len() != 1 {
+		t.Fatalf("len %d after remove", c.len())
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/url"
 	"strings"
 	"sync"
 	"time"
@@ -73,10 +74,11 @@ func urlKey(raw string) string {
 // starting again — after a crash, a reboot, Ctrl-C — continues each URL's
 // schedule where it was, with its first poll a free 304.
 //
-// The process works the task database while it runs: any task of the
-// database may run here (every worker must handle every type), and a poll
-// task runs wherever a poll worker is free, emitting its change on that
-// worker's Sink. A task whose URL this Poller was not given is polled with
+// The process works the task database while it runs: the poll tasks, the
+// built-in http tasks and the types registered with tasks.Handle (tasks of
+// other types wait for a worker that handles them). A poll task runs
+// wherever a poll worker is free — another RunDurable, or a TaskHandler in
+// `ratekeeper tasks worker` — emitting its change on that worker's Sink. A task whose URL this Poller was not given is polled with
 // this Poller's policy when its URL holds no credential, and otherwise
 // left to a poller that has it (rescheduled by Policy.Max); cancel tasks
 // of URLs no longer wanted with `ratekeeper tasks cancel ID`.
@@ -166,10 +168,49 @@ func (p *Poller) RunDurable(ctx context.Context, o DurableOptions) error {
 	return nil
 }
 
-// durable is the task handler of one RunDurable.
+// TaskHandler runs durable poll tasks (type TaskType) in a process that
+// works a task database without having been given their URLs: `ratekeeper
+// tasks worker`, or a Go program's own worker. It learns each task's URL
+// from the task, polls it once with the handler's Options (policy, client,
+// sink), saves the URL's state in the database and reschedules the task
+// for its next poll, as RunDurable does. A URL that carries credentials is
+// shown masked in its task, so only a poller given that URL can poll it:
+// such a task is rescheduled by Policy.Max and left to it.
+type TaskHandler struct {
+	d *durable
+}
+
+// NewTaskHandler opens the poll state in the database named by dsn (the
+// task database) and returns the handler; Close releases the database.
+// opts.URLs may be empty; URLs given there are polled with their
+// credentials when their tasks come. Options.Policy applies to every task
+// it runs: a durable poll keeps its state (activity, last change, errors)
+// in the database, but its intervals come from whoever runs it.
+func NewTaskHandler(ctx context.Context, dsn string, opts Options) (*TaskHandler, error) {
+	p, err := newPoller(opts)
+	if err != nil {
+		return nil, err
+	}
+	st, err := store.Open(ctx, dsn, store.Options{Logger: opts.Logger})
+	if err != nil {
+		return nil, fmt.Errorf("poll state database: %w", err)
+	}
+	return &TaskHandler{d: &durable{p: p, st: st}}, nil
+}
+
+// Handle runs one poll task; it is a tasks.HandlerFunc for TaskType.
+func (h *TaskHandler) Handle(ctx context.Context, t *tasks.Task) (json.RawMessage, error) {
+	return h.d.handle(ctx, t)
+}
+
+// Close releases the poll state database.
+func (h *TaskHandler) Close() error { return h.d.st.Close() }
+
+// durable is the task handler of one RunDurable or TaskHandler.
 type durable struct {
-	p    *Poller
-	st   store.Store
+	p  *Poller
+	st store.Store
+	// stop ends RunDurable; nil in a TaskHandler, whose worker goes on.
 	stop context.CancelCauseFunc
 
 	mu      sync.Mutex
@@ -203,10 +244,34 @@ func (d *durable) target(in taskInput) *target {
 	return tg
 }
 
-func (d *durable) handle(ctx context.Context, t *tasks.Task) (json.RawMessage, error) {
+// parseTaskInput reads a poll task's input. The key may be left out (a
+// task submitted by hand): it is then the digest of the URL.
+func parseTaskInput(raw json.RawMessage) (taskInput, error) {
 	var in taskInput
-	if err := json.Unmarshal(t.Input, &in); err != nil || in.Key == "" {
-		return nil, tasks.Permanent(fmt.Errorf("poll task input %s: want {\"url\": …, \"key\": …}", t.Input))
+	if err := json.Unmarshal(raw, &in); err != nil || in.URL == "" {
+		return in, fmt.Errorf(`poll task input %s: want {"url": "https://…"}`, raw)
+	}
+	u, err := url.Parse(in.URL)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return in, fmt.Errorf("poll task input: url %q: want an absolute http:// or https:// URL", in.URL)
+	}
+	if in.Key == "" {
+		in.Key = urlKey(in.URL)
+	}
+	return in, nil
+}
+
+// CheckTaskInput checks the input of a task of type TaskType:
+// {"url": "https://…"}, as `ratekeeper tasks submit -t poll` sends it.
+func CheckTaskInput(raw json.RawMessage) error {
+	_, err := parseTaskInput(raw)
+	return err
+}
+
+func (d *durable) handle(ctx context.Context, t *tasks.Task) (json.RawMessage, error) {
+	in, err := parseTaskInput(t.Input)
+	if err != nil {
+		return nil, tasks.Permanent(err)
 	}
 	tg := d.target(in)
 	if tg == nil {
@@ -225,7 +290,11 @@ func (d *durable) handle(ctx context.Context, t *tasks.Task) (json.RawMessage, e
 	var se *StopError
 	if err != nil && !errors.As(err, &se) {
 		// The sink failed: the change was not delivered, so the state is
-		// not saved and the next run sees the change again.
+		// not saved and the next run sees the change again. RunDurable
+		// stops; a task worker retries the task later.
+		if d.stop == nil {
+			return nil, err
+		}
 		d.stop(err)
 		return nil, tasks.Reschedule(0)
 	}
@@ -233,7 +302,9 @@ func (d *durable) handle(ctx context.Context, t *tasks.Task) (json.RawMessage, e
 		return nil, serr
 	}
 	if se != nil {
-		d.stop(se)
+		if d.stop != nil {
+			d.stop(se)
+		}
 		if errors.Is(se, ErrTooManyErrors) {
 			return nil, tasks.Permanent(se)
 		}

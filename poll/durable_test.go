@@ -181,3 +181,54 @@ func TestDurableStopsAfterMaxErrorsAndFailsTheTask(t *testing.T) {
 		return err == nil && len(list) == 1 && list[0].State == tasks.StateFailed
 	})
 }
+
+// A task worker that was given no URL runs the durable poll tasks of its
+// database (here one submitted by hand, without a key): it polls, emits
+// the change on its sink, keeps the state and reschedules the task.
+func TestTaskHandlerRunsPollTasksOfTheDatabase(t *testing.T) {
+	dsn := filepath.Join(t.TempDir(), "ratekeeper.db")
+	f := newFixture(t, sim.APIConfig{}, 0)
+	path := "/repos/o/r"
+	url := simBase + path
+	rec := &recorder{}
+	h, err := NewTaskHandler(context.Background(), dsn, Options{Client: f.client, Policy: fastPolicy(), Sink: rec, OnEvent: rec.event})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	q, err := tasks.Open(context.Background(), dsn, tasks.Options{Logger: quietLogger(), Handlers: map[string]tasks.HandlerFunc{TaskType: h.Handle}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer q.Close()
+	if err := CheckTaskInput(json.RawMessage(`{"url":"ftp://x"}`)); err == nil {
+		t.Error("CheckTaskInput accepted an ftp URL")
+	}
+	in := json.RawMessage(`{"url":"` + url + `"}`)
+	if err := CheckTaskInput(in); err != nil {
+		t.Fatal(err)
+	}
+	id, err := q.Submit(context.Background(), TaskType, in, tasks.SubmitOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- q.Work(ctx, tasks.WorkOptions{}) }()
+	waitFor(t, "two polls", func() bool { return len(rec.kinds(EventPolled)) >= 2 })
+	if err := f.srv.Touch(path); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the change", func() bool { rec.mu.Lock(); defer rec.mu.Unlock(); return len(rec.changes) == 1 })
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	task, err := q.Get(context.Background(), id)
+	if err != nil || task.State != tasks.StatePending || task.RescheduleCount < 2 || task.RetryCount != 0 {
+		t.Fatalf("poll task = %+v, %v; want pending, rescheduled after each poll", task, err)
+	}
+	if saved := readSaved(t, dsn, url); saved.State.Changes != 1 || saved.TaskID != id {
+		t.Fatalf("saved state %+v", saved)
+	}
+}

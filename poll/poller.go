@@ -152,6 +152,15 @@ type target struct {
 // that is not http(s), a URL given twice, an invalid policy — is an
 // error saying what is wrong.
 func New(opts Options) (*Poller, error) {
+	if len(opts.URLs) == 0 {
+		return nil, errors.New("no URL to poll: give at least one http(s) URL")
+	}
+	return newPoller(opts)
+}
+
+// newPoller is New without the need for URLs (a task handler learns them
+// from its tasks).
+func newPoller(opts Options) (*Poller, error) {
 	p := &Poller{opts: opts, policy: opts.Policy, client: opts.Client, sink: opts.Sink, log: opts.Logger,
 		rand: opts.Rand, maxBody: opts.MaxBody, byURL: map[string]*target{}}
 	if p.policy == (Policy{}) {
@@ -159,9 +168,6 @@ func New(opts Options) (*Poller, error) {
 	}
 	if err := p.policy.Validate(); err != nil {
 		return nil, fmt.Errorf("poll policy: %w", err)
-	}
-	if len(opts.URLs) == 0 {
-		return nil, errors.New("no URL to poll: give at least one http(s) URL")
 	}
 	if p.client == nil {
 		p.client = http.DefaultClient

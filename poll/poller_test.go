@@ -143,8 +143,8 @@ func TestUnchangedPollsAreFreeAfterTheFirst(t *testing.T) {
 			t.Fatal(err)
 		}
 		b := f.core(t)
-		// The validation of the token (GET /user) and the first full answer.
-		if chargedAfterFirst != 2 || b.Charged != chargedAfterFirst {
+		// The first full answer only.
+		if chargedAfterFirst != 1 || b.Charged != chargedAfterFirst {
 			t.Fatalf("charged %d after the first poll, %d after 100", chargedAfterFirst, b.Charged)
 		}
 		if b.NotModified != 99 {
@@ -255,7 +255,7 @@ func TestChangeDetectedAndEmittedOnce(t *testing.T) {
 		if got := counter(t, reg, "ratekeeper_poll_changes_total"); got != 1 {
 			t.Fatalf("changes metric %v", got)
 		}
-		if b := f.core(t); b.Charged != 3 { // validation, first answer, the change
+		if b := f.core(t); b.Charged != 2 { // first answer, the change
 			t.Fatalf("charged %d", b.Charged)
 		}
 	})
@@ -552,7 +552,7 @@ func TestIdleTimeoutStopsRun(t *testing.T) {
 func TestRefusesToStartBelowTheFloor(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := newFixture(t, sim.APIConfig{Limit: 100, Window: time.Hour}, 0)
-		for i := range 95 {
+		for i := range 96 {
 			resp, err := f.client.Get(fmt.Sprintf("%s/repos/o/r%d", simBase, i))
 			if err != nil {
 				t.Fatal(err)
@@ -652,7 +652,7 @@ func TestWaitErrorPausesUntilQuotaReturns(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := newFixture(t, sim.APIConfig{Limit: 5, Window: time.Hour}, time.Minute)
 		// Spend the bucket so that the next poll would wait about an hour.
-		for i := range 4 {
+		for i := range 5 {
 			resp, err := f.client.Get(fmt.Sprintf("%s/repos/o/r%d", simBase, i))
 			if err != nil {
 				t.Fatal(err)

@@ -40,8 +40,10 @@ func ParsePolicy(s string) (string, error) {
 //	max_concurrency = 10               # requests in flight per owner (0: no cap)
 //	write_spacing = "2s"               # least time between two writes
 //	policy = "adaptive"                # spread, adaptive or greedy
-//	reserve = 100                      # requests kept back per bucket
+//	reserve = 100                      # requests kept back per bucket, or "10%" of each bucket's limit
 //	max_wait = "10m"                   # longest single wait for quota
+//	max_pause = "1h"                   # longest pause a Retry-After or a secondary penalty can impose
+//	secondary_wait = "60s"             # first pause after a secondary refusal without Retry-After
 //	default_limit = 60                 # assumed when the server sends no headers ...
 //	default_window = "1m"              # ... per this window
 //
@@ -94,9 +96,12 @@ type providerSettings struct {
 	defaultWindow  *time.Duration
 	policy         *string
 	reserve        *int
+	reservePercent *float64
 	maxConcurrency *int
 	writeSpacing   *time.Duration
 	maxWait        *time.Duration
+	maxPause       *time.Duration
+	secondaryWait  *time.Duration
 
 	app *AppConfig
 }
@@ -230,7 +235,7 @@ func (c *Config) parseProvider(name string, v any, at func(...string) string) (p
 		case "default_limit":
 			s.defaultLimit, err = asInt(val, 1)
 		case "reserve":
-			s.reserve, err = asInt(val, 0)
+			s.reserve, s.reservePercent, err = asReserve(val)
 		case "max_concurrency":
 			s.maxConcurrency, err = asInt(val, 0)
 		case "default_window":
@@ -239,6 +244,10 @@ func (c *Config) parseProvider(name string, v any, at func(...string) string) (p
 			s.writeSpacing, err = asDuration(val, 0)
 		case "max_wait":
 			s.maxWait, err = asDuration(val, 0)
+		case "max_pause":
+			s.maxPause, err = asDuration(val, time.Second)
+		case "secondary_wait":
+			s.secondaryWait, err = asDuration(val, time.Second)
 		case "policy":
 			var str string
 			if str, err = asString(val); err == nil {
@@ -252,7 +261,7 @@ func (c *Config) parseProvider(name string, v any, at func(...string) string) (p
 				return s, err // already names its key
 			}
 		default:
-			return s, fmt.Errorf("%s: unknown key; known keys: app, auth_header, auth_prefix, base_url, default_limit, default_window, kind, max_concurrency, max_wait, policy, reserve, token_env, web_url, write_spacing", s.at(k))
+			return s, fmt.Errorf("%s: unknown key; known keys: app, auth_header, auth_prefix, base_url, default_limit, default_window, kind, max_concurrency, max_pause, max_wait, policy, reserve, secondary_wait, token_env, web_url, write_spacing", s.at(k))
 		}
 		if err != nil {
 			return s, fmt.Errorf("%s: %v", s.at(k), err)
@@ -392,8 +401,14 @@ func (s *providerSettings) build(r *Registry) (*Provider, error) {
 	setIf(&p.Limits.DefaultLimit, s.defaultLimit)
 	setIf(&p.Limits.DefaultWindow, s.defaultWindow)
 	setIf(&p.Limits.Policy, s.policy)
-	setIf(&p.Limits.Reserve, s.reserve)
+	if s.reserve != nil || s.reservePercent != nil {
+		p.Limits.Reserve, p.Limits.ReservePercent = 0, 0
+		setIf(&p.Limits.Reserve, s.reserve)
+		setIf(&p.Limits.ReservePercent, s.reservePercent)
+	}
 	setIf(&p.Limits.MaxWait, s.maxWait)
+	setIf(&p.Limits.MaxPause, s.maxPause)
+	setIf(&p.Secondary.Wait, s.secondaryWait)
 	setIf(&p.Secondary.MaxConcurrency, s.maxConcurrency)
 	setIf(&p.Secondary.WriteSpacing, s.writeSpacing)
 	if s.app != nil {
@@ -440,6 +455,26 @@ func asInt(v any, minimum int) (*int, error) {
 	}
 	i := int(n)
 	return &i, nil
+}
+
+// asReserve reads reserve: an integer count, or a string holding a count
+// or a percentage ("10%").
+func asReserve(v any) (*int, *float64, error) {
+	switch v := v.(type) {
+	case int64:
+		n, err := asInt(v, 0)
+		return n, nil, err
+	case string:
+		n, pct, err := ParseReserve(v)
+		if err != nil {
+			return nil, nil, errors.New(strings.TrimPrefix(err.Error(), fmt.Sprintf("reserve %q: ", v)))
+		}
+		if pct > 0 {
+			return nil, &pct, nil
+		}
+		return &n, nil, nil
+	}
+	return nil, nil, fmt.Errorf(`expected a count of requests such as 100 or a percentage such as "10%%", got %s`, tomlType(v))
 }
 
 func asDuration(v any, minimum time.Duration) (*time.Duration, error) {

@@ -1,6 +1,7 @@
 package provider
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -117,6 +118,13 @@ write_spacing = "2s"
 policy = "Spread"
 reserve = 100
 max_wait = "10m"
+max_pause = "20m"
+secondary_wait = "6s"
+
+[providers.gitea]
+kind = "gitea"
+base_url = "https://gitea.example/api/v1"
+reserve = "12.5%"
 
 [providers.ghe]
 kind = "github"
@@ -151,7 +159,7 @@ web_url = "https://code.example.com"
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := cfg.Names(); !slices.Equal(got, []string{"github", "ghe", "corp", "gitlab", "selfgl"}) {
+	if got := cfg.Names(); !slices.Equal(got, []string{"github", "gitea", "ghe", "corp", "gitlab", "selfgl"}) {
 		t.Errorf("Names = %v (want file order)", got)
 	}
 	r := Defaults()
@@ -161,8 +169,12 @@ web_url = "https://code.example.com"
 	gh := r.Lookup("github")
 	if !slices.Equal(gh.TokenEnv, []string{"BOT_A_TOKEN", "BOT_B_TOKEN"}) || gh.Secondary.MaxConcurrency != 10 ||
 		gh.Secondary.WriteSpacing != 2*time.Second || gh.Limits.Policy != PolicySpread || gh.Limits.Reserve != 100 ||
-		gh.Limits.MaxWait != 10*time.Minute || gh.BaseURL().String() != GitHubAPI {
+		gh.Limits.MaxWait != 10*time.Minute || gh.BaseURL().String() != GitHubAPI ||
+		gh.Limits.MaxPause != 20*time.Minute || gh.Secondary.Wait != 6*time.Second {
 		t.Errorf("github = %+v %+v %+v", gh.TokenEnv, gh.Secondary, gh.Limits)
+	}
+	if gt := r.Lookup("gitea"); gt.Limits.ReservePercent != 12.5 || gt.Limits.Reserve != 0 {
+		t.Errorf("gitea reserve = %d, %v%%; want 12.5%%", gt.Limits.Reserve, gt.Limits.ReservePercent)
 	}
 	ghe := r.Lookup("ghe")
 	if ghe.Kind != GitHub || ghe.Limits.DefaultLimit != 5000 || ghe.Limits.DefaultWindow != time.Hour ||
@@ -207,7 +219,11 @@ func TestConfigErrors(t *testing.T) {
 		{"unknown top-level key", "\n\nverbose = true\n", `rk.toml:3: verbose: unknown key`},
 		{"unknown provider key", "[providers.github]\nreserve = 1\nconcurrency = 5\n", `rk.toml:3: providers.github.concurrency: unknown key; known keys: app, auth_header`},
 		{"unknown app key", "[providers.github.app]\napp_id = 1\nprivate_key_file = \"k.pem\"\ninstallation_ids = [1]\ninstall_ids = [2]\n", `rk.toml:5: providers.github.app.install_ids: unknown key`},
-		{"type string for int", "[providers.github]\n\nreserve = \"ten\"\n", `rk.toml:3: providers.github.reserve: expected an integer, got string "ten"`},
+		{"reserve words", "[providers.github]\n\nreserve = \"ten\"\n", `rk.toml:3: providers.github.reserve: want a count of requests kept back in every bucket, such as 100, or a percentage of each bucket's limit, such as "10%"`},
+		{"reserve whole bucket", "[providers.github]\nreserve = \"100%\"\n", `rk.toml:2: providers.github.reserve: want a percentage from 0% up to (not including) 100%`},
+		{"reserve float", "[providers.github]\nreserve = 0.1\n", `rk.toml:2: providers.github.reserve: expected a count of requests such as 100 or a percentage such as "10%", got float 0.1`},
+		{"secondary wait", "[providers.github]\nsecondary_wait = \"10ms\"\n", `rk.toml:2: providers.github.secondary_wait: "10ms" is shorter than 1s`},
+		{"max pause", "[providers.github]\nmax_pause = 60\n", `rk.toml:2: providers.github.max_pause: expected a duration string`},
 		{"float for int", "[providers.github]\nmax_concurrency = 2.5\n", `rk.toml:2: providers.github.max_concurrency: expected an integer, got float 2.5`},
 		{"negative", "[providers.github]\nreserve = -1\n", `rk.toml:2: providers.github.reserve: must be at least 0, got -1`},
 		{"zero default limit", "[providers.github]\ndefault_limit = 0\n", `providers.github.default_limit: must be at least 1`},
@@ -285,5 +301,29 @@ b.c = 4
 	}
 	if _, ok := got["x"]; ok {
 		t.Error("key inside a multi-line string was recorded")
+	}
+}
+
+func TestParseReserve(t *testing.T) {
+	for _, c := range []struct {
+		in      string
+		count   int
+		percent float64
+		err     string
+	}{
+		{"", 0, 0, ""}, {"0", 0, 0, ""}, {" 100 ", 100, 0, ""}, {"10%", 0, 10, ""}, {"2.5 %", 0, 2.5, ""}, {"0%", 0, 0, ""},
+		{"-1", 0, 0, "want a count of requests"}, {"ten", 0, 0, "want a count of requests"},
+		{"100%", 0, 0, "up to (not including) 100%"}, {"-5%", 0, 0, "up to (not including) 100%"}, {"x%", 0, 0, "such as \"10%\""},
+	} {
+		n, pct, err := ParseReserve(c.in)
+		if c.err != "" {
+			if err == nil || !strings.Contains(err.Error(), c.err) || !strings.Contains(err.Error(), fmt.Sprintf("%q", c.in)) {
+				t.Errorf("ParseReserve(%q) err = %v, want it to name the value and say %q", c.in, err, c.err)
+			}
+			continue
+		}
+		if err != nil || n != c.count || pct != c.percent {
+			t.Errorf("ParseReserve(%q) = %d, %v, %v; want %d, %v", c.in, n, pct, err, c.count, c.percent)
+		}
 	}
 }

@@ -195,3 +195,26 @@ func ParseStatus(body []byte) (map[string]ResourceLimit, error) {
 	}
 	return out, nil
 }
+
+// hfInvalidCredentials is the message Hugging Face gives (in X-Error-Message
+// and the body) when it refuses the token itself; its own client reads any
+// other 401 as "repository not found".
+const hfInvalidCredentials = "Invalid credentials in Authorization header"
+
+// MayRejectCredential reports whether a 401 answer may mean the token
+// itself was refused, as each provider says it: any 401 on GitHub ("Bad
+// credentials"), GitLab ("401 Unauthorized", invalid_token), Gitea and
+// generic APIs; on Hugging Face only with its invalid-credentials message,
+// since it answers 401 for a repository that does not exist or is private.
+// body is the answer's first bytes. A true answer is still only a
+// suspicion: the transport confirms it with the "who am I" request before
+// marking the token invalid.
+func (p *Provider) MayRejectCredential(status int, h http.Header, body []byte) bool {
+	if status != http.StatusUnauthorized {
+		return false
+	}
+	if p.Kind == HuggingFace {
+		return h.Get("X-Error-Message") == hfInvalidCredentials || bytes.Contains(body, []byte(hfInvalidCredentials))
+	}
+	return true
+}

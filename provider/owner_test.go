@@ -3,6 +3,7 @@ package provider
 import (
 	"context"
 	"errors"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -209,5 +210,29 @@ base_url = "https://forge.example.org/api/v1"
 	corp, _ := New("corp", Generic, "https://git.example.com")
 	if _, err := corp.ReadmeRequest(context.Background(), mustURL(t, "https://git.example.com/o/r")); err == nil || !strings.Contains(err.Error(), "no known repository web root") {
 		t.Errorf("generic README err = %v", err)
+	}
+}
+
+func TestMayRejectCredential(t *testing.T) {
+	reg := Defaults()
+	hf, gh := reg.Lookup("huggingface"), reg.Lookup("github")
+	hfHeader := http.Header{"X-Error-Message": {"Invalid credentials in Authorization header"}}
+	for _, c := range []struct {
+		name   string
+		p      *Provider
+		status int
+		h      http.Header
+		body   string
+		want   bool
+	}{
+		{"github 401", gh, 401, nil, `{"message":"Bad credentials"}`, true},
+		{"github 403", gh, 403, nil, `{"message":"Bad credentials"}`, false},
+		{"hf invalid credentials header", hf, 401, hfHeader, ``, true},
+		{"hf invalid credentials body", hf, 401, nil, `{"error":"Invalid credentials in Authorization header"}`, true},
+		{"hf repository not found", hf, 401, http.Header{"X-Error-Code": {"RepoNotFound"}}, `{"error":"Repository not found"}`, false},
+	} {
+		if got := c.p.MayRejectCredential(c.status, c.h, []byte(c.body)); got != c.want {
+			t.Errorf("%s: %v, want %v", c.name, got, c.want)
+		}
 	}
 }

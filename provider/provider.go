@@ -33,10 +33,18 @@ type Limits struct {
 	// pacing code.
 	Policy string
 	// Reserve is the number of requests per bucket the client keeps back for
-	// other uses; 0 keeps none back.
-	Reserve int
+	// other uses, or ReservePercent the percentage of each bucket's own limit
+	// (in [0, 100)); at most one is set, and 0 keeps none back (the client's
+	// default applies). A count must stay below every bucket's limit: a
+	// request to a bucket it would take whole fails saying so.
+	Reserve        int
+	ReservePercent float64
 	// MaxWait caps a single wait for quota; 0 means the client's default.
 	MaxWait time.Duration
+	// MaxPause caps every pause a server's answer can impose on a bucket
+	// or an owner (a Retry-After, a secondary penalty); 0 means the
+	// client's default (an hour).
+	MaxPause time.Duration
 }
 
 // Secondary holds the limits a server enforces besides the per-bucket quota.
@@ -45,8 +53,14 @@ type Limits struct {
 // Zero disables a rule.
 type Secondary struct {
 	// MaxConcurrency caps requests in flight per owner. GitHub allows 100;
-	// the default of 20 stays well clear of it.
+	// the default of 20 stays well clear of it. The client starts a new
+	// owner lower and learns from refusals how many the server tolerates,
+	// never going above this.
 	MaxConcurrency int
+	// Wait is the first pause after a secondary refusal that does not say
+	// when to come back (no Retry-After); it doubles, with jitter, at each
+	// new strike. 0 means the client's default, GitHub's documented minute.
+	Wait time.Duration
 	// WriteSpacing is the least time between two writes
 	// (POST/PATCH/PUT/DELETE) of one owner. GitHub asks for at least 1 s.
 	WriteSpacing time.Duration

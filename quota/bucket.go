@@ -31,12 +31,15 @@ type Bucket struct {
 	// provider default, or a refill assumed at the reset) rather than a
 	// server's statement; the next reading replaces them outright.
 	Assumed bool `json:"assumed,omitempty"`
+	// Inferred marks a Reset no server stated: readings with remaining
+	// but no reset refill a window after the first reading of their
+	// window (see Observe).
+	Inferred bool `json:"inferred,omitempty"`
 
-	// Holders counts, per process, reservations whose responses have not
-	// arrived: quota spent that the server has not reported yet. A process
-	// that crashed cannot return its reservations, so each holder's lease
-	// lapses unless the process keeps using the bucket.
-	Holders map[string]Holder `json:"holders,omitempty"`
+	// Leases are the reservations whose responses have not arrived:
+	// quota spent that the server has not reported yet. Each lapses on
+	// its own (see Lease), so a crashed process cannot pin the bucket.
+	Leases Leases `json:"leases,omitempty"`
 
 	// BlockedUntil is set by a refusal or a Retry-After: nothing may be
 	// sent before it.
@@ -50,12 +53,6 @@ type Bucket struct {
 	Observed time.Time `json:"observed,omitzero"`
 }
 
-// Holder is one process's reservations on a bucket.
-type Holder struct {
-	N     int64     `json:"n"`
-	Until time.Time `json:"until"`
-}
-
 // NewBucket returns a bucket nothing is known about yet.
 func NewBucket() Bucket {
 	return Bucket{Limit: Unknown, Remaining: Unknown}
@@ -67,15 +64,7 @@ func (b *Bucket) Known() bool { return b.Remaining != Unknown }
 
 // InFlight is the number of reservations not yet answered whose lease
 // has not lapsed at now.
-func (b *Bucket) InFlight(now time.Time) int64 {
-	var n int64
-	for _, h := range b.Holders {
-		if h.N > 0 && now.Before(h.Until) {
-			n += h.N
-		}
-	}
-	return n
-}
+func (b *Bucket) InFlight(now time.Time) int64 { return b.Leases.Live(now) }
 
 // Budget is what may be spent at now: remaining, less what is in flight
 // and the reserve. It is negative when the reserve is already eaten into,
@@ -87,20 +76,29 @@ func (b *Bucket) Budget(reserve int64, now time.Time) int64 {
 	return b.Remaining - b.InFlight(now) - reserve
 }
 
-// prune forgets holders whose reservations are all answered or lapsed.
-func (b *Bucket) prune(now time.Time) {
-	for id, h := range b.Holders {
-		if h.N <= 0 || !now.Before(h.Until) {
-			delete(b.Holders, id)
-		}
+// prune forgets lapsed leases.
+func (b *Bucket) prune(now time.Time) { b.Leases = b.Leases.pruned(now) }
+
+// refillAt is the one moment the bucket counts as refilled, and so the
+// moment a wait for it ends: the reset plus the grace (see grace), or the
+// reset itself when it is the end of the server's own Retry-After, which
+// is exact. Waits and the refill agree on it, so a waiter never wakes into
+// the old window. Zero when no reset is known.
+func (b *Bucket) refillAt() time.Time {
+	switch {
+	case b.Reset.IsZero():
+		return time.Time{}
+	case b.Reset.Equal(b.BlockedUntil):
+		return b.Reset
 	}
+	return b.Reset.Add(b.grace())
 }
 
-// roll brings the bucket's window up to now: a window whose reset has
-// passed is assumed refilled. It touches no reservation, so a shallow copy
-// may roll without disturbing the original.
+// roll brings the bucket's window up to now: a window whose refill time
+// (refillAt) has passed is assumed refilled. It touches no reservation, so
+// a shallow copy may roll without disturbing the original.
 func (b *Bucket) roll(now time.Time) {
-	if !b.Reset.IsZero() && !now.Before(b.Reset) {
+	if at := b.refillAt(); !at.IsZero() && !now.Before(at) {
 		if b.Limit != Unknown {
 			b.Remaining = b.Limit
 		} else {
@@ -110,7 +108,7 @@ func (b *Bucket) roll(now time.Time) {
 			// Fixed windows roll on; a rolling window (GitHub's)
 			// starts at the next request, which this approximates.
 			next := b.Reset.Add(b.Window)
-			for !now.Before(next) {
+			for !now.Before(next.Add(b.grace())) {
 				next = next.Add(b.Window)
 			}
 			b.Reset = next
@@ -125,10 +123,16 @@ func (b *Bucket) roll(now time.Time) {
 // sameWindowTolerance is how far two readings' resets may differ and still
 // describe one window: resets computed from delta seconds move with
 // latency and rounding.
+//
+// A reset stated in whole seconds from now (the IETF drafts' t=, Hugging
+// Face) moves by up to a second between two answers of one window, so the
+// tolerance is a little over a second; only a window shorter than a
+// couple of seconds lowers it, to half the window, so that the next
+// window's reset is still told apart.
 func sameWindowTolerance(window time.Duration) time.Duration {
-	tol := time.Second
-	if window > 0 && window/10 < tol {
-		tol = window / 10
+	tol := 1100 * time.Millisecond
+	if window > 0 && window/2 < tol {
+		tol = window / 2
 	}
 	return tol
 }

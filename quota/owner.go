@@ -1,17 +1,18 @@
 package quota
 
-import (
-	"math"
-	"time"
-
-	"github.com/ratekeeper/ratekeeper/headers"
-)
+import "time"
 
 // Secondary describes the limits a provider enforces per owner on top of
 // its quota buckets (GitHub's secondary limits). Zero fields are off.
 type Secondary struct {
-	// MaxConcurrent caps requests in flight per owner.
+	// MaxConcurrent caps requests in flight per owner. The owner's
+	// learnt cap (see Owner.ConcurrencyCap) stays at or below it.
 	MaxConcurrent int64
+	// Wait is the first pause after a secondary refusal that does not
+	// say when to come back (no Retry-After, quota left); each new strike
+	// doubles it, with jitter (see Owner.Observe). Zero means
+	// SecondaryBase, GitHub's documented minute.
+	Wait time.Duration
 	// WriteSpacing is the least time between two writes of one owner.
 	WriteSpacing time.Duration
 	// PointsPerMinute caps the points one endpoint may be charged per
@@ -31,32 +32,37 @@ type Cost struct {
 }
 
 // Owner is what is known about one credential owner's secondary limits:
-// its penalty after a secondary refusal, its requests in flight, its last
-// write, its points per endpoint and its content creation. Like Bucket, a
-// value with exported fields; methods change the receiver.
+// its penalty after a secondary refusal, the cap on requests in flight
+// learnt from the server, its requests in flight, its last write, its
+// points per endpoint and its content creation. Like Bucket, a value with
+// exported fields; methods change the receiver.
 type Owner struct {
-	PenaltyUntil time.Time            `json:"penalty_until,omitzero"`
-	Strikes      int                  `json:"strikes,omitempty"`
-	Holders      map[string]Holder    `json:"holders,omitempty"`
-	NextWrite    time.Time            `json:"next_write,omitzero"`
-	PointsTAT    map[string]time.Time `json:"points_tat,omitempty"`
-	ContentMin   time.Time            `json:"content_min,omitzero"`
-	ContentHour  time.Time            `json:"content_hour,omitzero"`
+	PenaltyUntil time.Time `json:"penalty_until,omitzero"`
+	// Strikes counts episodes of secondary refusals in a row: one per
+	// pause, however many requests it refused (see Observe).
+	Strikes int `json:"strikes,omitempty"`
+	// Cap, CapAt, Lowered, Run and Peak are the cap on requests in
+	// flight learnt from the server (see ConcurrencyCap): Cap is its value
+	// when it last changed, at CapAt; Lowered says a fresh secondary
+	// refusal set it (it then recovers with time), else it is still
+	// ramping up from RampStart; Run counts the successes towards the
+	// ramp's next step; Peak is the most requests in flight at once since
+	// the cap was last lowered.
+	Cap     int64     `json:"cap,omitempty"`
+	CapAt   time.Time `json:"cap_at,omitzero"`
+	Lowered bool      `json:"lowered,omitempty"`
+	Run     int64     `json:"run,omitempty"`
+	Peak    int64     `json:"peak,omitempty"`
+
+	Leases      Leases               `json:"leases,omitempty"`
+	NextWrite   time.Time            `json:"next_write,omitzero"`
+	PointsTAT   map[string]time.Time `json:"points_tat,omitempty"`
+	ContentMin  time.Time            `json:"content_min,omitzero"`
+	ContentHour time.Time            `json:"content_hour,omitzero"`
 }
 
-// SecondaryBase is the first penalty after a secondary refusal without
-// retry-after (GitHub: wait at least a minute).
-const SecondaryBase = time.Minute
-
-// maxPenalty caps the exponential penalty.
-const maxPenalty = 30 * time.Minute
-
 func (o *Owner) refresh(now time.Time) {
-	for id, h := range o.Holders {
-		if h.N <= 0 || !now.Before(h.Until) {
-			delete(o.Holders, id)
-		}
-	}
+	o.Leases = o.Leases.pruned(now)
 	// A theoretical arrival time in the past carries no information.
 	for ep, tat := range o.PointsTAT {
 		if !tat.After(now) {
@@ -98,16 +104,8 @@ func (o *Owner) Wait(s Secondary, c Cost, now time.Time) time.Duration {
 	if now.Before(o.PenaltyUntil) {
 		w = o.PenaltyUntil.Sub(now)
 	}
-	if s.MaxConcurrent > 0 {
-		n := int64(0)
-		for _, h := range o.Holders {
-			if h.N > 0 && now.Before(h.Until) {
-				n += h.N
-			}
-		}
-		if n >= s.MaxConcurrent {
-			w = max(w, probeRetry)
-		}
+	if c := o.ConcurrencyCap(s, now); c > 0 && o.Leases.Live(now) >= c {
+		w = max(w, probeRetry)
 	}
 	if c.Write && s.WriteSpacing > 0 && now.Before(o.NextWrite) {
 		w = max(w, o.NextWrite.Sub(now))
@@ -126,22 +124,25 @@ func (o *Owner) Wait(s Secondary, c Cost, now time.Time) time.Duration {
 	return w
 }
 
-// Reserve takes the owner's permission for one request of cost c at now,
-// or returns how long to wait and changes nothing.
-func (o *Owner) Reserve(s Secondary, c Cost, now time.Time, holder string, lease time.Duration) time.Duration {
-	o.refresh(now)
+// Reserve takes the owner's permission for one request of cost c at now
+// under lease l, or returns how long to wait and changes nothing. It knows
+// nothing of the request's bucket: a request reserves both at once with
+// the package-level Reserve.
+func (o *Owner) Reserve(s Secondary, c Cost, l Lease, now time.Time) time.Duration {
 	if w := o.Wait(s, c, now); w > 0 {
 		return w
 	}
-	if s.MaxConcurrent > 0 {
-		if o.Holders == nil {
-			o.Holders = make(map[string]Holder, 1)
-		}
-		h := o.Holders[holder]
-		h.N++
-		h.Until = now.Add(lease)
-		o.Holders[holder] = h
-	}
+	o.take(s, c, l, now)
+	return 0
+}
+
+// take commits a reservation the owner allows at now. The lease is held
+// whether or not concurrency is capped: it is what counts the owner's
+// requests in flight.
+func (o *Owner) take(s Secondary, c Cost, l Lease, now time.Time) {
+	o.refresh(now)
+	o.Leases = append(o.Leases, l)
+	o.Peak = max(o.Peak, int64(len(o.Leases)))
 	if c.Write && s.WriteSpacing > 0 {
 		o.NextWrite = now.Add(s.WriteSpacing)
 	}
@@ -159,64 +160,11 @@ func (o *Owner) Reserve(s Secondary, c Cost, now time.Time, holder string, lease
 			o.ContentHour = gcraTake(o.ContentHour, now, 1, s.ContentPerHour, time.Hour)
 		}
 	}
-	return 0
 }
 
-// Release gives back a request's concurrency slot.
-func (o *Owner) Release(holder string, n int64) {
-	if n <= 0 || o.Holders == nil {
-		return
-	}
-	h, ok := o.Holders[holder]
-	if !ok {
-		return
-	}
-	h.N -= n
-	if h.N <= 0 {
-		delete(o.Holders, holder)
-		return
-	}
-	o.Holders[holder] = h
-}
+// Release gives back the concurrency of lease id. Releasing a lease that
+// lapsed, or twice, does nothing.
+func (o *Owner) Release(id uint64) { o.Leases, _ = o.Leases.without(id) }
 
-// Observe applies a response's verdict to the owner. A secondary refusal
-// pauses the owner: for the Retry-After when given; else until the reset
-// when nothing is left; else a minute the first time and, on refusals in a
-// row, an exponentially growing penalty of which jitter (a number in
-// [0, 1), from the caller's random source) picks a point: 60 s + jitter ×
-// 60 s × (2^strikes − 1), capped at 30 minutes. Any other response clears
-// the strikes.
-func (o *Owner) Observe(r *headers.Reading, now time.Time, jitter float64) {
-	if r.Limited != headers.Secondary {
-		if r.Limited == headers.NotLimited {
-			o.Strikes = 0
-		}
-		return
-	}
-	var pause time.Duration
-	switch {
-	case r.HasRetryAfter:
-		pause = r.RetryAfter
-	case r.Remaining == 0 && r.HasReset():
-		pause = max(r.Reset.Sub(now), 0)
-	default:
-		pause = penalty(o.Strikes, jitter)
-	}
-	o.Strikes++
-	if until := now.Add(pause); until.After(o.PenaltyUntil) {
-		o.PenaltyUntil = until
-	}
-}
-
-// penalty is the pause after strikes secondary refusals in a row without
-// retry-after.
-func penalty(strikes int, jitter float64) time.Duration {
-	if strikes <= 0 {
-		return SecondaryBase
-	}
-	if jitter < 0 || jitter >= 1 || math.IsNaN(jitter) {
-		jitter = 0
-	}
-	growth := float64(SecondaryBase) * (math.Pow(2, float64(min(strikes, 10))) - 1)
-	return min(SecondaryBase+time.Duration(jitter*growth), maxPenalty)
-}
+// InFlight is the number of the owner's requests in flight at now.
+func (o *Owner) InFlight(now time.Time) int64 { return o.Leases.Live(now) }

@@ -1,6 +1,7 @@
 package quota
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"strings"
@@ -32,9 +33,15 @@ type Policy struct {
 	Kind Kind
 	// Velocity multiplies Spread's rate (default 1.5).
 	Velocity float64
-	// Reserve is kept back for other work: requests are only sent while
-	// the budget (remaining − in flight) exceeds it.
-	Reserve int64
+	// Reserve is kept back for other work in every bucket: requests are
+	// only sent while the budget (remaining − in flight) exceeds it. A
+	// count must stay below each bucket's limit, or nothing could ever
+	// be sent from it: Reserve returns a *ReserveError for such a
+	// bucket. ReservePercent, in [0, 100), keeps that share of each
+	// bucket's own limit instead (rounded down, so it never takes a whole
+	// bucket); set one or the other.
+	Reserve        int64
+	ReservePercent float64
 	// MinDelay and MaxDelay clamp Adaptive's delay.
 	MinDelay, MaxDelay time.Duration
 }
@@ -63,12 +70,50 @@ func (p Policy) Validate() error {
 		return fmt.Errorf("policy velocity %v: want a positive number such as 1.5", p.Velocity)
 	case p.Reserve < 0:
 		return fmt.Errorf("policy reserve %d: want 0 or more requests", p.Reserve)
+	case p.ReservePercent < 0 || p.ReservePercent >= 100 || math.IsNaN(p.ReservePercent):
+		return fmt.Errorf("policy reserve %v%%: want a percentage from 0 up to (not including) 100", p.ReservePercent)
+	case p.Reserve > 0 && p.ReservePercent > 0:
+		return fmt.Errorf("policy reserve: both %d requests and %v%% given; want one of them", p.Reserve, p.ReservePercent)
 	case p.MinDelay < 0 || p.MaxDelay < 0:
 		return fmt.Errorf("policy delays must not be negative")
 	case p.MaxDelay > 0 && p.MinDelay > p.MaxDelay:
 		return fmt.Errorf("policy min delay %v is above max delay %v", p.MinDelay, p.MaxDelay)
 	}
 	return nil
+}
+
+// reserveFor is what the policy keeps back of bucket b: the count, or the
+// percentage of b's limit rounded down (nothing while the limit is
+// unknown).
+func (p Policy) reserveFor(b *Bucket) int64 {
+	if p.ReservePercent > 0 {
+		if b.Limit <= 0 {
+			return 0
+		}
+		return int64(float64(b.Limit) * p.ReservePercent / 100)
+	}
+	return p.Reserve
+}
+
+// reachable reports a count reserve that leaves nothing of bucket b.
+func (p Policy) reachable(b *Bucket) error {
+	if p.ReservePercent == 0 && p.Reserve > 0 && b.Limit > 0 && p.Reserve >= b.Limit {
+		return &ReserveError{Reserve: p.Reserve, Limit: b.Limit}
+	}
+	return nil
+}
+
+// ReserveError says that a policy's reserve leaves nothing of a bucket: a
+// count reserve at or above the bucket's limit, known once a server (or a
+// provider's default) stated it. No request could ever be sent from that
+// bucket, so Reserve says so instead of waiting for ever.
+type ReserveError struct {
+	Reserve, Limit int64
+}
+
+func (e *ReserveError) Error() string {
+	return fmt.Sprintf("a reserve of %d requests leaves nothing of the bucket's limit of %d; keep back fewer than %d, or a percentage such as 10%%",
+		e.Reserve, e.Limit, e.Limit)
 }
 
 // Health classifies how much of a bucket is left.
@@ -114,17 +159,25 @@ type Default struct {
 }
 
 // Observe folds a reading into the bucket. r must be on the local clock
-// (see Normalize); now is when the response arrived. holder and released
-// return the reservation the request held (released is 0 when the request
-// held none). counted says whether the server charged the request (a 304
-// answered to a conditional request is free on GitHub); it only matters
-// when the response states nothing, so the bucket has to count by itself.
+// (see Read); now is when the response arrived. counted says whether the
+// server charged the request (a 304 answered to a conditional request is
+// free on GitHub); it only matters when the response states nothing, so
+// the bucket has to count by itself. The request's own lease is returned
+// separately (see Settle).
 //
 // Within one window Remaining only falls, so readings that arrive out of
 // order cannot undo spending; a later reset starts a new window and its
-// reading is taken as it is.
-func (b *Bucket) Observe(r *headers.Reading, now time.Time, holder string, released int64, counted bool, def Default) {
-	b.release(holder, released)
+// reading is taken as it is. A reading that states remaining but no reset
+// (Docker Hub's "ratelimit-remaining: 76;w=21600", Shopify's call limit)
+// is taken to refill a window after the first reading of its window: the
+// window it states, else the one known, else def's. A Retry-After pauses
+// the bucket for at most DefaultMaxPause (see Answer.MaxPause).
+func (b *Bucket) Observe(r *headers.Reading, now time.Time, counted bool, def Default) {
+	b.observe(r, now, counted, def, DefaultMaxPause)
+}
+
+// observe is Observe with the cap on pauses (DefaultMaxPause when zero).
+func (b *Bucket) observe(r *headers.Reading, now time.Time, counted bool, def Default, maxPause time.Duration) {
 	b.prune(now)
 	b.roll(now)
 	b.Observed = now
@@ -141,20 +194,28 @@ func (b *Bucket) Observe(r *headers.Reading, now time.Time, holder string, relea
 		switch {
 		case newWindow:
 			b.Remaining = r.Remaining
-			if r.HasReset() {
-				b.Reset = r.Reset
-			}
+			b.Reset = r.Reset // zero when not stated: see below
 		case staleWindow:
 			// A response from the previous window, overtaken by
 			// one from the current window: nothing to learn.
 		default:
 			b.Remaining = min(b.Remaining, r.Remaining)
-			if r.HasReset() && r.Reset.After(b.Reset) {
+			if r.HasReset() && (r.Reset.After(b.Reset) || b.Inferred) {
 				b.Reset = r.Reset
 			}
 		}
 		if r.Limit != Unknown {
 			b.Limit = r.Limit
+		}
+		if r.HasReset() {
+			b.Inferred = false
+		}
+		if w := cmp.Or(r.Window, b.Window, def.Window); b.Reset.IsZero() && w > 0 && r.Limited != headers.Primary {
+			// No reset stated: every request the window counts was
+			// sent before now, so all have left it a window from now,
+			// fixed or sliding. Without this the bucket would never
+			// refill once spent. (A refusal sets its own below.)
+			b.Reset, b.Inferred = now.Add(w), true
 		}
 		b.Assumed = false
 	case r.Limit != Unknown && b.Remaining == Unknown:
@@ -183,17 +244,27 @@ func (b *Bucket) Observe(r *headers.Reading, now time.Time, holder string, relea
 	switch r.Limited {
 	case headers.Primary:
 		b.Remaining = 0
-		until := now.Add(r.Wait)
-		if !r.HasRetryAfter && !r.HasReset() {
+		var until time.Time
+		switch {
+		case r.HasRetryAfter:
+			until = now.Add(capPause(r.RetryAfter, maxPause)) // the server's word: exact, up to the cap
+		case r.HasReset():
+			// Waited for like any reset, with the grace. A reset
+			// already past (a server rounding down, or behind us)
+			// is retried once after the grace, not at once.
+			until = maxTime(r.Reset, now).Add(b.grace())
+		default:
 			until = now.Add(headers.DefaultWait)
 		}
 		if r.HasReset() && r.Reset.After(b.Reset) {
 			b.Reset = r.Reset
 		}
-		if b.Reset.Before(until) {
+		if b.Reset.Before(until) && !b.Reset.Add(b.grace()).Equal(until) || b.Inferred && r.HasRetryAfter {
 			// Nothing says when the bucket refills but the refusal's
-			// own wait: assume it refills then.
-			b.Reset, b.Assumed = until, true
+			// own wait (a reset inferred from a window is only a
+			// bound): assume it refills then (exactly, since the
+			// wait already holds any grace).
+			b.Reset, b.Assumed, b.Inferred = until, true, false
 		}
 		if until.After(b.BlockedUntil) {
 			b.BlockedUntil = until
@@ -201,61 +272,57 @@ func (b *Bucket) Observe(r *headers.Reading, now time.Time, holder string, relea
 	case headers.NotLimited:
 		if r.HasRetryAfter && r.RetryAfter > 0 {
 			// A 503 (or any response) asking for a pause.
-			if until := now.Add(r.RetryAfter); until.After(b.BlockedUntil) {
+			if until := now.Add(capPause(r.RetryAfter, maxPause)); until.After(b.BlockedUntil) {
 				b.BlockedUntil = until
 			}
 		}
 	}
 }
 
-// Reserve takes one request's worth of quota at now if the policy allows
-// it, and returns 0; otherwise it changes nothing and returns how long to
-// wait before trying again. holder names the reserving process; its
-// reservations lapse after lease unless renewed.
-func (b *Bucket) Reserve(p Policy, now time.Time, holder string, lease time.Duration) time.Duration {
-	b.prune(now)
-	b.roll(now)
-	if w := b.wait(p, now); w > 0 {
+// Reserve takes one request's worth of the bucket's quota at now under
+// lease l if the policy allows it, and returns 0; otherwise it changes
+// nothing and returns how long to wait before trying again. It knows
+// nothing of the owner's secondary limits: a request reserves both at once
+// with the package-level Reserve.
+func (b *Bucket) Reserve(p Policy, l Lease, now time.Time) time.Duration {
+	if w := b.Wait(p, now); w > 0 {
 		return w
 	}
-	b.TAT = maxTime(b.TAT, now).Add(b.interval(p, now))
-	if b.Holders == nil {
-		b.Holders = make(map[string]Holder, 1)
-	}
-	h := b.Holders[holder]
-	h.N++
-	h.Until = now.Add(lease)
-	b.Holders[holder] = h
+	b.take(p, l, now)
 	return 0
+}
+
+// take commits a reservation the bucket allows at now.
+func (b *Bucket) take(p Policy, l Lease, now time.Time) {
+	b.prune(now)
+	b.roll(now)
+	b.TAT = maxTime(b.TAT, now).Add(b.interval(p, now))
+	b.Leases = append(b.Leases, l)
 }
 
 // Wait returns how long from now until the policy would let one request
 // go, without reserving anything. Zero means now.
 func (b *Bucket) Wait(p Policy, now time.Time) time.Duration {
-	c := *b // rolls scalars only: the shared Holders map is just read
+	c := *b // rolls scalars only: the shared Leases are just read
 	c.roll(now)
 	return c.wait(p, now)
 }
 
-// Release returns n reservations of holder unused (the request was never
-// sent, or its answer is not going to be observed).
-func (b *Bucket) Release(holder string, n int64) { b.release(holder, n) }
-
-func (b *Bucket) release(holder string, n int64) {
-	if n <= 0 || b.Holders == nil {
-		return
+// spentElsewhere counts one request the server may have charged to the
+// bucket without telling it (a request of a credential whose owner was not
+// known, answered with another bucket's reading).
+func (b *Bucket) spentElsewhere(now time.Time) {
+	b.prune(now)
+	b.roll(now)
+	if b.Remaining > 0 {
+		b.Remaining--
 	}
-	h, ok := b.Holders[holder]
-	if !ok {
-		return
-	}
-	h.N -= n
-	if h.N <= 0 {
-		delete(b.Holders, holder)
-		return
-	}
-	b.Holders[holder] = h
 }
+
+// Release returns the reservation of lease id unused (the request was
+// never sent, or its answer is not going to be observed). Releasing a
+// lease that lapsed, or twice, does nothing.
+func (b *Bucket) Release(id uint64) { b.Leases, _ = b.Leases.without(id) }
 
 // probeInFlight is how many requests may be in flight on a bucket nothing
 // is known about: the first answer tells the limits.
@@ -267,7 +334,7 @@ func (b *Bucket) wait(p Policy, now time.Time) time.Duration {
 	if now.Before(b.BlockedUntil) {
 		w = b.BlockedUntil.Sub(now)
 	}
-	budget := b.Budget(p.Reserve, now)
+	budget := b.Budget(p.reserveFor(b), now)
 	switch {
 	case budget == Unknown:
 		if b.InFlight(now) >= probeInFlight {
@@ -287,15 +354,12 @@ func (b *Bucket) wait(p Policy, now time.Time) time.Duration {
 // unknown bucket is in flight.
 const probeRetry = 20 * time.Millisecond
 
-// untilRefill is how long until the budget can grow again: the reset,
-// else (nothing in flight to report back) the window or a minute.
+// untilRefill is how long until the budget can grow again: the refill
+// (refillAt), else (nothing in flight to report back) the window or a
+// minute.
 func (b *Bucket) untilRefill(now time.Time) time.Duration {
-	if !b.Reset.IsZero() {
-		if b.Reset.Equal(b.BlockedUntil) {
-			// The reset is the server's own Retry-After: exact.
-			return max(b.Reset.Sub(now), 0)
-		}
-		return max(b.Reset.Sub(now), 0) + b.grace()
+	if at := b.refillAt(); !at.IsZero() {
+		return max(at.Sub(now), 0)
 	}
 	if b.InFlight(now) > 0 {
 		return probeRetry
@@ -328,7 +392,7 @@ func (b *Bucket) interval(p Policy, now time.Time) time.Duration {
 	if p.Kind == Greedy {
 		return 0
 	}
-	budget := b.Budget(p.Reserve, now)
+	budget := b.Budget(p.reserveFor(b), now)
 	if budget <= 0 || b.Remaining == Unknown {
 		return 0
 	}

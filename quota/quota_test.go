@@ -1,8 +1,11 @@
 package quota
 
 import (
+	"maps"
 	"math/rand/v2"
 	"net/http"
+	"reflect"
+	"slices"
 	"sort"
 	"testing"
 	"time"
@@ -14,6 +17,23 @@ var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 
 const lease = 2 * time.Minute
 
+var leaseSeq uint64
+
+// lz returns a new lease taken at now.
+func lz(now time.Time) Lease {
+	leaseSeq++
+	return Lease{ID: leaseSeq, Until: now.Add(lease)}
+}
+
+// settleOne answers the bucket's oldest reservation with r.
+func settleOne(b *Bucket, r *headers.Reading, now time.Time, counted bool, def Default) {
+	var id uint64
+	if len(b.Leases) > 0 {
+		id = b.Leases[0].ID
+	}
+	Settle(nil, b, id, &Answer{Reading: r, Counted: counted, Default: def}, now)
+}
+
 func reading(limit, remaining int64, reset time.Time) *headers.Reading {
 	return &headers.Reading{Status: 200, Limit: limit, Remaining: remaining, Used: Unknown, Reset: reset}
 }
@@ -21,23 +41,23 @@ func reading(limit, remaining int64, reset time.Time) *headers.Reading {
 func TestObserveOutOfOrderWithinWindow(t *testing.T) {
 	b := NewBucket()
 	reset := t0.Add(time.Hour)
-	b.Observe(reading(5000, 4990, reset), t0, "p", 0, true, Default{})
-	b.Observe(reading(5000, 4995, reset), t0.Add(time.Second), "p", 0, true, Default{}) // older response, arrived late
+	b.Observe(reading(5000, 4990, reset), t0, true, Default{})
+	b.Observe(reading(5000, 4995, reset), t0.Add(time.Second), true, Default{}) // older response, arrived late
 	if b.Remaining != 4990 {
 		t.Fatalf("remaining rose within a window: %d", b.Remaining)
 	}
-	b.Observe(reading(5000, 4980, reset.Add(500*time.Millisecond)), t0.Add(2*time.Second), "p", 0, true, Default{})
+	b.Observe(reading(5000, 4980, reset.Add(500*time.Millisecond)), t0.Add(2*time.Second), true, Default{})
 	if b.Remaining != 4980 {
 		t.Fatalf("remaining = %d, want 4980", b.Remaining)
 	}
 	// A later reset is a new window: its remaining is taken as it is.
 	next := reset.Add(time.Hour)
-	b.Observe(reading(5000, 4999, next), reset.Add(time.Second), "p", 0, true, Default{})
+	b.Observe(reading(5000, 4999, next), reset.Add(time.Second), true, Default{})
 	if b.Remaining != 4999 || !b.Reset.Equal(next) {
 		t.Fatalf("new window not taken: %+v", b)
 	}
 	// A straggler from the old window changes nothing.
-	b.Observe(reading(5000, 3, reset), reset.Add(2*time.Second), "p", 0, true, Default{})
+	b.Observe(reading(5000, 3, reset), reset.Add(2*time.Second), true, Default{})
 	if b.Remaining != 4999 {
 		t.Fatalf("stale window reading applied: %d", b.Remaining)
 	}
@@ -46,29 +66,29 @@ func TestObserveOutOfOrderWithinWindow(t *testing.T) {
 func TestReserveBudgetAndReset(t *testing.T) {
 	b := NewBucket()
 	reset := t0.Add(10 * time.Second)
-	b.Observe(reading(3, 3, reset), t0, "p", 0, true, Default{})
+	b.Observe(reading(3, 3, reset), t0, true, Default{})
 	greedy := Policy{Kind: Greedy}
 	for i := 0; i < 3; i++ {
-		if w := b.Reserve(greedy, t0, "p", lease); w != 0 {
+		if w := b.Reserve(greedy, lz(t0), t0); w != 0 {
 			t.Fatalf("reservation %d: wait %v", i, w)
 		}
 	}
 	if got := b.Budget(0, t0); got != 0 {
 		t.Fatalf("budget = %d, want 0 with 3 in flight", got)
 	}
-	w := b.Reserve(greedy, t0, "p", lease)
+	w := b.Reserve(greedy, lz(t0), t0)
 	if w < 10*time.Second || w > 11*time.Second {
 		t.Fatalf("wait = %v, want the reset plus a little grace", w)
 	}
 	// Answers arrive: the server says 0 left; reservations are returned.
 	for i := 0; i < 3; i++ {
-		b.Observe(reading(3, 0, reset), t0.Add(100*time.Millisecond), "p", 1, true, Default{})
+		settleOne(&b, reading(3, 0, reset), t0.Add(100*time.Millisecond), true, Default{})
 	}
 	if b.InFlight(t0) != 0 {
 		t.Fatalf("in flight = %d", b.InFlight(t0))
 	}
 	// After the reset the bucket is assumed refilled.
-	if w := b.Reserve(greedy, reset.Add(time.Second), "p", lease); w != 0 {
+	if w := b.Reserve(greedy, lz(reset.Add(time.Second)), reset.Add(time.Second)); w != 0 {
 		t.Fatalf("after reset: wait %v", w)
 	}
 	if !b.Assumed || b.Remaining != 3 {
@@ -78,15 +98,15 @@ func TestReserveBudgetAndReset(t *testing.T) {
 
 func TestReserveKeepsTheReserve(t *testing.T) {
 	b := NewBucket()
-	b.Observe(reading(100, 10, t0.Add(time.Minute)), t0, "p", 0, true, Default{})
+	b.Observe(reading(100, 10, t0.Add(time.Minute)), t0, true, Default{})
 	p := Policy{Kind: Greedy, Reserve: 8}
-	if w := b.Reserve(p, t0, "p", lease); w != 0 {
+	if w := b.Reserve(p, lz(t0), t0); w != 0 {
 		t.Fatal(w)
 	}
-	if w := b.Reserve(p, t0, "p", lease); w != 0 {
+	if w := b.Reserve(p, lz(t0), t0); w != 0 {
 		t.Fatal(w)
 	}
-	if w := b.Reserve(p, t0, "p", lease); w == 0 {
+	if w := b.Reserve(p, lz(t0), t0); w == 0 {
 		t.Fatal("reserve eaten into")
 	}
 }
@@ -112,8 +132,8 @@ func TestSpreadAndAdaptiveIntervals(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			b := NewBucket()
-			b.Observe(reading(c.limit, c.remaining, t0.Add(100*time.Second)), t0, "p", 0, true, Default{})
-			if w := b.Reserve(c.p, t0, "p", lease); w != 0 {
+			b.Observe(reading(c.limit, c.remaining, t0.Add(100*time.Second)), t0, true, Default{})
+			if w := b.Reserve(c.p, lz(t0), t0); w != 0 {
 				t.Fatalf("first reservation waits %v", w)
 			}
 			// The budget is now remaining−1; the interval is computed
@@ -123,7 +143,7 @@ func TestSpreadAndAdaptiveIntervals(t *testing.T) {
 				t.Fatalf("interval = %v, want %v", got, c.want)
 			}
 			if c.want > 0 {
-				if w := b.Reserve(c.p, t0, "p", lease); w != c.want {
+				if w := b.Reserve(c.p, lz(t0), t0); w != c.want {
 					t.Fatalf("second reservation: wait %v, want %v", w, c.want)
 				}
 			}
@@ -134,27 +154,27 @@ func TestSpreadAndAdaptiveIntervals(t *testing.T) {
 func TestUnknownBucketProbesOneAtATime(t *testing.T) {
 	b := NewBucket()
 	p := DefaultPolicy()
-	if w := b.Reserve(p, t0, "p", lease); w != 0 {
+	if w := b.Reserve(p, lz(t0), t0); w != 0 {
 		t.Fatal(w)
 	}
-	if w := b.Reserve(p, t0, "p", lease); w == 0 {
+	if w := b.Reserve(p, lz(t0), t0); w == 0 {
 		t.Fatal("second request on an unknown bucket went before the first answer")
 	}
-	b.Observe(reading(60, 59, t0.Add(time.Hour)), t0.Add(time.Second), "p", 1, true, Default{})
-	if w := b.Reserve(Policy{Kind: Greedy}, t0.Add(time.Second), "p", lease); w != 0 {
+	settleOne(&b, reading(60, 59, t0.Add(time.Hour)), t0.Add(time.Second), true, Default{})
+	if w := b.Reserve(Policy{Kind: Greedy}, lz(t0.Add(time.Second)), t0.Add(time.Second)); w != 0 {
 		t.Fatalf("known bucket still waits %v", w)
 	}
 }
 
 func TestReservationsLapse(t *testing.T) {
 	b := NewBucket()
-	b.Observe(reading(2, 2, t0.Add(time.Hour)), t0, "p", 0, true, Default{})
-	b.Reserve(Policy{Kind: Greedy}, t0, "crashed", lease)
-	b.Reserve(Policy{Kind: Greedy}, t0, "crashed", lease)
-	if w := b.Reserve(Policy{Kind: Greedy}, t0.Add(time.Minute), "alive", lease); w == 0 {
+	b.Observe(reading(2, 2, t0.Add(time.Hour)), t0, true, Default{})
+	b.Reserve(Policy{Kind: Greedy}, lz(t0), t0)
+	b.Reserve(Policy{Kind: Greedy}, lz(t0), t0)
+	if w := b.Reserve(Policy{Kind: Greedy}, lz(t0.Add(time.Minute)), t0.Add(time.Minute)); w == 0 {
 		t.Fatal("budget should be held by the other process")
 	}
-	if w := b.Reserve(Policy{Kind: Greedy}, t0.Add(lease), "alive", lease); w != 0 {
+	if w := b.Reserve(Policy{Kind: Greedy}, lz(t0.Add(lease)), t0.Add(lease)); w != 0 {
 		t.Fatalf("dead holder's reservations did not lapse: wait %v", w)
 	}
 }
@@ -163,21 +183,21 @@ func TestDefaultsWhenServerSaysNothing(t *testing.T) {
 	b := NewBucket()
 	def := Default{Limit: 60, Window: time.Minute}
 	none := &headers.Reading{Status: 200, Limit: Unknown, Remaining: Unknown, Used: Unknown}
-	b.Reserve(DefaultPolicy(), t0, "p", lease)
-	b.Observe(none, t0, "p", 1, true, def)
+	b.Reserve(DefaultPolicy(), lz(t0), t0)
+	settleOne(&b, none, t0, true, def)
 	if b.Limit != 60 || b.Remaining != 59 || !b.Reset.Equal(t0.Add(time.Minute)) {
 		t.Fatalf("default not applied: %+v", b)
 	}
-	b.Observe(none, t0, "p", 0, false, def) // a free 304
+	b.Observe(none, t0, false, def) // a free 304
 	if b.Remaining != 59 {
 		t.Fatalf("free response counted: %d", b.Remaining)
 	}
-	b.Observe(none, t0, "p", 0, true, def)
+	b.Observe(none, t0, true, def)
 	if b.Remaining != 58 {
 		t.Fatalf("counted response not counted: %d", b.Remaining)
 	}
 	// The server starts talking: its word replaces the assumption.
-	b.Observe(reading(5000, 4000, t0.Add(time.Hour)), t0, "p", 0, true, def)
+	b.Observe(reading(5000, 4000, t0.Add(time.Hour)), t0, true, def)
 	if b.Remaining != 4000 || b.Assumed {
 		t.Fatalf("server word not taken over the default: %+v", b)
 	}
@@ -187,52 +207,59 @@ func TestRefusalsBlock(t *testing.T) {
 	b := NewBucket()
 	r := reading(5000, 0, t0.Add(10*time.Minute))
 	r.Status, r.Limited, r.Wait = 403, headers.Primary, 10*time.Minute
-	b.Observe(r, t0, "p", 0, true, Default{})
+	b.Observe(r, t0, true, Default{})
 	if w := b.Wait(Policy{Kind: Greedy}, t0); w < 10*time.Minute {
 		t.Fatalf("primary refusal: wait %v", w)
 	}
 	b = NewBucket()
 	r = &headers.Reading{Status: 429, Limit: Unknown, Remaining: Unknown, Used: Unknown,
 		Limited: headers.Primary, HasRetryAfter: true, RetryAfter: 30 * time.Second, Wait: 30 * time.Second}
-	b.Observe(r, t0, "p", 0, true, Default{})
+	b.Observe(r, t0, true, Default{})
 	if w := b.Wait(Policy{Kind: Greedy}, t0); w != 30*time.Second {
 		t.Fatalf("retry-after: wait %v", w)
 	}
 	b = NewBucket()
 	r = &headers.Reading{Status: 503, Limit: Unknown, Remaining: Unknown, Used: Unknown, HasRetryAfter: true, RetryAfter: 5 * time.Second}
-	b.Observe(r, t0, "p", 0, true, Default{})
+	b.Observe(r, t0, true, Default{})
 	if w := b.Wait(Policy{Kind: Greedy}, t0); w != 5*time.Second {
 		t.Fatalf("503 retry-after: wait %v", w)
 	}
 }
 
 func TestOwnerSecondary(t *testing.T) {
-	sec := func(r *headers.Reading) *headers.Reading { r.Status, r.Limited = 403, headers.Secondary; return r }
+	sec := func(r *headers.Reading) *Answer {
+		r.Status, r.Limited = 403, headers.Secondary
+		return &Answer{Reading: r, Jitter: 0.5}
+	}
 	var o Owner
-	o.Observe(sec(&headers.Reading{Remaining: 100, HasRetryAfter: true, RetryAfter: 45 * time.Second}), t0, 0.5)
+	o.Observe(sec(&headers.Reading{Remaining: 100, HasRetryAfter: true, RetryAfter: 45 * time.Second}), 1, t0)
 	if w := o.Wait(Secondary{}, Cost{}, t0); w != 45*time.Second {
 		t.Fatalf("retry-after penalty = %v", w)
 	}
 	o = Owner{}
-	o.Observe(sec(&headers.Reading{Remaining: 0, Reset: t0.Add(5 * time.Minute)}), t0, 0.5)
+	o.Observe(sec(&headers.Reading{Remaining: 0, Reset: t0.Add(5 * time.Minute)}), 1, t0)
 	if w := o.Wait(Secondary{}, Cost{}, t0); w != 5*time.Minute {
 		t.Fatalf("none left: penalty = %v, want until reset", w)
 	}
 	o = Owner{}
-	o.Observe(sec(&headers.Reading{Remaining: 100}), t0, 0.99)
+	first := sec(&headers.Reading{Remaining: 100})
+	first.Jitter = 0.99
+	o.Observe(first, 1, t0)
 	if w := o.Wait(Secondary{}, Cost{}, t0); w != time.Minute {
 		t.Fatalf("first penalty = %v, want 60s", w)
 	}
-	o.Observe(sec(&headers.Reading{Remaining: 100}), t0, 0.5) // second in a row: 60 s + 0.5×60 s
-	if w := o.Wait(Secondary{}, Cost{}, t0); w != 90*time.Second {
+	// A request sent after the pause is refused again: a new strike,
+	// 60 s + 0.5×60 s.
+	at := t0.Add(time.Minute)
+	again := sec(&headers.Reading{Remaining: 100})
+	again.Sent = at
+	o.Observe(again, 1, at)
+	if w := o.Wait(Secondary{}, Cost{}, at); w != 90*time.Second {
 		t.Fatalf("second penalty = %v, want 90s", w)
 	}
-	o.Observe(&headers.Reading{Status: 200}, t0, 0)
+	o.Observe(&Answer{Reading: &headers.Reading{Status: 200}}, 1, at.Add(2*time.Minute))
 	if o.Strikes != 0 {
 		t.Fatal("strikes not cleared by a success")
-	}
-	if p := penalty(20, 0.999); p != maxPenalty {
-		t.Fatalf("penalty not capped: %v", p)
 	}
 }
 
@@ -241,43 +268,43 @@ func TestOwnerConcurrencyWritesPoints(t *testing.T) {
 	write := Cost{Write: true, Points: 5, Endpoint: "POST /repos/{owner}/{repo}/issues", CreatesContent: true}
 	var o Owner
 	s := Secondary{MaxConcurrent: 2}
-	o.Reserve(s, read, t0, "p", lease)
-	o.Reserve(s, read, t0, "p", lease)
-	if w := o.Reserve(s, read, t0, "p", lease); w == 0 {
+	o.Reserve(s, read, lz(t0), t0)
+	o.Reserve(s, read, lz(t0), t0)
+	if w := o.Reserve(s, read, lz(t0), t0); w == 0 {
 		t.Fatal("third concurrent request allowed")
 	}
-	o.Release("p", 1)
-	if w := o.Reserve(s, read, t0, "p", lease); w != 0 {
+	o.Release(o.Leases[0].ID)
+	if w := o.Reserve(s, read, lz(t0), t0); w != 0 {
 		t.Fatal("slot not returned")
 	}
 
 	o = Owner{}
 	s = Secondary{WriteSpacing: time.Second}
-	o.Reserve(s, write, t0, "p", lease)
-	if w := o.Reserve(s, write, t0.Add(300*time.Millisecond), "p", lease); w != 700*time.Millisecond {
+	o.Reserve(s, write, lz(t0), t0)
+	if w := o.Reserve(s, write, lz(t0.Add(300*time.Millisecond)), t0.Add(300*time.Millisecond)); w != 700*time.Millisecond {
 		t.Fatalf("write spacing wait = %v", w)
 	}
-	if w := o.Reserve(s, read, t0.Add(300*time.Millisecond), "p", lease); w != 0 {
+	if w := o.Reserve(s, read, lz(t0.Add(300*time.Millisecond)), t0.Add(300*time.Millisecond)); w != 0 {
 		t.Fatal("reads must not wait for write spacing")
 	}
 
 	o = Owner{}
 	s = Secondary{PointsPerMinute: 10}
-	if w := o.Reserve(s, write, t0, "p", lease); w != 0 {
+	if w := o.Reserve(s, write, lz(t0), t0); w != 0 {
 		t.Fatal(w)
 	}
 	// Half the minute's points may go at once; the other half is spread.
-	if w := o.Reserve(s, write, t0, "p", lease); w != time.Minute {
+	if w := o.Reserve(s, write, lz(t0), t0); w != time.Minute {
 		t.Fatalf("second write's 5 points: wait %v, want 1m", w)
 	}
-	if w := o.Reserve(s, read, t0, "p", lease); w != 0 {
+	if w := o.Reserve(s, read, lz(t0), t0); w != 0 {
 		t.Fatal("points of one endpoint charged to another")
 	}
 
 	o = Owner{}
 	s = Secondary{ContentPerMinute: 2, ContentPerHour: 6}
-	o.Reserve(s, write, t0, "p", lease)
-	if w := o.Reserve(s, write, t0, "p", lease); w != time.Minute {
+	o.Reserve(s, write, lz(t0), t0)
+	if w := o.Reserve(s, write, lz(t0), t0); w != time.Minute {
 		t.Fatalf("2nd creation at once: wait %v, want 1m", w)
 	}
 }
@@ -293,10 +320,10 @@ func TestSecondaryBudgetsHoldInEverySlidingWindow(t *testing.T) {
 	cost := Cost{Points: 1, Endpoint: "GET /x"}
 	create := Cost{Write: true, Points: 1, Endpoint: "POST /y", CreatesContent: true}
 	for now := t0; now.Before(t0.Add(3 * time.Hour)); now = now.Add(250 * time.Millisecond) {
-		if o.Reserve(s, cost, now, "p", lease) == 0 {
+		if o.Reserve(s, cost, lz(now), now) == 0 {
 			reads = append(reads, now)
 		}
-		if o.Reserve(s, create, now, "p", lease) == 0 {
+		if o.Reserve(s, create, lz(now), now) == 0 {
 			creations = append(creations, now)
 		}
 	}
@@ -355,15 +382,37 @@ func TestSkewAndRead(t *testing.T) {
 	for i := 0; i < 10; i++ {
 		arrival := t0.Add(time.Duration(i) * 1300 * time.Millisecond)
 		server := arrival.Add(30*time.Second - 40*time.Millisecond).Truncate(time.Second)
-		s.Add(server, arrival)
+		s.Add(server, arrival.Add(-80*time.Millisecond), arrival)
 	}
 	est := s.Estimate()
 	if est > 30*time.Second || est < 29*time.Second {
 		t.Fatalf("estimate %v, want just under 30s", est)
 	}
-	s.Add(t0.Add(-48*time.Hour), t0) // a stale cached Date is ignored
+	s.Add(t0.Add(-48*time.Hour), t0, t0) // a stale cached Date is ignored
 	if s.Estimate() != est {
 		t.Fatal("stale Date moved the estimate")
+	}
+
+	// Clocks that agree: every answer arrives 0.7 s into a second (they
+	// went out together at resets), so the lower bound alone says −0.7 s;
+	// the upper bounds show 0 is possible, and 0 it is.
+	var same Skew
+	for i := range 10 {
+		arrival := t0.Add(time.Duration(i)*time.Second + 700*time.Millisecond)
+		same.Add(arrival.Truncate(time.Second), arrival.Add(-50*time.Millisecond), arrival)
+	}
+	if got := same.Estimate(); got != 0 {
+		t.Fatalf("estimate %v for agreeing clocks, want 0", got)
+	}
+	// A server 400 ms behind, seen at varied fractions: its bounds
+	// exclude 0, and the estimate is the safe lower bound.
+	var behind Skew
+	for i := range 20 {
+		arrival := t0.Add(time.Duration(i) * 1070 * time.Millisecond)
+		behind.Add(arrival.Add(-400*time.Millisecond).Truncate(time.Second), arrival.Add(-20*time.Millisecond), arrival)
+	}
+	if got := behind.Estimate(); got > -400*time.Millisecond || got < -500*time.Millisecond {
+		t.Fatalf("estimate %v for a server 400ms behind, want a little below -400ms", got)
 	}
 
 	h := http.Header{}
@@ -436,11 +485,11 @@ func TestNoViolationsAgainstAModelServer(t *testing.T) {
 				}
 				rng.Shuffle(len(due), func(i, j int) { due[i], due[j] = due[j], due[i] })
 				for _, a := range due {
-					b.Observe(reading(limit, a.remaining, a.reset), now, "p", 1, true, Default{})
+					settleOne(&b, reading(limit, a.remaining, a.reset), now, true, Default{})
 				}
 				// Up to 8 workers try to send.
 				for w := 0; w < 8 && len(pending) < 8; w++ {
-					if b.Reserve(p, now, "p", lease) != 0 {
+					if b.Reserve(p, lz(now), now) != 0 {
 						break
 					}
 					sent++
@@ -469,5 +518,52 @@ func TestNoViolationsAgainstAModelServer(t *testing.T) {
 				t.Fatalf("%s sent only %d requests in 60s", kind, sent)
 			}
 		})
+	}
+}
+
+func TestReserveComputesThenCommits(t *testing.T) {
+	var o Owner
+	b := NewBucket()
+	b.Observe(reading(10, 1, t0.Add(time.Hour)), t0, true, Default{})
+	ask := &Ask{Policy: Policy{Kind: Greedy},
+		Secondary: Secondary{MaxConcurrent: 5, WriteSpacing: time.Second, PointsPerMinute: 900},
+		Cost:      Cost{Write: true, Points: 5, Endpoint: "POST /issues"}}
+	if _, w, _ := Reserve([]Option{{Owner: &o, Bucket: &b}}, ask, lz(t0), t0); w != 0 {
+		t.Fatalf("wait %v", w)
+	}
+	o2, b2 := o, b
+	o2.Leases, b2.Leases = slices.Clone(o.Leases), slices.Clone(b.Leases)
+	o2.PointsTAT = maps.Clone(o.PointsTAT)
+	// The owner allows a second write after its spacing; the bucket does
+	// not (its one request is in flight): nothing is taken from either.
+	at := t0.Add(2 * time.Second)
+	if _, w, _ := Reserve([]Option{{Owner: &o, Bucket: &b}}, ask, lz(at), at); w < time.Hour-2*time.Second {
+		t.Fatalf("wait %v, want the reset", w)
+	}
+	if !reflect.DeepEqual(o, o2) || !reflect.DeepEqual(b, b2) {
+		t.Fatalf("a refused reservation changed the state:\nowner %+v\nwas   %+v\nbucket %+v\nwas    %+v", o, o2, b, b2)
+	}
+}
+
+func TestReserveTheEarliest(t *testing.T) {
+	var oa, ob Owner
+	a, b := NewBucket(), NewBucket()
+	a.Observe(reading(10, 0, t0.Add(50*time.Minute)), t0, true, Default{})
+	b.Observe(reading(10, 0, t0.Add(2*time.Minute)), t0, true, Default{})
+	ask := &Ask{Policy: Policy{Kind: Greedy}}
+	before := a
+	i, w, _ := Reserve([]Option{{Owner: &oa, Bucket: &a}, {Owner: &ob, Bucket: &b}}, ask, lz(t0), t0)
+	if i != 1 || w < 2*time.Minute || w > 2*time.Minute+2*time.Second {
+		t.Fatalf("Reserve = %d, %v; want 1 and about 2 minutes", i, w)
+	}
+	if !reflect.DeepEqual(a, before) || len(b.Leases) != 0 {
+		t.Fatal("a wait changed a bucket")
+	}
+	at := t0.Add(w)
+	if i, w, _ := Reserve([]Option{{Owner: &oa, Bucket: &a}, {Owner: &ob, Bucket: &b}}, ask, lz(at), at); i != 1 || w != 0 || len(b.Leases) != 1 || len(ob.Leases) != 1 {
+		t.Fatalf("at its time: Reserve = %d, %v; leases %d/%d", i, w, len(b.Leases), len(ob.Leases))
+	}
+	if i, w, err := Reserve(nil, ask, lz(t0), t0); i != -1 || w != 0 || err != nil {
+		t.Fatalf("Reserve(nil) = %d, %v, %v", i, w, err)
 	}
 }

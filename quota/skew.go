@@ -8,32 +8,46 @@ import (
 )
 
 // Skew estimates how far a server's clock runs ahead of ours from the Date
-// of its responses. A Date has one-second resolution and is stamped before
-// the response travels, so each sample (Date − arrival) falls short of the
-// true skew by up to a second plus the latency; the estimate is the
-// largest of the recent samples. Many are kept: answers often arrive in
-// bursts at the same fraction of a second, and a few of them alone would
-// make the estimate up to a second too low (resets would then be waited
-// for a second too long). The zero value is ready to use; it is not safe
-// for concurrent use.
+// of its responses. A Date has one-second resolution and is stamped between
+// the request's sending and the response's arrival, so each response
+// bounds the skew s from both sides: Date − arrival < s ≤ Date + 1 s −
+// sending. The estimate keeps the tightest bounds of the recent samples:
+//
+//   - when they contain 0, the clocks agree as far as a Date can tell, and
+//     the estimate is 0 (servers keep their clocks by NTP; taking the
+//     lower bound instead would wait up to a second too long at every
+//     reset whenever answers arrive at the same fraction of a second, as
+//     they do when requests go out together at a reset);
+//   - otherwise the lower bound, the safe side: an absolute reset moved by
+//     it is never early.
+//
+// Many samples are kept: answers often arrive in bursts at the same
+// fraction of a second, and bounds from varied fractions are tighter. The
+// zero value is ready to use; it is not safe for concurrent use.
 type Skew struct {
-	samples [128]time.Duration
-	n, next int
+	lower, upper [128]time.Duration
+	n, next      int
 }
 
 // maxSkew bounds believable skew: a Date further off is a stale cached
 // response, not a clock.
 const maxSkew = 24 * time.Hour
 
-// Add records a response's Date, received at now.
-func (s *Skew) Add(serverTime, now time.Time) {
-	d := serverTime.Sub(now)
-	if serverTime.IsZero() || d > maxSkew || d < -maxSkew {
+// Add records a response's Date, for a request sent at sent and answered
+// at arrived (local clock). A zero sent means unknown: only the lower
+// bound is learnt.
+func (s *Skew) Add(serverTime, sent, arrived time.Time) {
+	lo := serverTime.Sub(arrived)
+	if serverTime.IsZero() || lo > maxSkew || lo < -maxSkew {
 		return
 	}
-	s.samples[s.next] = d
-	s.next = (s.next + 1) % len(s.samples)
-	if s.n < len(s.samples) {
+	hi := maxSkew
+	if !sent.IsZero() && !sent.After(arrived) {
+		hi = serverTime.Add(time.Second).Sub(sent)
+	}
+	s.lower[s.next], s.upper[s.next] = lo, hi
+	s.next = (s.next + 1) % len(s.lower)
+	if s.n < len(s.lower) {
 		s.n++
 	}
 }
@@ -43,11 +57,14 @@ func (s *Skew) Estimate() time.Duration {
 	if s.n == 0 {
 		return 0
 	}
-	est := s.samples[0]
-	for _, d := range s.samples[1:s.n] {
-		est = max(est, d)
+	lo, hi := s.lower[0], s.upper[0]
+	for i := 1; i < s.n; i++ {
+		lo, hi = max(lo, s.lower[i]), min(hi, s.upper[i])
 	}
-	return est
+	if lo <= 0 && 0 <= hi {
+		return 0
+	}
+	return lo
 }
 
 // Read parses a response received at now (local clock) from a server whose

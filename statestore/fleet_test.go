@@ -19,6 +19,7 @@ import (
 	"github.com/ratekeeper/ratekeeper/sim"
 	"github.com/ratekeeper/ratekeeper/store/storetest"
 	"github.com/ratekeeper/ratekeeper/transport"
+	"github.com/ratekeeper/ratekeeper/transport/statetest"
 )
 
 // A fleet worker is this test binary run again with these variables set:
@@ -38,7 +39,7 @@ func TestMain(m *testing.M) {
 	if os.Getenv(envWorker) == "1" {
 		os.Exit(fleetWorker())
 	}
-	os.Exit(m.Run())
+	statetest.Main(m, openState)
 }
 
 func fleetWorker() int {
@@ -194,6 +195,11 @@ func BenchmarkFleet(b *testing.B) {
 				b.ReportMetric(makespan.Seconds(), "makespan-s")
 				b.ReportMetric(100*float64(n-kl)/makespan.Seconds()/rate, "%-of-limit")
 				b.ReportMetric(float64(st.Total.PrimaryViolations), "violations")
+				for _, bk := range st.Buckets {
+					if bk.Accepted > 0 {
+						b.Logf("%s %s: accepted per second %v", bk.Owner, bk.Resource, bk.Timeline)
+					}
+				}
 			}
 		})
 	}

@@ -4,16 +4,25 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
+	"io"
 	"log/slog"
+	"net/http"
+	"net/http/httptest"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/ratekeeper/ratekeeper"
+	"github.com/ratekeeper/ratekeeper/headers"
 	"github.com/ratekeeper/ratekeeper/quota"
 	"github.com/ratekeeper/ratekeeper/statestore"
 	"github.com/ratekeeper/ratekeeper/store"
+	"github.com/ratekeeper/ratekeeper/store/storetest"
 	"github.com/ratekeeper/ratekeeper/transport"
+	"github.com/ratekeeper/ratekeeper/transport/statetest"
 )
 
 func openSQLite(t *testing.T) store.Store {
@@ -26,66 +35,151 @@ func openSQLite(t *testing.T) store.Store {
 	return s
 }
 
-func TestBucketsRoundTrip(t *testing.T) {
-	ctx := context.Background()
-	st := statestore.New(openSQLite(t), nil)
-	id := transport.BucketID{Provider: "github https://api.github.com", Owner: "app:1/installation:2", Resource: "core"}
-	reset := time.Date(2026, 1, 1, 1, 0, 0, 0, time.UTC)
-	err := st.UpdateBucket(ctx, id, func(b *quota.Bucket) error {
-		b.Limit, b.Remaining, b.Reset = 5000, 4000, reset
-		return nil
-	})
+func openState(ctx context.Context, dsn string) (transport.State, func() error, error) {
+	s, err := store.Open(ctx, dsn, store.Options{})
 	if err != nil {
-		t.Fatal(err)
+		return nil, nil, err
 	}
-	all, err := st.Buckets(ctx)
-	if err != nil {
-		t.Fatal(err)
+	st := statestore.New(s, nil)
+	return st, func() error { return errors.Join(st.Close(context.Background()), s.Close()) }, nil
+}
+
+// The shared State passes the suite every State must pass, on SQLite and
+// PostgreSQL (and on the memory store, which it also accepts).
+func TestStateSuite(t *testing.T) {
+	backends := map[string]statetest.Backend{
+		"sqlite": {
+			New:    func(t *testing.T) transport.State { return statestore.New(openSQLite(t), nil) },
+			NewDSN: func(t testing.TB) string { return filepath.Join(t.TempDir(), "state.db") },
+			Open:   openState,
+		},
+		"postgres": {
+			New: func(t *testing.T) transport.State {
+				s, closeState, err := openState(t.Context(), storetest.NewPostgresSchema(t, storetest.PostgresBase(t)))
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { closeState() })
+				return s
+			},
+			NewDSN: func(t testing.TB) string { return storetest.NewPostgresSchema(t, storetest.PostgresBase(t)) },
+			Open:   openState,
+		},
+		"memory-store": {
+			New: func(t *testing.T) transport.State {
+				s, err := store.NewMemory(store.Options{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				return statestore.New(s, nil)
+			},
+		},
 	}
-	b, ok := all[id]
-	if !ok || b.Remaining != 4000 || !b.Reset.Equal(reset) {
-		t.Fatalf("buckets %+v", all)
-	}
-	// A failing update writes nothing.
-	boom := errors.New("boom")
-	if err := st.UpdateBucket(ctx, id, func(b *quota.Bucket) error { b.Remaining = 1; return boom }); !errors.Is(err, boom) {
-		t.Fatal(err)
-	}
-	all, _ = st.Buckets(ctx)
-	if all[id].Remaining != 4000 {
-		t.Fatal("failed update was written")
+	for _, name := range []string{"sqlite", "postgres", "memory-store"} {
+		t.Run(name, func(t *testing.T) { statetest.Run(t, backends[name]) })
 	}
 }
 
-// readOnly records whether an update that changes nothing writes: it must
-// not, so waits computed from shared state cost no write.
+// countingStore counts the transactions that write.
 type countingStore struct {
 	store.Store
+	mu     sync.Mutex
 	writes int
 }
 
-func (c *countingStore) Update(ctx context.Context, key string, fn func(*store.Record) error) error {
-	return c.Store.Update(ctx, key, func(rec *store.Record) error {
-		before := rec.Value
-		err := fn(rec)
-		if err == nil && string(before) != string(rec.Value) {
-			c.writes++
+func (c *countingStore) UpdateMany(ctx context.Context, keys []string, fn func([]*store.Record) error) error {
+	wrote := false
+	err := c.Store.UpdateMany(ctx, keys, func(recs []*store.Record) error {
+		before := make([]string, len(recs))
+		for i, r := range recs {
+			before[i] = string(r.Value)
+		}
+		err := fn(recs)
+		wrote = false
+		for i, r := range recs {
+			if string(r.Value) != before[i] {
+				wrote = true
+			}
 		}
 		return err
 	})
+	if err == nil && wrote {
+		c.mu.Lock()
+		c.writes++
+		c.mu.Unlock()
+	}
+	return err
 }
 
-func TestReadsWriteNothing(t *testing.T) {
-	ctx := context.Background()
+func (c *countingStore) Update(ctx context.Context, key string, fn func(*store.Record) error) error {
+	c.mu.Lock()
+	c.writes++
+	c.mu.Unlock()
+	return c.Store.Update(ctx, key, fn)
+}
+
+// TestTwoWritesPerRequest: a request through the transport on shared state
+// writes the state twice — its reservation and its settle — whatever the
+// number of credentials to choose from, and a refused reservation writes
+// nothing.
+func TestTwoWritesPerRequest(t *testing.T) {
 	cs := &countingStore{Store: openSQLite(t)}
 	st := statestore.New(cs, nil)
-	id := transport.OwnerID{Provider: "p", Owner: "o"}
-	_ = st.UpdateOwner(ctx, id, func(o *quota.Owner) error { o.Strikes = 2; return nil })
-	for i := 0; i < 3; i++ {
-		_ = st.UpdateOwner(ctx, id, func(o *quota.Owner) error { return nil })
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("X-RateLimit-Limit", "5000")
+		w.Header().Set("X-RateLimit-Remaining", "4000")
+		w.Header().Set("X-RateLimit-Reset", fmt.Sprint(time.Now().Add(time.Hour).Unix()))
+		io.WriteString(w, "{}")
+	}))
+	defer srv.Close()
+	tr, err := ratekeeper.NewTransport(ratekeeper.Options{
+		Providers: []string{"github=" + srv.URL},
+		Tokens:    map[string][]string{"github": {"tok-count-1", "tok-count-2", "tok-count-3"}},
+		Tune:      func(o *transport.Options) { o.State, o.SkipValidation = st, true },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	get := func() {
+		t.Helper()
+		req, _ := http.NewRequest(http.MethodGet, srv.URL+"/repos/o/r", nil)
+		resp, err := tr.RoundTrip(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+	}
+	for range 3 { // each token's bucket becomes known
+		get()
+	}
+	cs.writes = 0
+	const n = 20
+	for range n {
+		get()
+	}
+	// A settle waits for the next reservation's transaction (or a
+	// timer), so most requests write once.
+	if cs.writes > 2*n {
+		t.Fatalf("%d requests wrote the state %d times, want at most %d", n, cs.writes, 2*n)
+	}
+	t.Logf("%d requests, %d write transactions", n, cs.writes)
+
+	cs.writes = 0
+	a := transport.Slot{Owner: transport.OwnerID{Provider: "p", Owner: "o"}, Bucket: transport.BucketID{Provider: "p", Owner: "o", Resource: "core"}}
+	now := time.Now()
+	if err := st.Settle(t.Context(), &transport.SettleParams{Slot: a, Now: now, Answer: quota.Answer{Reading: &headers.Reading{
+		Status: 403, Limit: 10, Remaining: 0, Used: 10, Reset: now.Add(time.Hour), Limited: headers.Primary, Wait: time.Hour}}}); err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		_, w, err := st.Reserve(t.Context(), &transport.ReserveParams{Slots: []transport.Slot{a}, Ask: quota.Ask{Policy: quota.DefaultPolicy()},
+			Lease: quota.Lease{ID: 7, Until: now.Add(time.Minute)}, Now: now})
+		if err != nil || w == 0 {
+			t.Fatalf("reserve on a spent bucket: %v %v", w, err)
+		}
 	}
 	if cs.writes != 1 {
-		t.Fatalf("%d writes, want 1", cs.writes)
+		t.Fatalf("%d writes for one settle and three refused reservations, want 1", cs.writes)
 	}
 }
 
@@ -94,8 +188,13 @@ func TestCorruptedValueIgnoredAndLoggedOnce(t *testing.T) {
 	s := openSQLite(t)
 	var logs bytes.Buffer
 	st := statestore.New(s, slog.New(slog.NewTextHandler(&logs, nil)))
-	id := transport.BucketID{Provider: "p", Owner: "o", Resource: "core"}
-	if err := st.UpdateBucket(ctx, id, func(b *quota.Bucket) error { b.Remaining = 7; return nil }); err != nil {
+	a := transport.Slot{Owner: transport.OwnerID{Provider: "p", Owner: "o"}, Bucket: transport.BucketID{Provider: "p", Owner: "o", Resource: "core"}}
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	spent := &headers.Reading{Status: 200, Limit: 10, Remaining: 0, Used: 10, Reset: now.Add(time.Hour)}
+	if err := st.Settle(ctx, &transport.SettleParams{Slot: a, Now: now, Answer: quota.Answer{Reading: spent}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Flush(ctx); err != nil {
 		t.Fatal(err)
 	}
 	// Damage the value behind the store's back, the way a hand edit or an
@@ -104,23 +203,25 @@ func TestCorruptedValueIgnoredAndLoggedOnce(t *testing.T) {
 	if err := s.Update(ctx, all[0].Key, func(r *store.Record) error { r.Value = []byte("{not json"); return nil }); err != nil {
 		t.Fatal(err)
 	}
-	for i := 0; i < 3; i++ {
-		var seen quota.Bucket
-		if err := st.UpdateBucket(ctx, id, func(b *quota.Bucket) error { seen = *b; return nil }); err != nil {
+	ask := quota.Ask{Policy: quota.DefaultPolicy()}
+	for i := range 3 {
+		// The spent bucket is forgotten: it is unknown again, so the
+		// first request probes it.
+		_, w, err := st.Reserve(ctx, &transport.ReserveParams{Slots: []transport.Slot{a}, Ask: ask,
+			Lease: quota.Lease{ID: uint64(i + 1), Until: now.Add(time.Minute)}, Now: now})
+		if err != nil {
 			t.Fatal(err)
 		}
-		if seen.Remaining != quota.Unknown {
-			t.Fatalf("corrupted value not ignored: %+v", seen)
+		if i == 0 && w != 0 {
+			t.Fatalf("corrupted value not ignored: wait %v", w)
 		}
 	}
 	if n := strings.Count(logs.String(), "corrupted"); n != 1 {
 		t.Fatalf("logged %d times:\n%s", n, logs.String())
 	}
-	// The next real update rebuilds it.
-	_ = st.UpdateBucket(ctx, id, func(b *quota.Bucket) error { b.Remaining = 9; return nil })
 	all2, _ := st.Buckets(ctx)
-	if all2[id].Remaining != 9 {
-		t.Fatalf("not rebuilt: %+v", all2[id])
+	if len(all2[a.Bucket].Leases) != 1 {
+		t.Fatalf("not rebuilt by the reservation: %+v", all2[a.Bucket])
 	}
 }
 

@@ -82,6 +82,48 @@ func (m *Memory) Update(ctx context.Context, key string, fn func(rec *Record) er
 	return nil
 }
 
+// UpdateMany implements Store.
+func (m *Memory) UpdateMany(ctx context.Context, keys []string, fn func(recs []*Record) error) error {
+	if err := m.closed.check(); err != nil {
+		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if err := validateKeys(keys); err != nil {
+		return err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	olds := make([]Record, len(keys))
+	recs := make([]*Record, len(keys))
+	for i, key := range keys {
+		old, ok := m.records[key]
+		if !ok {
+			old = Record{Key: key}
+		}
+		olds[i] = old
+		rec := old
+		rec.Value = cloneBytes(old.Value)
+		recs[i] = &rec
+	}
+	if err := fn(recs); err != nil {
+		return err
+	}
+	now := m.opts.now()
+	for i, key := range keys {
+		old, v := olds[i], recs[i].Value
+		switch {
+		case !changed(old.Value, old.Value != nil, v):
+		case v == nil:
+			delete(m.records, key)
+		default:
+			m.records[key] = Record{Key: key, Value: cloneBytes(v), Version: old.Version + 1, UpdatedAt: now}
+		}
+	}
+	return nil
+}
+
 // Get implements Store.
 func (m *Memory) Get(ctx context.Context, key string) (Record, error) {
 	if err := m.begin(ctx, key); err != nil {

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -258,6 +260,157 @@ func (s *Postgres) updateOnce(ctx context.Context, key string, fn func(rec *Reco
 	return nil, nil
 }
 
+// UpdateMany implements Store. The locking read takes every existing row
+// of keys in key order (SELECT ... ORDER BY key FOR UPDATE), the same order
+// in every transaction; absent keys are inserted without ON CONFLICT, so a
+// client that lost the race to create one fails with a unique violation,
+// rolls back and starts over, now finding the row to lock.
+func (s *Postgres) UpdateMany(ctx context.Context, keys []string, fn func(recs []*Record) error) error {
+	if err := s.closed.check(); err != nil {
+		return err
+	}
+	if err := validateKeys(keys); err != nil {
+		return err
+	}
+	var err error
+	var written []string
+	for range pgMaxAttempts {
+		var fnErr error
+		written, fnErr, err = s.updateManyOnce(ctx, keys, fn)
+		if fnErr != nil {
+			return fnErr
+		}
+		if !pgRetryable(err) {
+			break
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("store: update %q: %w", keys, err)
+	}
+	for _, k := range written {
+		s.corrupt.written(recordsTable, k)
+	}
+	return nil
+}
+
+// updateManyOnce makes one attempt at UpdateMany, in two round trips like
+// updateOnce. It returns the keys it wrote.
+func (s *Postgres) updateManyOnce(ctx context.Context, keys []string, fn func(recs []*Record) error) (written []string, fnErr, err error) {
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer conn.Release()
+
+	read := &pgx.Batch{}
+	read.Queue(`BEGIN`)
+	read.Queue(`SELECT key, value, version, updated_at, checksum FROM ratekeeper_records WHERE key = ANY($1) ORDER BY key FOR UPDATE`, keys)
+	br := conn.SendBatch(ctx, read)
+	recs := make([]*Record, len(keys))
+	exists := make([]bool, len(keys))
+	for i, k := range keys {
+		recs[i] = &Record{Key: k}
+	}
+	_, err = br.Exec()
+	if err == nil {
+		var rows pgx.Rows
+		rows, err = br.Query()
+		if err == nil {
+			err = s.scanRecords(rows, keys, recs, exists)
+		}
+	}
+	if closeErr := br.Close(); err == nil {
+		err = closeErr
+	}
+	if err != nil {
+		return nil, nil, errors.Join(err, endTx(ctx, conn))
+	}
+
+	olds := make([]Record, len(recs))
+	for i, r := range recs {
+		olds[i] = *r
+		r.Value = cloneBytes(r.Value)
+	}
+	if err := fn(recs); err != nil {
+		return nil, err, endTx(ctx, conn)
+	}
+	write := &pgx.Batch{}
+	// Writes go in key order too, so two clients inserting the same new
+	// keys wait for each other in one order.
+	order := make([]int, len(keys))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortFunc(order, func(a, b int) int { return strings.Compare(keys[a], keys[b]) })
+	now := s.opts.now()
+	for _, i := range order {
+		key, v, old := keys[i], recs[i].Value, olds[i]
+		switch {
+		case !changed(old.Value, exists[i], v):
+			continue
+		case v == nil:
+			write.Queue(`DELETE FROM ratekeeper_records WHERE key = $1`, key)
+		case exists[i]:
+			write.Queue(`UPDATE ratekeeper_records SET value = $2, version = $3, updated_at = $4, checksum = $5 WHERE key = $1`,
+				key, nonNil(v), old.Version+1, now, checksum(key, v))
+		default:
+			write.Queue(`INSERT INTO ratekeeper_records (key, value, version, updated_at, checksum) VALUES ($1, $2, 1, $3, $4)`,
+				key, nonNil(v), now, checksum(key, v))
+		}
+		written = append(written, key)
+	}
+	if len(written) == 0 {
+		return nil, nil, endTx(ctx, conn)
+	}
+	write.Queue(`COMMIT`)
+	br = conn.SendBatch(ctx, write)
+	for range written {
+		if _, err = br.Exec(); err != nil {
+			break
+		}
+	}
+	if err == nil {
+		var commit pgconn.CommandTag
+		if commit, err = br.Exec(); err == nil && commit.String() != "COMMIT" {
+			err = fmt.Errorf("the server answered COMMIT with %q", commit)
+		}
+	}
+	if closeErr := br.Close(); err == nil {
+		err = closeErr
+	}
+	if err != nil {
+		return nil, nil, errors.Join(err, endTx(ctx, conn))
+	}
+	return written, nil, nil
+}
+
+// scanRecords reads the rows of a locking read into recs (by key's place in
+// keys), marking exists; a corrupted row exists but reads as absent.
+func (s *Postgres) scanRecords(rows pgx.Rows, keys []string, recs []*Record, exists []bool) error {
+	defer rows.Close()
+	for rows.Next() {
+		var key string
+		var value []byte
+		var version, sum int64
+		var updated time.Time
+		if err := rows.Scan(&key, &value, &version, &updated, &sum); err != nil {
+			return err
+		}
+		i := slices.Index(keys, key)
+		if i < 0 {
+			continue
+		}
+		exists[i] = true
+		rec, problem := checkPgRecord(key, value, version, updated, sum)
+		if problem != "" {
+			s.corrupt.report(recordsTable, key, problem)
+			continue
+		}
+		*recs[i] = rec
+	}
+	return rows.Err()
+}
+
 // endTx rolls back the transaction conn is in, if any.
 func endTx(ctx context.Context, conn *pgxpool.Conn) error {
 	if conn.Conn().PgConn().TxStatus() == 'I' {
@@ -274,7 +427,9 @@ func pgRetryable(err error) bool {
 		return true
 	}
 	var pgErr *pgconn.PgError
-	return errors.As(err, &pgErr) && (pgErr.Code == "40001" || pgErr.Code == "40P01") // serialization_failure, deadlock_detected
+	// serialization_failure, deadlock_detected, and unique_violation: an
+	// UpdateMany that lost the race to create a key.
+	return errors.As(err, &pgErr) && (pgErr.Code == "40001" || pgErr.Code == "40P01" || pgErr.Code == "23505")
 }
 
 const pgSelectRecord = `SELECT value, version, updated_at, checksum FROM ratekeeper_records WHERE key = $1`

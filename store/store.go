@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -42,6 +43,19 @@ type Store interface {
 	// effects beyond rec; it runs while the key is locked, so it must be quick
 	// and must not call the store itself.
 	Update(ctx context.Context, key string, fn func(rec *Record) error) error
+
+	// UpdateMany is Update for several keys in one atomic transaction: fn
+	// sees the current record of each key, in the order of keys, so what
+	// it decides about one may depend on the others, and the others
+	// cannot change in between. A record whose Value fn leaves as it was
+	// (byte for byte) is not written, and when none changed nothing is;
+	// a nil Value deletes the key. If fn returns an error nothing is
+	// written and UpdateMany returns that error unchanged. The keys must
+	// be distinct (else the error wraps [ErrInvalidKey]). fn may be
+	// called more than once and must only change the records. The SQL
+	// stores lock rows in one order, by key, in every transaction, so two
+	// UpdateMany calls over overlapping keys never deadlock.
+	UpdateMany(ctx context.Context, keys []string, fn func(recs []*Record) error) error
 
 	// Get returns the record for key, or an error wrapping [ErrNotFound]
 	// when the key is absent.
@@ -175,6 +189,35 @@ func ValidateKey(key string) error {
 		return fmt.Errorf("%w: the key is empty; use a non-empty name such as \"bucket/github/alice/core\"", ErrInvalidKey)
 	}
 	return validatePrefix(key, "key")
+}
+
+// validateKeys checks UpdateMany's keys: each valid, none twice, at least
+// one.
+func validateKeys(keys []string) error {
+	if len(keys) == 0 {
+		return fmt.Errorf("%w: no keys given; UpdateMany needs at least one", ErrInvalidKey)
+	}
+	for i, k := range keys {
+		if err := ValidateKey(k); err != nil {
+			return err
+		}
+		for _, prev := range keys[:i] {
+			if prev == k {
+				return fmt.Errorf("%w: the key %q is given twice; UpdateMany takes distinct keys", ErrInvalidKey, k)
+			}
+		}
+	}
+	return nil
+}
+
+// changed reports whether an update must write a record: its new value
+// differs from the old one (exists says whether a row was there, even a
+// corrupted one read as absent, which a nil value then deletes).
+func changed(old []byte, exists bool, updated []byte) bool {
+	if updated == nil {
+		return exists
+	}
+	return old == nil || !bytes.Equal(old, updated)
 }
 
 // validatePrefix checks the rules a List prefix shares with keys (it may be

@@ -208,10 +208,6 @@ func (b *riverBackend[TD, TTx]) insert(ctx context.Context, specs []insertSpec, 
 	return out, nil
 }
 
-// ours reports whether row is a ratekeeper task (River may hold other
-// applications' jobs in the same tables).
-func ours(row *rivertype.JobRow) bool { return row != nil && row.Queue == queueName }
-
 func (b *riverBackend[TD, TTx]) get(ctx context.Context, id int64) (*rivertype.JobRow, error) {
 	row, err := b.client.JobGet(ctx, id)
 	if errors.Is(err, rivertype.ErrNotFound) || (err == nil && !ours(row)) {
@@ -227,7 +223,7 @@ func (b *riverBackend[TD, TTx]) getMany(ctx context.Context, ids []int64) ([]*ri
 	if len(ids) == 0 {
 		return nil, nil
 	}
-	res, err := b.client.JobList(ctx, river.NewJobListParams().Queues(queueName).IDs(ids...).First(len(ids)))
+	res, err := b.client.JobList(ctx, river.NewJobListParams().Where(oursSQL).IDs(ids...).First(len(ids)))
 	if err != nil {
 		return nil, err
 	}
@@ -244,9 +240,11 @@ func (b *riverBackend[TD, TTx]) failedPredicate() string {
 }
 
 func (b *riverBackend[TD, TTx]) list(ctx context.Context, f Filter, limit int) ([]*rivertype.JobRow, error) {
-	p := river.NewJobListParams().Queues(queueName).OrderBy(river.JobListOrderByID, river.SortOrderAsc).First(limit)
+	p := river.NewJobListParams().OrderBy(river.JobListOrderByID, river.SortOrderAsc).First(limit)
 	if f.Type != "" {
-		p = p.Kinds(f.Type)
+		p = p.Queues(queueFor(f.Type)).Kinds(f.Type)
+	} else {
+		p = p.Where(oursSQL)
 	}
 	if f.AfterID > 0 {
 		p = p.Where("id > @after_id", river.NamedArgs{"after_id": f.AfterID})
@@ -291,4 +289,8 @@ func (b *riverBackend[TD, TTx]) cancel(ctx context.Context, id int64, events fun
 
 func (b *riverBackend[TD, TTx]) events(ctx context.Context, id int64) ([]Event, error) {
 	return loadEvents(ctx, b.tx.pool, id)
+}
+
+func (b *riverBackend[TD, TTx]) workers(ctx context.Context, since time.Time) ([]workerInfo, error) {
+	return liveWorkers(ctx, b.tx.pool, since)
 }

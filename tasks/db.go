@@ -143,10 +143,12 @@ func loadEvents(ctx context.Context, r runner, taskID int64) ([]Event, error) {
 
 // ourMigrations are the schema changes of ratekeeper's task tables, in
 // order, per database. Tables are prefixed ratekeeper_ so that they never
-// meet River's river_* tables or other ratekeeper packages' tables.
+// meet River's river_* tables or other ratekeeper packages' tables. data,
+// when set, runs after the statements, in the same transaction.
 var ourMigrations = []struct {
 	version          int
 	postgres, sqlite []string
+	data             func(ctx context.Context, r runner) error
 }{
 	{
 		version: 1,
@@ -179,6 +181,93 @@ var ourMigrations = []struct {
 	UNIQUE (task_id, event_key)
 )`},
 	},
+	{
+		// The workers running now, with the types they handle, so that a
+		// list can say why a task waits; and one River queue per type.
+		version:  2,
+		postgres: []string{workersTable},
+		sqlite:   []string{workersTable},
+		data:     moveToTypeQueues,
+	},
+}
+
+const workersTable = `CREATE TABLE IF NOT EXISTS ratekeeper_task_workers (
+	worker_id     TEXT   PRIMARY KEY,
+	types         TEXT   NOT NULL,
+	started_at_us BIGINT NOT NULL,
+	seen_at_us    BIGINT NOT NULL
+)`
+
+// moveToTypeQueues moves tasks of types other than http, which databases
+// from before one queue per type keep in the http queue, to their type's
+// queue (see queueFor).
+func moveToTypeQueues(ctx context.Context, r runner) error {
+	rows, err := r.query(ctx, "SELECT DISTINCT kind FROM river_job WHERE queue = $1 AND kind <> $2", queueName, HTTPType)
+	if err != nil {
+		return err
+	}
+	var kinds []string
+	for rows.Next() {
+		var k string
+		if err := rows.Scan(&k); err != nil {
+			rows.Close()
+			return err
+		}
+		kinds = append(kinds, k)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	for _, k := range kinds {
+		if err := r.exec(ctx, "UPDATE river_job SET queue = $1 WHERE queue = $2 AND kind = $3", queueFor(k), queueName, k); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// workerInfo is a row of ratekeeper_task_workers.
+type workerInfo struct {
+	ID     string
+	Types  []string
+	SeenAt time.Time
+}
+
+// announceWorker records that worker id runs now and handles types.
+func announceWorker(ctx context.Context, r runner, id string, types []string, now time.Time) error {
+	return r.exec(ctx, `INSERT INTO ratekeeper_task_workers (worker_id, types, started_at_us, seen_at_us) VALUES ($1, $2, $3, $3)
+ON CONFLICT (worker_id) DO UPDATE SET types = excluded.types, seen_at_us = excluded.seen_at_us`,
+		id, strings.Join(types, ","), now.UnixMicro())
+}
+
+// retireWorkers forgets worker id, and workers not seen since before.
+func retireWorkers(ctx context.Context, r runner, id string, before time.Time) error {
+	return r.exec(ctx, "DELETE FROM ratekeeper_task_workers WHERE worker_id = $1 OR seen_at_us < $2", id, before.UnixMicro())
+}
+
+// liveWorkers returns the workers seen since since.
+func liveWorkers(ctx context.Context, r runner, since time.Time) ([]workerInfo, error) {
+	rows, err := r.query(ctx, "SELECT worker_id, types, seen_at_us FROM ratekeeper_task_workers WHERE seen_at_us >= $1 ORDER BY worker_id", since.UnixMicro())
+	if err != nil {
+		return nil, fmt.Errorf("read task workers: %w", err)
+	}
+	defer rows.Close()
+	var out []workerInfo
+	for rows.Next() {
+		var (
+			w     workerInfo
+			types string
+			seen  int64
+		)
+		if err := rows.Scan(&w.ID, &types, &seen); err != nil {
+			return nil, fmt.Errorf("read task workers: %w", err)
+		}
+		w.Types = strings.Split(types, ",")
+		w.SeenAt = time.UnixMicro(seen)
+		out = append(out, w)
+	}
+	return out, rows.Err()
 }
 
 // migrateOurs applies ratekeeper's task migrations not yet applied, inside
@@ -218,6 +307,11 @@ func migrateOurs(ctx context.Context, r runner, postgres bool) ([]int, error) {
 		}
 		for _, s := range stmts {
 			if err := r.exec(ctx, s); err != nil {
+				return applied, fmt.Errorf("migration %d: %w", m.version, err)
+			}
+		}
+		if m.data != nil {
+			if err := m.data(ctx, r); err != nil {
 				return applied, fmt.Errorf("migration %d: %w", m.version, err)
 			}
 		}

@@ -9,9 +9,11 @@
 // up to date: River's own river_* tables and ratekeeper's ratekeeper_task_*
 // ones, which share the database with other ratekeeper tables.
 //
-//	q, err := tasks.Open(ctx, "ratekeeper.db", tasks.Options{})
+//	q, err := tasks.Open(ctx, "ratekeeper.db", tasks.Options{HTTPClient: client})
 //	id, err := q.Submit(ctx, "http", []byte(`{"url":"https://api.github.com/rate_limit"}`), tasks.SubmitOptions{})
 //	err = q.Work(ctx, tasks.WorkOptions{Concurrency: 10}) // until ctx ends
+//
+// where client is ratekeeper's rate-limit-aware client (below).
 //
 // River stores, claims and schedules the jobs; this package adds what River
 // lacks: reschedules counted apart from retries with their own limit, a
@@ -34,10 +36,29 @@
 //     backoff (Options.Backoff) up to SubmitOptions.MaxRetries times
 //     (default 3) and counts as a retry, never as a reschedule.
 //
-// # The bridge to the rate-limit-aware client
+// # The rate-limit-aware client
 //
-// When ratekeeper's HTTP client would have to wait longer for quota than
-// its MaxWait allows, it returns an error with a method
+// The built-in http type sends its request with Options.HTTPClient. Give it
+// ratekeeper's client, built from the same database, so that every worker
+// paces with the tokens from the environment and the quota state that
+// every ratekeeper process on that database shares (`ratekeeper tasks
+// worker` does exactly this with its client flags):
+//
+//	tr, err := ratekeeper.NewTransport(ratekeeper.Options{
+//		DB:      "ratekeeper.db",  // shared quota state: the task database, or any other
+//		MaxWait: 30 * time.Second, // longer waits become durable sleeps
+//	})
+//	defer tr.Close()
+//	q, err := tasks.Open(ctx, "ratekeeper.db", tasks.Options{HTTPClient: &http.Client{Transport: tr}})
+//
+// One transport for all of a process's workers: it is safe for concurrent
+// use, and one transport is one view of the quota. Keep its MaxWait well
+// below the tasks' Timeout (5 minutes by default), or a long wait for quota
+// ends as a timed-out attempt instead of a reschedule. Your own handlers
+// use the same client and get the same bridge.
+//
+// The bridge: when the client would wait for quota longer than its
+// MaxWait, it returns an error with a method
 //
 //	RetryAt() time.Time
 //
@@ -46,8 +67,59 @@
 // chain of a handler's error has a RetryAt method (found with errors.As on
 // that interface, so this package imports no client package), the task is
 // rescheduled to that time, exactly as if the handler had returned
-// Reschedule(RetryAt - now). A 429, or a 403 with Retry-After, that reaches
-// the http type is rescheduled the same way.
+// Reschedule(RetryAt - now), and its priority is raised (see Priorities).
+//
+// The http type asks package headers — the parser the client itself uses —
+// whether an answer that still reaches it is a rate-limit refusal (the
+// client retries refusals, but not forever, and a plain client not at
+// all), and until when: such a task is rescheduled until then, never
+// completed with the refusal as its result nor failed. A 5xx answer or a
+// network error is a failed attempt, retried with backoff. Any other answer
+// completes the task with the answer as its result, a 404 included, unless
+// Options.FailOnStatus says that status fails it. The request carries
+// Cache-Control: no-store (unless the input sets Cache-Control), so that
+// the body is kept once, in the result, and not in the client's cache too.
+//
+// # Faults of this machine
+//
+// An attempt's outcome must come from its work. A handler that meets a
+// fault of the machine it runs on — a database that went bad, a full disk —
+// returns LocalFault(err): the task goes back to pending at once, counted
+// neither as a retry nor as a reschedule, and Work stops and returns the
+// fault, since every other task would meet it too. The http type does this
+// for a body file it cannot write, and, with Options.WireMarked, for every
+// error of its client that did not come from the network: give the
+// rate-keeping transport WireTransport as its base, and the http type
+// retries (then records) the network's failures only.
+//
+// # Workers that are gone
+//
+// A worker killed mid-attempt leaves its tasks running; River's rescuer
+// returns them once their timeout (Options.RescueStuckAfter) has passed,
+// since it cannot tell a dead worker from a slow one. A caller that can —
+// `ratekeeper fetch` holds a lock its killed predecessor held — calls
+// Reclaim with the names of the workers it knows are gone, and their tasks
+// run again at once.
+//
+// # Types and workers
+//
+// Each task type has its own River queue, and a worker (Work) claims only
+// tasks of the types it handles: the built-in http type, those registered
+// with Handle, and Options.Handlers. A task of a type that no running
+// worker handles is not failed: it waits, pending, for one that does, and
+// List and Get say so in Task.Waiting. So a program may submit tasks that
+// another program works. Concurrency applies per type.
+//
+// # Priorities
+//
+// A task has a priority from 1 (runs first) to 4 (runs last), River's
+// scale; SubmitOptions.Priority defaults to DefaultPriority (2). Among the
+// tasks available, a worker claims the best priority first, then the task
+// available earliest. A task rescheduled for a rate limit would otherwise
+// line up behind work submitted while it slept, which became available
+// earlier; so its priority is raised by one (to 1 from the default), once,
+// and it runs before that newer work when its quota returns.
+// WorkOptions.RateLimitedPriority = KeepPriority turns that off.
 //
 // # States
 //

@@ -4,9 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"os"
+	"os/signal"
 	"path/filepath"
+	"time"
 
+	"github.com/ratekeeper/ratekeeper"
 	"github.com/ratekeeper/ratekeeper/tasks"
 )
 
@@ -73,4 +77,27 @@ func Example() {
 	// rescheduled +0s (count 2)
 	// claimed by worker example (attempt 3)
 	// completed
+}
+
+// A worker whose http tasks go through ratekeeper's rate-limit-aware
+// client: tokens from the environment, pacing and quota state shared with
+// every ratekeeper process on the database, and waits for quota beyond
+// MaxWait turned into durable reschedules until the quota returns.
+func ExampleOptions_rateLimitAwareClient() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	const db = "ratekeeper.db" // tasks and quota state; or a postgres:// URL for a fleet
+	tr, err := ratekeeper.NewTransport(ratekeeper.Options{DB: db, MaxWait: 30 * time.Second})
+	if err != nil {
+		panic(err)
+	}
+	defer tr.Close()
+	q, err := tasks.Open(ctx, db, tasks.Options{HTTPClient: &http.Client{Transport: tr}})
+	if err != nil {
+		panic(err)
+	}
+	defer q.Close()
+	if err := q.Work(ctx, tasks.WorkOptions{Concurrency: 10}); err != nil {
+		panic(err)
+	}
 }

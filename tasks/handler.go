@@ -15,8 +15,9 @@ import (
 // result (any JSON, or nil) or an error:
 //
 //   - Reschedule(delay), or any error whose chain holds a RetryAt() time.Time
-//     method, puts the task back to pending until then (a durable sleep,
-//     counted as a reschedule, not a retry);
+//     method (a rate limit: the task's priority is raised too), puts the
+//     task back to pending until then (a durable sleep, counted as a
+//     reschedule, not a retry);
 //   - Permanent(err) fails the task at once;
 //   - any other error fails the attempt: it is retried with exponential
 //     backoff until MaxRetries is spent, then the task fails.
@@ -36,8 +37,8 @@ var registry = struct {
 // Handle registers fn as the handler of task type typ for every Queue in
 // the process (Options.Handlers adds handlers to one Queue only). Register
 // handlers before calling Queue.Work: a worker handles the types known when
-// it starts. Every worker working a database must handle every type
-// submitted to it.
+// it starts, and claims tasks of those types only; tasks of other types
+// wait for a worker that handles them.
 //
 // Like http.Handle, it panics on a malformed type, a nil fn, a type
 // registered twice or a built-in type.

@@ -14,16 +14,21 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"github.com/ratekeeper/ratekeeper/headers"
 )
 
 // HTTPType is the built-in task type that sends one HTTP request.
 const HTTPType = "http"
 
 // HTTPInput is the input of an http task.
+//
+// The request carries Cache-Control: no-store unless Headers set
+// Cache-Control: the task's result is where the body is kept, so the
+// rate-keeping client's conditional-request cache keeps no second copy.
 type HTTPInput struct {
 	URL string `json:"url"`
 	// Method defaults to GET.
@@ -35,7 +40,7 @@ type HTTPInput struct {
 // HTTPResult is the result of a completed http task. Every response
 // header is kept, so those the rate-limit-aware client adds
 // (X-Ratekeeper-Credential with the masked credential used,
-// X-Ratekeeper-Cache) are there too.
+// X-Ratekeeper-Attempts) are there too.
 type HTTPResult struct {
 	Status  int         `json:"status"`
 	Headers http.Header `json:"headers"`
@@ -47,10 +52,6 @@ type HTTPResult struct {
 	Body     *string `json:"body,omitempty"`
 	BodyFile string  `json:"body_file,omitempty"`
 }
-
-// DefaultRateLimitWait is how long an http task sleeps after a 429 that
-// does not say (Retry-After) when to come back.
-const DefaultRateLimitWait = 60 * time.Second
 
 func parseHTTPInput(raw json.RawMessage) (HTTPInput, error) {
 	var in HTTPInput
@@ -83,6 +84,7 @@ func (in HTTPInput) request(ctx context.Context) (*http.Request, error) {
 	if err != nil {
 		return nil, fmt.Errorf("method %q: %v", method, err)
 	}
+	req.Header.Set("Cache-Control", "no-store")
 	for k, v := range in.Headers {
 		if !validHeaderName(k) {
 			return nil, fmt.Errorf("header name %q: use letters, digits and -", k)
@@ -109,8 +111,10 @@ func printableURL(u *url.URL) string {
 	return u.Scheme + "://" + u.Host + u.EscapedPath()
 }
 
-// httpHandler is the handler of the http type.
-func httpHandler(client *http.Client, bodyDir string, inlineLimit int64) HandlerFunc {
+// httpHandler is the handler of the http type. failOn, when not nil, says
+// which final statuses fail the task instead of completing it; wireMarked
+// is Options.WireMarked.
+func httpHandler(client *http.Client, bodyDir string, inlineLimit int64, failOn func(status int) bool, wireMarked bool) HandlerFunc {
 	return func(ctx context.Context, t *Task) (json.RawMessage, error) {
 		in, err := parseHTTPInput(t.Input)
 		if err != nil {
@@ -124,59 +128,105 @@ func httpHandler(client *http.Client, bodyDir string, inlineLimit int64) Handler
 		if err != nil {
 			// An error carrying RetryAt (the rate-limit-aware client's "quota
 			// returns at T") stays in the chain: the task is rescheduled.
-			return nil, err
+			// One of the network or the server (a timeout too) is retried
+			// with backoff; one that arose here is a local fault.
+			return nil, sendFailure(err, ctx.Err() != nil, resp != nil, wireMarked)
 		}
 		defer resp.Body.Close()
-		if wait, limited := rateLimitWait(resp, time.Now()); limited {
-			_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
-			return nil, Reschedule(wait)
+		var prefix []byte
+		if resp.StatusCode >= 400 {
+			// A refusal may say so only in its body (GitHub's secondary
+			// limits); the prefix goes back in front of the rest.
+			prefix, _ = io.ReadAll(io.LimitReader(resp.Body, refusalPeek))
 		}
-		if resp.StatusCode >= 500 {
+		what := req.Method + " " + printableURL(req.URL)
+		v := judge(resp.StatusCode, resp.Header, prefix, time.Now(), failOn)
+		if v.err != nil {
 			_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
-			return nil, fmt.Errorf("%s %s: server error %s", req.Method, printableURL(req.URL), resp.Status)
+			return nil, v.describe(what, resp.Status)
 		}
 		res := HTTPResult{Status: resp.StatusCode, Headers: resp.Header}
-		if err := storeBody(resp.Body, bodyDir, inlineLimit, &res); err != nil {
-			return nil, fmt.Errorf("%s %s: %w", req.Method, printableURL(req.URL), err)
+		if err := storeBody(io.MultiReader(bytes.NewReader(prefix), resp.Body), bodyDir, inlineLimit, &res); err != nil {
+			return nil, fmt.Errorf("%s: %w", what, err)
 		}
 		return json.Marshal(res)
 	}
 }
 
-// rateLimitWait tells whether a response is a rate limit that reached the
-// task (the client did not absorb it) and how long to sleep: a 429, or a
-// 403 with Retry-After (a 403 without it may be a permission error, which
-// sleeping does not fix).
-func rateLimitWait(resp *http.Response, now time.Time) (time.Duration, bool) {
-	wait, ok := parseRetryAfter(resp.Header.Get("Retry-After"), now)
-	switch {
-	case resp.StatusCode == http.StatusTooManyRequests && ok:
-		return wait, true
-	case resp.StatusCode == http.StatusTooManyRequests:
-		return DefaultRateLimitWait, true
-	case resp.StatusCode == http.StatusForbidden && ok:
-		return wait, true
-	}
-	return 0, false
+// refusalPeek is how much of an error answer's body is read to tell a
+// rate-limit refusal (as the transport reads it).
+const refusalPeek = 8 << 10
+
+// verdict is what an http task makes of an answer.
+type verdict struct {
+	// err is nil for an answer that completes the task; otherwise one of
+	// errRefused, errServer, errFailStatus.
+	err error
+	// until is when a refusal's quota returns.
+	until time.Time
+	// limit is the refusal's kind: primary or secondary.
+	limit headers.Limited
 }
 
-// parseRetryAfter reads Retry-After as delta seconds or an HTTP date.
-func parseRetryAfter(v string, now time.Time) (time.Duration, bool) {
-	v = strings.TrimSpace(v)
-	if v == "" {
-		return 0, false
-	}
-	if secs, err := strconv.ParseInt(v, 10, 64); err == nil {
-		if secs < 0 {
-			return 0, false
+var (
+	errRefused    = errors.New("refused by a rate limit")
+	errServer     = errors.New("server error")
+	errFailStatus = errors.New("status that fails the task")
+)
+
+// judge decides what an answer does to its task, the rate-limit question
+// answered by package headers alone (as the transport answers it): a
+// refusal that still reached the task (the client could not absorb it)
+// reschedules it until the reading says quota returns; a 5xx is a failed
+// attempt, retried; a status failOn accepts fails the task; anything else
+// (other 4xx included) completes it. now is when the answer arrived. Pure.
+func judge(status int, h http.Header, bodyPrefix []byte, now time.Time, failOn func(int) bool) verdict {
+	r := headers.Parse(status, h, bodyPrefix, now)
+	if r.Limited != headers.NotLimited {
+		if !r.ServerTime.IsZero() {
+			// Measure the wait on the server's clock: an absolute reset is
+			// on it. Date has whole seconds, so this errs on the long side.
+			r = headers.Parse(status, h, bodyPrefix, r.ServerTime)
 		}
-		return time.Duration(min(secs, int64(365*24*3600))) * time.Second, true
+		return verdict{err: errRefused, until: now.Add(r.Wait), limit: r.Limited}
 	}
-	if at, err := http.ParseTime(v); err == nil {
-		return max(at.Sub(now), 0), true
+	switch {
+	case status >= 500:
+		return verdict{err: errServer}
+	case failOn != nil && failOn(status):
+		return verdict{err: errFailStatus}
 	}
-	return 0, false
+	return verdict{}
 }
+
+// describe turns a verdict other than completion into the handler's error
+// for request what, answered with status (e.g. "404 Not Found").
+func (v verdict) describe(what, status string) error {
+	switch v.err {
+	case errRefused:
+		return &refusedError{what: what, status: status, limit: v.limit, until: v.until}
+	case errServer:
+		return fmt.Errorf("%s: %w %s", what, errServer, status)
+	default:
+		return Permanent(fmt.Errorf("%s: HTTP %s, a %w", what, status, errFailStatus))
+	}
+}
+
+// refusedError is a rate-limit refusal that reached an http task. Its
+// RetryAt makes the task a durable sleep until quota returns, like the
+// rate-limit-aware client's own wait error.
+type refusedError struct {
+	what, status string
+	limit        headers.Limited
+	until        time.Time
+}
+
+func (e *refusedError) Error() string {
+	return fmt.Sprintf("%s: HTTP %s, refused by a %s rate limit until %s", e.what, e.status, e.limit, e.until.UTC().Format(time.RFC3339))
+}
+
+// RetryAt is when the quota returns.
+func (e *refusedError) RetryAt() time.Time { return e.until }
 
 // storeBody reads the body, hashing it, into res: inline when small and
 // UTF-8, else into a file in dir named by its hash.
@@ -202,36 +252,48 @@ func storeBody(body io.Reader, dir string, inlineLimit int64, res *HTTPResult) e
 
 // spillBody writes head and the rest of body to dir/<sha256>.body through a
 // temporary file, so that a crash never leaves a partial file under the
-// final name, and two tasks fetching the same body share one file.
+// final name, and two tasks fetching the same body share one file. Failing
+// to write the file (a full disk, a directory that cannot be created) is a
+// LocalFault; failing to read the body is not.
 func spillBody(head []byte, rest io.Reader, h hash.Hash, dir string) (string, int64, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return "", 0, fmt.Errorf("body directory: %w", err)
+		return "", 0, LocalFault(fmt.Errorf("body directory: %w", err))
 	}
 	f, err := os.CreateTemp(dir, ".body-*")
 	if err != nil {
-		return "", 0, fmt.Errorf("body file: %w", err)
+		return "", 0, LocalFault(fmt.Errorf("body file: %w", err))
 	}
 	tmp := f.Name()
 	defer os.Remove(tmp) // no-op after the rename
-	n1, err := f.Write(head)
+	w := localWriter{f}
+	n1, err := w.Write(head)
 	if err == nil {
 		var n2 int64
-		n2, err = io.Copy(io.MultiWriter(f, h), rest)
+		n2, err = io.Copy(io.MultiWriter(w, h), rest)
 		n1 += int(n2)
 	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
+	if cerr := f.Close(); err == nil && cerr != nil {
+		err = LocalFault(cerr)
 	}
 	if err != nil {
 		return "", 0, fmt.Errorf("write body file: %w", err)
 	}
 	final := filepath.Join(dir, hex.EncodeToString(h.Sum(nil))+".body")
 	if err := os.Rename(tmp, final); err != nil {
-		return "", 0, fmt.Errorf("write body file: %w", err)
+		return "", 0, LocalFault(fmt.Errorf("write body file: %w", err))
 	}
 	abs, err := filepath.Abs(final)
 	if err != nil {
-		return "", 0, errors.New("body file: cannot make its path absolute")
+		return "", 0, LocalFault(errors.New("body file: cannot make its path absolute"))
 	}
 	return abs, int64(n1), nil
+}
+
+// localWriter marks the errors of writing to a file of this machine, so
+// that io.Copy's error says which side failed.
+type localWriter struct{ w io.Writer }
+
+func (l localWriter) Write(p []byte) (int, error) {
+	n, err := l.w.Write(p)
+	return n, LocalFault(err)
 }

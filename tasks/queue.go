@@ -23,15 +23,13 @@ import (
 	"github.com/ratekeeper/ratekeeper/internal/sqlitedb"
 )
 
-// queueName is the River queue holding ratekeeper's tasks, so that other
-// River users of the same database keep theirs apart.
-const queueName = "ratekeeper"
-
 // Options configure a Queue. The zero value is ready to use.
 type Options struct {
 	// HTTPClient sends the requests of the built-in http type. Nil means
-	// http.DefaultClient; pass ratekeeper's rate-limit-aware client to pace
-	// requests and turn long waits into reschedules.
+	// http.DefaultClient; pass ratekeeper's rate-limit-aware client (see the
+	// package documentation) to pace requests with the tokens and quota
+	// state every ratekeeper process shares, and to turn long waits into
+	// reschedules.
 	HTTPClient *http.Client
 	// BodyDir receives the bodies of http results larger than
 	// InlineBodyLimit, named by their SHA-256. Empty means
@@ -40,6 +38,21 @@ type Options struct {
 	// InlineBodyLimit is the largest body (valid UTF-8) an http result
 	// carries inline. Zero means 64 KiB.
 	InlineBodyLimit int64
+	// FailOnStatus, when set, fails an http task whose final answer has a
+	// status it accepts (a 404, say), instead of completing it with that
+	// answer as its result. Rate-limit refusals are rescheduled and 5xx
+	// answers retried before it is asked.
+	FailOnStatus func(status int) bool
+	// WireMarked says that HTTPClient sends its requests to the network
+	// through WireTransport (as `ratekeeper fetch` and `ratekeeper tasks
+	// worker` build it), so that its errors tell where they arose: one
+	// marked by WireTransport is a failure of the network or the server, a
+	// failed attempt retried with backoff and, once retries run out, the
+	// task's outcome; any other (the client's quota state database failing,
+	// say) arose on this machine and is a LocalFault, which no task records
+	// as its outcome. False counts every error of HTTPClient as the
+	// network's. Writing a body file fails locally either way.
+	WireMarked bool
 
 	// Handlers adds handlers for this Queue only; they win over those
 	// registered with Handle and over built-in types.
@@ -145,6 +158,8 @@ type backend interface {
 	list(ctx context.Context, f Filter, limit int) ([]*rivertype.JobRow, error)
 	cancel(ctx context.Context, id int64, events func(before, after *rivertype.JobRow) []Event) (before, after *rivertype.JobRow, err error)
 	events(ctx context.Context, id int64) ([]Event, error)
+	workers(ctx context.Context, since time.Time) ([]workerInfo, error)
+	reclaim(ctx context.Context, reason string, gone func(worker string) bool, now time.Time) ([]int64, error)
 	work(ctx context.Context, q *Queue, handlers map[string]HandlerFunc, wo WorkOptions) error
 	close()
 }
@@ -250,7 +265,7 @@ func (q *Queue) Registry() *prometheus.Registry {
 // registered with Handle, then Options.Handlers.
 func (q *Queue) handlers() map[string]HandlerFunc {
 	hs := map[string]HandlerFunc{
-		HTTPType: httpHandler(q.opts.HTTPClient, q.opts.BodyDir, q.opts.InlineBodyLimit),
+		HTTPType: httpHandler(q.opts.HTTPClient, q.opts.BodyDir, q.opts.InlineBodyLimit, q.opts.FailOnStatus, q.opts.WireMarked),
 	}
 	maps.Copy(hs, registered())
 	maps.Copy(hs, q.opts.Handlers)
@@ -276,15 +291,19 @@ func (q *Queue) Submit(ctx context.Context, typ string, input json.RawMessage, o
 // SubmitMany adds tasks in one transaction: all are added (or found as
 // duplicates of their UniqueKey), or none is. Every submission is checked
 // before anything is written.
+//
+// A type need not be one this process handles: a task waits, pending, for
+// a worker that handles its type, wherever that runs (List and Get say
+// when no running worker does). Its name must be well-formed, and the input
+// of the built-in http type must be a valid request.
 func (q *Queue) SubmitMany(ctx context.Context, subs []Submission) ([]Submitted, error) {
 	if len(subs) == 0 {
 		return nil, nil
 	}
-	handlers := q.handlers()
 	httpBuiltin := q.opts.Handlers[HTTPType] == nil
 	specs := make([]insertSpec, len(subs))
 	for i, s := range subs {
-		spec, err := prepare(handlers, httpBuiltin, s)
+		spec, err := prepare(httpBuiltin, s)
 		if err != nil {
 			if len(subs) > 1 {
 				return nil, fmt.Errorf("submission %d: %w", i+1, err)
@@ -315,22 +334,19 @@ func (q *Queue) SubmitMany(ctx context.Context, subs []Submission) ([]Submitted,
 	return res, nil
 }
 
-// Validate checks a submission against the types every Queue knows
-// (built in, and registered with Handle) without touching a database: the
-// type, the input, the options. Queue.Submit checks the same, plus the
-// Queue's own Options.Handlers.
+// Validate checks a submission as Queue.Submit does, without touching a
+// database: the type's name, the input (of the built-in http type, the
+// request), the options.
 func Validate(s Submission) error {
-	known := registered()
-	known[HTTPType] = nil
-	_, err := prepare(known, true, s)
+	_, err := prepare(true, s)
 	return err
 }
 
 // prepare validates one submission and builds its River insert. httpBuiltin
 // says that the http type is the built-in one, whose input it checks.
-func prepare(known map[string]HandlerFunc, httpBuiltin bool, s Submission) (insertSpec, error) {
-	if _, ok := known[s.Type]; !ok {
-		return insertSpec{}, fmt.Errorf("%w %q (known types: %s)", ErrUnknownType, s.Type, strings.Join(slices.Sorted(maps.Keys(known)), ", "))
+func prepare(httpBuiltin bool, s Submission) (insertSpec, error) {
+	if err := validType(s.Type); err != nil {
+		return insertSpec{}, err
 	}
 	input, err := normalizeInput(s.Input)
 	if err != nil {
@@ -352,7 +368,8 @@ func prepare(known map[string]HandlerFunc, httpBuiltin bool, s Submission) (inse
 	opts := &river.InsertOpts{
 		MaxAttempts: ro.maxAttempts,
 		Metadata:    meta,
-		Queue:       queueName,
+		Priority:    ro.priority(),
+		Queue:       queueFor(s.Type),
 		ScheduledAt: ro.at,
 	}
 	if ro.uniqueKey != "" {
@@ -382,14 +399,46 @@ func normalizeInput(input json.RawMessage) (json.RawMessage, error) {
 	return json.RawMessage(strings.TrimSuffix(sb.String(), "\n")), nil
 }
 
-// Get returns the task with id, or an error wrapping ErrNotFound.
+// Get returns the task with id, or an error wrapping ErrNotFound. A
+// pending task's Waiting says when no running worker handles its type.
 func (q *Queue) Get(ctx context.Context, id int64) (*Task, error) {
+	t, err := q.get(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	q.explainWaiting(ctx, []*Task{t})
+	return t, nil
+}
+
+// get is Get without Waiting.
+func (q *Queue) get(ctx context.Context, id int64) (*Task, error) {
 	row, err := q.b.get(ctx, id)
 	if err != nil {
 		return nil, err
 	}
 	t, _, err := taskFromRow(row)
 	return t, err
+}
+
+// explainWaiting sets Waiting on the tasks that are due but that no
+// running worker handles. Reading the workers is best effort: without
+// them, nothing is said.
+func (q *Queue) explainWaiting(ctx context.Context, ts []*Task) {
+	now := time.Now()
+	due := false
+	for _, t := range ts {
+		due = due || t.State == StatePending && !t.AvailableAt.After(now)
+	}
+	if !due {
+		return
+	}
+	live, err := q.b.workers(ctx, now.Add(-workerGone))
+	if err != nil {
+		return
+	}
+	for _, t := range ts {
+		t.Waiting = waitingReason(t, live, now)
+	}
 }
 
 // GetMany returns the tasks with the given ids, in the order of ids; an id
@@ -416,7 +465,8 @@ func (q *Queue) GetMany(ctx context.Context, ids []int64) ([]*Task, error) {
 	return out, nil
 }
 
-// List returns the tasks matching f, by increasing id.
+// List returns the tasks matching f, by increasing id. Pending tasks that
+// are due say in Waiting when no running worker handles their type.
 func (q *Queue) List(ctx context.Context, f Filter) ([]*Task, error) {
 	limit := f.Limit
 	switch {
@@ -442,6 +492,7 @@ func (q *Queue) List(ctx context.Context, f Filter) ([]*Task, error) {
 		}
 		out = append(out, t)
 	}
+	q.explainWaiting(ctx, out)
 	return out, nil
 }
 
@@ -572,7 +623,7 @@ func (q *Queue) Await(ctx context.Context, id int64) (*Task, error) {
 	tick := time.NewTicker(max(q.opts.FetchPollInterval, 10*time.Millisecond))
 	defer tick.Stop()
 	for {
-		t, err := q.Get(ctx, id)
+		t, err := q.get(ctx, id)
 		if err != nil {
 			return nil, err
 		}
@@ -593,5 +644,8 @@ func describeDBError(dsn string, err error) error {
 	if sqlitedb.IsPostgres(dsn) {
 		return fmt.Errorf("task database %s unreachable (is PostgreSQL running and the URL right?): %w", printableDSN(dsn), err)
 	}
-	return fmt.Errorf("task database %s cannot be opened (does its directory exist and is it writable?): %w", dsn, err)
+	if perr := sqlitedb.CheckPath(dsn); perr != nil {
+		return fmt.Errorf("task database %s: %w", dsn, perr)
+	}
+	return fmt.Errorf("task database %s cannot be opened (is its directory writable?): %w", dsn, err)
 }

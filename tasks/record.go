@@ -1,6 +1,9 @@
 package tasks
 
 import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -16,10 +19,12 @@ import (
 // Where things live on River's row:
 //
 //	kind                      task type
+//	queue                     queueFor(type): one River queue per type
+//	priority                  Priority (raised by a rate-limit reschedule)
 //	args                      {"input": <task input>, "unique_key": "..."}
 //	max_attempts              MaxRetries + 1
 //	scheduled_at              AvailableAt
-//	metadata.ratekeeper       {"max_reschedules": N, "timeout_ms": T}, set at submit
+//	metadata.ratekeeper       {"max_reschedules": N, "timeout_ms": T, "priority": P}, set at submit
 //	metadata.snoozes          River's own count of JobSnooze: reschedules + interruptions
 //	metadata.output           our record (below), written through river.RecordOutput
 //
@@ -41,7 +46,55 @@ func (a jobArgs) Kind() string { return a.kind }
 type submitMeta struct {
 	MaxReschedules int   `json:"max_reschedules"`
 	TimeoutMillis  int64 `json:"timeout_ms"`
+	// Priority is the priority the task was submitted with, which a raise
+	// on a rate-limit reschedule starts from (0 on tasks submitted before
+	// priorities: the row's priority then).
+	Priority int `json:"priority,omitempty"`
 }
+
+// queueName is the River queue of http tasks, and the prefix of the others'
+// queues, so that other River users of the same database keep theirs apart.
+const queueName = "ratekeeper"
+
+// queueFor returns the River queue holding tasks of type typ. Each type has
+// its own queue so that a worker claims only tasks of the types it handles
+// (River's producer takes any job of the queues it works, whatever its
+// kind): a task of a type no running worker handles stays pending instead
+// of failing on an unknown kind. http keeps the original queue, so older
+// databases need no change for it.
+//
+// River's queue names allow runs of lower-case letters and digits joined by
+// single _ | or -, at most 64 characters; a type may hold . and : too. The
+// type's letters and digits keep the name readable, and a digest of the
+// whole type keeps two types from ever sharing a queue.
+func queueFor(typ string) string {
+	if typ == HTTPType {
+		return queueName
+	}
+	var slug []byte
+	for i := 0; i < len(typ) && len(slug) < 40; i++ {
+		c := typ[i]
+		switch {
+		case c >= 'a' && c <= 'z' || c >= '0' && c <= '9':
+			slug = append(slug, c)
+		case len(slug) > 0 && slug[len(slug)-1] != '_':
+			slug = append(slug, '_')
+		}
+	}
+	slug = bytes.TrimRight(slug, "_")
+	sum := sha256.Sum256([]byte(typ))
+	return queueName + "-" + string(slug) + "-" + hex.EncodeToString(sum[:4])
+}
+
+// ours reports whether row is a ratekeeper task (River may hold other
+// applications' jobs in the same tables).
+func ours(row *rivertype.JobRow) bool {
+	return row != nil && row.Queue == queueFor(row.Kind)
+}
+
+// oursSQL selects the rows of ratekeeper's queues in River's job list
+// (whose Queues filter needs every name, and the types are open-ended).
+const oursSQL = "(queue = '" + queueName + "' OR queue LIKE '" + queueName + "-%')"
 
 // record is the bookkeeping stored as River's recorded output.
 type record struct {
@@ -99,6 +152,7 @@ func taskFromRow(row *rivertype.JobRow) (*Task, record, error) {
 		Type:            row.Kind,
 		Input:           args.Input,
 		State:           mapState(row.State, rec.Failed),
+		Priority:        row.Priority,
 		Attempt:         row.Attempt + meta.Snoozes,
 		RetryCount:      rec.Retries,
 		MaxRetries:      max(row.MaxAttempts-1, 0),
@@ -196,6 +250,9 @@ type resolvedOptions struct {
 	uniqueKey   string
 }
 
+// priority is the River priority the task is submitted with.
+func (r resolvedOptions) priority() int { return r.meta.Priority }
+
 // resolve checks o and applies the defaults.
 func (o SubmitOptions) resolve() (resolvedOptions, error) {
 	var r resolvedOptions
@@ -204,10 +261,10 @@ func (o SubmitOptions) resolve() (resolvedOptions, error) {
 		r.maxAttempts = DefaultMaxRetries + 1
 	case o.MaxRetries == NoRetries:
 		r.maxAttempts = 1
-	case o.MaxRetries > 0 && o.MaxRetries < 10_000:
+	case o.MaxRetries > 0 && o.MaxRetries <= RetriesLimit:
 		r.maxAttempts = o.MaxRetries + 1
 	default:
-		return r, fmt.Errorf("%w: max retries %d: use 0 for the default (%d), a positive number below 10000, or NoRetries", ErrInvalid, o.MaxRetries, DefaultMaxRetries)
+		return r, fmt.Errorf("%w: max retries %d: use 0 for the default (%d), 1 to %d, or NoRetries", ErrInvalid, o.MaxRetries, DefaultMaxRetries, RetriesLimit)
 	}
 	if o.MaxReschedules < NoReschedules {
 		return r, fmt.Errorf("%w: max reschedules %d: use 0 for unlimited, a positive number, or NoReschedules", ErrInvalid, o.MaxReschedules)
@@ -223,8 +280,16 @@ func (o SubmitOptions) resolve() (resolvedOptions, error) {
 	default:
 		return r, fmt.Errorf("%w: timeout %s: use 0 for the default (%s), at least 1ms, or NoTimeout", ErrInvalid, o.Timeout, DefaultTimeout)
 	}
-	if len(o.UniqueKey) > 1000 {
-		return r, fmt.Errorf("%w: unique key of %d bytes: at most 1000", ErrInvalid, len(o.UniqueKey))
+	switch {
+	case o.Priority == 0:
+		r.meta.Priority = DefaultPriority
+	case o.Priority >= HighestPriority && o.Priority <= LowestPriority:
+		r.meta.Priority = o.Priority
+	default:
+		return r, fmt.Errorf("%w: priority %d: use %d (first) to %d (last), or 0 for the default (%d)", ErrInvalid, o.Priority, HighestPriority, LowestPriority, DefaultPriority)
+	}
+	if len(o.UniqueKey) > UniqueKeyLimit {
+		return r, fmt.Errorf("%w: unique key of %d bytes: at most %d", ErrInvalid, len(o.UniqueKey), UniqueKeyLimit)
 	}
 	r.at = o.At
 	r.uniqueKey = o.UniqueKey
@@ -246,6 +311,9 @@ type attemptFacts struct {
 	// ClaimedAt is when River claimed the attempt (by the database's clock
 	// on PostgreSQL).
 	ClaimedAt time.Time
+	// Priority is the task's priority now; BasePriority the one it was
+	// submitted with.
+	Priority, BasePriority int
 }
 
 // ending is how the handler's context ended, if it did.
@@ -263,6 +331,11 @@ type outcome struct {
 	// early marks a failure before retries ran out (Permanent, max
 	// reschedules): River is told to cancel, ratekeeper says failed.
 	early bool
+	// rateLimited marks a reschedule asked for by an error with RetryAt
+	// (quota returns then), as opposed to the handler's own Reschedule.
+	rateLimited bool
+	// local marks an interruption by a LocalFault: the worker stops.
+	local bool
 }
 
 // decide turns a handler's return into the attempt's outcome.
@@ -276,24 +349,28 @@ func decide(f attemptFacts, herr error, end ending, now time.Time, backoff func(
 	if end.stopping && !end.timedOut {
 		return outcome{kind: EventInterrupted}
 	}
+	if IsLocalFault(herr) {
+		// Not the task's doing: no outcome, no retry spent.
+		return outcome{kind: EventInterrupted, err: herr, local: true}
+	}
 	if IsPermanent(herr) {
 		return outcome{kind: EventFailed, err: herr, early: true}
 	}
 	var delay time.Duration
-	reschedule := false
+	reschedule, rateLimited := false, false
 	var re *RescheduleError
 	var ra retryAter
 	switch {
 	case errors.As(herr, &re):
 		delay, reschedule = re.Delay, true
 	case errors.As(herr, &ra):
-		delay, reschedule = max(ra.RetryAt().Sub(now), 0), true
+		delay, reschedule, rateLimited = max(ra.RetryAt().Sub(now), 0), true, true
 	}
 	if reschedule {
 		if f.MaxReschedules != 0 && f.Reschedules >= max(f.MaxReschedules, 0) {
 			return outcome{kind: EventFailed, err: fmt.Errorf("max reschedules (%d) exceeded", max(f.MaxReschedules, 0)), early: true}
 		}
-		return outcome{kind: EventRescheduled, delay: delay}
+		return outcome{kind: EventRescheduled, delay: delay, rateLimited: rateLimited}
 	}
 	if end.timedOut {
 		herr = fmt.Errorf("attempt timed out after %s: %w", f.Timeout, herr)

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -31,6 +32,10 @@ func TestDecide(t *testing.T) {
 		{"cancelled", base, boom, ending{cancelled: true}, outcome{kind: EventCancelled, err: boom}},
 		{"shutdown", base, context.Canceled, ending{stopping: true}, outcome{kind: EventInterrupted}},
 		{"permanent", base, Permanent(boom), ending{}, outcome{kind: EventFailed, err: boom, early: true}},
+		{"local fault", base, fmt.Errorf("get: %w", LocalFault(boom)), ending{}, outcome{kind: EventInterrupted, err: errors.New("get: boom"), local: true}},
+		{"local fault on the last attempt", with(func(a *attemptFacts) { a.RiverAttempt = 4 }), LocalFault(boom), ending{},
+			outcome{kind: EventInterrupted, err: boom, local: true}},
+		{"local fault while cancelled", base, LocalFault(boom), ending{cancelled: true}, outcome{kind: EventCancelled, err: boom}},
 		{"reschedule", base, Reschedule(time.Minute), ending{}, outcome{kind: EventRescheduled, delay: time.Minute}},
 		{"reschedule wrapped", base, fmt.Errorf("x: %w", Reschedule(0)), ending{}, outcome{kind: EventRescheduled}},
 		{"reschedule within limit", with(func(a *attemptFacts) { a.MaxReschedules = 3 }), Reschedule(0), ending{}, outcome{kind: EventRescheduled}},
@@ -38,10 +43,10 @@ func TestDecide(t *testing.T) {
 			outcome{kind: EventFailed, err: errors.New("max reschedules (2) exceeded"), early: true}},
 		{"no reschedules allowed", with(func(a *attemptFacts) { a.Reschedules, a.MaxReschedules = 0, NoReschedules }), Reschedule(0), ending{},
 			outcome{kind: EventFailed, err: errors.New("max reschedules (0) exceeded"), early: true}},
-		{"retry at", base, fmt.Errorf("get: %w", quotaError{at: now.Add(90 * time.Second)}), ending{}, outcome{kind: EventRescheduled, delay: 90 * time.Second}},
-		{"retry at in the past", base, quotaError{at: now.Add(-time.Hour)}, ending{}, outcome{kind: EventRescheduled}},
+		{"retry at", base, fmt.Errorf("get: %w", quotaError{at: now.Add(90 * time.Second)}), ending{}, outcome{kind: EventRescheduled, delay: 90 * time.Second, rateLimited: true}},
+		{"retry at in the past", base, quotaError{at: now.Add(-time.Hour)}, ending{}, outcome{kind: EventRescheduled, rateLimited: true}},
 		{"retry at, retries spent", with(func(a *attemptFacts) { a.RiverAttempt = 4 }), quotaError{at: now.Add(time.Second)}, ending{},
-			outcome{kind: EventRescheduled, delay: time.Second}},
+			outcome{kind: EventRescheduled, delay: time.Second, rateLimited: true}},
 		{"negative reschedule is a failure", base, Reschedule(-time.Second), ending{},
 			outcome{kind: EventRetried, err: errors.New("tasks.Reschedule(-1s): the delay must be 0 (back of the queue) or positive"), delay: time.Second}},
 		{"error retried", with(func(a *attemptFacts) { a.Retries = 1 }), boom, ending{}, outcome{kind: EventRetried, err: boom, delay: 2 * time.Second}},
@@ -51,7 +56,8 @@ func TestDecide(t *testing.T) {
 	}
 	for _, c := range cases {
 		got := decide(c.facts, c.err, c.end, now, backoff)
-		if got.kind != c.want.kind || got.delay != c.want.delay || got.early != c.want.early || fmt.Sprint(got.err) != fmt.Sprint(c.want.err) {
+		if got.kind != c.want.kind || got.delay != c.want.delay || got.early != c.want.early || got.rateLimited != c.want.rateLimited || got.local != c.want.local ||
+			fmt.Sprint(got.err) != fmt.Sprint(c.want.err) {
 			t.Errorf("%s: decide = %+v (err %v), want %+v (err %v)", c.name, got, got.err, c.want, c.want.err)
 		}
 	}
@@ -135,7 +141,14 @@ func TestResolveSubmitOptions(t *testing.T) {
 	if err != nil || r.maxAttempts != 1 || r.meta.MaxReschedules != NoReschedules || r.meta.TimeoutMillis != -1 {
 		t.Errorf("none = %+v, %v", r, err)
 	}
-	for _, o := range []SubmitOptions{{MaxRetries: -3}, {MaxRetries: 10_000}, {MaxReschedules: -2}, {Timeout: -2}, {Timeout: time.Microsecond}, {UniqueKey: strings.Repeat("k", 1001)}} {
+	if r.priority() != DefaultPriority {
+		t.Errorf("default priority = %d, want %d", r.priority(), DefaultPriority)
+	}
+	if r, err := (SubmitOptions{Priority: 4}).resolve(); err != nil || r.priority() != 4 {
+		t.Errorf("priority 4 = %+v, %v", r, err)
+	}
+	for _, o := range []SubmitOptions{{MaxRetries: -3}, {MaxRetries: 10_000}, {MaxReschedules: -2}, {Timeout: -2}, {Timeout: time.Microsecond},
+		{UniqueKey: strings.Repeat("k", 1001)}, {Priority: -1}, {Priority: 5}} {
 		if _, err := o.resolve(); !errors.Is(err, ErrInvalid) {
 			t.Errorf("resolve(%+v) error = %v, want ErrInvalid", o, err)
 		}
@@ -215,6 +228,81 @@ func TestJSONForms(t *testing.T) {
 			if err != nil || !strings.Contains(string(b), w) {
 				t.Errorf("task JSON = %s, want %s", b, w)
 			}
+		}
+	}
+}
+
+// TestQueueFor: every type gets a River queue of its own, valid by River's
+// rules, readable, and never shared with another type.
+func TestQueueFor(t *testing.T) {
+	riverName := regexp.MustCompile(`^(?:[a-z0-9])+(?:[_|\-]?[a-z0-9]+)*$`) // River's nameRegex (v0.31.0)
+	seen := map[string]string{}
+	long := "a" + strings.Repeat("b.", 31) + "c"
+	for _, typ := range []string{"http", "poll", "t.a", "t_a", "t-a", "t:a", "t..a", "a--b", "report.daily:v2", long, "x1"} {
+		q := queueFor(typ)
+		if !riverName.MatchString(q) || len(q) > 64 {
+			t.Errorf("queueFor(%q) = %q: not a valid River queue name", typ, q)
+		}
+		if other, dup := seen[q]; dup {
+			t.Errorf("queueFor(%q) = queueFor(%q) = %q", typ, other, q)
+		}
+		seen[q] = typ
+		if row := (&rivertype.JobRow{Kind: typ, Queue: q}); !ours(row) {
+			t.Errorf("ours(kind %s in %s) = false", typ, q)
+		}
+	}
+	if q := queueFor("http"); q != "ratekeeper" {
+		t.Errorf("queueFor(http) = %q, want the original queue", q)
+	}
+	if q := queueFor("report.daily:v2"); !strings.HasPrefix(q, "ratekeeper-report_daily_v2-") {
+		t.Errorf("queueFor(report.daily:v2) = %q, want the type readable in it", q)
+	}
+	if ours(&rivertype.JobRow{Kind: "poll", Queue: "ratekeeper"}) || ours(&rivertype.JobRow{Kind: "mail", Queue: "default"}) {
+		t.Error("ours accepts a job outside its type's queue")
+	}
+}
+
+func TestRateLimitedPriority(t *testing.T) {
+	for _, c := range []struct {
+		rule          PriorityRule
+		base, current int
+		want          int
+		change        bool
+	}{
+		{RaisePriority, 2, 2, 1, true},
+		{RaisePriority, 4, 4, 3, true},
+		{RaisePriority, 4, 3, 3, false}, // raised once, not again and again
+		{RaisePriority, 1, 1, 1, false},
+		{KeepPriority, 3, 3, 3, false},
+	} {
+		got, change := rateLimitedPriority(c.rule, c.base, c.current)
+		if got != c.want || change != c.change {
+			t.Errorf("rateLimitedPriority(%s, %d, %d) = %d, %v; want %d, %v", c.rule, c.base, c.current, got, change, c.want, c.change)
+		}
+	}
+	if _, err := ParsePriorityRule("lower"); !errors.Is(err, ErrInvalid) {
+		t.Errorf("ParsePriorityRule(lower) error = %v", err)
+	}
+}
+
+func TestWaitingReason(t *testing.T) {
+	now := time.Date(2025, 6, 1, 12, 0, 0, 0, time.UTC)
+	due := &Task{Type: "mail", State: StatePending, AvailableAt: now.Add(-time.Second)}
+	workers := []workerInfo{{ID: "a", Types: []string{"http", "poll"}}, {ID: "b", Types: []string{"http"}}}
+	for _, c := range []struct {
+		name string
+		task *Task
+		live []workerInfo
+		want string
+	}{
+		{"no worker", due, nil, "no worker is running on this database"},
+		{"none handles it", due, workers, "no running worker handles type mail (they handle http, poll)"},
+		{"one handles it", due, append(workers, workerInfo{Types: []string{"mail"}}), ""},
+		{"not due yet", &Task{Type: "mail", State: StatePending, AvailableAt: now.Add(time.Minute)}, nil, ""},
+		{"running", &Task{Type: "mail", State: StateRunning}, nil, ""},
+	} {
+		if got := waitingReason(c.task, c.live, now); got != c.want {
+			t.Errorf("%s: %q, want %q", c.name, got, c.want)
 		}
 	}
 }

@@ -68,12 +68,42 @@ const (
 	NoTimeout time.Duration = -1
 )
 
+// Limits of a submission and of a worker, checked by Submit, Validate and
+// Work. Callers that build submissions from user input check against them
+// up front, so that a bad value is reported with where it came from.
+const (
+	// UniqueKeyLimit is the longest SubmitOptions.UniqueKey, in bytes.
+	UniqueKeyLimit = 1000
+	// RetriesLimit is the largest SubmitOptions.MaxRetries.
+	RetriesLimit = 9_999
+	// ConcurrencyLimit is the largest WorkOptions.Concurrency.
+	ConcurrencyLimit = 10_000
+)
+
+// Priorities are River's: 1 runs first, 4 last. Among available tasks a
+// worker claims the one of the best priority, then the one available
+// earliest.
+const (
+	// HighestPriority runs before everything else. New work gets it only
+	// when asked for; a task of priority 2 that was rescheduled for a rate
+	// limit is raised to it (see WorkOptions.RateLimitedPriority), so that
+	// it runs before newer work once its quota returns.
+	HighestPriority = 1
+	// DefaultPriority is the priority of a task submitted without one.
+	DefaultPriority = 2
+	// LowestPriority runs after everything else.
+	LowestPriority = 4
+)
+
 // Task is one unit of durable work as stored in the database.
 type Task struct {
 	ID    int64           `json:"id"`
 	Type  string          `json:"type"`
 	Input json.RawMessage `json:"input"`
 	State State           `json:"state"`
+	// Priority is 1 (first) to 4 (last): the submitted one, or one better
+	// after a rate-limit reschedule raised it.
+	Priority int `json:"priority"`
 
 	// Attempt counts the handler runs so far, the running one included,
 	// whatever their outcome (reschedules included).
@@ -111,6 +141,10 @@ type Task struct {
 	UniqueKey string `json:"unique_key,omitempty"`
 	// Worker is the worker that claimed the latest attempt.
 	Worker string `json:"worker,omitempty"`
+	// Waiting says why a pending task that is due has not started: no
+	// worker runs on the database, or none of those running handles its
+	// type. Set by Queue.List and Queue.Get; empty otherwise.
+	Waiting string `json:"waiting,omitempty"`
 }
 
 // SubmitOptions tune one submitted task. The zero value gives the defaults.
@@ -129,6 +163,9 @@ type SubmitOptions struct {
 	Timeout time.Duration
 	// At delays the first run; zero means now.
 	At time.Time
+	// Priority orders the work: 1 runs first, 4 last; 0 means
+	// DefaultPriority.
+	Priority int
 	// UniqueKey makes the submission idempotent: while a task of the same
 	// type and key exists and has not failed or been cancelled, submitting
 	// again returns that task's id instead of adding a new task.
@@ -173,14 +210,18 @@ const (
 	EventFailed          EventKind = "failed"
 	EventCancelRequested EventKind = "cancel_requested"
 	EventCancelled       EventKind = "cancelled"
-	// EventInterrupted: the worker shut down while the attempt ran; the
-	// task went back to pending at once, counted neither as a retry nor as
-	// a reschedule.
+	// EventInterrupted: the worker shut down while the attempt ran, or the
+	// attempt met a LocalFault (Message says which); the task went back to
+	// pending at once, counted neither as a retry nor as a reschedule.
 	EventInterrupted EventKind = "interrupted"
 	// EventAbandoned: an attempt never reported an outcome (its worker was
 	// killed or lost the database); River's rescuer put the task back and
 	// the attempt counts as a failed one.
 	EventAbandoned EventKind = "abandoned"
+	// EventReclaimed: the attempt's worker was known to be gone (Reclaim,
+	// Message says how it was known) and the task went back to pending at
+	// once, counted neither as a retry nor as a reschedule.
+	EventReclaimed EventKind = "reclaimed"
 )
 
 // Event is one entry of a task's history.
@@ -274,7 +315,12 @@ func (e Event) String() string {
 	case EventCancelRequested:
 		return "cancel requested (takes effect when the running attempt stops)"
 	case EventInterrupted:
+		if e.Message != "" {
+			return fmt.Sprintf("interrupted by a fault on this machine (worker %s): %s; back to pending", orUnknown(e.Worker), e.Message)
+		}
 		return fmt.Sprintf("interrupted: worker %s shut down; back to pending", orUnknown(e.Worker))
+	case EventReclaimed:
+		return fmt.Sprintf("attempt %d by worker %s taken back: %s; back to pending", e.Attempt, orUnknown(e.Worker), e.Message)
 	case EventAbandoned:
 		return fmt.Sprintf("attempt %d by worker %s abandoned: %s", e.Attempt, orUnknown(e.Worker), e.Message)
 	default:

@@ -1,6 +1,7 @@
 package tasks
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -10,6 +11,7 @@ import (
 	"os"
 	"runtime/debug"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -21,7 +23,9 @@ import (
 
 // WorkOptions tune Queue.Work.
 type WorkOptions struct {
-	// Concurrency is how many tasks run at once. Zero means 10.
+	// Concurrency is how many tasks of each type run at once (each type has
+	// its own River queue, so one type's backlog never starves another).
+	// Zero means 10.
 	Concurrency int
 	// WorkerID names this worker in task histories ("claimed by worker
 	// W"). It must be unique among the workers running at the same time on
@@ -32,18 +36,61 @@ type WorkOptions struct {
 	// (interrupted, counted neither as retries nor as reschedules), and Work
 	// waits up to 30s more for the handlers to return. Zero means 10s.
 	ShutdownTimeout time.Duration
+	// RateLimitedPriority is what a reschedule for a rate limit does to the
+	// task's priority. The zero value means RaisePriority.
+	RateLimitedPriority PriorityRule
+}
+
+// PriorityRule says what a reschedule for a rate limit — an error with
+// RetryAt, such as the rate-limit-aware client's or the http type's for a
+// refusal — does to the task's priority. Other reschedules (Reschedule)
+// keep it.
+type PriorityRule string
+
+const (
+	// RaisePriority makes the task one better than it was submitted with
+	// (never above HighestPriority, however often it is rescheduled), so
+	// that once its quota returns it runs before work of its priority that
+	// was submitted while it slept.
+	RaisePriority PriorityRule = "raise"
+	// KeepPriority leaves the priority as submitted: among tasks of equal
+	// priority the one available earliest runs first, so work submitted
+	// while it slept goes before it.
+	KeepPriority PriorityRule = "keep"
+)
+
+// ParsePriorityRule returns the rule named s ("raise" or "keep").
+func ParsePriorityRule(s string) (PriorityRule, error) {
+	switch r := PriorityRule(strings.ToLower(strings.TrimSpace(s))); r {
+	case RaisePriority, KeepPriority:
+		return r, nil
+	}
+	return "", fmt.Errorf("%w: priority rule %q: want raise or keep", ErrInvalid, s)
+}
+
+// rateLimitedPriority returns the priority a task submitted with base and
+// now at current gets when rescheduled for a rate limit under rule, and
+// whether that changes it. Pure.
+func rateLimitedPriority(rule PriorityRule, base, current int) (int, bool) {
+	if rule == KeepPriority {
+		return current, false
+	}
+	want := max(base-1, HighestPriority)
+	return want, want < current
 }
 
 // Work claims and runs tasks until ctx ends, then shuts down gracefully:
 // no new claims, running tasks get ShutdownTimeout to finish. It handles
 // the types known when it starts (Types). It returns nil after a clean
-// shutdown, or an error if it could not start.
+// shutdown, or an error if it could not start. A handler's LocalFault
+// shuts it down the same way, and the error it returns then holds that
+// fault (IsLocalFault).
 func (q *Queue) Work(ctx context.Context, wo WorkOptions) error {
 	switch {
 	case wo.Concurrency == 0:
 		wo.Concurrency = 10
-	case wo.Concurrency < 0 || wo.Concurrency > 10_000:
-		return fmt.Errorf("%w: concurrency %d: use 1 to 10000", ErrInvalid, wo.Concurrency)
+	case wo.Concurrency < 0 || wo.Concurrency > ConcurrencyLimit:
+		return fmt.Errorf("%w: concurrency %d: use 1 to %d", ErrInvalid, wo.Concurrency, ConcurrencyLimit)
 	}
 	if wo.ShutdownTimeout <= 0 {
 		wo.ShutdownTimeout = 10 * time.Second
@@ -54,6 +101,13 @@ func (q *Queue) Work(ctx context.Context, wo WorkOptions) error {
 			host = "worker"
 		}
 		wo.WorkerID = fmt.Sprintf("%s-%d-%04x", host, os.Getpid(), rand.IntN(1<<16))
+	}
+	switch wo.RateLimitedPriority {
+	case "":
+		wo.RateLimitedPriority = RaisePriority
+	case RaisePriority, KeepPriority:
+	default:
+		return fmt.Errorf("%w: rate-limited priority %q: want %s or %s", ErrInvalid, wo.RateLimitedPriority, RaisePriority, KeepPriority)
 	}
 	return q.b.work(ctx, q, q.handlers(), wo)
 }
@@ -66,6 +120,7 @@ type taskWorker[TD riverdriver.Driver[TTx], TTx any] struct {
 	q        *Queue
 	b        *riverBackend[TD, TTx]
 	handlers map[string]HandlerFunc
+	rule     PriorityRule
 	// retryAt holds, per job id, the retry time Work decided, for River to
 	// read back through NextRetry.
 	retryAt sync.Map
@@ -73,6 +128,21 @@ type taskWorker[TD riverdriver.Driver[TTx], TTx any] struct {
 	// handler's context.
 	running  sync.Map
 	stopping atomic.Bool
+	// faulted is closed at the first LocalFault, which stops Work; faultErr
+	// says what it was.
+	faulted   chan struct{}
+	faultOnce sync.Once
+	faultErr  error
+}
+
+// fault records the first local fault, met by task id, and makes Work stop:
+// a machine that cannot keep its database or write its disk would meet it
+// again with every task.
+func (w *taskWorker[TD, TTx]) fault(id int64, err error) {
+	w.faultOnce.Do(func() {
+		w.faultErr = fmt.Errorf("task %d met a fault on this machine, not in its work, and went back to pending: %w", id, err)
+		close(w.faulted)
+	})
 }
 
 // errCancelRequested is the cause of a handler context cancelled because
@@ -87,10 +157,13 @@ func (w *taskWorker[TD, TTx]) cancelRunning(_ context.Context, id int64) {
 }
 
 func (b *riverBackend[TD, TTx]) work(ctx context.Context, q *Queue, handlers map[string]HandlerFunc, wo WorkOptions) error {
-	w := &taskWorker[TD, TTx]{q: q, b: b, handlers: handlers}
+	w := &taskWorker[TD, TTx]{q: q, b: b, handlers: handlers, rule: wo.RateLimitedPriority, faulted: make(chan struct{})}
 	workers := river.NewWorkers()
-	for _, typ := range slices.Sorted(maps.Keys(handlers)) {
+	types := slices.Sorted(maps.Keys(handlers))
+	queues := make(map[string]river.QueueConfig, len(types))
+	for _, typ := range types {
 		river.AddWorkerArgs(workers, jobArgs{kind: typ}, river.Worker[jobArgs](w)) // types are distinct map keys: no duplicate panic
+		queues[queueFor(typ)] = river.QueueConfig{MaxWorkers: wo.Concurrency}
 	}
 	retention := q.opts.Retention
 	if retention <= 0 {
@@ -99,7 +172,7 @@ func (b *riverBackend[TD, TTx]) work(ctx context.Context, q *Queue, handlers map
 	client, err := river.NewClient[TTx](b.driver, &river.Config{
 		ID:     wo.WorkerID,
 		Logger: q.opts.Logger,
-		Queues: map[string]river.QueueConfig{queueName: {MaxWorkers: wo.Concurrency}},
+		Queues: queues,
 		// Throughput settings: see Options.FetchCooldown and
 		// FetchPollInterval for why they differ from River's defaults.
 		FetchCooldown:     q.opts.FetchCooldown,
@@ -131,16 +204,21 @@ func (b *riverBackend[TD, TTx]) work(ctx context.Context, q *Queue, handlers map
 		projector.Wait()
 	}()
 
+	// Say that this worker runs before it claims anything, so that a task
+	// it finishes never reads as waiting for a worker of its type.
+	w.announceStart(ctx, wo.WorkerID, types)
 	// River's client stops hard when the context given to Start ends; the
 	// graceful part is ours, so it runs on a context only we cancel.
 	runCtx, stopRun := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopRun()
 	if err := client.Start(runCtx); err != nil {
+		_ = retireWorkers(context.WithoutCancel(ctx), b.pool(), wo.WorkerID, time.Now().Add(-forgetWorkersAfter))
 		return fmt.Errorf("tasks: start worker on %s: %w", q.name, err)
 	}
 
 	var bg sync.WaitGroup
 	bg.Go(func() { w.sweep(runCtx) })
+	bg.Go(func() { w.announce(runCtx, wo.WorkerID, types) })
 	if !b.postgres {
 		// River in poll-only mode learns of a running job's cancellation
 		// only through LISTEN/NOTIFY, which SQLite lacks (v0.31.0 ignores a
@@ -151,7 +229,10 @@ func (b *riverBackend[TD, TTx]) work(ctx context.Context, q *Queue, handlers map
 		bg.Go(func() { w.watchCancels(runCtx, wo.WorkerID, q.opts.CancelPollInterval) })
 	}
 
-	<-ctx.Done()
+	select {
+	case <-ctx.Done():
+	case <-w.faulted:
+	}
 	stopCtx, cancelStop := context.WithTimeout(context.Background(), wo.ShutdownTimeout)
 	err = client.Stop(stopCtx)
 	cancelStop()
@@ -166,9 +247,14 @@ func (b *riverBackend[TD, TTx]) work(ctx context.Context, q *Queue, handlers map
 	stopRun()
 	bg.Wait()
 	if err != nil {
-		return fmt.Errorf("tasks: worker %s did not stop cleanly: %w", wo.WorkerID, err)
+		err = fmt.Errorf("tasks: worker %s did not stop cleanly: %w", wo.WorkerID, err)
 	}
-	return nil
+	select {
+	case <-w.faulted:
+		return errors.Join(fmt.Errorf("tasks: worker %s stopped: %w", wo.WorkerID, w.faultErr), err)
+	default:
+	}
+	return err
 }
 
 // hardStopTimeout is how long Work waits, after cancelling the handlers
@@ -221,24 +307,13 @@ func (w *taskWorker[TD, TTx]) Work(ctx context.Context, job *river.Job[jobArgs])
 			outbox = rec.Outbox
 		}
 	}
-	// A gap between the last attempt with a recorded outcome and this
-	// claim means attempts whose worker vanished; River counted them
-	// against MaxRetries and so do we.
-	for n := rec.Claims + 1; n < t.Attempt; n++ {
-		rec.Retries++
-		outbox = append(outbox, Event{TaskID: t.ID, At: claimedAt, Kind: EventAbandoned, Attempt: n,
-			Worker:          attemptedBy(row, t.Attempt-n),
-			Message:         "the worker stopped without reporting an outcome; River's rescuer put the task back",
-			RescheduleCount: t.RescheduleCount, RetryCount: rec.Retries, Key: fmt.Sprintf("end-%d", n)})
-	}
+	outbox = append(outbox, claimEvents(row, t, &rec, claimedAt)...)
 	t.RetryCount = rec.Retries
 	t.State = StateRunning
-	outbox = append(outbox, Event{TaskID: t.ID, At: claimedAt, Kind: EventClaimed, Attempt: t.Attempt, Worker: t.Worker,
-		RescheduleCount: t.RescheduleCount, RetryCount: rec.Retries, Key: fmt.Sprintf("claim-%d", t.Attempt)})
 
 	facts := attemptFacts{Attempt: t.Attempt, RiverAttempt: row.Attempt, MaxAttempts: row.MaxAttempts,
 		Reschedules: t.RescheduleCount, MaxReschedules: t.MaxReschedules, Retries: rec.Retries, Timeout: t.Timeout,
-		ClaimedAt: claimedAt}
+		ClaimedAt: claimedAt, Priority: row.Priority, BasePriority: cmp.Or(meta.Ratekeeper.Priority, row.Priority)}
 
 	var (
 		result json.RawMessage
@@ -304,9 +379,15 @@ func (w *taskWorker[TD, TTx]) finish(ctx context.Context, t *Task, rec record, f
 		return nil
 	case EventRescheduled:
 		w.count(t.Type, outcomeRescheduled, o)
+		if o.rateLimited {
+			w.raise(ctx, t.ID, facts)
+		}
 		return river.JobSnooze(o.delay)
 	case EventInterrupted:
 		w.count(t.Type, outcomeInterrupted, o)
+		if o.local {
+			w.fault(t.ID, o.err)
+		}
 		return river.JobSnooze(0)
 	case EventRetried:
 		w.count(t.Type, outcomeRetried, o)
@@ -323,6 +404,23 @@ func (w *taskWorker[TD, TTx]) finish(ctx context.Context, t *Task, rec record, f
 			return river.JobCancel(o.err)
 		}
 		return o.err
+	}
+}
+
+// raise applies the rate-limited priority rule to task id before River
+// makes it pending again. River's snooze keeps a job's priority and has no
+// way to change it, so this one column of the running row (which River's
+// completer does not write) is set here. A failure only costs the task its
+// place in line, so it is logged, not fatal.
+func (w *taskWorker[TD, TTx]) raise(ctx context.Context, id int64, f attemptFacts) {
+	p, change := rateLimitedPriority(w.rule, f.BasePriority, f.Priority)
+	if !change {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	if err := w.b.pool().exec(ctx, "UPDATE river_job SET priority = $1 WHERE id = $2 AND state = 'running'", p, id); err != nil {
+		w.q.opts.Logger.Warn("tasks: raise the priority of a rate-limited task", "task", id, "err", err)
 	}
 }
 
@@ -345,6 +443,23 @@ func runHandler(ctx context.Context, h HandlerFunc, t *Task) (result json.RawMes
 		return nil, Permanent(fmt.Errorf("%w %q: this worker has no handler for it", ErrUnknownType, t.Type))
 	}
 	return h(ctx, t)
+}
+
+// claimEvents returns the events of the claim of t's latest attempt, read
+// from its row: the attempts between the last one with a recorded outcome
+// and this claim, whose worker vanished (River counted them against
+// MaxRetries, and so does rec), then the claim itself. Pure.
+func claimEvents(row *rivertype.JobRow, t *Task, rec *record, claimedAt time.Time) []Event {
+	var evs []Event
+	for n := rec.Claims + 1; n < t.Attempt; n++ {
+		rec.Retries++
+		evs = append(evs, Event{TaskID: t.ID, At: claimedAt, Kind: EventAbandoned, Attempt: n,
+			Worker:          attemptedBy(row, t.Attempt-n),
+			Message:         "the worker stopped without reporting an outcome; River's rescuer put the task back",
+			RescheduleCount: t.RescheduleCount, RetryCount: rec.Retries, Key: fmt.Sprintf("end-%d", n)})
+	}
+	return append(evs, Event{TaskID: t.ID, At: claimedAt, Kind: EventClaimed, Attempt: t.Attempt, Worker: t.Worker,
+		RescheduleCount: t.RescheduleCount, RetryCount: rec.Retries, Key: fmt.Sprintf("claim-%d", t.Attempt)})
 }
 
 // attemptedBy returns the worker of the attempt back attempts before the
@@ -433,7 +548,7 @@ func (w *taskWorker[TD, TTx]) sweepOnce(ctx context.Context) {
 	}
 	var after int64
 	for ctx.Err() == nil {
-		p := river.NewJobListParams().Queues(queueName).
+		p := river.NewJobListParams().Where(oursSQL).
 			States(rivertype.JobStateCompleted, rivertype.JobStateCancelled, rivertype.JobStateDiscarded).
 			OrderBy(river.JobListOrderByID, river.SortOrderAsc).First(500).
 			Where(pred).Where("id > @after_id", river.NamedArgs{"after_id": after})
@@ -474,7 +589,7 @@ func (w *taskWorker[TD, TTx]) watchCancels(ctx context.Context, workerID string,
 			return
 		case <-tick.C:
 		}
-		p := river.NewJobListParams().Queues(queueName).States(rivertype.JobStateRunning).First(1000).
+		p := river.NewJobListParams().Where(oursSQL).States(rivertype.JobStateRunning).First(1000).
 			Where("metadata ->> '$.cancel_attempted_at' IS NOT NULL")
 		res, err := w.b.client.JobList(ctx, p)
 		if err != nil {
@@ -489,4 +604,73 @@ func (w *taskWorker[TD, TTx]) watchCancels(ctx context.Context, workerID string,
 			}
 		}
 	}
+}
+
+// Worker liveness: every worker keeps a row in ratekeeper_task_workers
+// fresh, so that List and Get can tell a task that waits for a worker of
+// its type from one that waits for its time.
+const (
+	// announceInterval is how often a worker refreshes its row.
+	announceInterval = 10 * time.Second
+	// workerGone is how long after its last refresh a worker that did not
+	// say goodbye (killed) counts as gone.
+	workerGone = 3*announceInterval + 5*time.Second
+	// forgetWorkersAfter is how long rows of vanished workers are kept.
+	forgetWorkersAfter = 24 * time.Hour
+)
+
+// announceStart records this worker as running, forgetting workers gone
+// long ago. Best effort: a worker that cannot record itself still works.
+func (w *taskWorker[TD, TTx]) announceStart(ctx context.Context, id string, types []string) {
+	pool := w.b.pool()
+	now := time.Now()
+	_ = retireWorkers(ctx, pool, id, now.Add(-forgetWorkersAfter))
+	if err := announceWorker(ctx, pool, id, types, now); err != nil {
+		w.q.opts.Logger.Warn("tasks: record this worker as running", "err", err)
+	}
+}
+
+// announce keeps this worker's row fresh until ctx ends, then removes it.
+func (w *taskWorker[TD, TTx]) announce(ctx context.Context, id string, types []string) {
+	pool := w.b.pool()
+	tick := time.NewTicker(announceInterval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			bye, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+			defer cancel()
+			_ = retireWorkers(bye, pool, id, time.Now().Add(-forgetWorkersAfter))
+			return
+		case <-tick.C:
+		}
+		if err := announceWorker(ctx, pool, id, types, time.Now()); err != nil && ctx.Err() == nil {
+			w.q.opts.Logger.Warn("tasks: record this worker as running", "err", err)
+		}
+	}
+}
+
+// waitingReason says why pending task t, available by now, has not
+// started, judging by the workers running (live): "" when one of them
+// handles its type. Pure.
+func waitingReason(t *Task, live []workerInfo, now time.Time) string {
+	if t.State != StatePending || t.AvailableAt.After(now) {
+		return ""
+	}
+	if len(live) == 0 {
+		return "no worker is running on this database"
+	}
+	var handled []string
+	for _, w := range live {
+		if slices.Contains(w.Types, t.Type) {
+			return ""
+		}
+		for _, typ := range w.Types {
+			if !slices.Contains(handled, typ) {
+				handled = append(handled, typ)
+			}
+		}
+	}
+	slices.Sort(handled)
+	return fmt.Sprintf("no running worker handles type %s (they handle %s)", t.Type, strings.Join(handled, ", "))
 }

@@ -2,8 +2,8 @@ package transport
 
 import (
 	"context"
-	"errors"
 	"net/http"
+	"slices"
 	"sync"
 	"time"
 
@@ -13,319 +13,255 @@ import (
 	"github.com/ratekeeper/ratekeeper/quota"
 )
 
-// spend is what one request needs from the quota state: its owner's
-// secondary limits and its bucket's quota.
-type spend struct {
-	owner  OwnerID
-	bucket BucketID
-	sec    quota.Secondary
-	cost   quota.Cost
-	policy quota.Policy
-	free   bool // the server does not charge it (GitHub's /rate_limit)
+// attempt is one request's reservation bookkeeping, taken from a pool for
+// each RoundTrip and put back when it returns: the parameters handed to
+// the State point into it (no State keeps them past the call), so the hot
+// path allocates nothing for them.
+type attempt struct {
+	reserve ReserveParams
+	settle  SettleParams
+	reading headers.Reading
+	cands   [4]*creds.Credential
+	slots   [4]Slot
+	grant   grant
+}
+
+var attempts = sync.Pool{New: func() any { return new(attempt) }}
+
+func getAttempt() *attempt { return attempts.Get().(*attempt) }
+
+func putAttempt(at *attempt) {
+	*at = attempt{}
+	attempts.Put(at)
+}
+
+// route says how one request chooses its credential: pinned to one (the
+// "who am I" request, a learner's choice), or among the pool with one put
+// first.
+type route struct {
+	only     *creds.Credential // the one credential the request may take
+	first    *creds.Credential // the credential to prefer among equals
+	turnHeld bool              // the request holds its pool's learning turn
+	// validating: the request is a "who am I" request (its credential
+	// is not to be asked again first).
+	validating bool
 }
 
 // acquire picks the credential whose quota lets it go soonest, waits until
-// then and reserves the quota. Among credentials that can go equally soon
-// they take turns. It returns a *WaitError instead of waiting longer than
-// the max wait, and ctx's error as soon as ctx ends.
-func (t *Transport) acquire(ctx context.Context, req *http.Request, p *provider.Provider, pool *creds.Pool, class provider.Request, g *grant) error {
+// then and reserves the quota, recording the grant in at. Among
+// credentials that can go equally soon they take turns. It returns a
+// *WaitError instead of waiting longer than the max wait, and ctx's error as
+// soon as ctx ends. Every credential that is not invalid is a candidate,
+// those whose quota is spent included: the state knows when each returns,
+// and the request waits for the earliest.
+func (t *Transport) acquire(ctx context.Context, req *http.Request, p *provider.Provider, pool *creds.Pool, class provider.Request, rt route, at *attempt) error {
 	policy, _ := t.policyFor(p)
-	sec, cost := secondaryFor(p, class)
+	sec, cost := t.secondaryFor(p, class)
 	maxWait := t.maxWait(p)
-	sp := spend{sec: sec, cost: cost, policy: policy, free: class.Free}
+	at.reserve.Ask = quota.Ask{Policy: policy, Secondary: sec, Cost: cost, Free: class.Free}
 	var waited time.Duration
-	var buf [8]*creds.Credential
-	var validated *creds.Credential // just validated: use it rather than validating the next one
-	t.restore(ctx, p, pool)
+	var baton uint64
 	for {
 		if err := ctx.Err(); err != nil {
+			t.waiters.pass(baton)
 			return err
 		}
 		now := t.opts.Now()
-		cands := pool.AppendEligible(buf[:0], now)
+		cands := t.candidates(req, pool, at.cands[:0], rt, now)
 		if len(cands) == 0 {
-			if next, ok := pool.EarliestEligible(now); ok {
-				if w := next.Sub(now); w > maxWait {
-					return &WaitError{Provider: p.Name, Resource: class.Resource, Until: next, Wait: w, MaxWait: maxWait}
-				}
-				if err := t.waitFor(ctx, next.Sub(now), &waited); err != nil {
-					return err
-				}
-				continue
-			}
-			return t.noCredential(p, pool, now)
+			t.waiters.pass(baton)
+			return t.noCredential(p, pool)
 		}
-		c := cands[0]
-		if len(cands) > 1 {
-			// Choose the credential that can go soonest; ties take
-			// turns. (With one credential, reserving tells the wait.)
-			best := time.Duration(-1)
-			var tiedBuf [8]*creds.Credential
-			tied := tiedBuf[:0]
-			for _, cand := range cands {
-				t.setCredential(&sp, p, cand, class)
-				w, err := t.wait(ctx, &sp, now)
-				if err != nil {
-					return err
-				}
-				switch {
-				case best < 0 || w < best:
-					best, tied = w, append(tied[:0], cand)
-				case w == best:
-					tied = append(tied, cand)
-				}
+		slots := at.slots[:0]
+		for _, c := range cands {
+			sl := t.slot(p, c, class)
+			if !c.BucketKnown() {
+				sl.Also = t.knownBuckets(p, pool, c, class)
 			}
-			if best > maxWait {
-				return &WaitError{Provider: p.Name, Resource: class.Resource, Credential: tied[0].Masked(),
-					Until: now.Add(best), Wait: best, MaxWait: maxWait}
-			}
-			if best > 0 {
-				if err := t.waitFor(ctx, best, &waited); err != nil {
-					return err
-				}
-				continue
-			}
-			c = t.pickTied(req, pool, tied, validated)
+			slots = append(slots, sl)
 		}
-		if !t.opts.SkipValidation && t.validate(ctx, p, c) {
-			validated = c
-			continue // its owner is now known (or it was rejected): choose again
-		}
-		t.setCredential(&sp, p, c, class)
-		w, err := t.reserve(ctx, &sp, now)
+		at.reserve.Slots = slots
+		at.reserve.Lease = quota.Lease{ID: t.leaseID(), Until: now.Add(t.opts.Lease)}
+		at.reserve.Now = now
+		// The reservation runs to its end even if ctx ends meanwhile: a
+		// transaction cut short could have committed without the caller
+		// knowing, and its lease would be held until it lapsed. (A State
+		// that does I/O bounds it with a timeout of its own.)
+		i, w, err := t.state.Reserve(context.WithoutCancel(ctx), &at.reserve)
 		if err != nil {
-			return err
+			t.waiters.pass(baton)
+			return reserveFailed(p, class, err)
 		}
-		if w > 0 {
-			if w > maxWait {
-				return &WaitError{Provider: p.Name, Resource: class.Resource, Credential: c.Masked(),
-					Until: now.Add(w), Wait: w, MaxWait: maxWait}
-			}
-			if err := t.waitFor(ctx, w, &waited); err != nil {
+		c := cands[i]
+		if w == 0 {
+			at.grant = grant{cred: c, slot: slots[i], lease: at.reserve.Lease.ID, sent: now, class: class, waited: waited}
+			if err := ctx.Err(); err != nil {
+				t.release(ctx, p, &at.grant, at)
 				return err
 			}
-			continue
+			if !rt.validating && t.whoAmIDue(p, c, now) {
+				// The owner is to be asked first (a shared database,
+				// pass-through), or an earlier "who am I" failed and
+				// its time to try again has come: give the reservation
+				// back, ask, and choose again.
+				t.release(ctx, p, &at.grant, at)
+				t.askOwner(ctx, p, c, rt.turnHeld)
+				rt.first = c
+				continue
+			}
+			if waited > 0 {
+				t.emit(Event{Kind: EventWaited, Provider: p.Name, Resource: class.Resource, Credential: c.Masked(), Wait: waited})
+				t.log.Debug("waited for quota", "provider", p.Name, "resource", class.Resource, "credential", c.Masked(), "wait", waited)
+			}
+			return nil
 		}
-		*g = grant{cred: c, class: class, bucket: sp.bucket, owner: sp.owner, waited: waited}
-		if waited > 0 {
-			t.emit(Event{Kind: EventWaited, Provider: p.Name, Resource: class.Resource, Credential: c.Masked(), Wait: waited})
-			t.log.Debug("waited for quota", "provider", p.Name, "resource", class.Resource, "credential", c.Masked(), "wait", waited)
+		// A wake handed to this request that it could not use goes on
+		// to the next waiter.
+		t.waiters.pass(baton)
+		baton = 0
+		if w > maxWait {
+			return &WaitError{Provider: p.Name, Resource: class.Resource, Credential: c.Masked(),
+				Until: now.Add(w), Wait: w, MaxWait: maxWait}
 		}
-		return nil
+		if baton, err = t.waitFor(ctx, w, &waited); err != nil {
+			return err
+		}
 	}
 }
 
-// pickTied takes turns among equally good credentials, except that one
-// just validated is used at once (choosing again would otherwise validate
-// every credential before the first request goes), and that a credential
-// whose owner has the answer cached is preferred: its repeat is a free
-// conditional request, another owner's a charged one.
-func (t *Transport) pickTied(req *http.Request, pool *creds.Pool, tied []*creds.Credential, validated *creds.Credential) *creds.Credential {
-	for _, c := range tied {
-		if c == validated {
-			return c
+// candidates lists the credentials the request may go with, in the order
+// that breaks ties: taking turns (Pool.AppendTurn), except that the route's
+// first credential comes first, and that for a repeated GET the
+// credentials whose owner holds an answer of its own come next: any
+// credential revalidates a shared answer (see package cache), but where
+// validators differ per credential (GitHub's ETags) only the owner's own
+// makes the repeat a free 304. A pinned route has its one credential, if
+// it is not invalid.
+func (t *Transport) candidates(req *http.Request, pool *creds.Pool, dst []*creds.Credential, rt route, now time.Time) []*creds.Credential {
+	if rt.only != nil {
+		if rt.only.Eligible(now) {
+			dst = append(dst, rt.only)
+		}
+		return dst
+	}
+	dst = pool.AppendTurn(dst, now)
+	if rt.turnHeld {
+		// Learning: a credential whose bucket is unknown goes only when
+		// the learner names it, so its first answer is compared with
+		// the others' in the order the server counted them.
+		k := 0
+		for _, c := range dst {
+			if c == rt.first || c.BucketKnown() {
+				dst[k] = c
+				k++
+			}
+		}
+		dst = dst[:k]
+	}
+	if len(dst) < 2 {
+		return dst
+	}
+	front := 0
+	if rt.first != nil {
+		if i := slices.Index(dst, rt.first); i >= 0 {
+			moveToFront(dst, i, front)
+			front++
 		}
 	}
-	if t.cache != nil && req.Method == http.MethodGet && len(tied) > 1 {
+	if t.cache != nil && req.Method == http.MethodGet {
 		seen := ""
-		for _, c := range tied {
-			owner := c.BucketOwner()
+		for i := front; i < len(dst); i++ {
+			owner := dst[i].BucketOwner()
 			if owner == seen {
 				continue
 			}
 			seen = owner
-			if t.cache.Has(req, owner) {
-				return c
+			if t.cache.Holds(req, owner) {
+				moveToFront(dst, i, front)
+				break
 			}
 		}
 	}
-	return pool.Next(tied)
+	return dst
 }
 
-func (t *Transport) setCredential(sp *spend, p *provider.Provider, c *creds.Credential, class provider.Request) {
-	owner := c.BucketOwner()
-	sp.owner = OwnerID{Provider: t.stateKey(p), Owner: owner}
-	sp.bucket = BucketID{Provider: t.stateKey(p), Owner: owner, Resource: class.Resource}
-}
-
-// wait is how long the request must wait at now for the owner's secondary
-// limits and the bucket's quota, without reserving.
-func (t *Transport) wait(ctx context.Context, sp *spend, now time.Time) (time.Duration, error) {
-	if m, ok := t.state.(*memoryState); ok {
-		return m.wait(sp, now), nil
+// moveToFront moves s[i] to s[front], shifting what was between one place
+// back, so the rest keep their order.
+func moveToFront(s []*creds.Credential, i, front int) {
+	if i <= front {
+		return
 	}
-	return t.waitShared(ctx, *sp, now)
+	c := s[i]
+	copy(s[front+1:i+1], s[front:i])
+	s[front] = c
 }
 
-// waitShared is wait for a shared State; sp is a copy so the memory fast
-// path's spend never escapes to the heap.
-func (t *Transport) waitShared(ctx context.Context, sp spend, now time.Time) (time.Duration, error) {
-	var w time.Duration
-	err := t.state.UpdateOwner(ctx, sp.owner, func(o *quota.Owner) error {
-		w = o.Wait(sp.sec, sp.cost, now)
-		return nil
-	})
-	if err != nil || sp.free {
-		return w, err
-	}
-	err = t.state.UpdateBucket(ctx, sp.bucket, func(b *quota.Bucket) error {
-		w = max(w, b.Wait(sp.policy, now))
-		return nil
-	})
-	return w, err
-}
-
-// reserve takes the owner's permission and the bucket's quota at now, or
-// returns how long to wait (holding nothing) when either says no.
-func (t *Transport) reserve(ctx context.Context, sp *spend, now time.Time) (time.Duration, error) {
-	if m, ok := t.state.(*memoryState); ok {
-		return m.reserve(sp, now, t.holder, t.opts.Lease), nil
-	}
-	return t.reserveShared(ctx, *sp, now)
-}
-
-// reserveShared is reserve for a shared State.
-func (t *Transport) reserveShared(ctx context.Context, sp spend, now time.Time) (time.Duration, error) {
-	lease := t.opts.Lease
-	var w time.Duration
-	err := t.state.UpdateOwner(ctx, sp.owner, func(o *quota.Owner) error {
-		w = o.Reserve(sp.sec, sp.cost, now, t.holder, lease)
-		return nil
-	})
-	if err != nil || w > 0 {
-		return w, err
-	}
-	err = t.state.UpdateBucket(ctx, sp.bucket, func(b *quota.Bucket) error {
-		if sp.free {
-			// A free request holds a slot only so that its answer's
-			// release balances.
-			b.Holders = ensureHolder(b.Holders, t.holder, now.Add(lease))
-			return nil
+// knownBuckets are the buckets of the pool's credentials whose bucket is
+// known, other than c's, for the resource: those c may turn out to share
+// while its own is unknown, which its requests must not overspend either.
+func (t *Transport) knownBuckets(p *provider.Provider, pool *creds.Pool, c *creds.Credential, class provider.Request) []BucketID {
+	var out []BucketID
+	key := t.stateKey(p)
+	for _, o := range pool.Credentials() {
+		if o == c || !o.BucketKnown() || o.Kind() == creds.Anonymous {
+			continue
 		}
-		w = b.Reserve(sp.policy, now, t.holder, lease)
-		return nil
-	})
-	if err == nil && w == 0 {
-		return 0, nil
+		id := BucketID{Provider: key, Owner: o.BucketOwner(), Resource: class.Resource}
+		if !slices.Contains(out, id) {
+			out = append(out, id)
+		}
 	}
-	if sp.sec.MaxConcurrent > 0 {
-		_ = t.state.UpdateOwner(ctx, sp.owner, func(o *quota.Owner) error {
-			o.Release(t.holder, 1)
-			return nil
-		})
-	}
-	return w, err
+	return out
 }
 
-func ensureHolder(h map[string]quota.Holder, holder string, until time.Time) map[string]quota.Holder {
-	if h == nil {
-		h = make(map[string]quota.Holder, 1)
-	}
-	x := h[holder]
-	x.N++
-	x.Until = until
-	h[holder] = x
-	return h
+func (t *Transport) slot(p *provider.Provider, c *creds.Credential, class provider.Request) Slot {
+	owner := c.BucketOwner()
+	key := t.stateKey(p)
+	return Slot{Owner: OwnerID{Provider: key, Owner: owner}, Bucket: BucketID{Provider: key, Owner: owner, Resource: class.Resource}}
 }
 
-// waitFor sleeps d, or less when some request's answer changes the state,
-// or until ctx ends; it adds the time slept to *waited.
-func (t *Transport) waitFor(ctx context.Context, d time.Duration, waited *time.Duration) error {
-	changed := t.changed()
+// leaseID returns a new reservation's lease ID: this process's random base
+// plus a counter, so IDs never repeat here and collide across processes
+// only by a 2⁻⁶⁴ chance.
+func (t *Transport) leaseID() uint64 {
+	for {
+		if id := t.leaseBase + t.leaseSeq.Add(1); id != 0 {
+			return id
+		}
+	}
+}
+
+// waitFor sleeps d, or less when an answer may have freed what the request
+// waits for (see waiters), or until ctx ends; it adds the time slept to
+// *waited. It returns the baton of a wake it received, to be passed on if
+// the request still cannot go.
+func (t *Transport) waitFor(ctx context.Context, d time.Duration, waited *time.Duration) (uint64, error) {
+	w := t.waiters.join()
 	start := t.opts.Now()
 	timer := time.NewTimer(d)
 	defer timer.Stop()
 	defer func() { *waited += t.opts.Now().Sub(start) }()
 	select {
+	case baton := <-w.woken:
+		return baton, nil
 	case <-timer.C:
-	case <-changed:
 	case <-ctx.Done():
-		return ctx.Err()
 	}
-	return nil
-}
-
-// validate learns the owner of credential c before its first use, so
-// tokens of one account share one bucket: one request per credential,
-// ever; concurrent callers wait for the same answer. It reports whether it
-// sent that request (the caller then chooses again, with the owner known
-// or the credential rejected).
-func (t *Transport) validate(ctx context.Context, p *provider.Provider, c *creds.Credential) bool {
-	if c.Kind() != creds.Static || c.Owner().Key() != "" {
-		return false
-	}
-	if _, ok := p.ValidationURL(); !ok {
-		return false
-	}
-	v, loaded := t.validating.LoadOrStore(c, &validation{done: make(chan struct{})})
-	val := v.(*validation)
-	if loaded {
-		select {
-		case <-val.done:
-			return false // already tried; a failure leaves a per-token bucket
-		default:
+	if !t.waiters.leave(w) {
+		// A wake was handed over just as the wait ended: keep it.
+		baton := <-w.woken
+		if err := ctx.Err(); err != nil {
+			t.waiters.pass(baton)
+			return 0, err
 		}
-		// Another request is validating it: wait for the answer, then
-		// choose again (it may have been rejected).
-		select {
-		case <-val.done:
-			return true
-		case <-ctx.Done():
-			return false
-		}
+		return baton, nil
 	}
-	obs := &observingTransport{t: t, p: p}
-	_, err := creds.Validate(ctx, obs, p, c)
-	if err != nil {
-		if errors.Is(err, creds.ErrInvalid) {
-			t.emit(Event{Kind: EventCredentialInvalid, Provider: p.Name, Credential: c.Masked(), Status: http.StatusUnauthorized})
-			t.log.Warn("credential rejected", "provider", p.Name, "credential", c.Masked())
-		} else {
-			t.log.Debug("credential validation failed", "provider", p.Name, "credential", c.Masked(), "err", err)
-		}
-	}
-	t.remember(ctx, p, c, t.opts.Now())
-	if obs.seen {
-		// The answer also told the quota of the bucket it spent
-		// from, now filed under the owner it named.
-		id := BucketID{Provider: t.stateKey(p), Owner: c.BucketOwner(), Resource: obs.resource}
-		_ = t.state.UpdateBucket(ctx, id, func(b *quota.Bucket) error {
-			b.Observe(&obs.reading, obs.at, "", 0, true, defaultsFor(p))
-			return nil
-		})
-	}
-	close(val.done)
-	t.wake()
-	return true
+	return 0, ctx.Err()
 }
 
-type validation struct{ done chan struct{} }
-
-// observingTransport sends a validation request and keeps its rate-limit
-// reading: the first answer for a credential also tells its quota.
-type observingTransport struct {
-	t        *Transport
-	p        *provider.Provider
-	seen     bool
-	reading  headers.Reading
-	at       time.Time
-	resource string
-}
-
-func (o *observingTransport) RoundTrip(req *http.Request) (*http.Response, error) {
-	resp, err := o.t.base.RoundTrip(req)
-	if err != nil || resp.StatusCode == http.StatusUnauthorized {
-		return resp, err
-	}
-	o.at = o.t.opts.Now()
-	o.reading = quota.Read(resp.StatusCode, resp.Header, nil, o.at, o.t.skew(o.p, resp.Header, o.at))
-	o.resource = o.p.Classify(req.Method, req.URL).Resource
-	o.seen = true
-	return resp, nil
-}
-
-func (t *Transport) noCredential(p *provider.Provider, pool *creds.Pool, now time.Time) error {
+func (t *Transport) noCredential(p *provider.Provider, pool *creds.Pool) error {
 	e := &NoCredentialError{Provider: p.Name}
+	now := t.opts.Now()
 	for _, c := range pool.Credentials() {
 		st := c.Status(now)
 		e.Invalid = append(e.Invalid, c.Masked()+": "+st.Reason)
@@ -334,7 +270,8 @@ func (t *Transport) noCredential(p *provider.Provider, pool *creds.Pool, now tim
 }
 
 // restore applies, once per pool, what the credential store remembers:
-// rejected tokens stay rejected and known owners need no new validation.
+// rejected tokens stay rejected until their retry time, and known owners
+// and buckets need not be learnt again.
 func (t *Transport) restore(ctx context.Context, p *provider.Provider, pool *creds.Pool) {
 	if t.opts.Credentials == nil {
 		return
@@ -351,12 +288,22 @@ func (t *Transport) restore(ctx context.Context, p *provider.Provider, pool *cre
 				t.log.Warn("reading remembered credential state", "provider", p.Name, "credential", c.Masked(), "err", err)
 				continue
 			}
+			if !ok {
+				continue
+			}
 			switch {
-			case !ok:
-			case rec.Invalid:
-				c.MarkInvalid(rec.Reason, now)
 			case rec.OwnerID != "" || rec.OwnerName != "":
 				c.SetOwner(provider.Owner{ID: rec.OwnerID, Name: rec.OwnerName})
+			case rec.Bucket != "":
+				c.SetBucketOwner(rec.Bucket)
+			}
+			if rec.Invalid {
+				retry := rec.RetryAt
+				if retry.IsZero() {
+					retry = rec.ValidatedAt.Add(t.opts.InvalidRetry)
+				}
+				c.MarkInvalid(rec.Reason, rec.ValidatedAt, retry)
+			} else if rec.OwnerID != "" || rec.OwnerName != "" {
 				c.MarkValidated(now)
 			}
 		}
@@ -371,10 +318,14 @@ func (t *Transport) remember(ctx context.Context, p *provider.Provider, c *creds
 	st := c.Status(now)
 	rec := CredentialRecord{ValidatedAt: now}
 	if st.State == creds.Invalid {
-		rec.Invalid, rec.Reason = true, st.Reason
-	} else if o := c.Owner(); o.Key() != "" {
+		rec.Invalid, rec.Reason, rec.RetryAt = true, st.Reason, st.Until
+	}
+	if o := c.Owner(); o.Key() != "" {
 		rec.OwnerID, rec.OwnerName = o.ID, o.Name
-	} else {
+	} else if c.BucketKnown() {
+		rec.Bucket = c.BucketOwner()
+	}
+	if !rec.Invalid && rec.OwnerID == "" && rec.OwnerName == "" && rec.Bucket == "" {
 		return
 	}
 	if err := t.opts.Credentials.SaveCredential(ctx, t.stateKey(p), c.ID(), rec); err != nil {

@@ -1,9 +1,13 @@
 package transport
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/ratekeeper/ratekeeper/provider"
+	"github.com/ratekeeper/ratekeeper/quota"
 )
 
 // WaitError is returned instead of waiting when the quota a request needs
@@ -40,4 +44,30 @@ type NoCredentialError struct {
 
 func (e *NoCredentialError) Error() string {
 	return fmt.Sprintf("ratekeeper: no usable credential for %s: %s", e.Provider, strings.Join(e.Invalid, "; "))
+}
+
+// ReserveError is returned for a request to a bucket the configured
+// reserve leaves nothing of: a count reserve at or above the bucket's
+// limit, found out when the limit became known (GitHub's search allows 30
+// a minute, so --reserve 100 would keep every search waiting for ever).
+// It is a configuration error: retrying cannot help.
+type ReserveError struct {
+	Provider, Resource string
+	Reserve, Limit     int64
+}
+
+func (e *ReserveError) Error() string {
+	return fmt.Sprintf("ratekeeper: %s %s: the reserve of %d requests leaves nothing of this resource's limit of %d, so no request could ever go; "+
+		"keep back fewer than %d (--reserve, or reserve in the provider's config), or a percentage of each resource's limit such as \"10%%\"",
+		e.Provider, e.Resource, e.Reserve, e.Limit, e.Limit)
+}
+
+// reserveFailed is the error of a State's Reserve for a request of class
+// to p.
+func reserveFailed(p *provider.Provider, class provider.Request, err error) error {
+	var re *quota.ReserveError
+	if errors.As(err, &re) {
+		return &ReserveError{Provider: p.Name, Resource: class.Resource, Reserve: re.Reserve, Limit: re.Limit}
+	}
+	return fmt.Errorf("ratekeeper: reserving quota: %w", err)
 }

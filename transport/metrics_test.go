@@ -31,8 +31,8 @@ func TestMetrics(t *testing.T) {
 	if got := testutil.ToFloat64(m.requests.WithLabelValues("github", "core", "304", "revalidated")); got != 1 {
 		t.Fatalf("requests{revalidated} = %v", got)
 	}
-	if got := testutil.ToFloat64(m.remaining.WithLabelValues("github", "#1 …", "core")); got != 1 {
-		t.Fatalf("remaining = %v, want 1 (validation and one fetch spent)", got)
+	if got := testutil.ToFloat64(m.remaining.WithLabelValues("github", "#1 …", "core")); got != 2 {
+		t.Fatalf("remaining = %v, want 2 (one fetch spent)", got)
 	}
 	if got := testutil.ToFloat64(m.limit.WithLabelValues("github", "#1 …", "core")); got != 3 {
 		t.Fatalf("limit = %v", got)

@@ -2,11 +2,12 @@ package transport
 
 import (
 	"context"
+	"maps"
+	"slices"
 	"sort"
 	"sync"
 	"time"
 
-	"github.com/ratekeeper/ratekeeper/headers"
 	"github.com/ratekeeper/ratekeeper/quota"
 )
 
@@ -31,26 +32,90 @@ type OwnerID struct {
 // String returns "provider/owner".
 func (id OwnerID) String() string { return id.Provider + "/" + id.Owner }
 
-// State keeps bucket and owner state. Each update runs fn atomically on
-// the current value; fn may be called more than once by stores that retry
-// on conflict, so it must only change the value it is given. The memory
-// State serves one process; shared stores let several processes spend one
-// quota together.
+// Slot names what one credential spends from: its owner (secondary
+// limits) and its bucket for the request's resource. Credentials of one
+// owner share both.
+type Slot struct {
+	Owner  OwnerID
+	Bucket BucketID
+	// Also are the buckets a credential whose owner is not known yet may
+	// share (see quota.Option.Also).
+	Also []BucketID
+}
+
+// ReserveParams describe one reservation.
+type ReserveParams struct {
+	// Slots are the request's credentials in the caller's order of
+	// preference: among slots that can go equally soon the first wins.
+	Slots []Slot
+	// Ask is what the request needs of its owner and bucket.
+	Ask quota.Ask
+	// Lease is the reservation's own lease: its ID settles it, and it
+	// lapses at its Until if the request never reports back.
+	Lease quota.Lease
+	// Now is the time of the decision.
+	Now time.Time
+}
+
+// SettleParams describe the end of one reservation.
+type SettleParams struct {
+	// Slot is where the reservation was taken. A zero Owner leaves the
+	// owner alone (a reading that concerns only a bucket).
+	Slot Slot
+	// Lease is the reservation's lease ID; 0 for a reading learnt
+	// outside any reservation.
+	Lease uint64
+	// Answer is what the request's outcome tells; a nil Reading only
+	// releases the reservation.
+	Answer quota.Answer
+	// Now is when the outcome arrived.
+	Now time.Time
+}
+
+// State keeps bucket and owner state and runs package quota's one
+// algorithm on it atomically. Every implementation — this process's memory
+// (NewMemoryState), SQLite and PostgreSQL (package statestore) — does
+// exactly this, and passes the same suite (package transport/statetest):
+//
+//   - Reserve loads the owner and bucket of every slot and runs
+//     quota.Reserve on them, within one lock or one transaction, so no
+//     other reservation can slip in between the decision and its commit.
+//     The transport passes a context without cancellation here too (a
+//     transaction cut short could commit without the caller knowing), and
+//     gives the reservation back if the request ended meanwhile.
+//     It returns the chosen slot's index and 0, or the index of the slot
+//     that can go soonest and how long that is, having changed nothing.
+//   - Settle runs quota.Settle on one slot's owner and bucket, atomically.
+//     The transport passes a context that the request's cancellation does
+//     not end (context.WithoutCancel), so a cancelled or timed-out request
+//     still gives back what it took; a State that does I/O bounds it with a
+//     timeout of its own. It may write the answer later (see statestore),
+//     provided its next Reserve sees it.
+//   - Buckets and Owners return a copy of every bucket and owner known,
+//     for status displays and tests.
 type State interface {
-	UpdateBucket(ctx context.Context, id BucketID, fn func(*quota.Bucket) error) error
-	UpdateOwner(ctx context.Context, id OwnerID, fn func(*quota.Owner) error) error
-	// Buckets returns a copy of every bucket known, for status displays.
+	Reserve(ctx context.Context, p *ReserveParams) (int, time.Duration, error)
+	Settle(ctx context.Context, p *SettleParams) error
 	Buckets(ctx context.Context) (map[BucketID]quota.Bucket, error)
+	Owners(ctx context.Context) (map[OwnerID]quota.Owner, error)
 }
 
 // CredentialRecord is what a shared store remembers of a credential, so
 // a restarted process knows invalid tokens and owners without spending a
 // request. It never holds the token.
 type CredentialRecord struct {
-	Invalid     bool      `json:"invalid,omitempty"`
-	Reason      string    `json:"reason,omitempty"`
-	OwnerID     string    `json:"owner_id,omitempty"`
-	OwnerName   string    `json:"owner_name,omitempty"`
+	Invalid bool   `json:"invalid,omitempty"`
+	Reason  string `json:"reason,omitempty"`
+	// RetryAt is when an invalid mark is tried again (zero in records
+	// written before marks expired: ValidatedAt plus the transport's
+	// InvalidRetry).
+	RetryAt   time.Time `json:"retry_at,omitzero"`
+	OwnerID   string    `json:"owner_id,omitempty"`
+	OwnerName string    `json:"owner_name,omitempty"`
+	// Bucket is the bucket owner learnt from answers' counters when the
+	// owner itself is not known: another token's identity (one bucket
+	// with it) or the token's own.
+	Bucket      string    `json:"bucket,omitempty"`
 	ValidatedAt time.Time `json:"validated_at,omitzero"`
 }
 
@@ -66,8 +131,8 @@ func NewMemoryState() State {
 	return &memoryState{buckets: map[BucketID]*quota.Bucket{}, owners: map[OwnerID]*quota.Owner{}}
 }
 
-// memoryState guards every bucket and owner with one mutex: each update is
-// a few hundred nanoseconds of arithmetic, far below what a finer lock
+// memoryState guards every bucket and owner with one mutex: each decision
+// is a few hundred nanoseconds of arithmetic, far below what a finer lock
 // would save.
 type memoryState struct {
 	mu      sync.Mutex
@@ -75,87 +140,53 @@ type memoryState struct {
 	owners  map[OwnerID]*quota.Owner
 }
 
-func (m *memoryState) UpdateBucket(_ context.Context, id BucketID, fn func(*quota.Bucket) error) error {
-	m.mu.Lock()
-	defer m.mu.Unlock()
+func (m *memoryState) owner(id OwnerID) *quota.Owner {
+	o, ok := m.owners[id]
+	if !ok {
+		o = &quota.Owner{}
+		m.owners[id] = o
+	}
+	return o
+}
+
+func (m *memoryState) bucket(id BucketID) *quota.Bucket {
 	b, ok := m.buckets[id]
 	if !ok {
 		nb := quota.NewBucket()
 		b = &nb
 		m.buckets[id] = b
 	}
-	return fn(b)
+	return b
 }
 
-func (m *memoryState) UpdateOwner(_ context.Context, id OwnerID, fn func(*quota.Owner) error) error {
+func (m *memoryState) Reserve(_ context.Context, p *ReserveParams) (int, time.Duration, error) {
+	var buf [8]quota.Option
+	opts := buf[:0]
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	o, ok := m.owners[id]
-	if !ok {
-		o = &quota.Owner{}
-		m.owners[id] = o
+	for _, s := range p.Slots {
+		opt := quota.Option{Owner: m.owner(s.Owner), Bucket: m.bucket(s.Bucket)}
+		for _, id := range s.Also {
+			opt.Also = append(opt.Also, m.bucket(id))
+		}
+		opts = append(opts, opt)
 	}
-	return fn(o)
+	return quota.Reserve(opts, &p.Ask, p.Lease, p.Now)
 }
 
-// The memory state's fast paths: owner and bucket under one lock, no
-// closures, so a request costs no allocations here.
-
-func (m *memoryState) entries(sp *spend) (*quota.Owner, *quota.Bucket) {
-	o, ok := m.owners[sp.owner]
-	if !ok {
-		o = &quota.Owner{}
-		m.owners[sp.owner] = o
-	}
-	b, ok := m.buckets[sp.bucket]
-	if !ok {
-		nb := quota.NewBucket()
-		b = &nb
-		m.buckets[sp.bucket] = b
-	}
-	return o, b
-}
-
-func (m *memoryState) wait(sp *spend, now time.Time) time.Duration {
+func (m *memoryState) Settle(_ context.Context, p *SettleParams) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	o, b := m.entries(sp)
-	w := o.Wait(sp.sec, sp.cost, now)
-	if !sp.free {
-		w = max(w, b.Wait(sp.policy, now))
+	var o *quota.Owner
+	if p.Slot.Owner != (OwnerID{}) {
+		o = m.owner(p.Slot.Owner)
 	}
-	return w
-}
-
-func (m *memoryState) reserve(sp *spend, now time.Time, holder string, lease time.Duration) time.Duration {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	o, b := m.entries(sp)
-	if w := o.Wait(sp.sec, sp.cost, now); w > 0 {
-		return w
+	var also []*quota.Bucket
+	for _, id := range p.Slot.Also {
+		also = append(also, m.bucket(id))
 	}
-	if sp.free {
-		b.Holders = ensureHolder(b.Holders, holder, now.Add(lease))
-	} else if w := b.Reserve(sp.policy, now, holder, lease); w > 0 {
-		return w
-	}
-	o.Reserve(sp.sec, sp.cost, now, holder, lease)
-	return 0
-}
-
-func (m *memoryState) settle(sp *spend, r *headers.Reading, now time.Time, holder string, counted bool, def quota.Default, jitter float64) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	o, b := m.entries(sp)
-	if sp.sec.MaxConcurrent > 0 {
-		o.Release(holder, 1)
-	}
-	if r == nil {
-		b.Release(holder, 1)
-		return
-	}
-	o.Observe(r, now, jitter)
-	b.Observe(r, now, holder, 1, counted, def)
+	quota.Settle(o, m.bucket(p.Slot.Bucket), p.Lease, &p.Answer, p.Now, also...)
+	return nil
 }
 
 func (m *memoryState) Buckets(context.Context) (map[BucketID]quota.Bucket, error) {
@@ -164,7 +195,20 @@ func (m *memoryState) Buckets(context.Context) (map[BucketID]quota.Bucket, error
 	out := make(map[BucketID]quota.Bucket, len(m.buckets))
 	for id, b := range m.buckets {
 		c := *b
-		c.Holders = nil
+		c.Leases = slices.Clone(b.Leases)
+		out[id] = c
+	}
+	return out, nil
+}
+
+func (m *memoryState) Owners(context.Context) (map[OwnerID]quota.Owner, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make(map[OwnerID]quota.Owner, len(m.owners))
+	for id, o := range m.owners {
+		c := *o
+		c.Leases = slices.Clone(o.Leases)
+		c.PointsTAT = maps.Clone(o.PointsTAT)
 		out[id] = c
 	}
 	return out, nil

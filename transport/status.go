@@ -22,6 +22,29 @@ type CredentialStatus struct {
 	State      string           `json:"state"`
 	Reason     string           `json:"reason,omitempty"`
 	Resources  []ResourceStatus `json:"resources"`
+	// Concurrency is the owner's secondary-limit state, once the owner
+	// was used: its cap on requests in flight and its pause.
+	Concurrency *ConcurrencyStatus `json:"concurrency,omitempty"`
+}
+
+// ConcurrencyStatus is what an owner's secondary limits allow at the
+// report's time. Credentials of one owner share it.
+type ConcurrencyStatus struct {
+	// Cap is how many of the owner's requests may be in flight: learnt
+	// from the server, at most Max. A new owner starts at a few and gains
+	// one per round of successes (Ramping); a secondary refusal lowers it
+	// to what the server allowed (Lowered), and it then regains one a
+	// minute back to Max. 0: no cap.
+	Cap int64 `json:"cap"`
+	// Max is the configured max_concurrency (0: none).
+	Max      int64 `json:"max"`
+	Ramping  bool  `json:"ramping,omitempty"`
+	Lowered  bool  `json:"lowered,omitempty"`
+	InFlight int64 `json:"in_flight"`
+	// PausedUntil is the end of the secondary-limit pause under way, and
+	// Strikes the episodes of refusals in a row that led to it.
+	PausedUntil *time.Time `json:"paused_until,omitempty"`
+	Strikes     int        `json:"strikes,omitempty"`
 }
 
 // ResourceStatus is one bucket's state.
@@ -62,6 +85,10 @@ func (t *Transport) Status(ctx context.Context, now time.Time, only ...string) (
 	if err != nil {
 		return nil, err
 	}
+	owners, err := t.state.Owners(ctx)
+	if err != nil {
+		return nil, err
+	}
 	ids := sortedBucketIDs(buckets)
 	var out []CredentialStatus
 	for _, p := range t.providers(only) {
@@ -77,6 +104,10 @@ func (t *Transport) Status(ctx context.Context, now time.Time, only ...string) (
 				cs.Owner = o.String()
 			}
 			owner := c.BucketOwner()
+			if o, ok := owners[OwnerID{Provider: t.stateKey(p), Owner: owner}]; ok {
+				sec, _ := t.secondaryFor(p, provider.Request{})
+				cs.Concurrency = concurrencyStatus(&o, sec, now)
+			}
 			for _, id := range ids {
 				if id.Provider != t.stateKey(p) || id.Owner != owner {
 					continue
@@ -101,6 +132,18 @@ func (t *Transport) providers(only []string) []*provider.Provider {
 		}
 	}
 	return ps
+}
+
+func concurrencyStatus(o *quota.Owner, s quota.Secondary, now time.Time) *ConcurrencyStatus {
+	c := o.ConcurrencyCap(s, now)
+	below := s.MaxConcurrent <= 0 || c < s.MaxConcurrent
+	cs := &ConcurrencyStatus{Cap: c, Max: s.MaxConcurrent, InFlight: o.InFlight(now), Strikes: o.Strikes,
+		Lowered: o.Lowered && below, Ramping: !o.Lowered && s.MaxConcurrent > 0 && below}
+	if now.Before(o.PenaltyUntil) {
+		until := o.PenaltyUntil.UTC()
+		cs.PausedUntil = &until
+	}
+	return cs
 }
 
 func resourceStatus(name string, b *quota.Bucket, now time.Time) ResourceStatus {
@@ -149,18 +192,12 @@ func (t *Transport) Refresh(ctx context.Context, only ...string) error {
 
 func (t *Transport) refreshOne(ctx context.Context, p *provider.Provider, c *creds.Credential) error {
 	if c.Kind() != creds.Anonymous {
-		obs := &observingTransport{t: t, p: p}
-		_, err := creds.Validate(ctx, obs, p, c)
+		// Asked for, so asked again: a token marked invalid is tried
+		// anew. The request is reserved and read like any other.
+		c.ClearInvalid(t.opts.Now())
+		err := t.whoAmI(ctx, p, c, false)
 		if err != nil && ctx.Err() != nil {
 			return ctx.Err()
-		}
-		t.remember(ctx, p, c, t.opts.Now())
-		if obs.seen {
-			id := BucketID{Provider: t.stateKey(p), Owner: c.BucketOwner(), Resource: obs.resource}
-			_ = t.state.UpdateBucket(ctx, id, func(b *quota.Bucket) error {
-				b.Observe(&obs.reading, obs.at, "", 0, true, defaultsFor(p))
-				return nil
-			})
 		}
 		if c.State(t.opts.Now()) == creds.Invalid {
 			return nil
@@ -170,15 +207,13 @@ func (t *Transport) refreshOne(ctx context.Context, p *provider.Provider, c *cre
 	if !ok {
 		return nil
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
+	req, err := http.NewRequestWithContext(withPin(ctx, pin{cred: c, validating: true}), http.MethodGet, u.String(), nil)
 	if err != nil {
 		return err
 	}
 	req.Header.Set("Accept", "application/json")
-	if token, err := c.Token(ctx); err == nil && token != "" {
-		p.Authorize(req.Header, token)
-	}
-	resp, err := t.base.RoundTrip(req)
+	sent := t.opts.Now()
+	resp, err := t.RoundTrip(req)
 	if err != nil {
 		return fmt.Errorf("%s %s: %w", p.Name, c.Masked(), err)
 	}
@@ -192,17 +227,13 @@ func (t *Transport) refreshOne(ctx context.Context, p *provider.Provider, c *cre
 		return nil
 	}
 	now := t.opts.Now()
-	skew := t.skew(p, resp.Header, now)
+	skew := t.skew(p, resp.Header, sent, now)
 	for _, rl := range limits {
 		r := headers.Reading{Status: 200, Limit: int64(rl.Limit), Remaining: int64(rl.Remaining), Used: int64(rl.Used)}
 		if !rl.Reset.IsZero() {
 			r.Reset = rl.Reset.Add(-skew)
 		}
-		id := BucketID{Provider: t.stateKey(p), Owner: c.BucketOwner(), Resource: rl.Resource}
-		_ = t.state.UpdateBucket(ctx, id, func(b *quota.Bucket) error {
-			b.Observe(&r, now, "", 0, false, quota.Default{})
-			return nil
-		})
+		t.observe(ctx, p, Slot{Bucket: BucketID{Provider: t.stateKey(p), Owner: c.BucketOwner(), Resource: rl.Resource}}, &r, now, false)
 	}
 	return nil
 }

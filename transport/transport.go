@@ -2,8 +2,10 @@ package transport
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/rand"
+	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -14,6 +16,7 @@ import (
 	"os"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/ratekeeper/ratekeeper/cache"
@@ -42,6 +45,7 @@ const (
 	DefaultRetryCap            = 60 * time.Second
 	DefaultMaxRateLimitRetries = 10
 	DefaultLease               = 5 * time.Minute
+	DefaultInvalidRetry        = time.Hour
 )
 
 // Options configure a Transport. The zero value works: built-in providers,
@@ -75,6 +79,19 @@ type Options struct {
 	// RoundTrip returns a *WaitError carrying when the quota returns.
 	// A provider's configured max wait overrides it.
 	MaxWait time.Duration
+	// MaxPause caps every pause a server's answer imposes — a bucket's
+	// Retry-After on any status, an owner's secondary penalty — so that a
+	// proxy's "Retry-After: 86400" stops nothing for a day: past the cap
+	// the request is tried again, and a refusal starts another pause.
+	// Default quota.DefaultMaxPause (an hour); a provider's max_pause
+	// overrides it.
+	MaxPause time.Duration
+	// SecondaryWait is the first pause after a secondary refusal that
+	// does not say when to come back (no Retry-After); it doubles, with
+	// jitter, at each new strike (a refusal of a request sent after the
+	// last pause). Default quota.SecondaryBase, GitHub's documented
+	// minute; a provider's secondary_wait overrides it.
+	SecondaryWait time.Duration
 	// MaxRetries bounds resends after network errors and 5xx responses,
 	// for idempotent requests (GET, HEAD, OPTIONS, PUT, DELETE, or any
 	// request with an Idempotency-Key). Negative disables them.
@@ -86,16 +103,29 @@ type Options struct {
 	RetryBase, RetryCap time.Duration
 	// MaxRateLimitRetries bounds resends after rate-limit refusals.
 	MaxRateLimitRetries int
-	// Lease is how long a reservation stays counted when its process
-	// never reports back (it crashed).
+	// Lease is how long a reservation stays counted when its request
+	// never reports back (its process crashed). Each reservation has its
+	// own lease; none renews another.
 	Lease time.Duration
-	// Holder names this process in shared state; default: host, pid and a
-	// random suffix.
+	// Holder names this process in logs; default: host, pid and a random
+	// suffix.
 	Holder string
-	// SkipValidation turns off learning each token's owner with the
-	// provider's "who am I" request before its first use. Without the
-	// owner, two tokens of one account count as two buckets.
+	// SkipValidation turns off the provider's "who am I" request. It is
+	// needed only where the answers carry no counters to learn from which
+	// tokens share a bucket (see creds.Learner), and to confirm a 401
+	// before a token is marked invalid; without it such tokens count as
+	// buckets of their own, and a 401 marks a token invalid at once.
 	SkipValidation bool
+	// AskOwnerFirst sends the provider's "who am I" request before a
+	// token's first use, as the only way to learn its owner, where its
+	// pool cannot tell (a pool of one token whose owner may also own
+	// others elsewhere: the gateway's pass-through tokens). The request is
+	// reserved and read like any other.
+	AskOwnerFirst bool
+	// InvalidRetry is how long a rejected token stays unused before it is
+	// tried again (default 1 h): a refusal can be a provider's passing
+	// trouble, and a token can be fixed without being replaced.
+	InvalidRetry time.Duration
 	// Logger receives debug logs (masked credentials only); nil: none.
 	Logger *slog.Logger
 	// OnEvent is called for waits, refusals, invalid credentials and
@@ -128,12 +158,15 @@ type Transport struct {
 	pools map[string]*creds.Pool
 	skews map[string]*quota.Skew
 
-	validating sync.Map // *creds.Credential → *validation
-	restored   sync.Map // *creds.Pool → *sync.Once
-	creds      sync.Map // *creds.Credential → *credInfo
+	learnings   sync.Map // *creds.Pool → *learning
+	validations sync.Map // *creds.Credential → *validationRetry
+	asking      sync.Map // *creds.Credential → chan struct{}, closed once its owner is asked
+	restored    sync.Map // *creds.Pool → *sync.Once
+	creds       sync.Map // *creds.Credential → *credInfo
 
-	notifyMu sync.Mutex
-	notify   chan struct{}
+	waiters   waiters
+	leaseBase uint64
+	leaseSeq  atomic.Uint64
 }
 
 // New returns a Transport. It fails when a provider's credentials cannot be
@@ -183,6 +216,15 @@ func New(opts Options) (*Transport, error) {
 	if t.opts.Lease <= 0 {
 		t.opts.Lease = DefaultLease
 	}
+	if t.opts.InvalidRetry <= 0 {
+		t.opts.InvalidRetry = DefaultInvalidRetry
+	}
+	if t.opts.MaxPause <= 0 {
+		t.opts.MaxPause = quota.DefaultMaxPause
+	}
+	if t.opts.SecondaryWait <= 0 {
+		t.opts.SecondaryWait = quota.SecondaryBase
+	}
 	if t.opts.Now == nil {
 		t.opts.Now = time.Now
 	}
@@ -193,6 +235,9 @@ func New(opts Options) (*Transport, error) {
 	if t.holder == "" {
 		t.holder = defaultHolder()
 	}
+	var seed [8]byte
+	_, _ = rand.Read(seed[:])
+	t.leaseBase = binary.LittleEndian.Uint64(seed[:])
 	t.log = opts.Logger
 	if t.log == nil {
 		t.log = slog.New(slog.DiscardHandler)
@@ -280,8 +325,11 @@ func (t *Transport) policyFor(p *provider.Provider) (quota.Policy, error) {
 		}
 		pol.Kind = k
 	}
-	if p.Limits.Reserve > 0 {
-		pol.Reserve = int64(p.Limits.Reserve)
+	if p.Limits.Reserve > 0 || p.Limits.ReservePercent > 0 {
+		pol.Reserve, pol.ReservePercent = int64(p.Limits.Reserve), p.Limits.ReservePercent
+	}
+	if err := pol.Validate(); err != nil {
+		return pol, fmt.Errorf("provider %s: %w", p.Name, err)
 	}
 	return pol, nil
 }
@@ -293,9 +341,15 @@ func (t *Transport) maxWait(p *provider.Provider) time.Duration {
 	return t.opts.MaxWait
 }
 
-func secondaryFor(p *provider.Provider, class provider.Request) (quota.Secondary, quota.Cost) {
+// maxPause is the cap on the pauses p's answers impose.
+func (t *Transport) maxPause(p *provider.Provider) time.Duration {
+	return cmp.Or(p.Limits.MaxPause, t.opts.MaxPause)
+}
+
+func (t *Transport) secondaryFor(p *provider.Provider, class provider.Request) (quota.Secondary, quota.Cost) {
 	s := quota.Secondary{
 		MaxConcurrent:    int64(p.Secondary.MaxConcurrency),
+		Wait:             cmp.Or(p.Secondary.Wait, t.opts.SecondaryWait),
 		WriteSpacing:     p.Secondary.WriteSpacing,
 		PointsPerMinute:  int64(p.Secondary.EndpointPointsPerMinute),
 		ContentPerMinute: int64(p.Secondary.ContentCreationPerMinute),
@@ -315,8 +369,9 @@ func defaultsFor(p *provider.Provider) quota.Default {
 // quota it holds.
 type grant struct {
 	cred   *creds.Credential
-	bucket BucketID
-	owner  OwnerID
+	slot   Slot
+	lease  uint64
+	sent   time.Time // when the reservation was taken
 	class  provider.Request
 	waited time.Duration
 }
@@ -338,28 +393,45 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	class := p.Classify(req.Method, req.URL)
 	replayable := req.Body == nil || req.Body == http.NoBody || req.GetBody != nil
 	idempotent := isIdempotent(req)
+	at := getAttempt()
+	defer putAttempt(at)
+	g := &at.grant
+	rt, turn, err := t.route(ctx, p, pool)
+	if err != nil {
+		closeBody(req)
+		return nil, err
+	}
+	if turn != nil {
+		defer turn.give()
+	}
 	var errRetries, limitRetries int
 	for attempt := 1; ; attempt++ {
-		var grant grant
-		g := &grant
-		if err := t.acquire(ctx, req, p, pool, class, g); err != nil {
+		if turn != nil {
+			// Learning: the learner's choice goes first; if it
+			// cannot go now, another does, and its answer teaches
+			// too.
+			rt.first = turn.next()
+		}
+		if err := t.acquire(ctx, req, p, pool, class, rt, at); err != nil {
 			closeBody(req)
 			return nil, err
 		}
 		out, err := t.outgoing(ctx, req, p, g, attempt)
 		if err != nil {
-			t.settle(ctx, p, g, nil, t.opts.Now(), false)
+			t.release(ctx, p, g, at)
 			closeBody(req)
 			return nil, err
 		}
 		var entry *cache.Entry
-		if t.cache != nil {
-			entry = t.cache.Prepare(out, g.bucket.Owner)
+		useCache := t.cache != nil && !rt.validating // "who am I" is asked afresh
+		if useCache {
+			entry = t.cache.Prepare(out, g.slot.Owner.Owner)
 		}
+		sentAt := t.opts.Now()
 		resp, err := t.base.RoundTrip(out)
 		now := t.opts.Now()
 		if err != nil {
-			t.settle(ctx, p, g, nil, now, false)
+			t.release(ctx, p, g, at)
 			if ctx.Err() != nil {
 				return nil, err
 			}
@@ -379,31 +451,37 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		if needsBody(resp.StatusCode) {
 			prefix, resp.Body = peekBody(resp.Body, 8<<10)
 		}
-		reading := quota.Read(resp.StatusCode, resp.Header, prefix, now, t.skew(p, resp.Header, now))
+		at.reading = quota.Read(resp.StatusCode, resp.Header, prefix, now, t.skew(p, resp.Header, sentAt, now))
+		reading := &at.reading
 		counted := resp.StatusCode != http.StatusNotModified && !class.Free
-		t.settle(ctx, p, g, &reading, now, counted)
-		t.record(p, g, resp.StatusCode, cacheOutcome(out.Method, entry != nil, resp.StatusCode), &reading)
+		t.settle(ctx, p, g, at, reading, now, counted)
+		t.record(p, g, resp.StatusCode, cacheOutcome(out.Method, entry != nil, resp.StatusCode), reading)
+		if turn != nil && !rt.validating {
+			t.learnFrom(ctx, p, turn, g.cred, reading, class.Resource,
+				counted && reading.Limited == headers.NotLimited && resp.StatusCode < 500, now)
+		}
 
 		switch {
-		case resp.StatusCode == http.StatusUnauthorized && g.cred.Kind() != creds.Anonymous && t.sentOwnToken(ctx, req, p, g):
-			reason := fmt.Sprintf("%s %s answered 401", req.Method, redactURL(req))
-			if g.cred.MarkInvalid(reason, now) {
-				t.remember(ctx, p, g.cred, now)
-				t.emit(Event{Kind: EventCredentialInvalid, Provider: p.Name, Resource: class.Resource, Credential: g.cred.Masked(), Status: 401, Attempt: attempt})
-				t.log.Warn("credential rejected", "provider", p.Name, "credential", g.cred.Masked())
-			}
-			if replayable && len(pool.Eligible(now)) > 0 {
-				discard(resp)
-				continue
+		case resp.StatusCode == http.StatusUnauthorized && !rt.validating && g.cred.Kind() != creds.Anonymous && t.sentOwnToken(ctx, req, p, g):
+			if t.rejected(ctx, p, g.cred, req, resp, prefix, rt.turnHeld, now) {
+				switch {
+				case len(pool.Eligible(t.opts.Now())) == 0:
+					// Every token is rejected: say so, as the
+					// next request would.
+					discard(resp)
+					closeBody(req)
+					return nil, t.noCredential(p, pool)
+				case replayable:
+					discard(resp)
+					continue
+				}
 			}
 		case reading.Limited != headers.NotLimited:
-			if reading.Limited == headers.Primary {
-				g.cred.MarkExhausted(now.Add(reading.Wait), now)
-			}
 			t.emit(Event{Kind: EventRateLimited, Provider: p.Name, Resource: class.Resource, Credential: g.cred.Masked(),
 				Status: resp.StatusCode, Limit: reading.Limited.String(), Wait: reading.Wait, Attempt: attempt})
 			// A refused request was not processed, so even a POST may
-			// go again.
+			// go again. The wait the refusal imposes is now in the
+			// state, where the next acquire finds it.
 			if replayable && limitRetries < t.opts.MaxRateLimitRetries {
 				limitRetries++
 				discard(resp)
@@ -423,22 +501,25 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 				}
 				continue
 			}
-		default:
-			if resp.StatusCode < 400 {
-				g.cred.MarkAvailable(now)
-			}
+		case resp.StatusCode < 400:
+			g.cred.MarkValidated(now)
 		}
 
-		if t.cache != nil {
+		if useCache {
 			if entry != nil && resp.StatusCode == http.StatusNotModified {
 				resp = t.cache.Revalidated(entry, resp)
 			} else if out.Method == http.MethodGet {
-				if stored, serr := t.cache.Store(out, g.bucket.Owner, resp); serr == nil {
-					resp = stored
+				// Store reads the body whole; when that read fails the
+				// answer is lost like any failed round trip, and is
+				// reported as one.
+				if resp, err = t.cache.Store(out, g.slot.Owner.Owner, resp); err != nil {
+					return nil, err
 				}
 			}
 		}
-		resp.Header[HeaderCredential] = t.credInfo(p, g.cred, "").masked
+		// A slice of its own: a caller writing into one response's
+		// header must not change another's.
+		resp.Header[HeaderCredential] = []string{t.credInfo(p, g.cred, "").masked}
 		if attempt > 1 {
 			resp.Header.Set(HeaderAttempts, strconv.Itoa(attempt))
 		}
@@ -447,6 +528,56 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		resp.Request = req
 		return resp, nil
 	}
+}
+
+// route works out how a request chooses its credential: pinned by its
+// context (the "who am I" request), or from the pool. While the pool is
+// learning which credentials share a bucket, it waits for the pool's turn
+// (one request at a time) and returns it, for the caller to give back when
+// the request is done.
+func (t *Transport) route(ctx context.Context, p *provider.Provider, pool *creds.Pool) (route, *learning, error) {
+	var rt route
+	if pn, ok := pinOf(ctx); ok {
+		rt = route{only: pn.cred, turnHeld: pn.turnHeld, validating: pn.validating}
+	}
+	lg := t.learningFor(ctx, p, pool)
+	if lg.done.Load() || rt.turnHeld {
+		return rt, nil, nil
+	}
+	if !lg.take(ctx) {
+		return rt, nil, ctx.Err()
+	}
+	if lg.done.Load() {
+		// Learnt while this request waited for its turn.
+		lg.give()
+		return rt, nil, nil
+	}
+	rt.turnHeld = true
+	return rt, lg, nil
+}
+
+// rejected decides what a 401 to a request sent with c's own token means.
+// The provider says whether it may be about the token at all (Hugging Face
+// answers 401 for a missing repository); if so, the "who am I" request
+// confirms it before c is marked invalid, for Options.InvalidRetry. It
+// reports whether c was rejected (the request may then go again with
+// another credential); otherwise the 401 is the request's answer.
+func (t *Transport) rejected(ctx context.Context, p *provider.Provider, c *creds.Credential, req *http.Request, resp *http.Response, prefix []byte, turnHeld bool, now time.Time) bool {
+	if !p.MayRejectCredential(resp.StatusCode, resp.Header, prefix) {
+		return false
+	}
+	if _, ok := p.ValidationURL(); ok && !t.opts.SkipValidation && c.Kind() == creds.Static {
+		t.whoAmI(ctx, p, c, turnHeld)
+		return c.State(t.opts.Now()) == creds.Invalid
+	}
+	reason := fmt.Sprintf("%s %s answered 401", req.Method, redactURL(req))
+	if c.MarkInvalid(reason, now, now.Add(t.opts.InvalidRetry)) {
+		t.unlearn(p, c)
+		t.remember(ctx, p, c, now)
+		t.emit(Event{Kind: EventCredentialInvalid, Provider: p.Name, Credential: c.Masked(), Status: http.StatusUnauthorized})
+		t.log.Warn("credential rejected", "provider", p.Name, "credential", c.Masked(), "retry_at", now.Add(t.opts.InvalidRetry))
+	}
+	return true
 }
 
 // outgoing builds the request to send: a copy of req with its own header,
@@ -485,7 +616,7 @@ type credInfo struct {
 	token  string
 	key    string
 	value  []string
-	masked []string
+	masked string
 }
 
 func (t *Transport) credInfo(p *provider.Provider, c *creds.Credential, token string) *credInfo {
@@ -496,7 +627,7 @@ func (t *Transport) credInfo(p *provider.Provider, c *creds.Credential, token st
 		}
 	}
 	m := c.Masked()
-	ci := &credInfo{token: token, masked: []string{m}[:1:1]}
+	ci := &credInfo{token: token, masked: m}
 	if token != "" {
 		h := http.Header{}
 		p.Authorize(h, token)
@@ -565,55 +696,45 @@ func hasAuth(req *http.Request, p *provider.Provider) bool {
 	return req.Header.Get(p.Auth.Header) != ""
 }
 
-// settle returns a grant's reservations and, when there was a response,
-// applies its reading.
-func (t *Transport) settle(ctx context.Context, p *provider.Provider, g *grant, r *headers.Reading, now time.Time, counted bool) {
-	sec, cost := secondaryFor(p, g.class)
-	sp := spend{owner: g.owner, bucket: g.bucket, sec: sec, cost: cost, free: g.class.Free}
-	jitter := t.opts.Rand()
-	if m, ok := t.state.(*memoryState); ok {
-		m.settle(&sp, r, now, t.holder, counted, defaultsFor(p), jitter)
-		t.wake()
-		return
+// settle gives a grant's reservation back and applies its answer's
+// reading (r nil: release only), on a context the request's cancellation
+// does not end (a State that does I/O bounds it with a timeout of its
+// own): a request cut short by its deadline or its caller still returns
+// what it took.
+func (t *Transport) settle(ctx context.Context, p *provider.Provider, g *grant, at *attempt, r *headers.Reading, now time.Time, counted bool) {
+	at.settle = SettleParams{Slot: g.slot, Lease: g.lease, Now: now, Answer: t.answer(p, r, counted, g.sent)}
+	if err := t.state.Settle(context.WithoutCancel(ctx), &at.settle); err != nil {
+		t.log.Warn("quota state update failed; the reservation lapses with its lease", "bucket", g.slot.Bucket.String(), "err", err)
 	}
-	var reading *headers.Reading
-	if r != nil {
-		rc := *r // the closures below keep a copy; the caller's reading stays on its stack
-		reading = &rc
-	}
-	t.settleShared(ctx, p, g, reading, now, counted, jitter)
+	t.waiters.wake()
 }
 
-func (t *Transport) settleShared(ctx context.Context, p *provider.Provider, g *grant, r *headers.Reading, now time.Time, counted bool, jitter float64) {
-	sec, _ := secondaryFor(p, g.class)
-	if sec.MaxConcurrent > 0 || r != nil {
-		_ = t.state.UpdateOwner(ctx, g.owner, func(o *quota.Owner) error {
-			if sec.MaxConcurrent > 0 {
-				o.Release(t.holder, 1)
-			}
-			if r != nil {
-				o.Observe(r, now, jitter)
-			}
-			return nil
-		})
-	}
-	def := defaultsFor(p)
-	err := t.state.UpdateBucket(ctx, g.bucket, func(b *quota.Bucket) error {
-		if r == nil {
-			b.Release(t.holder, 1)
-			return nil
-		}
-		b.Observe(r, now, t.holder, 1, counted, def)
-		return nil
-	})
-	if err != nil {
-		t.log.Warn("quota state update failed", "bucket", g.bucket.String(), "err", err)
-	}
-	t.wake()
+// release gives a grant's reservation back unused.
+func (t *Transport) release(ctx context.Context, p *provider.Provider, g *grant, at *attempt) {
+	t.settle(ctx, p, g, at, nil, t.opts.Now(), false)
 }
 
-// skew records the response's Date and returns the provider's clock skew.
-func (t *Transport) skew(p *provider.Provider, h http.Header, now time.Time) time.Duration {
+// observe applies a reading learnt outside any reservation (a validation
+// answer, a status endpoint) to slot's bucket (and owner, when named).
+func (t *Transport) observe(ctx context.Context, p *provider.Provider, slot Slot, r *headers.Reading, now time.Time, counted bool) {
+	sp := &SettleParams{Slot: slot, Now: now, Answer: t.answer(p, r, counted, time.Time{})}
+	if err := t.state.Settle(context.WithoutCancel(ctx), sp); err != nil {
+		t.log.Warn("quota state update failed", "bucket", slot.Bucket.String(), "err", err)
+	}
+	t.waiters.wake()
+}
+
+// answer is what reading r (nil: none) of a request to p sent at sent
+// tells the quota state, with what applying it needs to know of p.
+func (t *Transport) answer(p *provider.Provider, r *headers.Reading, counted bool, sent time.Time) quota.Answer {
+	sec, _ := t.secondaryFor(p, provider.Request{})
+	return quota.Answer{Reading: r, Counted: counted, Default: defaultsFor(p), Jitter: t.opts.Rand(), Sent: sent,
+		Secondary: sec, MaxPause: t.maxPause(p)}
+}
+
+// skew records the response's Date, for a request sent at sent and
+// answered at now, and returns the provider's clock skew.
+func (t *Transport) skew(p *provider.Provider, h http.Header, sent, now time.Time) time.Duration {
 	st, ok := headers.ServerTime(h)
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -623,7 +744,7 @@ func (t *Transport) skew(p *provider.Provider, h http.Header, now time.Time) tim
 		t.skews[p.Name] = s
 	}
 	if ok {
-		s.Add(st, now)
+		s.Add(st, sent, now)
 	}
 	return s.Estimate()
 }
@@ -651,26 +772,6 @@ func (t *Transport) sleep(ctx context.Context, d time.Duration) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
-}
-
-// wake tells waiting requests that some state changed.
-func (t *Transport) wake() {
-	t.notifyMu.Lock()
-	if t.notify != nil {
-		close(t.notify)
-		t.notify = nil
-	}
-	t.notifyMu.Unlock()
-}
-
-// changed returns a channel closed at the next state change.
-func (t *Transport) changed() <-chan struct{} {
-	t.notifyMu.Lock()
-	defer t.notifyMu.Unlock()
-	if t.notify == nil {
-		t.notify = make(chan struct{})
-	}
-	return t.notify
 }
 
 func (t *Transport) emit(e Event) {
@@ -734,7 +835,8 @@ func isIdempotent(req *http.Request) bool {
 // needsBody says which responses Parse must see the body of: refusals
 // (to tell secondary limits and find retry_after).
 func needsBody(status int) bool {
-	return status == http.StatusForbidden || status == http.StatusTooManyRequests || status == 420
+	return status == http.StatusForbidden || status == http.StatusTooManyRequests || status == 420 ||
+		status == http.StatusUnauthorized // whose body says whether the token was refused
 }
 
 // peekBody reads up to n bytes of body and returns them with a body that

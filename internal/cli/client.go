@@ -1,16 +1,22 @@
 package cli
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/ratekeeper/ratekeeper"
+	"github.com/ratekeeper/ratekeeper/internal/sqlitedb"
+	"github.com/ratekeeper/ratekeeper/provider"
+	"github.com/ratekeeper/ratekeeper/quota"
+	"github.com/ratekeeper/ratekeeper/tasks"
 	"github.com/ratekeeper/ratekeeper/transport"
 )
 
@@ -21,22 +27,49 @@ type clientFlags struct {
 	providers []string
 	config    string
 	policy    string
-	reserve   int
+	reserve   string
 	maxWait   time.Duration
+	maxPause  time.Duration
+	secWait   time.Duration
 	verbose   bool
 }
 
 func (f *clientFlags) add(cmd *cobra.Command) {
-	fl := cmd.Flags()
-	fl.StringVar(&f.db, "db", "./ratekeeper.db",
+	cmd.Flags().StringVar(&f.db, "db", "./ratekeeper.db",
 		"database shared by every ratekeeper process using it: a SQLite file, or postgres://… for a fleet; \"memory\" keeps state in this process only")
+	f.addAllButDB(cmd)
+}
+
+// addAllButDB adds the client flags except --db, for a command whose
+// parent already has it (tasks worker): the caller sets f.db.
+func (f *clientFlags) addAllButDB(cmd *cobra.Command) {
+	fl := cmd.Flags()
 	fl.StringSliceVar(&f.providers, "provider", nil,
 		"NAME=BASEURL adds or moves a provider (repeatable), e.g. github=http://127.0.0.1:8080/github; a bare NAME selects a configured provider")
 	fl.StringVar(&f.config, "config", "", "TOML file describing providers, tokens env, limits and policy")
 	fl.StringVar(&f.policy, "policy", "greedy", "pacing policy: greedy (as fast as the quota allows), spread or adaptive (leave quota for other work)")
-	fl.IntVar(&f.reserve, "reserve", 0, "requests per bucket to keep back for other work")
+	fl.StringVar(&f.reserve, "reserve", "0", "quota to keep back for other work in every bucket: a count of requests (100), below each resource's limit, or a percentage of each resource's limit (10%)")
 	fl.DurationVar(&f.maxWait, "max-wait", transport.DefaultMaxWait, "longest single wait for quota; beyond it the request fails saying when quota returns")
+	fl.DurationVar(&f.maxPause, "max-pause", quota.DefaultMaxPause, "longest pause a server's Retry-After or a secondary-limit penalty can impose; the request is tried again after it")
+	fl.DurationVar(&f.secWait, "secondary-wait", quota.SecondaryBase, "first pause after a secondary-limit refusal without Retry-After; it doubles, with jitter, at each new refusal")
 	fl.BoolVarP(&f.verbose, "verbose", "v", false, "tell which credential, waits and cache outcome on stderr")
+}
+
+// durableMaxWait is the default --max-wait of the commands that work
+// durable tasks (fetch, tasks worker): a task waits in memory at most this
+// long for quota, then sleeps durably (rescheduled in the database until
+// quota returns) and frees its worker. It must stay well below the tasks'
+// attempt timeout.
+const durableMaxWait = 30 * time.Second
+
+// durable makes --max-wait default to durableMaxWait and says what a
+// longer wait becomes.
+func (f *clientFlags) durable(cmd *cobra.Command) {
+	if fl := cmd.Flags().Lookup("max-wait"); fl != nil {
+		f.maxWait = durableMaxWait
+		fl.DefValue = durableMaxWait.String()
+		fl.Usage = "longest wait for quota in memory; a longer one reschedules the task until quota returns (a durable sleep)"
+	}
 }
 
 // selected returns the provider names given without a base URL, and the
@@ -57,20 +90,30 @@ func (f *clientFlags) split() (selected, configure []string) {
 // options turns the flags into client options; stderr receives the
 // verbose lines.
 func (f *clientFlags) options(stderr io.Writer) (ratekeeper.Options, error) {
-	if f.reserve < 0 {
-		return ratekeeper.Options{}, fmt.Errorf("--reserve %d: want 0 or more requests", f.reserve)
+	reserve, percent, err := provider.ParseReserve(f.reserve)
+	if err != nil {
+		return ratekeeper.Options{}, fmt.Errorf("--%v", err)
 	}
 	if f.maxWait <= 0 {
 		return ratekeeper.Options{}, fmt.Errorf("--max-wait %v: want a positive duration such as 5m", f.maxWait)
 	}
+	if f.maxPause < time.Second {
+		return ratekeeper.Options{}, fmt.Errorf("--max-pause %v: want a duration of a second or more, such as 1h", f.maxPause)
+	}
+	if f.secWait < time.Second {
+		return ratekeeper.Options{}, fmt.Errorf("--secondary-wait %v: want a duration of a second or more, such as 60s", f.secWait)
+	}
 	_, configure := f.split()
 	opts := ratekeeper.Options{
-		DB:         f.db,
-		ConfigFile: f.config,
-		Providers:  configure,
-		Policy:     f.policy,
-		Reserve:    f.reserve,
-		MaxWait:    f.maxWait,
+		DB:             f.db,
+		ConfigFile:     f.config,
+		Providers:      configure,
+		Policy:         f.policy,
+		Reserve:        reserve,
+		ReservePercent: percent,
+		MaxWait:        f.maxWait,
+		MaxPause:       f.maxPause,
+		SecondaryWait:  f.secWait,
 	}
 	if f.verbose {
 		opts.Logger = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
@@ -92,6 +135,11 @@ func (f *clientFlags) transportWith(stderr io.Writer, tune func(*ratekeeper.Opti
 	if err != nil {
 		return nil, &ExitError{Code: 2, Err: err}
 	}
+	if f.db != "" && f.db != "memory" && !sqlitedb.IsPostgres(f.db) {
+		if err := sqlitedb.CheckPath(f.db); err != nil {
+			return nil, &ExitError{Code: 1, Err: fmt.Errorf("--db %s: %w", f.db, err)}
+		}
+	}
 	if tune != nil {
 		tune(&opts)
 	}
@@ -111,6 +159,36 @@ func (f *clientFlags) transportWith(stderr io.Writer, tune func(*ratekeeper.Opti
 		}
 	}
 	return t, nil
+}
+
+// checkDatabase refuses a --db that would betray a durable command: a
+// SQLite file that fails quick_check (the tasks and the quota state in it
+// cannot be trusted) is refused with advice, exit status 1. PostgreSQL
+// checks its own pages as it reads them (and its data checksums, when on),
+// so connecting, which the command does next, is its cheapest check.
+func checkDatabase(ctx context.Context, db, advice string) error {
+	if db == "" || db == "memory" || sqlitedb.IsPostgres(db) {
+		return nil
+	}
+	if err := sqlitedb.CheckPath(db); err != nil {
+		return &ExitError{Code: 1, Err: fmt.Errorf("--db %s: %w", db, err)}
+	}
+	err := sqlitedb.Check(ctx, db)
+	var d *sqlitedb.DamagedError
+	switch {
+	case errors.As(err, &d):
+		return &ExitError{Code: 1, Err: fmt.Errorf("--db %w: %s", err, advice)}
+	case err != nil:
+		return &ExitError{Code: 1, Err: fmt.Errorf("--db %s: %w", db, err)}
+	}
+	return nil
+}
+
+// wireBase is the base round tripper of the durable commands' clients: the
+// network, its failures marked so that a task tells them from faults of
+// this machine (tasks.Options.WireMarked).
+func wireBase() http.RoundTripper {
+	return tasks.WireTransport(http.DefaultTransport.(*http.Transport).Clone())
 }
 
 func describeEvent(e transport.Event) string {

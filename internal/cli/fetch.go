@@ -13,18 +13,16 @@ import (
 
 	"github.com/dustin/go-humanize"
 	"github.com/mattn/go-isatty"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/cobra"
 
+	"github.com/ratekeeper/ratekeeper"
 	"github.com/ratekeeper/ratekeeper/batch"
+	"github.com/ratekeeper/ratekeeper/internal/sqlitedb"
 	"github.com/ratekeeper/ratekeeper/tasks"
 )
 
 func init() { register(newFetchCmd) }
-
-// fetchDefaultMaxWait replaces the client's default max wait in fetch: a
-// task waits in memory at most this long for quota, then sleeps durably
-// (rescheduled in the database) and frees its worker.
-const fetchDefaultMaxWait = 30 * time.Second
 
 type fetchOptions struct {
 	client        clientFlags
@@ -38,6 +36,9 @@ type fetchOptions struct {
 	inlineLimit   int64
 	progress      string
 	progressEvery time.Duration
+	priority      int
+	retryFailed   bool
+	metrics       metricsFlags
 }
 
 func newFetchCmd() *cobra.Command {
@@ -60,30 +61,38 @@ API; the output's url is the repository as given.
 Resumable: kill it at any moment and run the same command again. URLs already
 in the -o file are skipped, tasks of the killed run are found again (their
 unique key is the request), finished ones are written without being fetched
-again, and each URL is in the file exactly once. Tasks the killed process was
-running come back after --timeout plus a grace period, once this run leads
-the queue (up to about 15 s after the kill). Without -o results go to stdout,
-each URL once per run.
+again, and each URL is in the file exactly once. --retry-failed fetches again
+the URLs whose outcome was a failure (an error, or a final status other than
+2xx); each gets a new line after its old one, and a URL's last line is its
+outcome. The tasks a killed run of the same -o file was running are taken
+back at once: its lock on the file proves that run is gone. Without -o
+results go to stdout, each URL once per run, and a killed run's tasks come
+back after --timeout plus a grace period (River's rescuer).
+
+Only an answer of the server (any status) or a network failure that
+outlasted --retries is written as a URL's outcome. --db is checked first
+(SQLite's quick_check) and a damaged database is refused.
 
 A request that would wait longer than --max-wait for quota is rescheduled in
 the database until quota returns (a durable sleep, counted in "reschedules")
 and its worker takes other work; --timeout bounds one attempt and must exceed
---max-wait.
+--max-wait. --priority (1 first, 4 last, default 2) places the batch's tasks
+among other work in the same database.
 
 Progress goes to stderr: bars when it is a terminal, otherwise a line every
 --progress-every. The exit status is 1 when some URLs finally failed (an error,
-or a final status other than 2xx), 2 for bad input, 130 when interrupted.`,
+or a final status other than 2xx) or when a fault on this machine stopped the
+run (a damaged --db, a full disk: the URLs it hit are not written, and the same
+command resumes once it is fixed), 2 for bad input (nothing is submitted), and
+128 + the signal when stopped by one (130 Ctrl-C, 143 SIGTERM, 129 SIGHUP):
+running requests get a few seconds to finish and the same command resumes.`,
 		Example: `  ratekeeper fetch -i urls.txt -o results.jsonl
   ratekeeper fetch --readme -i repos.txt -o readmes.jsonl --concurrency 20
   cat urls.txt | ratekeeper fetch -i - --db postgres://rk@db/ratekeeper > results.jsonl`,
 		RunE: func(cmd *cobra.Command, args []string) error { return runFetch(cmd, &o, args) },
 	}
 	o.client.add(cmd)
-	if f := cmd.Flags().Lookup("max-wait"); f != nil {
-		o.client.maxWait = fetchDefaultMaxWait
-		f.DefValue = fetchDefaultMaxWait.String()
-		f.Usage = "longest wait for quota in memory; a longer one reschedules the URL's task until quota returns (a durable sleep)"
-	}
+	o.client.durable(cmd)
 	if f := cmd.Flags().Lookup("db"); f != nil {
 		f.Usage = "database of the tasks and the shared quota state: a SQLite file, or postgres://… for a fleet"
 	}
@@ -98,6 +107,9 @@ or a final status other than 2xx), 2 for bad input, 130 when interrupted.`,
 	fl.Int64Var(&o.inlineLimit, "inline-limit", 64<<10, "largest UTF-8 body written inline, in bytes")
 	fl.StringVar(&o.progress, "progress", "auto", "progress on stderr: auto, bars, lines or off")
 	fl.DurationVar(&o.progressEvery, "progress-every", 10*time.Second, "interval of progress lines")
+	fl.IntVar(&o.priority, "priority", tasks.DefaultPriority, "priority of the batch's tasks: 1 (runs first) to 4 (runs last)")
+	fl.BoolVar(&o.retryFailed, "retry-failed", false, "fetch again the URLs whose outcome was a failure")
+	o.metrics.add(cmd)
 	return cmd
 }
 
@@ -111,6 +123,10 @@ func runFetch(cmd *cobra.Command, o *fetchOptions, args []string) error {
 		return &ExitError{Code: 2, Err: err}
 	}
 
+	if err := checkDatabase(cmd.Context(), o.client.db, fetchDamagedAdvice); err != nil {
+		return err
+	}
+
 	reporter, logTo := o.reporter(stdout, stderr)
 	started := false
 	defer func() {
@@ -118,11 +134,20 @@ func runFetch(cmd *cobra.Command, o *fetchOptions, args []string) error {
 			reporter.Finish(batch.Snapshot{})
 		}
 	}()
-	tr, err := o.client.transport(logTo)
+	reg := prometheus.NewRegistry()
+	tr, err := o.client.transportWith(logTo, func(opts *ratekeeper.Options) {
+		opts.Registerer = reg
+		opts.Base = wireBase()
+	})
 	if err != nil {
 		return err
 	}
 	defer tr.Close()
+	stopMetrics, err := o.metrics.serve(cmd.Context(), reg, logTo)
+	if err != nil {
+		return &ExitError{Code: 1, Err: err}
+	}
+	defer stopMetrics()
 	targets, err := batch.Plan(entries, source, o.readme, tr.Registry())
 	if err != nil {
 		return &ExitError{Code: 2, Err: err}
@@ -159,6 +184,10 @@ func runFetch(cmd *cobra.Command, o *fetchOptions, args []string) error {
 		Status:          tr.Status,
 		Providers:       providers,
 		Progress:        reporter,
+		Priority:        o.priority,
+		RetryFailed:     o.retryFailed,
+		Registerer:      reg,
+		WireMarked:      true,
 		Logger:          slog.New(slog.NewTextHandler(logTo, &slog.HandlerOptions{Level: slog.LevelWarn})),
 	})
 	if o.progress != "off" {
@@ -166,13 +195,28 @@ func runFetch(cmd *cobra.Command, o *fetchOptions, args []string) error {
 	}
 	switch {
 	case errors.Is(err, batch.ErrInterrupted):
-		return exitf(130, "%v", err)
+		return exitf(interruptedCode(cmd.Context()), "%v", err)
+	case errors.Is(err, tasks.ErrInvalid):
+		// Options the flags' checks let through: nothing was submitted.
+		return &ExitError{Code: 2, Err: err}
 	case err != nil:
-		return &ExitError{Code: 1, Err: err}
+		return &ExitError{Code: 1, Err: describeLocalFault(err, o.client.db)}
 	case sum.Failed > 0:
-		return exitf(1, "%s of %s URLs failed; see %s", humanize.Comma(int64(sum.Failed)), humanize.Comma(int64(sum.Total)), out.Name())
+		return exitf(1, "%s of %s failed; see %s", humanize.Comma(int64(sum.Failed)), countOf(sum.Total, "URL"), out.Name())
 	}
 	return nil
+}
+
+// fetchDamagedAdvice is what to do about a damaged --db, for fetch: the
+// output file, not the database, says which URLs are done.
+const fetchDamagedAdvice = "its tasks and quota state cannot be trusted, so nothing was run. Move it aside (or restore it from a backup) and run the same command again: a new database is made, and URLs already in -o are not fetched again"
+
+// describeLocalFault adds what to do to an error that stopped a run.
+func describeLocalFault(err error, db string) error {
+	if sqlitedb.IsDamaged(err) {
+		return fmt.Errorf("%w\n--db %s is damaged: move it aside (or restore it from a backup) and run the same command again; URLs already in the output are not fetched again", err, db)
+	}
+	return err
 }
 
 // check validates the flags that need no I/O.
@@ -184,18 +228,23 @@ func (o *fetchOptions) check(args []string) error {
 		return errors.New("no URLs: give them as arguments, or one a line with -i FILE (-i - for stdin)")
 	case o.client.db == "memory":
 		return errors.New("--db memory: fetch keeps its tasks in a database so that it can resume; give a SQLite file or a postgres:// URL")
-	case o.concurrency < 1:
-		return fmt.Errorf("--concurrency %d: want 1 or more", o.concurrency)
-	case o.retries < 0:
-		return fmt.Errorf("--retries %d: want 0 or more", o.retries)
+	case o.concurrency < 1 || o.concurrency > tasks.ConcurrencyLimit:
+		return fmt.Errorf("--concurrency %d: want 1 to %s (requests in flight at once in this process)", o.concurrency, humanize.Comma(tasks.ConcurrencyLimit))
+	case o.retries < 0 || o.retries > tasks.RetriesLimit:
+		return fmt.Errorf("--retries %d: want 0 to %s", o.retries, humanize.Comma(tasks.RetriesLimit))
 	case o.inlineLimit < 0:
 		return fmt.Errorf("--inline-limit %d: want 0 or more bytes", o.inlineLimit)
-	case o.timeout <= 0:
-		return fmt.Errorf("--timeout %v: want a positive duration such as 2m", o.timeout)
+	case o.timeout < time.Millisecond:
+		return fmt.Errorf("--timeout %v: want a duration of 1ms or more, such as 2m", o.timeout)
 	case o.client.maxWait > 0 && o.timeout <= o.client.maxWait:
 		return fmt.Errorf("--timeout %v must exceed --max-wait %v: an attempt waits up to --max-wait for quota before it is rescheduled, then needs time for the request", o.timeout, o.client.maxWait)
 	case o.progressEvery <= 0:
 		return fmt.Errorf("--progress-every %v: want a positive duration such as 10s", o.progressEvery)
+	case o.priority < tasks.HighestPriority || o.priority > tasks.LowestPriority:
+		return fmt.Errorf("--priority %d: want %d (first) to %d (last)", o.priority, tasks.HighestPriority, tasks.LowestPriority)
+	}
+	if err := o.metrics.check(); err != nil {
+		return err
 	}
 	switch o.progress {
 	case "auto", "bars", "lines", "off":
@@ -278,9 +327,21 @@ func (o *fetchOptions) bodyDirectory() string {
 // describeSummary says what a run did, for the last line on stderr.
 func describeSummary(s batch.Summary, output string) string {
 	c := func(n int) string { return humanize.Comma(int64(n)) }
-	msg := fmt.Sprintf("%s URLs, %s done (%s failed)", c(s.Total), c(s.AlreadyWritten+s.Written), c(s.Failed))
+	msg := fmt.Sprintf("%s, %s done (%s failed)", countOf(s.Total, "URL"), c(s.AlreadyWritten+s.Written), c(s.Failed))
 	if s.AlreadyWritten > 0 {
-		msg += fmt.Sprintf("; %s were already in %s", c(s.AlreadyWritten), output)
+		msg += fmt.Sprintf("; %s already in %s", c(s.AlreadyWritten), output)
 	}
-	return msg + fmt.Sprintf("; this run wrote %s, added %s tasks and found %s from earlier runs", c(s.Written), c(s.Submitted), c(s.Reused))
+	msg += fmt.Sprintf("; this run wrote %s, added %s and found %s from earlier runs", c(s.Written), countOf(s.Submitted, "task"), c(s.Reused))
+	if s.Reclaimed > 0 {
+		msg += fmt.Sprintf(", taking back at once %s a killed run had left running", countOf(s.Reclaimed, "task"))
+	}
+	return msg
+}
+
+// countOf says n things: "1 URL", "1,200 URLs".
+func countOf(n int, thing string) string {
+	if n == 1 {
+		return "1 " + thing
+	}
+	return humanize.Comma(int64(n)) + " " + thing + "s"
 }

@@ -119,7 +119,7 @@ func TestStatusFromTheDatabaseSpendsNothing(t *testing.T) {
 	if first.Owner == "" || len(first.Resources) == 0 || *first.Resources[0].Remaining != 98 {
 		t.Fatalf("the database did not carry what the get learnt: %+v", first)
 	}
-	// A new process knows the owner without validating again.
+	// A new process knows the owner without asking again.
 	before := srv.Stats().Total.Requests
 	if _, stderr, code := run(t, "", "get", "--policy", "greedy", "--provider", "github="+url, url+"/repos/o/r"); code != 0 {
 		t.Fatalf("second get: exit %d: %s", code, stderr)

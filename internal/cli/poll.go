@@ -1,11 +1,9 @@
 package cli
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/url"
 	"strings"
@@ -13,7 +11,6 @@ import (
 	_ "time/tzdata" // --tz works with any IANA zone, even without zoneinfo on the machine
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/spf13/cobra"
 
 	"github.com/ratekeeper/ratekeeper"
@@ -42,12 +39,12 @@ type pollOptions struct {
 	maxErrors                               int
 	idleTimeout                             time.Duration
 
-	workerID      string
-	exec          string
-	initial       bool
-	headers       []string
-	durable       bool
-	metricsListen string
+	workerID string
+	exec     string
+	initial  bool
+	headers  []string
+	durable  bool
+	metrics  metricsFlags
 }
 
 func newPollCmd() *cobra.Command {
@@ -85,7 +82,7 @@ also shares quota state) that reschedules itself for its next poll: stopping and
 also works other tasks of that database; 'ratekeeper tasks cancel ID' drops a
 URL for good).
 
-Ctrl-C or SIGTERM stops cleanly (exit 0). Other exit statuses:
+Ctrl-C, SIGTERM or SIGHUP stops cleanly (exit 0). Other exit statuses:
   1  an error (an unreachable database, stdout closed)
   2  bad input: an unknown time zone, --interval-min above --interval-max, …
   3  --max-errors consecutive errors of one URL (default 10; 0 never stops)
@@ -130,7 +127,7 @@ or quota checks, with a warning.`,
 	fl.BoolVar(&o.initial, "initial", false, "emit each URL's first answer too")
 	fl.StringArrayVarP(&o.headers, "header", "H", nil, "request header 'Name: value' (repeatable)")
 	fl.BoolVar(&o.durable, "durable", false, "run each URL as a durable, self-rescheduling task in the --db database")
-	fl.StringVar(&o.metricsListen, "metrics-listen", "", "serve Prometheus metrics on this address's /metrics (e.g. 127.0.0.1:9464)")
+	o.metrics.add(cmd)
 	return cmd
 }
 
@@ -206,6 +203,9 @@ func runPoll(cmd *cobra.Command, o *pollOptions, args []string) error {
 			return exitf(2, "%q is not an http(s) URL such as https://api.github.com/repos/OWNER/REPO/events", raw)
 		}
 	}
+	if err := o.metrics.check(); err != nil {
+		return &ExitError{Code: 2, Err: err}
+	}
 	if o.durable && (o.client.db == "" || o.client.db == "memory") {
 		return exitf(2, "--durable needs a database to keep the schedule in: --db a SQLite file path or a postgres:// URL, not %q", o.client.db)
 	}
@@ -234,13 +234,11 @@ func runPoll(cmd *cobra.Command, o *pollOptions, args []string) error {
 		return &ExitError{Code: 2, Err: err}
 	}
 	ctx := cmd.Context()
-	if o.metricsListen != "" {
-		stop, err := serveMetrics(ctx, o.metricsListen, reg)
-		if err != nil {
-			return exitf(1, "--metrics-listen: %v", err)
-		}
-		defer stop()
+	stopMetrics, err := o.metrics.serve(ctx, reg, stderr)
+	if err != nil {
+		return &ExitError{Code: 1, Err: err}
 	}
+	defer stopMetrics()
 	if o.client.verbose {
 		fmt.Fprintf(stderr, "ratekeeper: polling %d URL(s); hours in %s: business %s on %s, quiet %s; Ctrl-C stops\n",
 			len(args), pol.Location, pol.BusinessHours, pol.BusinessDays, pol.QuietHours)
@@ -278,19 +276,5 @@ func printPollEvent(w io.Writer, e poll.Event, verbose bool) {
 			return
 		}
 	}
-	fmt.Fprintln(w, "ratekeeper: "+e.String())
-}
-
-// serveMetrics serves reg on addr's /metrics until stop is called.
-func serveMetrics(ctx context.Context, addr string, reg *prometheus.Registry) (stop func(), err error) {
-	var lc net.ListenConfig
-	ln, err := lc.Listen(ctx, "tcp", addr)
-	if err != nil {
-		return nil, err
-	}
-	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-	go func() { _ = srv.Serve(ln) }()
-	return func() { _ = srv.Close() }, nil
+	fmt.Fprintln(w, "ratekeeper: "+withoutPrefix(e.String()))
 }

@@ -64,7 +64,9 @@ func TestPollIdleTimeoutExitStatusAndInitialLine(t *testing.T) {
 		t.Fatalf("stdout %q", out)
 	}
 	b, _ := srv.Stats().BucketFor("github", "alice", "core")
-	// The token's validation and the first answer; every other poll was a 304.
+	// The token's owner, asked once per database (processes sharing it
+	// could not tell tokens of one user apart from counters), and the
+	// first answer; every other poll was a 304.
 	if b.Charged != 2 || b.NotModified == 0 {
 		t.Fatalf("charged %d, 304s %d", b.Charged, b.NotModified)
 	}

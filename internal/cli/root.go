@@ -100,9 +100,12 @@ func applyEnv(cmd *cobra.Command) error {
 
 // Execute runs the command line args and returns the process exit status:
 // 0 on success, 2 for usage errors and unreadable input, 1 for other errors,
-// or whatever an ExitError asks for.
+// or whatever an ExitError asks for. SIGINT, SIGTERM and SIGHUP (a closed
+// terminal or SSH session) end the command's context: each command stops
+// cleanly (a command that stops short of its work exits 128 + the signal's
+// number, as a shell reports it: see interruptedCode).
 func Execute(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := signalContext()
 	defer stop()
 	root := NewRoot()
 	root.SetArgs(args)
@@ -119,13 +122,71 @@ func Execute(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	var ee *ExitError
 	if errors.As(err, &ee) {
 		if ee.Err != nil {
-			fmt.Fprintln(stderr, "ratekeeper:", ee.Err)
+			printError(stderr, ee.Err)
 		}
 		return ee.Code
 	}
-	fmt.Fprintln(stderr, "ratekeeper:", err)
+	printError(stderr, err)
 	if strings.HasPrefix(err.Error(), "unknown command") || strings.Contains(err.Error(), "accepts ") || strings.Contains(err.Error(), "arg(s)") {
 		return 2
 	}
 	return 1
+}
+
+// printError prints err as the command's last word, prefixed by the
+// program's name once.
+func printError(w io.Writer, err error) {
+	fmt.Fprintln(w, "ratekeeper:", withoutPrefix(err.Error()))
+}
+
+// withoutPrefix drops the program's name from inside msg: errors of the
+// library start with "ratekeeper: " themselves, which after the CLI's own
+// prefix, or wrapped in other errors, would read "ratekeeper: ratekeeper:
+// …" or "…: ratekeeper: …".
+func withoutPrefix(msg string) string {
+	for strings.HasPrefix(msg, "ratekeeper: ") {
+		msg = strings.TrimPrefix(msg, "ratekeeper: ")
+	}
+	msg = strings.ReplaceAll(msg, ": ratekeeper: ", ": ")
+	return strings.ReplaceAll(msg, "(ratekeeper: ", "(")
+}
+
+// stopSignal is the cause of a command context ended by a signal. It is a
+// cancellation (errors.Is context.Canceled), as a plain cancel would be.
+type stopSignal struct{ sig syscall.Signal }
+
+func (s stopSignal) Error() string { return "stopped by signal: " + s.sig.String() }
+func (s stopSignal) Unwrap() error { return context.Canceled }
+
+// signalContext returns a context that ends, with a stopSignal as its
+// cause, at the first SIGINT, SIGTERM or SIGHUP; stop releases the
+// signals.
+func signalContext() (ctx context.Context, stop func()) {
+	ctx, cancel := context.WithCancelCause(context.Background())
+	ch := make(chan os.Signal, 1)
+	signal.Notify(ch, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
+	go func() {
+		select {
+		case sig := <-ch:
+			s, _ := sig.(syscall.Signal)
+			cancel(stopSignal{s})
+		case <-ctx.Done():
+		}
+	}()
+	return ctx, func() {
+		signal.Stop(ch)
+		cancel(nil)
+	}
+}
+
+// interruptedCode is the exit status of a command that stopped short of
+// its work because ctx ended: 128 + the number of the signal that ended
+// it (130 for Ctrl-C, 143 for SIGTERM, 129 for SIGHUP), 130 when no signal
+// is known.
+func interruptedCode(ctx context.Context) int {
+	var s stopSignal
+	if errors.As(context.Cause(ctx), &s) && s.sig > 0 {
+		return 128 + int(s.sig)
+	}
+	return 128 + int(syscall.SIGINT)
 }

@@ -19,17 +19,21 @@ import (
 func init() { register(newServeCmd) }
 
 type serveOptions struct {
-	client          clientFlags
-	listen          string
-	clientKeys      string
-	passThrough     bool
-	maxBody         string
-	coalesceLimit   string
-	upstreamTimeout time.Duration
-	hosts           []string
-	publicURL       string
-	refresh         time.Duration
-	shutdownTimeout time.Duration
+	client             clientFlags
+	listen             string
+	clientKeys         string
+	passThrough        bool
+	maxPassThrough     int
+	passThroughRefusal time.Duration
+	maxBody            string
+	coalesceLimit      string
+	upstreamTimeout    time.Duration
+	readTimeout        time.Duration
+	maxUnauthenticated int
+	hosts              []string
+	publicURL          string
+	refresh            time.Duration
+	shutdownTimeout    time.Duration
 }
 
 func newServeCmd() *cobra.Command {
@@ -42,10 +46,20 @@ machine's (or fleet's, with --db) tokens, quota view and conditional cache.
 
 A request for /NAME/PATH goes to provider NAME's base URL plus PATH, paced and
 sent with the credential that can go soonest; identical concurrent GETs share one
-upstream request. When quota returns later than --max-wait, the client gets 429
-with Retry-After and x-ratelimit-remaining/-reset headers, so its own rate-limit
-handling works. With --pass-through a client may send its own token in the
-provider's auth header; it is forwarded and its quota tracked.
+upstream request. --max-wait bounds the whole time a request waits for quota,
+queueing behind other requests included: when quota returns later than that,
+the client gets 429 at once, with Retry-After (when quota returns) and
+x-ratelimit-remaining/-reset headers, so its own rate-limit handling works. Once
+sent, a request gets --upstream-timeout for the upstream's answer (504 beyond);
+an answer is always recorded in the quota state, even when its client has left,
+and a request whose client left while it waited is not sent. The gateway does
+not resend after server errors: the client gets the upstream's answer.
+
+With --pass-through a client may send its own token in the provider's auth
+header; it is forwarded and its quota tracked (at most --max-pass-through tokens,
+the least recently used forgotten). A token the provider rejects (401) is then
+refused by the gateway itself for --pass-through-refusal, without being sent
+upstream again.
 
 Endpoints: / (dashboard), /status (JSON, as 'status --json'), /metrics
 (Prometheus), /healthz.
@@ -54,7 +68,11 @@ Anywhere but loopback, clients must present a key: --client-keys FILE holds one
 client per line, "NAME KEY" (# comments allowed; keys of 16+ characters from
 letters, digits and -._~+/=, e.g. from 'openssl rand -hex 24'); RATEKEEPER_GATEWAY_KEYS
 may hold the same entries separated by commas. Clients send the key in the
-X-Ratekeeper-Key header (or, without --pass-through, as their token). SIGINT or
+X-Ratekeeper-Key header (or, without --pass-through, as their token). The key is
+checked before a request's body is read; a request without a valid key gets 401
+and its connection is closed. At most --max-unauthenticated connections may be
+open without having presented a key (more get 503), a request header must
+arrive within 10 s and a body within --read-timeout (408 beyond). SIGINT or
 SIGTERM stops accepting and lets requests in flight finish (--shutdown-timeout).`,
 		Example: `  ratekeeper serve --provider github=https://api.github.com
   curl http://127.0.0.1:8080/github/repos/golang/go
@@ -68,13 +86,19 @@ SIGTERM stops accepting and lets requests in flight finish (--shutdown-timeout).
 	// A client holds a connection open while the gateway waits, so the
 	// gateway's default wait is short.
 	o.client.maxWait = gateway.DefaultMaxWait
-	f.Lookup("max-wait").DefValue = gateway.DefaultMaxWait.String()
+	mw := f.Lookup("max-wait")
+	mw.DefValue = gateway.DefaultMaxWait.String()
+	mw.Usage = "longest a request waits for quota in all, queueing included; beyond it the client gets 429 with Retry-After"
 	f.StringVar(&o.listen, "listen", "127.0.0.1:8080", "address to listen on (HOST:PORT); anything but loopback needs --client-keys")
 	f.StringVar(&o.clientKeys, "client-keys", "", `file of client keys, one "NAME KEY" per line`)
 	f.BoolVar(&o.passThrough, "pass-through", false, "forward a client's own token (in the provider's auth header) and track its quota")
+	f.IntVar(&o.maxPassThrough, "max-pass-through", gateway.DefaultMaxPassThrough, "most client tokens tracked at once with --pass-through; the least recently used are forgotten")
+	f.DurationVar(&o.passThroughRefusal, "pass-through-refusal", gateway.DefaultPassThroughRefusal, "how long a pass-through token the provider rejected (401) is refused without being sent again (0: never refused)")
 	f.StringVar(&o.maxBody, "max-body", "10MiB", "largest request body accepted (413 beyond)")
 	f.StringVar(&o.coalesceLimit, "coalesce-limit", "1MiB", "largest answer shared between identical concurrent GETs; 0 turns coalescing off")
-	f.DurationVar(&o.upstreamTimeout, "upstream-timeout", gateway.DefaultUpstreamTimeout, "longest wait for an upstream's response header (504 after the max wait plus this)")
+	f.DurationVar(&o.upstreamTimeout, "upstream-timeout", gateway.DefaultUpstreamTimeout, "longest wait for an upstream's response header once a request is sent (504 beyond)")
+	f.DurationVar(&o.readTimeout, "read-timeout", gateway.DefaultReadTimeout, "longest time to receive a request's body (408 beyond, connection closed)")
+	f.IntVar(&o.maxUnauthenticated, "max-unauthenticated", gateway.DefaultMaxUnauthenticated, "most connections open without having presented a client key (503 beyond)")
 	f.StringSliceVar(&o.hosts, "host", nil, "HOST=PROVIDER routes requests whose Host header is HOST to PROVIDER, whole path (repeatable)")
 	f.StringVar(&o.publicURL, "public-url", "", "the gateway's URL as clients see it, for rewritten Link and Location headers (default: from the request)")
 	f.DurationVar(&o.refresh, "refresh", 15*time.Minute, "ask the servers about every credential at start and then this often, for the dashboard (0: never)")
@@ -102,8 +126,8 @@ func runServe(cmd *cobra.Command, o *serveOptions) error {
 	if coalesce == 0 {
 		coalesce = -1
 	}
-	if o.upstreamTimeout <= 0 || o.shutdownTimeout <= 0 || o.refresh < 0 {
-		return exitf(2, "--upstream-timeout and --shutdown-timeout must be positive and --refresh 0 or more, e.g. 30s")
+	if err := o.checkLimits(); err != nil {
+		return exitf(2, "%v", err)
 	}
 	hosts := map[string]string{}
 	for _, h := range o.hosts {
@@ -124,18 +148,22 @@ func runServe(cmd *cobra.Command, o *serveOptions) error {
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
 	selected, _ := o.client.split()
 	gw, err := gateway.New(gateway.Options{
-		Client:          copts,
-		Providers:       selected,
-		Hosts:           hosts,
-		PassThrough:     o.passThrough,
-		Keys:            keys,
-		MaxBody:         maxBody,
-		CoalesceLimit:   coalesce,
-		UpstreamTimeout: o.upstreamTimeout,
-		PublicURL:       o.publicURL,
-		RefreshEvery:    o.refresh,
-		ShutdownTimeout: o.shutdownTimeout,
-		Logger:          logger,
+		Client:             copts,
+		Providers:          selected,
+		Hosts:              hosts,
+		PassThrough:        o.passThrough,
+		Keys:               keys,
+		MaxBody:            maxBody,
+		CoalesceLimit:      coalesce,
+		UpstreamTimeout:    o.upstreamTimeout,
+		ReadTimeout:        o.readTimeout,
+		MaxUnauthenticated: o.maxUnauthenticated,
+		MaxPassThrough:     o.maxPassThrough,
+		PassThroughRefusal: refusal(o.passThroughRefusal),
+		PublicURL:          o.publicURL,
+		RefreshEvery:       o.refresh,
+		ShutdownTimeout:    o.shutdownTimeout,
+		Logger:             logger,
 	})
 	var dbErr *ratekeeper.DatabaseError
 	if errors.As(err, &dbErr) {
@@ -163,7 +191,11 @@ func runServe(cmd *cobra.Command, o *serveOptions) error {
 		fmt.Fprintf(out, "  %s/%s/ → %s (%d credential%s)\n", base, name, p.BaseURL(), n, plural(n))
 	}
 	if o.passThrough {
-		fmt.Fprintln(out, "  pass-through: clients' own tokens are forwarded and their quota tracked")
+		note := "a token the provider rejects is not refused locally"
+		if o.passThroughRefusal > 0 {
+			note = "a token the provider rejects is refused for " + o.passThroughRefusal.String()
+		}
+		fmt.Fprintf(out, "  pass-through: clients' own tokens are forwarded and their quota tracked (at most %d tokens; %s)\n", o.maxPassThrough, note)
 	}
 	if keys.Len() > 0 {
 		fmt.Fprintf(out, "  client keys required (%d client%s)\n", keys.Len(), plural(keys.Len()))
@@ -173,6 +205,39 @@ func runServe(cmd *cobra.Command, o *serveOptions) error {
 	}
 	fmt.Fprintln(out, "ratekeeper gateway stopped")
 	return nil
+}
+
+// checkLimits refuses durations and counts that cannot work, saying what
+// would.
+func (o *serveOptions) checkLimits() error {
+	for _, d := range []struct {
+		flag string
+		v    time.Duration
+	}{{"--upstream-timeout", o.upstreamTimeout}, {"--read-timeout", o.readTimeout}, {"--shutdown-timeout", o.shutdownTimeout}} {
+		if d.v <= 0 {
+			return fmt.Errorf("%s %v: want a positive duration such as 30s", d.flag, d.v)
+		}
+	}
+	switch {
+	case o.refresh < 0:
+		return fmt.Errorf("--refresh %v: want 0 (never) or a duration such as 15m", o.refresh)
+	case o.passThroughRefusal < 0:
+		return fmt.Errorf("--pass-through-refusal %v: want 0 (never refuse) or a duration such as 10m", o.passThroughRefusal)
+	case o.maxUnauthenticated < 1:
+		return fmt.Errorf("--max-unauthenticated %d: want at least 1 connection, such as %d", o.maxUnauthenticated, gateway.DefaultMaxUnauthenticated)
+	case o.maxPassThrough < 1:
+		return fmt.Errorf("--max-pass-through %d: want at least 1 token, such as %d", o.maxPassThrough, gateway.DefaultMaxPassThrough)
+	}
+	return nil
+}
+
+// refusal maps --pass-through-refusal to the gateway's option, where 0
+// means the default and a negative value never refuses.
+func refusal(d time.Duration) time.Duration {
+	if d == 0 {
+		return -1
+	}
+	return d
 }
 
 // serveKeys reads the client keys from the file and from

@@ -28,7 +28,11 @@ func newStatusCmd() *cobra.Command {
 		Short: "Show each credential's owner, quota per resource, time to reset and health",
 		Long: `status shows, for every configured provider and credential: the owner, each
 resource's remaining/limit (%), when it resets, its health (HEALTHY 20 % or more
-left, WARNING 5–20 %, CRITICAL under 5 %, EXHAUSTED), and invalid tokens.
+left, WARNING 5–20 %, CRITICAL under 5 %, EXHAUSTED), invalid tokens, and the
+owner's cap on requests in flight (CONCURRENCY, cap/max): a new owner starts at
+a few and gains one per round of successes ("ramping"); a secondary-limit
+refusal lowers it to what the server allowed ("lowered"), and it regains one a
+minute. A secondary-limit pause under way is shown with its time left.
 
 With a database (--db, ./ratekeeper.db by default) it shows what the processes
 using it have learnt, without sending anything. --live asks the servers too:
@@ -75,14 +79,15 @@ func runStatus(cmd *cobra.Command, o *statusOptions) error {
 		enc.SetIndent("", "  ")
 		return enc.Encode(rep)
 	}
-	writeStatus(out, rep.Credentials, o.client.verbose)
+	writeStatus(out, rep.Credentials, rep.GeneratedAt, o.client.verbose)
 	return nil
 }
 
-// writeStatus prints the report as a table, one line per bucket.
-func writeStatus(out io.Writer, st []transport.CredentialStatus, verbose bool) {
+// writeStatus prints the report made at now as a table, one line per
+// bucket.
+func writeStatus(out io.Writer, st []transport.CredentialStatus, now time.Time, verbose bool) {
 	w := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(w, "PROVIDER\tCREDENTIAL\tOWNER\tSTATE\tRESOURCE\tREMAINING\tRESETS IN\tHEALTH")
+	fmt.Fprintln(w, "PROVIDER\tCREDENTIAL\tOWNER\tSTATE\tRESOURCE\tREMAINING\tRESETS IN\tHEALTH\tCONCURRENCY")
 	for _, c := range st {
 		owner := c.Owner
 		if owner == "" {
@@ -92,16 +97,17 @@ func writeStatus(out io.Writer, st []transport.CredentialStatus, verbose bool) {
 		if c.Reason != "" && (verbose || c.State == "invalid") {
 			state += " (" + c.Reason + ")"
 		}
+		conc := concurrencyText(c.Concurrency, now)
 		if len(c.Resources) == 0 {
-			fmt.Fprintf(w, "%s\t%s\t%s\t%s\t-\t-\t-\t-\n", c.Provider, c.Credential, owner, state)
+			fmt.Fprintf(w, "%s\t%s\t%s\t%s\t-\t-\t-\t-\t%s\n", c.Provider, c.Credential, owner, state, conc)
 			continue
 		}
 		for i, r := range c.Resources {
-			p, cr, ow, stt := c.Provider, c.Credential, owner, state
+			p, cr, ow, stt, cc := c.Provider, c.Credential, owner, state, conc
 			if i > 0 {
-				p, cr, ow, stt = "", "", "", ""
+				p, cr, ow, stt, cc = "", "", "", "", ""
 			}
-			fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", p, cr, ow, stt, r.Resource, remainingText(r, verbose), resetText(r), r.Health)
+			fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", p, cr, ow, stt, r.Resource, remainingText(r, verbose), resetText(r), r.Health, cc)
 		}
 	}
 	w.Flush()
@@ -122,6 +128,33 @@ func remainingText(r transport.ResourceStatus, verbose bool) string {
 	}
 	if r.Assumed && verbose {
 		b.WriteString(" assumed")
+	}
+	return b.String()
+}
+
+// concurrencyText is an owner's cap on requests in flight: "6/20
+// lowered", "5/20 ramping", "20/20", with a pause under way.
+func concurrencyText(c *transport.ConcurrencyStatus, now time.Time) string {
+	if c == nil {
+		return "-"
+	}
+	var b strings.Builder
+	switch {
+	case c.Cap == 0:
+		b.WriteString("no cap")
+	case c.Max > 0:
+		fmt.Fprintf(&b, "%d/%d", c.Cap, c.Max)
+	default:
+		fmt.Fprintf(&b, "%d", c.Cap)
+	}
+	switch {
+	case c.Lowered:
+		b.WriteString(" lowered")
+	case c.Ramping:
+		b.WriteString(" ramping")
+	}
+	if c.PausedUntil != nil {
+		fmt.Fprintf(&b, ", paused %s", c.PausedUntil.Sub(now).Round(time.Second))
 	}
 	return b.String()
 }

@@ -7,7 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -15,7 +15,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/ratekeeper/ratekeeper/internal/sqlitedb"
+	"github.com/ratekeeper/ratekeeper/poll"
 	"github.com/ratekeeper/ratekeeper/tasks"
 )
 
@@ -44,8 +44,13 @@ meets a rate limit is rescheduled (a durable sleep): it goes back to pending
 until quota returns, frees its worker, survives restarts, and counts
 reschedules apart from retries. See 'ratekeeper tasks history ID'.
 
-Built-in type: http (input {"url", "method", "headers", "body"}; result
-{"status", "headers", "sha256", "body" or "body_file"}).`,
+Built-in types: http (input {"url", "method", "headers", "body"}; result
+{"status", "headers", "sha256", "body" or "body_file"}) and poll (input
+{"url"}; one adaptive poll per run, see 'ratekeeper poll --durable'). Types a
+Go program registers with tasks.Handle run in that program's workers; a task
+waits, pending, until a worker that handles its type runs ('tasks list' says
+so). Priorities go from 1 (first) to 4 (last), 2 by default; a task
+rescheduled for a rate limit is raised one step.`,
 	}
 	cmd.PersistentFlags().StringVar(&db.dsn, "db", "./ratekeeper.db", "task database: a SQLite file path or a postgres:// URL")
 	cmd.AddCommand(
@@ -55,68 +60,151 @@ Built-in type: http (input {"url", "method", "headers", "body"}; result
 	return cmd
 }
 
-func newTasksSubmitCmd(db *tasksDB) *cobra.Command {
-	var (
-		typ, input, at, uniqueKey  string
-		maxRetries, maxReschedules int
-		timeout                    time.Duration
-	)
-	cmd := &cobra.Command{
-		Use:   "submit -t TYPE -i JSON [--max-retries N] [--max-reschedules N] [--timeout 300s] [--at RFC3339]",
-		Short: "Add a task and print its id",
-		Long: `Adds a task of type TYPE with input JSON (-i; "-" reads stdin, "@FILE" a file)
-and prints its id. With --unique-key, submitting again while a task with the
-same type and key exists (and has not failed or been cancelled) prints that
-task's id and adds nothing.
+// submitFlags are the flags of 'tasks submit'.
+type submitFlags struct {
+	typ, input, at, uniqueKey            string
+	maxRetries, maxReschedules, priority int
+	timeout                              time.Duration
+	jsonl                                bool
+}
 
-Everything is checked before anything is written: an unknown type (the known
-ones are listed), input that is not JSON, or a negative limit exits with
-status 2.`,
+func newTasksSubmitCmd(db *tasksDB) *cobra.Command {
+	var o submitFlags
+	cmd := &cobra.Command{
+		Use:   "submit -t TYPE -i JSON [--jsonl] [--priority 1..4] [--max-retries N] [--max-reschedules N] [--timeout 300s] [--at RFC3339]",
+		Short: "Add a task (or one per line) and print its id",
+		Long: `Adds a task of type TYPE with input JSON (-i; "-" reads stdin, "@FILE" a file)
+and prints its id. With --jsonl the input holds one JSON input per line (blank
+lines ignored): one task each, added in one transaction, their ids printed one
+a line in the same order. With --unique-key, submitting again while a task
+with the same type and key exists (and has not failed or been cancelled)
+prints that task's id and adds nothing.
+
+--priority orders the work: 1 runs first, 4 last (default 2).
+
+Everything is checked before anything is written: a malformed type name,
+input that is not JSON (for http and poll, not a valid request), or a
+negative limit exits with status 2. A type other than the built-in http and
+poll is accepted with a note on stderr: it runs when a worker that handles
+it (a Go program's, registered with tasks.Handle) works the database.`,
 		Example: `  ratekeeper tasks submit -t http -i '{"url":"https://api.github.com/rate_limit"}'
-  ratekeeper tasks submit -t http -i @req.json --max-reschedules 100 --timeout 60s`,
+  ratekeeper tasks submit -t http -i @req.json --priority 1 --max-reschedules 100 --timeout 60s
+  ratekeeper tasks submit -t http --jsonl -i @requests.jsonl
+  ratekeeper tasks submit -t poll -i '{"url":"https://api.github.com/repos/golang/go/events"}'`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if typ == "" {
-				return exitf(2, "-t/--type is required (see 'ratekeeper tasks submit --help')")
-			}
-			raw, err := readInput(cmd.InOrStdin(), input)
-			if err != nil {
-				return exitf(2, "-i: %v", err)
-			}
-			opts, err := submitOptions(maxRetries, maxReschedules, timeout, at, uniqueKey)
-			if err != nil {
-				return &ExitError{Code: 2, Err: err}
-			}
-			sub := tasks.Submission{Type: typ, Input: raw, Options: opts}
-			if err := tasks.Validate(sub); err != nil {
-				return &ExitError{Code: 2, Err: err}
-			}
-			q, err := db.open(cmd.Context(), tasks.Options{})
-			if err != nil {
-				return err
-			}
-			defer q.Close()
-			res, err := q.SubmitMany(cmd.Context(), []tasks.Submission{sub})
-			if err != nil {
-				return submitError(err)
-			}
-			if res[0].Duplicate {
-				fmt.Fprintf(cmd.ErrOrStderr(), "task %d already exists with unique key %q; nothing added\n", res[0].ID, uniqueKey)
-			}
-			_, err = fmt.Fprintln(cmd.OutOrStdout(), res[0].ID)
-			return err
-		},
+		RunE: func(cmd *cobra.Command, _ []string) error { return runSubmit(cmd, db, &o) },
 	}
 	f := cmd.Flags()
-	f.StringVarP(&typ, "type", "t", "", "task type (required), e.g. http")
-	f.StringVarP(&input, "input", "i", "{}", `task input: JSON, "-" for stdin, or "@FILE"`)
-	f.IntVar(&maxRetries, "max-retries", tasks.DefaultMaxRetries, "retries after failed attempts before the task fails (0: none)")
-	f.IntVar(&maxReschedules, "max-reschedules", -1, "reschedules before the task fails (-1: unlimited, 0: none)")
-	f.DurationVar(&timeout, "timeout", tasks.DefaultTimeout, "limit of one attempt (0: none)")
-	f.StringVar(&at, "at", "", "run no earlier than this time (RFC 3339)")
-	f.StringVar(&uniqueKey, "unique-key", "", "make the submission idempotent: one live task per type and key")
+	f.StringVarP(&o.typ, "type", "t", "", "task type (required), e.g. http")
+	f.StringVarP(&o.input, "input", "i", "{}", `task input: JSON, "-" for stdin, or "@FILE"`)
+	f.BoolVar(&o.jsonl, "jsonl", false, "the input holds one task's input per line")
+	f.IntVar(&o.maxRetries, "max-retries", tasks.DefaultMaxRetries, "retries after failed attempts before the task fails (0: none)")
+	f.IntVar(&o.maxReschedules, "max-reschedules", -1, "reschedules before the task fails (-1: unlimited, 0: none)")
+	f.DurationVar(&o.timeout, "timeout", tasks.DefaultTimeout, "limit of one attempt (0: none)")
+	f.StringVar(&o.at, "at", "", "run no earlier than this time (RFC 3339)")
+	f.StringVar(&o.uniqueKey, "unique-key", "", "make the submission idempotent: one live task per type and key")
+	f.IntVar(&o.priority, "priority", tasks.DefaultPriority, "1 (runs first) to 4 (runs last)")
 	return cmd
 }
+
+func runSubmit(cmd *cobra.Command, db *tasksDB, o *submitFlags) error {
+	subs, err := o.submissions(cmd.InOrStdin())
+	if err != nil {
+		return &ExitError{Code: 2, Err: err}
+	}
+	q, err := db.open(cmd.Context(), tasks.Options{})
+	if err != nil {
+		return err
+	}
+	defer q.Close()
+	res, err := q.SubmitMany(cmd.Context(), subs)
+	if err != nil {
+		return submitError(err)
+	}
+	added := 0
+	var out strings.Builder
+	for _, r := range res {
+		if r.Duplicate {
+			fmt.Fprintf(cmd.ErrOrStderr(), "task %d already exists with unique key %q; nothing added\n", r.ID, o.uniqueKey)
+		} else {
+			added++
+		}
+		fmt.Fprintln(&out, r.ID)
+	}
+	if added > 0 && !builtinType(o.typ) {
+		fmt.Fprintf(cmd.ErrOrStderr(), "note: %s is not a built-in type (%s): %s until a worker that handles it works %s\n",
+			o.typ, strings.Join(builtinTypes(), ", "), taskWaits(res), q)
+	}
+	_, err = io.WriteString(cmd.OutOrStdout(), out.String())
+	return err
+}
+
+func taskWaits(res []tasks.Submitted) string {
+	if len(res) == 1 {
+		return fmt.Sprintf("task %d waits", res[0].ID)
+	}
+	return fmt.Sprintf("its %d tasks wait", len(res))
+}
+
+// submissions reads and checks what to submit, before anything is
+// written.
+func (o *submitFlags) submissions(stdin io.Reader) ([]tasks.Submission, error) {
+	if o.typ == "" {
+		return nil, errors.New("-t/--type is required (see 'ratekeeper tasks submit --help')")
+	}
+	raw, err := readInput(stdin, o.input)
+	if err != nil {
+		return nil, fmt.Errorf("-i: %v", err)
+	}
+	opts, err := submitOptions(o.maxRetries, o.maxReschedules, o.timeout, o.at, o.uniqueKey)
+	if err != nil {
+		return nil, err
+	}
+	if o.priority < tasks.HighestPriority || o.priority > tasks.LowestPriority {
+		return nil, fmt.Errorf("--priority %d: want %d (first) to %d (last)", o.priority, tasks.HighestPriority, tasks.LowestPriority)
+	}
+	opts.Priority = o.priority
+	inputs, lineNos := []json.RawMessage{raw}, []int{0}
+	if o.jsonl {
+		if o.uniqueKey != "" {
+			return nil, errors.New("--unique-key names one task; with --jsonl each line is a task: submit them one by one, or leave the key out")
+		}
+		inputs, lineNos = nil, nil
+		n := 0
+		for line := range strings.Lines(string(raw)) {
+			n++
+			if strings.TrimSpace(line) != "" {
+				inputs, lineNos = append(inputs, json.RawMessage(line)), append(lineNos, n)
+			}
+		}
+		if len(inputs) == 0 {
+			return nil, errors.New("-i: no input lines (--jsonl wants one JSON input per line)")
+		}
+	}
+	subs := make([]tasks.Submission, len(inputs))
+	for i, in := range inputs {
+		subs[i] = tasks.Submission{Type: o.typ, Input: in, Options: opts}
+		err := tasks.Validate(subs[i])
+		if err == nil && o.typ == poll.TaskType {
+			err = poll.CheckTaskInput(in)
+		}
+		if err != nil && o.jsonl {
+			return nil, fmt.Errorf("input line %d: %w; nothing was submitted", lineNos[i], err)
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	return subs, nil
+}
+
+// builtinTypes are the task types 'tasks worker' runs: the tasks package's
+// own and poll.
+func builtinTypes() []string {
+	return []string{tasks.HTTPType, poll.TaskType}
+}
+
+func builtinType(typ string) bool { return slices.Contains(builtinTypes(), typ) }
 
 // readInput reads the -i value: JSON text, "-" for stdin or "@FILE".
 func readInput(stdin io.Reader, v string) (json.RawMessage, error) {
@@ -237,7 +325,10 @@ func printTask(w io.Writer, t *tasks.Task) error {
 	if t.Timeout == tasks.NoTimeout {
 		timeout = "none"
 	}
-	fmt.Fprintf(w, "task %d (%s): %s\n", t.ID, t.Type, t.State)
+	fmt.Fprintf(w, "task %d (%s): %s, priority %d\n", t.ID, t.Type, t.State, t.Priority)
+	if t.Waiting != "" {
+		fmt.Fprintf(w, "  waiting: %s\n", t.Waiting)
+	}
 	fmt.Fprintf(w, "  attempt: %d, retry_count: %d, max_retries: %d\n", t.Attempt, t.RetryCount, t.MaxRetries)
 	fmt.Fprintf(w, "  reschedule_count: %d, max_reschedules: %s\n", t.RescheduleCount, maxResched)
 	if !t.State.Final() {
@@ -318,7 +409,9 @@ func newTasksListCmd(db *tasksDB) *cobra.Command {
 		Use:   "list [--state S] [--type T] [--limit N] [--after ID] [--json]",
 		Short: "List tasks by increasing id",
 		Long: `Lists tasks by increasing id. States: pending, running, completed, failed,
-cancelled. Page with --after (the last id shown) and --limit.`,
+cancelled. Page with --after (the last id shown) and --limit. PRI is the
+priority (1 runs first). NOTE says why a pending task that is due has not
+started (no running worker handles its type), or else its last error.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			f := tasks.Filter{Type: typ, Limit: limit, AfterID: after}
@@ -356,14 +449,18 @@ cancelled. Page with --after (the last id shown) and --limit.`,
 				return nil
 			}
 			tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "ID\tTYPE\tSTATE\tATTEMPT\tRETRIES\tRESCHEDULES\tAVAILABLE_AT\tLAST_ERROR")
+			fmt.Fprintln(tw, "ID\tTYPE\tSTATE\tPRI\tATTEMPT\tRETRIES\tRESCHEDULES\tAVAILABLE_AT\tNOTE")
 			for _, t := range list {
 				avail := "-"
 				if !t.State.Final() {
 					avail = stamp(t.AvailableAt)
 				}
-				fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%d/%d\t%d\t%s\t%s\n", t.ID, t.Type, t.State, t.Attempt,
-					t.RetryCount, t.MaxRetries, t.RescheduleCount, avail, oneLine(t.LastError, 60))
+				note := t.Waiting
+				if note == "" && t.LastError != "" {
+					note = "last error: " + t.LastError
+				}
+				fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%d\t%d/%d\t%d\t%s\t%s\n", t.ID, t.Type, t.State, t.Priority, t.Attempt,
+					t.RetryCount, t.MaxRetries, t.RescheduleCount, avail, oneLine(note, 80))
 			}
 			return tw.Flush()
 		},
@@ -418,64 +515,6 @@ SQLite). Exit status 1 if the task does not exist or already finished.`,
 			return err
 		},
 	}
-}
-
-func newTasksWorkerCmd(db *tasksDB) *cobra.Command {
-	var (
-		concurrency int
-		workerID    string
-		bodyDir     string
-		shutdown    time.Duration
-	)
-	cmd := &cobra.Command{
-		Use:   "worker [--concurrency N]",
-		Short: "Work tasks until interrupted",
-		Long: `Claims and runs tasks until interrupted (Ctrl-C, SIGTERM), then stops
-gracefully: no new claims, running tasks get --shutdown-timeout to finish,
-after which they go back to pending (counted neither as retries nor as
-reschedules). Runs the built-in http type and any type the program
-registered with tasks.Handle.`,
-		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if concurrency < 1 || concurrency > 10_000 {
-				return exitf(2, "--concurrency %d: want 1 to 10000", concurrency)
-			}
-			if shutdown < 0 {
-				return exitf(2, "--shutdown-timeout %s: want 0 or more", shutdown)
-			}
-			if bodyDir == "" {
-				bodyDir = defaultBodyDir(db.dsn)
-			}
-			q, err := db.open(cmd.Context(), tasks.Options{BodyDir: bodyDir})
-			if err != nil {
-				return err
-			}
-			defer q.Close()
-			fmt.Fprintf(cmd.ErrOrStderr(), "working tasks of type %s on %s, %d at a time; Ctrl-C stops\n",
-				strings.Join(q.Types(), ", "), q, concurrency)
-			err = q.Work(cmd.Context(), tasks.WorkOptions{Concurrency: concurrency, WorkerID: workerID, ShutdownTimeout: shutdown})
-			if err != nil {
-				return &ExitError{Code: 1, Err: err}
-			}
-			fmt.Fprintln(cmd.ErrOrStderr(), "worker stopped")
-			return nil
-		},
-	}
-	f := cmd.Flags()
-	f.IntVar(&concurrency, "concurrency", 10, "tasks run at once")
-	f.StringVar(&workerID, "worker-id", "", "name of this worker in task histories (default host-pid-random; unique among running workers)")
-	f.StringVar(&bodyDir, "body-dir", "", "where http results keep bodies too large to inline (default ratekeeper-bodies beside a SQLite database, else in the current directory)")
-	f.DurationVar(&shutdown, "shutdown-timeout", 10*time.Second, "time running tasks get to finish after an interrupt")
-	return cmd
-}
-
-// defaultBodyDir puts large http bodies beside a SQLite database.
-func defaultBodyDir(dsn string) string {
-	if sqlitedb.IsPostgres(dsn) {
-		return "ratekeeper-bodies"
-	}
-	path := strings.TrimPrefix(strings.TrimPrefix(dsn, "sqlite://"), "file:")
-	return filepath.Join(filepath.Dir(path), "ratekeeper-bodies")
 }
 
 func newTasksMigrateCmd(db *tasksDB) *cobra.Command {

@@ -99,7 +99,7 @@ func TestTasksCommandsEndToEnd(t *testing.T) {
 	if err != nil {
 		t.Fatalf("worker: %v\n%s", err, stderr)
 	}
-	if !strings.Contains(stderr, "working tasks of type http on "+db) || !strings.Contains(stderr, "worker stopped") {
+	if !strings.Contains(stderr, "working tasks of type http, poll on "+db) || !strings.Contains(stderr, "worker stopped") {
 		t.Errorf("worker stderr:\n%s", stderr)
 	}
 	if task.Result.Status != 200 || task.Result.Body != "hello from /readme" || task.Result.Headers["X-Ratekeeper-Cache"][0] != "miss" ||
@@ -145,7 +145,7 @@ func TestTasksCommandsEndToEnd(t *testing.T) {
 		t.Errorf("migrate on a current database printed %q", out)
 	}
 	fresh := filepath.Join(dir, "fresh.db")
-	if out := mustRun(t, "", "tasks", "--db", fresh, "migrate"); !strings.Contains(out, "river: applied version 1, ") || !strings.Contains(out, "ratekeeper tasks: applied version 1\n") {
+	if out := mustRun(t, "", "tasks", "--db", fresh, "migrate"); !strings.Contains(out, "river: applied version 1, ") || !strings.Contains(out, "ratekeeper tasks: applied version 1, 2\n") {
 		t.Errorf("migrate on a fresh database printed %q", out)
 	}
 }
@@ -160,7 +160,17 @@ func TestTasksCommandsRejectBadInput(t *testing.T) {
 	}{
 		{[]string{"submit", "-i", "{}"}, 2, "-t/--type is required"},
 		{[]string{"submit", "-t", "http", "-i", `{"url":`}, 2, "input is not valid JSON"},
-		{[]string{"submit", "-t", "nosuch", "-i", `{}`}, 2, `unknown task type "nosuch" (known types: http`},
+		{[]string{"submit", "-t", "No Such", "-i", `{}`}, 2, `task type "No Such": use 2-64 characters`},
+		{[]string{"submit", "-t", "poll", "-i", `{"url":"ftp://x"}`}, 2, `poll task input: url "ftp://x": want an absolute http:// or https:// URL`},
+		{[]string{"submit", "-t", "http", "--priority", "0"}, 2, "--priority 0: want 1 (first) to 4 (last)"},
+		{[]string{"submit", "-t", "http", "--jsonl", "-i", "{\"url\":\"https://x.test/\"}\n\n{\"url\":\"x\"}\n"}, 2, `input line 3: invalid task: http input: url "x"`},
+		{[]string{"submit", "-t", "http", "--jsonl", "--unique-key", "k"}, 2, "--unique-key names one task"},
+		{[]string{"submit", "-t", "http", "--jsonl", "-i", "\n"}, 2, "no input lines"},
+		{[]string{"worker", "--fail-on-status", "5xx"}, 2, "5xx answers are retried"},
+		{[]string{"worker", "--fail-on-status", "nope"}, 2, `"nope": want status codes such as 404`},
+		{[]string{"worker", "--rate-limited-priority", "lower"}, 2, "--rate-limited-priority \"lower\": want raise or keep"},
+		{[]string{"worker", "--metrics-listen", "0.0.0.0:9464"}, 2, "--metrics-listen 0.0.0.0:9464 is not a loopback address"},
+		{[]string{"worker", "--max-wait", "0s"}, 2, "--max-wait 0s"},
 		{[]string{"submit", "-t", "http", "-i", `{"url":"localhost"}`}, 2, "want an absolute http:// or https:// URL"},
 		{[]string{"submit", "-t", "http", "--max-retries", "-1"}, 2, "--max-retries -1: want 0 or more"},
 		{[]string{"submit", "-t", "http", "--max-reschedules", "-2"}, 2, "--max-reschedules -2"},
@@ -192,7 +202,7 @@ func TestTasksCommandsRejectBadInput(t *testing.T) {
 		{[]string{"--db", good, "get", "42"}, "task 42: task not found"},
 		{[]string{"--db", good, "history", "42"}, "task 42: task not found"},
 		{[]string{"--db", good, "cancel", "42"}, "task 42: task not found"},
-		{[]string{"--db", filepath.Join(dir, "no", "such", "dir", "x.db"), "list"}, "cannot be opened (does its directory exist"},
+		{[]string{"--db", filepath.Join(dir, "no", "such", "dir", "x.db"), "list"}, "directory " + filepath.Join(dir, "no", "such", "dir") + " does not exist; create it"},
 		{[]string{"--db", "postgres://someone:s3cret@127.0.0.1:1/tasks", "list"}, "postgres://someone:xxxxx@127.0.0.1:1/tasks unreachable"},
 	} {
 		_, stderr, code := run(t, "", append([]string{"tasks"}, c.args...)...)
@@ -211,5 +221,63 @@ func TestTasksDBFromEnvironment(t *testing.T) {
 	}
 	if out := mustRun(t, "", "tasks", "--db", db, "get", id); !strings.Contains(out, "available_at: 2099-01-01T00:00:00.000Z") {
 		t.Errorf("get:\n%s", out)
+	}
+}
+
+// TestTasksWorkerLeavesOtherTypesWaiting: a type no built-in worker
+// handles is accepted with a note; the worker runs the http task and
+// leaves the other pending, and list and get say why. list shows
+// priorities.
+func TestTasksWorkerLeavesOtherTypesWaiting(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "hi") }))
+	defer srv.Close()
+	db := filepath.Join(t.TempDir(), "tasks.db")
+	out, stderr, code := run(t, "", "tasks", "--db", db, "submit", "-t", "report.daily", "-i", `{"day":"mon"}`, "--priority", "3")
+	if code != 0 || strings.TrimSpace(out) != "1" || !strings.Contains(stderr, "note: report.daily is not a built-in type (http, poll): task 1 waits until a worker that handles it works") {
+		t.Fatalf("submit of a type of a Go program: exit %d, out %q, stderr %q", code, out, stderr)
+	}
+	ids := strings.Fields(mustRun(t, `{"url":"`+srv.URL+`/x"}`+"\n\n"+`{"url":"`+srv.URL+`/y"}`+"\n", "tasks", "--db", db, "submit", "-t", "http", "--jsonl", "-i", "-"))
+	if len(ids) != 2 || ids[0] != "2" || ids[1] != "3" {
+		t.Fatalf("submit --jsonl printed %q, want the ids 2 and 3", ids)
+	}
+	httpID := ids[1]
+	if got := mustRun(t, "", "tasks", "--db", db, "get", "1"); !strings.Contains(got, "task 1 (report.daily): pending, priority 3") ||
+		!strings.Contains(got, "waiting: no worker is running on this database") {
+		t.Errorf("get before any worker:\n%s", got)
+	}
+	stop := startTasksWorker(t, "--db", db, "--worker-id", "w1")
+	deadline := time.Now().Add(20 * time.Second)
+	for !strings.Contains(mustRun(t, "", "tasks", "--db", db, "get", httpID), "completed") {
+		if time.Now().After(deadline) {
+			t.Fatal("http task not completed in 20s")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	list := mustRun(t, "", "tasks", "--db", db, "list", "--state", "pending")
+	for _, want := range []string{"PRI", "NOTE", "1   report.daily  pending  3", "no running worker handles type report.daily (they handle http, poll)"} {
+		if !strings.Contains(list, want) {
+			t.Errorf("list lacks %q:\n%s", want, list)
+		}
+	}
+	if stderr, err := stop(); err != nil {
+		t.Fatalf("worker: %v\n%s", err, stderr)
+	}
+}
+
+func TestParseStatusSet(t *testing.T) {
+	if f, err := parseStatusSet(" "); f != nil || err != nil {
+		t.Errorf("empty --fail-on-status = %v, %v; want none", f != nil, err)
+	}
+	f, err := parseStatusSet("404, 410,3XX")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for status, want := range map[int]bool{404: true, 410: true, 301: true, 304: true, 400: false, 200: false, 503: false} {
+		if f(status) != want {
+			t.Errorf("--fail-on-status 404,410,3xx fails %d: %v, want %v", status, f(status), want)
+		}
+	}
+	if f, _ := parseStatusSet("4xx"); !f(418) || f(500) {
+		t.Error("--fail-on-status 4xx: want every 4xx and nothing else")
 	}
 }

@@ -73,6 +73,10 @@ func open(ctx context.Context, path string) (*sql.DB, error) {
 	}
 	if err := db.PingContext(ctx); err != nil {
 		db.Close()
+		if perr := CheckPath(path); perr != nil {
+			// SQLite says "unable to open database file (14)"; say why.
+			return nil, fmt.Errorf("sqlite %s: %w", path, perr)
+		}
 		return nil, fmt.Errorf("sqlite %s: %w", path, err)
 	}
 	return db, nil

@@ -97,6 +97,8 @@ func Run(t *testing.T, b Backend) {
 		{"InvalidKeys", testInvalidKeys},
 		{"CanceledContext", testCanceledContext},
 		{"ConcurrentIncrements", testConcurrentIncrements},
+		{"UpdateMany", testUpdateMany},
+		{"ConcurrentUpdateMany", testConcurrentUpdateMany},
 		{"Blobs", testBlobs},
 		{"BlobEvictionLRU", testBlobEviction},
 		{"BlobTooLarge", testBlobTooLarge},
@@ -117,6 +119,7 @@ func Run(t *testing.T, b Backend) {
 			{"CorruptedRecordIsAbsent", testCorruptedRecord},
 			{"CorruptedBlobIsAbsent", testCorruptedBlob},
 			{"ProcessesIncrementOneCounter", testProcesses},
+			{"ProcessesUpdateManyKeys", testProcessesUpdateMany},
 			{"ProcessKilledInsideUpdate", testKilledInsideUpdate},
 		}...)
 	}
@@ -821,6 +824,18 @@ func work(job string) error {
 		}
 		for range n {
 			if err := s.Update(ctx, key, increment); err != nil {
+				return err
+			}
+		}
+		return nil
+	case "increment-many":
+		n, err := strconv.Atoi(os.Getenv(envCount))
+		if err != nil {
+			return fmt.Errorf("%s: %w", envCount, err)
+		}
+		keys := strings.Split(key, ",")
+		for range n {
+			if err := s.UpdateMany(ctx, keys, incrementAll); err != nil {
 				return err
 			}
 		}

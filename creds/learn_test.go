@@ -1,0 +1,199 @@
+package creds
+
+import (
+	"slices"
+	"testing"
+	"time"
+)
+
+// model is a server counting requests per user, as GitHub does: one
+// counter and one reset per user, whatever token of the user is sent.
+type model struct {
+	owner map[*Credential]string
+	used  map[string]int
+	reset map[string]time.Time
+	now   time.Time
+}
+
+func newModel() *model {
+	return &model{owner: map[*Credential]string{}, used: map[string]int{}, reset: map[string]time.Time{}}
+}
+
+func (m *model) token(index int, user string) *Credential {
+	c := NewToken("github", index, "tok-"+user+"-"+string(rune('a'+index)), "test")
+	m.owner[c] = user
+	return c
+}
+
+// answer counts one request of c and returns what its answer says.
+func (m *model) answer(c *Credential) Usage {
+	u := m.owner[c]
+	m.used[u]++
+	r, ok := m.reset[u]
+	if !ok {
+		r = t0.Add(time.Hour)
+	}
+	m.now = m.now.Add(100 * time.Millisecond)
+	return Usage{Resource: "core", Limit: 5000, Used: m.used[u], Reset: r, At: t0.Add(m.now.Sub(time.Time{}))}
+}
+
+// learn runs the learner as the transport does, one request at a time,
+// each with the credential Next names (or the first credential), until it
+// has learnt everything or n requests went. It returns the requests sent.
+func learn(t *testing.T, l *Learner, m *model, all []*Credential, n int) int {
+	t.Helper()
+	sent := 0
+	for l.Learning() && sent < n {
+		c := l.Next()
+		if c == nil {
+			c = all[0]
+		}
+		l.Observe(c, m.answer(c), true)
+		sent++
+	}
+	if l.Learning() {
+		t.Fatalf("still learning after %d requests", sent)
+	}
+	return sent
+}
+
+func buckets(cs []*Credential) map[string][]int {
+	out := map[string][]int{}
+	for _, c := range cs {
+		out[c.BucketOwner()] = append(out[c.BucketOwner()], c.Index())
+	}
+	return out
+}
+
+func TestLearnerMergesTokensOfOneUser(t *testing.T) {
+	m := newModel()
+	a, b := m.token(1, "alice"), m.token(2, "alice")
+	l := NewLearner([]*Credential{a, b})
+	sent := learn(t, l, m, []*Credential{a, b}, 10)
+	if a.BucketOwner() != b.BucketOwner() {
+		t.Fatalf("two tokens of one user kept apart: %v", buckets([]*Credential{a, b}))
+	}
+	if sent != 3 {
+		t.Fatalf("learnt in %d requests, want 3 (probe, probe, confirmation)", sent)
+	}
+	if len(l.NeedsWhoAmI()) != 0 {
+		t.Fatal("asked who am I although the counters told")
+	}
+}
+
+func TestLearnerKeepsDistinctUsersApart(t *testing.T) {
+	t.Run("different resets", func(t *testing.T) {
+		m := newModel()
+		a, b := m.token(1, "alice"), m.token(2, "bob")
+		m.reset["bob"] = t0.Add(37 * time.Minute)
+		l := NewLearner([]*Credential{a, b})
+		if sent := learn(t, l, m, []*Credential{a, b}, 10); sent != 2 {
+			t.Fatalf("learnt in %d requests, want 2 probes", sent)
+		}
+		if a.BucketOwner() == b.BucketOwner() {
+			t.Fatal("merged two users")
+		}
+	})
+	t.Run("equal resets, colliding used", func(t *testing.T) {
+		// Fixed windows give every user one reset; bob happens to
+		// have spent exactly one more than alice.
+		m := newModel()
+		a, b := m.token(1, "alice"), m.token(2, "bob")
+		m.used["alice"], m.used["bob"] = 4, 5
+		l := NewLearner([]*Credential{a, b})
+		sent := learn(t, l, m, []*Credential{a, b}, 10)
+		if a.BucketOwner() == b.BucketOwner() {
+			t.Fatal("merged two users whose counters collided")
+		}
+		if sent != 3 {
+			t.Fatalf("learnt in %d requests, want 3", sent)
+		}
+	})
+}
+
+func TestLearnerTellsALowerCountApartAtOnce(t *testing.T) {
+	// Equal resets (fixed windows), bob's count below alice's: a probe
+	// that counts at or below the group's last answer cannot share it.
+	m := newModel()
+	a, b := m.token(1, "alice"), m.token(2, "bob")
+	m.used["alice"], m.used["bob"] = 10, 3
+	l := NewLearner([]*Credential{a, b})
+	if sent := learn(t, l, m, []*Credential{a, b}, 10); sent != 2 {
+		t.Fatalf("learnt in %d requests, want 2", sent)
+	}
+	if a.BucketOwner() == b.BucketOwner() {
+		t.Fatal("merged")
+	}
+}
+
+func TestLearnerFiveTokensOfThreeUsers(t *testing.T) {
+	m := newModel()
+	cs := []*Credential{m.token(1, "alice"), m.token(2, "bob"), m.token(3, "alice"), m.token(4, "carol"), m.token(5, "bob")}
+	m.reset["bob"] = t0.Add(20 * time.Minute)
+	m.reset["carol"] = t0.Add(40 * time.Minute)
+	l := NewLearner(cs)
+	learn(t, l, m, cs, 20)
+	got := buckets(cs)
+	if len(got) != 3 || !slices.Equal(got[cs[0].BucketOwner()], []int{1, 3}) || !slices.Equal(got[cs[1].BucketOwner()], []int{2, 5}) {
+		t.Fatalf("buckets %v, want {1,3} {2,5} {4}", got)
+	}
+}
+
+func TestLearnerRefreshesKnownGroupsFirst(t *testing.T) {
+	m := newModel()
+	a, b := m.token(1, "alice"), m.token(2, "alice")
+	a.KeepOwnBucket() // learnt in an earlier run
+	l := NewLearner([]*Credential{a, b})
+	if l.Next() != a {
+		t.Fatal("probed before the known group had a fresh answer to compare with")
+	}
+	learn(t, l, m, []*Credential{a, b}, 10)
+	if a.BucketOwner() != b.BucketOwner() {
+		t.Fatal("not merged with the known group")
+	}
+}
+
+func TestLearnerAsksWhoAmIWhenNothingTells(t *testing.T) {
+	a, b := NewToken("gitea", 1, "tok-aaaa-1", "t"), NewToken("gitea", 2, "tok-bbbb-2", "t")
+	l := NewLearner([]*Credential{a, b})
+	l.Observe(a, Usage{Used: -1, Limit: -1}, true) // no counters at all
+	if got := l.NeedsWhoAmI(); !slices.Equal(got, []*Credential{a}) {
+		t.Fatalf("NeedsWhoAmI = %v", got)
+	}
+	// Another client spending the same bucket between the probe and the
+	// confirmation proves nothing: tried again, then handed over.
+	m := newModel()
+	x, y := m.token(1, "alice"), m.token(2, "alice")
+	l = NewLearner([]*Credential{x, y})
+	for range 20 {
+		if !l.Learning() {
+			break
+		}
+		c := l.Next()
+		m.used["alice"] += 3 // someone else's requests in between
+		l.Observe(c, m.answer(c), true)
+	}
+	if l.Learning() || y.BucketKnown() {
+		t.Fatalf("learning %v, buckets %v", l.Learning(), buckets([]*Credential{x, y}))
+	}
+	if got := l.NeedsWhoAmI(); !slices.Equal(got, []*Credential{y}) {
+		t.Fatalf("NeedsWhoAmI = %v, want y", got)
+	}
+}
+
+func TestLearnerIgnoresUncountedAnswers(t *testing.T) {
+	m := newModel()
+	a, b := m.token(1, "alice"), m.token(2, "alice")
+	l := NewLearner([]*Credential{a, b})
+	l.Observe(a, m.answer(a), true)
+	m.used["alice"]-- // a 304: the server did not count it
+	l.Observe(b, Usage{Resource: "core", Limit: 5000, Used: m.used["alice"] + 1, Reset: t0.Add(time.Hour)}, false)
+	if b.BucketKnown() || !l.Learning() || l.Next() != b {
+		t.Fatal("an uncounted answer was taken as evidence")
+	}
+	m.used["alice"]++
+	learn(t, l, m, []*Credential{a, b}, 10)
+	if a.BucketOwner() != b.BucketOwner() {
+		t.Fatal("not merged")
+	}
+}

@@ -1,0 +1,72 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"net/http"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+func TestMetricsListenIsLoopbackOnlyByDefault(t *testing.T) {
+	for _, c := range []struct {
+		listen string
+		remote bool
+		says   string // "" when accepted
+	}{
+		{"", false, ""},
+		{"127.0.0.1:9464", false, ""},
+		{"[::1]:9464", false, ""},
+		{"localhost:9464", false, ""},
+		{"0.0.0.0:9464", false, "is not a loopback address"},
+		{":9464", false, "is not a loopback address"},
+		{"10.1.2.3:9464", false, "add --metrics-allow-remote"},
+		{"0.0.0.0:9464", true, ""},
+		{"9464", false, "want HOST:PORT"},
+	} {
+		m := metricsFlags{listen: c.listen, allowRemote: c.remote}
+		err := m.check()
+		if c.says == "" && err != nil || c.says != "" && (err == nil || !strings.Contains(err.Error(), c.says)) {
+			t.Errorf("--metrics-listen %q (remote %v): %v, want %q", c.listen, c.remote, err, c.says)
+		}
+	}
+	for _, args := range [][]string{
+		{"poll", "--metrics-listen", "0.0.0.0:9464", "https://api.github.com/events"},
+		{"fetch", "--metrics-listen", "0.0.0.0:9464", "--db", t.TempDir() + "/rk.db", "https://api.github.com/"},
+	} {
+		if _, stderr, code := run(t, "", args...); code != 2 || !strings.Contains(stderr, "is not a loopback address") {
+			t.Errorf("%s: exit %d, %s; want 2 refusing the address", strings.Join(args, " "), code, stderr)
+		}
+	}
+}
+
+func TestMetricsServeSaysWhereAndServes(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	c := prometheus.NewCounter(prometheus.CounterOpts{Name: "ratekeeper_test_total", Help: "A test counter."})
+	reg.MustRegister(c)
+	c.Add(3)
+	var stderr bytes.Buffer
+	m := metricsFlags{listen: "127.0.0.1:0"}
+	stop, err := m.serve(context.Background(), reg, &stderr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop()
+	url := regexp.MustCompile(`metrics on (http://\S+)`).FindStringSubmatch(stderr.String())
+	if url == nil {
+		t.Fatalf("stderr %q does not say where the metrics are", stderr.String())
+	}
+	resp, err := http.Get(url[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	if !strings.Contains(string(body), "ratekeeper_test_total 3") {
+		t.Errorf("scrape:\n%s", body)
+	}
+}

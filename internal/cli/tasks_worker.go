@@ -1,0 +1,207 @@
+package cli
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/spf13/cobra"
+
+	"github.com/ratekeeper/ratekeeper"
+	"github.com/ratekeeper/ratekeeper/internal/sqlitedb"
+	"github.com/ratekeeper/ratekeeper/poll"
+	"github.com/ratekeeper/ratekeeper/tasks"
+)
+
+// workerOptions are the flags of 'tasks worker'.
+type workerOptions struct {
+	client       clientFlags
+	metrics      metricsFlags
+	concurrency  int
+	workerID     string
+	bodyDir      string
+	shutdown     time.Duration
+	failOn       string
+	rateLimited  string
+	inlineLimit  int64
+	failOnStatus func(int) bool
+	rule         tasks.PriorityRule
+}
+
+func newTasksWorkerCmd(db *tasksDB) *cobra.Command {
+	var o workerOptions
+	cmd := &cobra.Command{
+		Use:   "worker [--concurrency N] [--provider NAME=BASEURL…] [--max-wait 30s] [--metrics-listen ADDR]",
+		Short: "Work tasks until interrupted, through the rate-keeping client",
+		Long: `Claims and runs tasks until interrupted (Ctrl-C, SIGTERM, SIGHUP), then
+stops gracefully: no new claims, running tasks get --shutdown-timeout to
+finish, after which they go back to pending (counted neither as retries nor
+as reschedules).
+
+It runs the built-in types http and poll (and, in a Go program, any type
+registered with tasks.Handle); tasks of other types wait for a worker that
+handles them. --concurrency applies to each type.
+
+Requests go through the rate-keeping client, as fetch's do: tokens from the
+environment (GITHUB_TOKEN, GITLAB_TOKEN, …), the client flags (--provider,
+--config, --policy, --reserve, --max-wait), and quota state shared through
+--db with every ratekeeper process using that database, however many workers
+run. One client serves all of this worker's tasks. A request that would wait
+for quota longer than --max-wait (30s) reschedules its task until quota
+returns (a durable sleep that frees the worker), and so does a rate-limit
+refusal that still reaches the task; such a task is raised one priority step
+(--rate-limited-priority keep leaves it), so it runs before newer work once
+its quota returns. A 5xx or a network error is retried with backoff; any
+other answer completes the task with that answer as its result, unless
+--fail-on-status says that status fails it. An error that arose on this
+machine (the database failing, a full disk) is no task's outcome: its task
+goes back to pending uncounted and the worker stops gracefully, exit status
+1 with the error. A damaged SQLite --db (PRAGMA quick_check) is refused at
+start.
+
+poll tasks print each change as a JSON line on stdout, with the default
+polling profile (see 'ratekeeper poll').`,
+		Example: `  GITHUB_TOKEN=ghp_a,ghp_b ratekeeper tasks worker --concurrency 20
+  ratekeeper tasks worker --db postgres://rk@db/ratekeeper --provider ghe=https://ghe.example.com/api/v3 \
+      --max-wait 20s --fail-on-status 4xx --metrics-listen 127.0.0.1:9464`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			o.client.db = db.dsn
+			if err := o.check(); err != nil {
+				return &ExitError{Code: 2, Err: err}
+			}
+			return runTasksWorker(cmd, db, &o)
+		},
+	}
+	o.client.addAllButDB(cmd)
+	o.client.durable(cmd)
+	o.metrics.add(cmd)
+	f := cmd.Flags()
+	f.IntVar(&o.concurrency, "concurrency", 10, "tasks of each type run at once")
+	f.StringVar(&o.workerID, "worker-id", "", "name of this worker in task histories (default host-pid-random; unique among running workers)")
+	f.StringVar(&o.bodyDir, "body-dir", "", "where http results keep bodies too large to inline (default ratekeeper-bodies beside a SQLite database, else in the current directory)")
+	f.Int64Var(&o.inlineLimit, "inline-limit", 64<<10, "largest UTF-8 body an http result carries inline, in bytes")
+	f.DurationVar(&o.shutdown, "shutdown-timeout", 10*time.Second, "time running tasks get to finish after an interrupt")
+	f.StringVar(&o.failOn, "fail-on-status", "", "answers that fail an http task instead of completing it: codes and classes such as 404,410 or 4xx")
+	f.StringVar(&o.rateLimited, "rate-limited-priority", string(tasks.RaisePriority), "what a reschedule for a rate limit does to a task's priority: raise (one step, so it runs before newer work) or keep")
+	return cmd
+}
+
+// check validates the flags that need no I/O.
+func (o *workerOptions) check() error {
+	var err error
+	switch {
+	case o.concurrency < 1 || o.concurrency > tasks.ConcurrencyLimit:
+		return fmt.Errorf("--concurrency %d: want 1 to %d", o.concurrency, tasks.ConcurrencyLimit)
+	case o.shutdown < 0:
+		return fmt.Errorf("--shutdown-timeout %s: want 0 or more", o.shutdown)
+	case o.inlineLimit < 0:
+		return fmt.Errorf("--inline-limit %d: want 0 or more bytes", o.inlineLimit)
+	case o.client.db == "memory":
+		return errors.New("--db memory: tasks live in a database; give a SQLite file or a postgres:// URL")
+	}
+	if o.failOnStatus, err = parseStatusSet(o.failOn); err != nil {
+		return fmt.Errorf("--fail-on-status: %w", err)
+	}
+	if o.rule, err = tasks.ParsePriorityRule(o.rateLimited); err != nil {
+		return fmt.Errorf("--rate-limited-priority %q: want raise or keep", o.rateLimited)
+	}
+	return o.metrics.check()
+}
+
+func runTasksWorker(cmd *cobra.Command, db *tasksDB, o *workerOptions) error {
+	ctx, stderr := cmd.Context(), cmd.ErrOrStderr()
+	if err := checkDatabase(ctx, db.dsn, workerDamagedAdvice); err != nil {
+		return err
+	}
+	reg := prometheus.NewRegistry()
+	tr, err := o.client.transportWith(stderr, func(opts *ratekeeper.Options) {
+		opts.Registerer = reg
+		opts.Base = wireBase()
+	})
+	if err != nil {
+		return err
+	}
+	defer tr.Close()
+	client := &http.Client{Transport: tr}
+	polls, err := poll.NewTaskHandler(ctx, db.dsn, poll.Options{
+		Client: client, Sink: poll.JSONLines(cmd.OutOrStdout()), Quota: poll.TransportQuota(tr), Registerer: reg,
+		OnEvent: func(e poll.Event) { printPollEvent(stderr, e, o.client.verbose) },
+	})
+	if err != nil {
+		return &ExitError{Code: 1, Err: err}
+	}
+	defer polls.Close()
+	bodyDir := o.bodyDir
+	if bodyDir == "" {
+		bodyDir = defaultBodyDir(db.dsn)
+	}
+	q, err := db.open(ctx, tasks.Options{
+		HTTPClient: client, WireMarked: true, BodyDir: bodyDir, InlineBodyLimit: o.inlineLimit, FailOnStatus: o.failOnStatus,
+		Handlers:   map[string]tasks.HandlerFunc{poll.TaskType: polls.Handle},
+		Registerer: reg,
+	})
+	if err != nil {
+		return err
+	}
+	defer q.Close()
+	stopMetrics, err := o.metrics.serve(ctx, reg, stderr)
+	if err != nil {
+		return &ExitError{Code: 1, Err: err}
+	}
+	defer stopMetrics()
+	fmt.Fprintf(stderr, "working tasks of type %s on %s, %d at a time per type; Ctrl-C stops\n",
+		strings.Join(q.Types(), ", "), q, o.concurrency)
+	err = q.Work(ctx, tasks.WorkOptions{Concurrency: o.concurrency, WorkerID: o.workerID, ShutdownTimeout: o.shutdown,
+		RateLimitedPriority: o.rule})
+	if err != nil {
+		return &ExitError{Code: 1, Err: err}
+	}
+	fmt.Fprintln(stderr, "worker stopped")
+	return nil
+}
+
+// workerDamagedAdvice is what to do about a damaged --db, for a worker.
+const workerDamagedAdvice = "its tasks cannot be trusted, so no worker was started. Restore it from a backup, or move it aside and submit the tasks again to a new database"
+
+// parseStatusSet reads --fail-on-status: comma-separated codes (404) and
+// classes (4xx) of answers that would otherwise complete a task. 5xx
+// answers are retried, then fail the task anyway; they are refused here so
+// that nobody expects otherwise. Empty means none (nil).
+func parseStatusSet(v string) (func(int) bool, error) {
+	if strings.TrimSpace(v) == "" {
+		return nil, nil
+	}
+	codes, classes := map[int]bool{}, map[int]bool{}
+	for _, part := range strings.Split(v, ",") {
+		part = strings.ToLower(strings.TrimSpace(part))
+		if len(part) == 3 && strings.HasSuffix(part, "xx") && part[0] >= '1' && part[0] <= '4' {
+			classes[int(part[0]-'0')] = true
+			continue
+		}
+		n, err := strconv.Atoi(part)
+		switch {
+		case err == nil && n >= 100 && n < 500:
+			codes[n] = true
+		case err == nil && n >= 500 && n < 600 || part == "5xx":
+			return nil, fmt.Errorf("%q: 5xx answers are retried with backoff and fail the task when retries run out; list codes or classes below 500", part)
+		default:
+			return nil, fmt.Errorf("%q: want status codes such as 404 or classes such as 4xx, separated by commas", part)
+		}
+	}
+	return func(status int) bool { return codes[status] || classes[status/100] }, nil
+}
+
+// defaultBodyDir puts large http bodies beside a SQLite database.
+func defaultBodyDir(dsn string) string {
+	if sqlitedb.IsPostgres(dsn) {
+		return "ratekeeper-bodies"
+	}
+	path := strings.TrimPrefix(strings.TrimPrefix(dsn, "sqlite://"), "file:")
+	return filepath.Join(filepath.Dir(path), "ratekeeper-bodies")
+}

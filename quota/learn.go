@@ -1,0 +1,200 @@
+package quota
+
+import (
+	"math"
+	"time"
+
+	"github.com/ratekeeper/ratekeeper/headers"
+)
+
+// This file is what an owner learns from its answers: how many requests in
+// flight the server tolerates, and how long to pause after a secondary
+// refusal.
+
+// SecondaryBase is the first penalty after a secondary refusal without
+// retry-after when the provider configures none (Secondary.Wait): GitHub
+// documents waiting at least a minute.
+const SecondaryBase = time.Minute
+
+// DefaultMaxPause caps every pause an answer stores when Answer.MaxPause
+// is zero: a proxy's "Retry-After: 86400" must not stop a bucket for a day.
+const DefaultMaxPause = time.Hour
+
+// RampStart is how many requests an owner that was never refused may have
+// in flight at first. Each round of successes — as many as the cap, of
+// requests sent at that cap — adds one, up to Secondary.MaxConcurrent,
+// the way TCP's congestion avoidance grows its window by one segment a
+// round trip. A server that allows fewer than the configured max is then
+// found with about as many refusals as it allows in flight (those sent
+// during the round trip before the first refusal comes back), where a
+// first burst at the configured max would be refused past the server's
+// limit in full; and since only requests sent at the current cap count,
+// the cap rises no further before that refusal is back. Reaching GitHub's
+// default of 20 takes 16 rounds of two round trips or less.
+const RampStart = 4
+
+// CapStep is how long a cap lowered by a refusal holds before it rises by
+// one, and again every CapStep: one bad moment slows an owner for minutes,
+// not for good. A probe above the server's limit costs a pause (a minute or
+// more on GitHub) and risks the integration, so it rises slowly.
+const CapStep = time.Minute
+
+// ConcurrencyCap is how many requests of the owner may be in flight at now,
+// or 0 for no cap: the cap learnt from the server, never above
+// s.MaxConcurrent. An owner that was never refused ramps up from RampStart
+// (see there); once a fresh secondary refusal lowered it, the cap gains one
+// every CapStep after CapAt, whether or not requests are sent, until it is
+// back at s.MaxConcurrent. With no MaxConcurrent configured only a refusal
+// sets a cap, and it lapses once it has doubled.
+func (o *Owner) ConcurrencyCap(s Secondary, now time.Time) int64 {
+	c := o.Cap
+	switch {
+	case o.Lowered:
+		if now.After(o.CapAt) {
+			c += int64(now.Sub(o.CapAt) / CapStep)
+		}
+		if s.MaxConcurrent <= 0 && c >= 2*max(o.Cap, 1) {
+			return 0
+		}
+	case s.MaxConcurrent <= 0:
+		return 0
+	case c <= 0:
+		c = RampStart
+	}
+	if s.MaxConcurrent > 0 {
+		c = min(c, s.MaxConcurrent)
+	}
+	return max(c, 1)
+}
+
+// Observe applies the answer to one of the owner's requests, which came
+// with inFlight of the owner's requests in flight (that one included).
+//
+// A secondary refusal pauses the owner: for its Retry-After when given;
+// else until the reset when nothing is left; else for Secondary.Wait
+// (SecondaryBase when zero) on the first strike, and on strikes in a row an
+// exponentially growing pause of which the answer's Jitter (in [0, 1))
+// picks a point: wait + jitter × wait × (2^strikes − 1). Every pause is
+// capped at the answer's MaxPause (DefaultMaxPause when zero).
+//
+// Refusals come in episodes: every request already in flight when the
+// server began refusing is refused too, and its answer arrives after the
+// pause was set. So only a fresh refusal — of a request sent at or after
+// the end of the owner's last pause (Answer.Sent; zero means now) — is a
+// new strike and lowers the concurrency cap (see lower); a refusal from the
+// episode under way can only lengthen the pause with its own Retry-After.
+// A success (any answer below 500 that is not a refusal) sent after the
+// last pause clears the strikes, and while the owner was never refused,
+// successes ramp its cap up (see RampStart).
+func (o *Owner) Observe(ans *Answer, inFlight int64, now time.Time) {
+	r := ans.Reading
+	sent := ans.Sent
+	if sent.IsZero() {
+		sent = now
+	}
+	fresh := !sent.Before(o.PenaltyUntil)
+	switch {
+	case r.Limited == headers.NotLimited && r.Status >= 500:
+		return // a struggling server: no reason to send it more
+	case r.Limited == headers.NotLimited:
+		if fresh {
+			o.Strikes = 0
+		}
+		o.ramp(ans.Secondary, sent, now)
+		return
+	case r.Limited == headers.Primary:
+		return
+	}
+	var pause time.Duration
+	switch {
+	case r.HasRetryAfter:
+		pause = r.RetryAfter
+	case r.Remaining == 0 && r.HasReset():
+		pause = max(r.Reset.Sub(now), 0)
+	case fresh:
+		pause = penalty(ans.Secondary.Wait, o.Strikes, ans.Jitter)
+	}
+	if fresh {
+		o.Strikes++
+		o.lower(ans.Secondary, inFlight, now)
+	}
+	if until := now.Add(capPause(pause, ans.MaxPause)); until.After(o.PenaltyUntil) {
+		o.PenaltyUntil = until
+	}
+}
+
+// lower sets the cap after a fresh secondary refusal that came with
+// inFlight requests in flight, itself included. On a first strike it
+// becomes the most requests in flight at once since the cap was last
+// lowered (Peak, or inFlight if more), minus one, and below the cap in
+// force: a server refusing the request that made n is answered exactly by
+// n − 1, the tightest cap that explains the refusal and the least
+// throughput given up (halving would run a server that allows 6 at 3 for
+// minutes). The peak, not the count
+// when the refusal arrives, because the refusal's round trip overlaps the
+// answers of the requests sent before it, which may all be back by then.
+// A strike right after a pause (Strikes above 1) says the count in flight
+// was not the trigger alone — GitHub also counts CPU time and points — so
+// the cap halves as well, as TCP does, backing off fast whatever the
+// trigger is. Never below 1.
+func (o *Owner) lower(s Secondary, inFlight int64, now time.Time) {
+	c := o.ConcurrencyCap(s, now)
+	n := max(o.Peak, inFlight) - 1
+	if c > 0 {
+		n = min(n, c-1)
+	}
+	if o.Strikes > 1 {
+		if c <= 0 {
+			c = n + 1
+		}
+		n = min(n, c/2)
+	}
+	o.Cap, o.CapAt, o.Lowered, o.Run, o.Peak = max(n, 1), now, true, 0, 0
+}
+
+// ramp counts a success of a request sent at sent towards the next step
+// of an owner that was never refused: one more in flight after a round of
+// successes as long as the cap, of requests sent since the cap last rose.
+func (o *Owner) ramp(s Secondary, sent, now time.Time) {
+	if o.Lowered || s.MaxConcurrent <= 0 {
+		return
+	}
+	c := o.ConcurrencyCap(s, now)
+	switch {
+	case c >= s.MaxConcurrent:
+		o.Cap, o.Run = c, 0
+	case sent.Before(o.CapAt):
+		// Sent at a lower cap: it says nothing of this one.
+	default:
+		o.Run++
+		if o.Run >= c {
+			o.Cap, o.CapAt, o.Run = c+1, now, 0
+		}
+	}
+}
+
+// penalty is the pause after a secondary refusal without retry-after
+// that follows strikes others in a row; base zero means SecondaryBase.
+// The caller caps it.
+func penalty(base time.Duration, strikes int, jitter float64) time.Duration {
+	if base <= 0 {
+		base = SecondaryBase
+	}
+	if strikes <= 0 {
+		return base
+	}
+	if jitter < 0 || jitter >= 1 || math.IsNaN(jitter) {
+		jitter = 0
+	}
+	growth := float64(base) * (math.Pow(2, float64(min(strikes, 20))) - 1)
+	return base + time.Duration(min(jitter*growth, float64(100*365*24*time.Hour)))
+}
+
+// capPause bounds a pause an answer asks for by limit (DefaultMaxPause
+// when zero or less).
+func capPause(d, limit time.Duration) time.Duration {
+	if limit <= 0 {
+		limit = DefaultMaxPause
+	}
+	return min(d, limit)
+}

@@ -1,0 +1,174 @@
+package quota
+
+import (
+	"time"
+
+	"github.com/ratekeeper/ratekeeper/headers"
+)
+
+// This file is the one algorithm every state store runs: whether a request
+// may go (its owner's secondary limits and its bucket's quota, decided
+// together), and what its answer changes. A store only loads the owner and
+// bucket, calls these functions under its lock or in its transaction, and
+// writes back what changed.
+
+// Ask is what one request needs: the owner's permission under its
+// secondary limits, and one unit of its bucket's quota under the policy.
+type Ask struct {
+	Policy    Policy
+	Secondary Secondary
+	Cost      Cost
+	// Free marks a request the server does not charge (GitHub's
+	// /rate_limit): it needs no budget, only the owner's permission.
+	Free bool
+}
+
+// Option is one credential a request could go with: its owner's and its
+// bucket's state. Credentials of one owner share both.
+type Option struct {
+	Owner  *Owner
+	Bucket *Bucket
+	// Also are buckets the request may turn out to spend from as well: a
+	// credential whose owner is not known yet may share any known bucket
+	// of its provider. Each must allow the request too, and holds its
+	// lease until the answer tells, so a first request of an unknown
+	// token never goes into a bucket already spent.
+	Also []*Bucket
+}
+
+// Wait returns how long from now until a request asking a may go on owner
+// o and bucket b: the longer of the owner's and the bucket's waits. It
+// changes nothing.
+func Wait(o *Owner, b *Bucket, a *Ask, now time.Time) time.Duration {
+	w := o.Wait(a.Secondary, a.Cost, now)
+	if !a.Free {
+		w = max(w, b.Wait(a.Policy, now))
+	}
+	return w
+}
+
+// waitOption is Wait for an option, its Also buckets included.
+func waitOption(opt *Option, a *Ask, now time.Time) time.Duration {
+	w := Wait(opt.Owner, opt.Bucket, a, now)
+	if !a.Free {
+		for _, b := range opt.Also {
+			w = max(w, b.Wait(a.Policy, now))
+		}
+	}
+	return w
+}
+
+// Reserve decides where and when a request asking a may go, in the manner
+// of x/time/rate's reserveN: it finds among opts the option (credential)
+// that allows the request soonest — the earliest moment any of them does,
+// never the latest; among equals the first, so the caller's order breaks
+// ties (taking turns, preferring a credential whose cached answer makes
+// the request free) — and only when that moment is now does it commit:
+// lease l is held in both that option's owner and bucket and the owner's
+// secondary budgets are spent, all together. It returns the option's index
+// and 0. Otherwise it changes nothing and returns the index of the soonest
+// option and how long until it allows the request. It returns -1 for no
+// options.
+//
+// An option whose bucket the policy's reserve leaves nothing of (a count
+// reserve at or above the bucket's limit) can never allow the request;
+// when every option is such, Reserve returns -1 and a *ReserveError rather
+// than a wait that would never end.
+func Reserve(opts []Option, a *Ask, l Lease, now time.Time) (int, time.Duration, error) {
+	best, bestWait := -1, time.Duration(0)
+	var never error
+	for i := range opts {
+		if !a.Free {
+			if err := a.Policy.reachable(opts[i].Bucket); err != nil {
+				never = err
+				continue
+			}
+		}
+		w := waitOption(&opts[i], a, now)
+		if best < 0 || w < bestWait {
+			best, bestWait = i, w
+			if w == 0 {
+				break
+			}
+		}
+	}
+	if best < 0 {
+		return -1, 0, never
+	}
+	if bestWait > 0 {
+		return best, bestWait, nil
+	}
+	o, b := opts[best].Owner, opts[best].Bucket
+	o.take(a.Secondary, a.Cost, l, now)
+	if !a.Free {
+		b.take(a.Policy, l, now)
+		for _, x := range opts[best].Also {
+			x.take(a.Policy, l, now)
+		}
+	}
+	return best, 0, nil
+}
+
+// Answer is what a request's outcome tells the quota state.
+type Answer struct {
+	// Reading is the response's rate-limit reading, on the local clock;
+	// nil when there was no response (never sent, a network error, a
+	// cancelled request): the reservation is then only released.
+	Reading *headers.Reading
+	// Counted says whether the server charged the request (see
+	// Bucket.Observe).
+	Counted bool
+	// Default is what to assume of a bucket whose server states nothing.
+	Default Default
+	// Jitter, in [0, 1), picks the point of an exponential penalty.
+	Jitter float64
+	// Sent is when the request was reserved and sent (zero when unknown):
+	// a refusal of a request sent before the owner's current penalty
+	// began belongs to the episode that penalty already answers.
+	Sent time.Time
+	// Secondary is the owner's secondary limits: the configured max in
+	// flight its learnt cap moves within, and the first pause after a
+	// refusal that does not say when to come back.
+	Secondary Secondary
+	// MaxPause caps every pause the answer stores — a bucket's Retry-After
+	// on any status, an owner's penalty — so that a proxy's
+	// "Retry-After: 86400" stops nothing for a day; zero means
+	// DefaultMaxPause. A refusal past the pause only starts another.
+	MaxPause time.Duration
+}
+
+// Settle ends the reservation of lease id on owner o and bucket b (and the
+// buckets also held: their lease is returned and a counted request counted
+// in them as well) and applies the answer:
+// the request's concurrency and in-flight quota are returned, and the
+// reading (if any) updates o and b. Either of o and b may be nil when there
+// is nothing to apply to it; id 0 settles no reservation (a reading learnt
+// outside one, such as a status endpoint's). Settling a lease that lapsed
+// is harmless: the reading still applies.
+func Settle(o *Owner, b *Bucket, id uint64, ans *Answer, now time.Time, also ...*Bucket) {
+	for _, x := range also {
+		x.Release(id)
+		if r := ans.Reading; r != nil && ans.Counted && r.Limited == headers.NotLimited {
+			// The request may have been counted in it: count it
+			// there too, until the bucket's own answers speak (the
+			// extra unit is at most one per unknown credential).
+			x.spentElsewhere(now)
+		}
+	}
+	if o != nil {
+		inFlight := o.InFlight(now) // this request's lease still counted
+		o.Release(id)
+		o.refresh(now)
+		if ans.Reading != nil {
+			o.Observe(ans, max(inFlight, 1), now)
+		}
+	}
+	if b != nil {
+		b.Release(id)
+		if ans.Reading != nil {
+			b.observe(ans.Reading, now, ans.Counted, ans.Default, ans.MaxPause)
+		} else {
+			b.prune(now)
+		}
+	}
+}

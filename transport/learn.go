@@ -1,0 +1,288 @@
+package transport
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/ratekeeper/ratekeeper/creds"
+	"github.com/ratekeeper/ratekeeper/headers"
+	"github.com/ratekeeper/ratekeeper/provider"
+	"github.com/ratekeeper/ratekeeper/quota"
+)
+
+// learning is one pool's learning of which credentials share a bucket (see
+// creds.Learner): while it lasts, the pool's requests go one at a time,
+// each with the credential the learner names, so the server's counters in
+// their answers tell the buckets apart. It costs no request: the requests
+// are the caller's own work.
+type learning struct {
+	turn chan struct{} // holds one token while a request has the turn
+	done atomic.Bool   // nothing left to learn: no turns taken
+
+	mu sync.Mutex
+	l  *creds.Learner
+}
+
+// learningFor returns pool's learning, starting it (once the credential
+// store's memory is applied) on first use; nil when there is nothing to
+// learn: a single token is its own bucket whoever owns it.
+func (t *Transport) learningFor(ctx context.Context, p *provider.Provider, pool *creds.Pool) *learning {
+	if v, ok := t.learnings.Load(pool); ok {
+		return v.(*learning)
+	}
+	t.restore(ctx, p, pool)
+	var static []*creds.Credential
+	now := t.opts.Now()
+	for _, c := range pool.Credentials() {
+		if c.Kind() != creds.Anonymous && c.Eligible(now) {
+			static = append(static, c)
+		}
+	}
+	lg := &learning{turn: make(chan struct{}, 1), l: creds.NewLearner(static)}
+	if len(static) < 2 || !lg.l.Learning() || t.opts.Credentials != nil {
+		// With a shared database, other processes spend the same
+		// buckets at any moment, and counters cannot prove that two
+		// tokens count together: each token's owner is asked once per
+		// database instead (see whoAmIDue).
+		lg.done.Store(true)
+	}
+	v, _ := t.learnings.LoadOrStore(pool, lg)
+	return v.(*learning)
+}
+
+// take waits for the turn; it reports false when ctx ended first.
+func (lg *learning) take(ctx context.Context) bool {
+	select {
+	case lg.turn <- struct{}{}:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+func (lg *learning) give() { <-lg.turn }
+
+// next is the credential the learner wants the next request to take.
+func (lg *learning) next() *creds.Credential {
+	lg.mu.Lock()
+	defer lg.mu.Unlock()
+	return lg.l.Next()
+}
+
+// learnFrom feeds one answer, received while holding the turn, to the
+// learner; remembers what it settled; asks "who am I" about credentials the
+// answers cannot place (with the turn still held, so nothing else goes in
+// between); and ends the learning when nothing is left.
+func (t *Transport) learnFrom(ctx context.Context, p *provider.Provider, lg *learning, c *creds.Credential, r *headers.Reading, resource string, counted bool, now time.Time) {
+	u := usageOf(r, resource, now)
+	lg.mu.Lock()
+	settled := lg.l.Observe(c, u, counted)
+	ask := lg.l.NeedsWhoAmI()
+	lg.mu.Unlock()
+	for _, s := range settled {
+		t.log.Debug("bucket learnt from answers", "provider", p.Name, "credential", s.Masked(), "bucket", s.BucketOwner())
+		t.remember(ctx, p, s, now)
+	}
+	_, canAsk := p.ValidationURL()
+	for _, a := range ask {
+		if !canAsk || t.opts.SkipValidation {
+			// Nothing can tell: a bucket of its own.
+			a.KeepOwnBucket()
+			t.remember(ctx, p, a, now)
+			continue
+		}
+		t.askOwner(ctx, p, a, true)
+		if !a.BucketKnown() && a.State(t.opts.Now()) != creds.Invalid {
+			// Nothing tells: it counts as a bucket of its own; the
+			// "who am I" request is tried again before later uses.
+			t.log.Warn("cannot tell whose bucket a credential spends; counting it as its own", "provider", p.Name, "credential", a.Masked())
+		}
+	}
+	lg.mu.Lock()
+	if !lg.l.Learning() {
+		lg.done.Store(true)
+	}
+	lg.mu.Unlock()
+}
+
+// unlearn drops a rejected credential from its pool's learning: there is
+// nothing to learn of it, and waiting for it would keep the pool's
+// requests one at a time.
+func (t *Transport) unlearn(p *provider.Provider, c *creds.Credential) {
+	pool, err := t.poolFor(p)
+	if err != nil {
+		return
+	}
+	v, ok := t.learnings.Load(pool)
+	if !ok {
+		return
+	}
+	lg := v.(*learning)
+	lg.mu.Lock()
+	lg.l.Drop(c)
+	if !lg.l.Learning() {
+		lg.done.Store(true)
+	}
+	lg.mu.Unlock()
+}
+
+// usageOf is what an answer says of its bucket's counters: used as stated
+// (GitHub's x-ratelimit-used, GitLab's RateLimit-Observed) or limit −
+// remaining; -1 where it says nothing.
+func usageOf(r *headers.Reading, resource string, now time.Time) creds.Usage {
+	used := r.Used
+	if used == quota.Unknown && r.Limit != quota.Unknown && r.Remaining != quota.Unknown {
+		used = r.Limit - r.Remaining
+	}
+	u := creds.Usage{Resource: r.Resource, Limit: int(r.Limit), Used: int(used), At: now}
+	if r.HasReset() {
+		u.Reset = r.Reset
+	}
+	if u.Resource == "" {
+		u.Resource = resource
+	}
+	if r.Limit == quota.Unknown {
+		u.Limit = -1
+	}
+	if used == quota.Unknown {
+		u.Used = -1
+	}
+	return u
+}
+
+// A pin sends one request with one credential: the "who am I" request,
+// and a learner's chosen credential.
+type pinKey struct{}
+
+type pin struct {
+	cred *creds.Credential
+	// turnHeld: the request that sends this one holds its pool's
+	// learning turn already.
+	turnHeld bool
+	// validating: this is the "who am I" request itself; its 401 is
+	// its answer, not something to confirm.
+	validating bool
+}
+
+func withPin(ctx context.Context, p pin) context.Context { return context.WithValue(ctx, pinKey{}, p) }
+
+func pinOf(ctx context.Context) (pin, bool) {
+	p, ok := ctx.Value(pinKey{}).(pin)
+	return p, ok
+}
+
+// whoAmI asks the provider who owns c with its "who am I" request, sent
+// through this transport pinned to c: reserved, paced and read like any
+// other request, so learning an owner never overspends a bucket. A 401
+// marks c invalid until Options.InvalidRetry from now. It returns
+// Validate's error.
+func (t *Transport) whoAmI(ctx context.Context, p *provider.Provider, c *creds.Credential, turnHeld bool) error {
+	rt := rtFunc(func(req *http.Request) (*http.Response, error) {
+		return t.RoundTrip(req.WithContext(withPin(req.Context(), pin{cred: c, turnHeld: turnHeld, validating: true})))
+	})
+	_, err := creds.Validate(ctx, rt, p, c)
+	now := t.opts.Now()
+	switch {
+	case err == nil:
+		t.validations.Delete(c)
+	case errors.Is(err, creds.ErrInvalid):
+		c.RetryInvalidAt(now.Add(t.opts.InvalidRetry))
+		t.unlearn(p, c)
+		t.emit(Event{Kind: EventCredentialInvalid, Provider: p.Name, Credential: c.Masked(), Status: http.StatusUnauthorized})
+		t.log.Warn("credential rejected", "provider", p.Name, "credential", c.Masked(), "retry_at", now.Add(t.opts.InvalidRetry))
+		t.validations.Delete(c)
+	default:
+		// Not an answer about the credential (a network error, a 403
+		// for a token without the scope, a 5xx): try again later,
+		// backing off.
+		v, _ := t.validations.LoadOrStore(c, &validationRetry{})
+		vr := v.(*validationRetry)
+		vr.mu.Lock()
+		vr.fails++
+		vr.next = now.Add(min(time.Second<<min(vr.fails-1, 9), 10*time.Minute))
+		vr.mu.Unlock()
+		t.log.Debug("asking who owns a credential failed", "provider", p.Name, "credential", c.Masked(), "err", err)
+	}
+	t.remember(ctx, p, c, now)
+	return err
+}
+
+// askOwner learns c's owner once for all the requests that need it: the
+// first asks (unless the shared database already knows, from another
+// process), the others wait for its answer or their own end.
+func (t *Transport) askOwner(ctx context.Context, p *provider.Provider, c *creds.Credential, turnHeld bool) {
+	done := make(chan struct{})
+	if v, loaded := t.asking.LoadOrStore(c, done); loaded {
+		select {
+		case <-v.(chan struct{}):
+		case <-ctx.Done():
+		}
+		return
+	}
+	defer func() {
+		t.asking.Delete(c)
+		close(done)
+		t.waiters.wake()
+	}()
+	if t.adopt(ctx, p, c) {
+		return
+	}
+	t.whoAmI(ctx, p, c, turnHeld)
+}
+
+// adopt takes c's owner or bucket from the credential store if another
+// process learnt it since this one started, and reports whether c's
+// bucket is now known.
+func (t *Transport) adopt(ctx context.Context, p *provider.Provider, c *creds.Credential) bool {
+	if t.opts.Credentials == nil {
+		return false
+	}
+	rec, ok, err := t.opts.Credentials.LoadCredential(ctx, t.stateKey(p), c.ID())
+	if err != nil || !ok {
+		return false
+	}
+	switch {
+	case rec.OwnerID != "" || rec.OwnerName != "":
+		c.SetOwner(provider.Owner{ID: rec.OwnerID, Name: rec.OwnerName})
+		c.MarkValidated(t.opts.Now())
+	case rec.Bucket != "":
+		c.SetBucketOwner(rec.Bucket)
+	}
+	return c.BucketKnown()
+}
+
+// validationRetry is when a failed "who am I" request may be tried again.
+type validationRetry struct {
+	mu    sync.Mutex
+	fails int
+	next  time.Time
+}
+
+// whoAmIDue reports whether c, whose bucket is not known, should be asked
+// "who am I" before this use: with a shared database (where counters
+// cannot tell) or Options.AskOwnerFirst, at its first use; after a failed
+// request, once its backoff is over.
+func (t *Transport) whoAmIDue(p *provider.Provider, c *creds.Credential, now time.Time) bool {
+	if t.opts.SkipValidation || c.Kind() != creds.Static || c.BucketKnown() {
+		return false
+	}
+	if _, ok := p.ValidationURL(); !ok {
+		return false
+	}
+	v, ok := t.validations.Load(c)
+	if !ok {
+		return t.opts.AskOwnerFirst || t.opts.Credentials != nil
+	}
+	vr := v.(*validationRetry)
+	vr.mu.Lock()
+	defer vr.mu.Unlock()
+	return !now.Before(vr.next)
+}
+
+type rtFunc func(*http.Request) (*http.Response, error)
+
+func (f rtFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }

@@ -1,0 +1,81 @@
+package transport
+
+import "sync"
+
+// waiters lets requests waiting for quota sleep until an answer may have
+// freed what they wait for, without every answer waking every waiter: with
+// shared state each wake costs a transaction, and a herd of them at every
+// answer is what made a waiting request expensive.
+//
+// An answer wakes one waiter, the one waiting longest. A woken waiter that
+// still cannot go passes the wake on to the next one that was already
+// waiting when the answer came (its "baton" says up to which), so one answer
+// that freed one slot costs one retry, a waiter that cannot use it does not
+// stop the one that can, and the chain ends after each earlier waiter has
+// tried once. Waits also end at their own deadline, which covers what the
+// chain misses (another process's answers, a window that refilled).
+type waiters struct {
+	mu    sync.Mutex
+	seq   uint64
+	queue []*waiter // oldest first
+}
+
+type waiter struct {
+	seq   uint64
+	woken chan uint64 // receives the baton: the last seq the wake may reach
+}
+
+// join registers a new waiter, the youngest.
+func (q *waiters) join() *waiter {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.seq++
+	w := &waiter{seq: q.seq, woken: make(chan uint64, 1)}
+	q.queue = append(q.queue, w)
+	return w
+}
+
+// leave removes w if no wake has taken it out yet. It reports whether w was
+// still waiting; if not, a wake is in its channel (or on its way), and its
+// baton must be passed on by the caller.
+func (q *waiters) leave(w *waiter) bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	for i, x := range q.queue {
+		if x == w {
+			q.queue = append(q.queue[:i], q.queue[i+1:]...)
+			return true
+		}
+	}
+	return false
+}
+
+// wake wakes the oldest waiter, with a baton covering everyone waiting now.
+func (q *waiters) wake() {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.wakeLocked(q.seq)
+}
+
+// pass wakes the oldest waiter that joined no later than baton: a woken
+// waiter that could not go hands the wake on. A zero baton passes nothing.
+func (q *waiters) pass(baton uint64) {
+	if baton == 0 {
+		return
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.wakeLocked(baton)
+}
+
+func (q *waiters) wakeLocked(baton uint64) {
+	if len(q.queue) == 0 || q.queue[0].seq > baton {
+		return
+	}
+	w := q.queue[0]
+	q.queue = q.queue[1:]
+	if len(q.queue) == 0 {
+		q.queue = nil
+	}
+	w.woken <- baton
+}
