@@ -38,8 +38,8 @@ import (
 	"github.com/ratekeeper/ratekeeper/creds"
 	"github.com/ratekeeper/ratekeeper/provider"
 	"github.com/ratekeeper/ratekeeper/quota"
-	"github.com/ratekeeper/ratekeeper/statestore"
-	"github.com/ratekeeper/ratekeeper/store"
+	"github.com/ratekeeper/ratekeeper/sharedstate"
+	"github.com/ratekeeper/ratekeeper/kv"
 	"github.com/ratekeeper/ratekeeper/transport"
 )
 
@@ -191,11 +191,11 @@ func NewTransport(opts Options) (*transport.Transport, error) {
 	}
 	cacheOpts := cache.Options{MaxBytes: opts.CacheBytes, Logger: opts.Logger}
 	if opts.DB != "" && opts.DB != "memory" {
-		st, err := store.Open(context.Background(), stateDSN(opts.DB), store.Options{BlobLimit: opts.CacheBytes, Logger: opts.Logger})
+		st, err := kv.Open(context.Background(), stateDSN(opts.DB), kv.Options{BlobLimit: opts.CacheBytes, Logger: opts.Logger})
 		if err != nil {
 			return nil, &DatabaseError{DSN: redactDSN(opts.DB), Err: err}
 		}
-		shared := statestore.New(st, opts.Logger)
+		shared := sharedstate.New(st, opts.Logger)
 		if to.State == nil {
 			to.State = shared
 		}

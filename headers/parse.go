@@ -73,7 +73,7 @@ func (p *parser) group(name string) *group {
 	}
 	g := &p.groups[p.ngroups]
 	p.ngroups++
-	*g = group{name: name, limit: Unknown, remaining: Unknown, used: Unknown, window: qualifierWindow(name)}
+	*g = group{name: name, limit: UnknownCount, remaining: UnknownCount, used: UnknownCount, window: qualifierWindow(name)}
 	return g
 }
 
@@ -98,14 +98,14 @@ func qualifierWindow(q string) time.Duration {
 // The conservative merges of repeated values: the least limit and
 // remaining, the most used, the latest reset, the longest retry-after.
 func minCount(cur, v int64) int64 {
-	if cur == Unknown || v < cur {
+	if cur == UnknownCount || v < cur {
 		return v
 	}
 	return cur
 }
 
 func maxCount(cur, v int64) int64 {
-	if cur == Unknown || v > cur {
+	if cur == UnknownCount || v > cur {
 		return v
 	}
 	return cur
@@ -136,7 +136,7 @@ func (p *parser) addRetryAfter(d time.Duration) {
 // The package documentation lists every rule it applies.
 func Parse(status int, h http.Header, body []byte, now time.Time) Reading {
 	p := parser{now: now}
-	r := Reading{Status: status, Limit: Unknown, Remaining: Unknown, Used: Unknown}
+	r := Reading{Status: status, Limit: UnknownCount, Remaining: UnknownCount, Used: UnknownCount}
 	var rateLimit, ratePolicy []string
 
 	for name, values := range h {
@@ -415,7 +415,7 @@ func (p *parser) choose() *group {
 	var best *group
 	for i := 0; i < p.ngroups; i++ {
 		g := &p.groups[i]
-		if g.remaining == Unknown || (g.otherUnit && g.remaining != 0) {
+		if g.remaining == UnknownCount || (g.otherUnit && g.remaining != 0) {
 			continue
 		}
 		if best == nil || moreRestrictive(g, best) {
@@ -432,7 +432,7 @@ func (p *parser) choose() *group {
 		if g.otherUnit || g.empty() {
 			continue
 		}
-		if best == nil || g.limit != Unknown && (best.limit == Unknown || g.limit < best.limit) ||
+		if best == nil || g.limit != UnknownCount && (best.limit == UnknownCount || g.limit < best.limit) ||
 			g.limit == best.limit && g.name < best.name {
 			best = g
 		}
@@ -442,7 +442,7 @@ func (p *parser) choose() *group {
 
 // empty reports whether the bucket was named but nothing usable was read.
 func (g *group) empty() bool {
-	return g.limit == Unknown && g.remaining == Unknown && g.used == Unknown && g.reset.IsZero()
+	return g.limit == UnknownCount && g.remaining == UnknownCount && g.used == UnknownCount && g.reset.IsZero()
 }
 
 func moreRestrictive(a, b *group) bool {
@@ -458,13 +458,13 @@ func moreRestrictive(a, b *group) bool {
 // resolveContradictions makes the counts agree, conservatively: nothing
 // left beyond the limit, nor beyond limit minus used.
 func resolveContradictions(r *Reading) {
-	if r.Limit == Unknown || r.Remaining == Unknown {
+	if r.Limit == UnknownCount || r.Remaining == UnknownCount {
 		return
 	}
 	if r.Remaining > r.Limit {
 		r.Remaining = r.Limit
 	}
-	if r.Used != Unknown && r.Used <= r.Limit && r.Remaining > r.Limit-r.Used {
+	if r.Used != UnknownCount && r.Used <= r.Limit && r.Remaining > r.Limit-r.Used {
 		r.Remaining = r.Limit - r.Used
 	}
 }

@@ -35,7 +35,7 @@ func dur(d time.Duration) *time.Duration { return &d }
 func str(s string) *string               { return &s }
 func epoch(sec int64) *time.Time         { t := time.Unix(sec, 0).UTC(); return &t }
 func after(d time.Duration) *time.Time   { t := now.Add(d); return &t }
-func unknown() *int64                    { return i64(Unknown) }
+func unknown() *int64                    { return i64(UnknownCount) }
 func headerOf(lines string) http.Header  { return rawHeader(lines) }
 func rawHeader(lines string) (h http.Header) {
 	h = http.Header{}

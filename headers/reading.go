@@ -32,8 +32,8 @@ func (l Limited) String() string {
 	}
 }
 
-// Unknown is the value of a count the response did not state.
-const Unknown int64 = -1
+// UnknownCount is the value of a count the response did not state.
+const UnknownCount int64 = -1
 
 // Dialect names the family of rate-limit headers a response used.
 type Dialect string
@@ -53,7 +53,7 @@ const (
 )
 
 // Reading is what one response says about the rate limits of the request
-// that produced it. Counts are Unknown and times zero when not stated.
+// that produced it. Counts are UnknownCount and times zero when not stated.
 type Reading struct {
 	// Status is the response's HTTP status code.
 	Status int
@@ -105,6 +105,6 @@ func (r *Reading) Exhausted() bool { return r.Remaining == 0 }
 
 // HasInfo reports whether the response carried any rate-limit information.
 func (r *Reading) HasInfo() bool {
-	return r.Limit != Unknown || r.Remaining != Unknown || r.Used != Unknown ||
+	return r.Limit != UnknownCount || r.Remaining != UnknownCount || r.Used != UnknownCount ||
 		r.HasReset() || r.HasRetryAfter || r.Limited != NotLimited
 }

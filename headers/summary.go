@@ -8,7 +8,7 @@ import (
 )
 
 // Summary is a Reading in the JSON form `ratekeeper explain --json` prints.
-// Unknown values are null.
+// Unknown counts (UnknownCount) are null.
 type Summary struct {
 	Limit             *int64   `json:"limit"`
 	Remaining         *int64   `json:"remaining"`
@@ -63,7 +63,7 @@ func (r *Reading) Summarize() Summary {
 }
 
 func countPtr(v int64) *int64 {
-	if v == Unknown {
+	if v == UnknownCount {
 		return nil
 	}
 	return &v
@@ -112,14 +112,14 @@ func (r *Reading) Describe(now time.Time) string {
 	}
 	var parts []string
 	switch {
-	case r.Remaining != Unknown && r.Limit != Unknown:
+	case r.Remaining != UnknownCount && r.Limit != UnknownCount:
 		parts = append(parts, fmt.Sprintf("%d of %d left", r.Remaining, r.Limit))
-	case r.Remaining != Unknown:
+	case r.Remaining != UnknownCount:
 		parts = append(parts, fmt.Sprintf("%d left", r.Remaining))
-	case r.Limit != Unknown:
+	case r.Limit != UnknownCount:
 		parts = append(parts, fmt.Sprintf("limit %d", r.Limit))
 	}
-	if r.Used != Unknown {
+	if r.Used != UnknownCount {
 		parts = append(parts, fmt.Sprintf("%d used", r.Used))
 	}
 	if r.HasReset() {

@@ -533,7 +533,7 @@ func (p *Poller) fetch(ctx context.Context, tg *target) answer {
 // reset is measured on the server's clock when the answer has a Date, so
 // clock skew does not shift it.
 func quotaOf(r *headers.Reading, now time.Time) Quota {
-	if r.Remaining == headers.Unknown {
+	if r.Remaining == headers.UnknownCount {
 		return Quota{}
 	}
 	q := Quota{Known: true, Remaining: r.Remaining, Limit: r.Limit, Resource: r.Resource}

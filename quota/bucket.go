@@ -6,8 +6,8 @@ import (
 	"github.com/ratekeeper/ratekeeper/headers"
 )
 
-// Unknown is the value of a count that no server has stated yet.
-const Unknown = headers.Unknown
+// UnknownCount is the value of a count that no server has stated yet.
+const UnknownCount = headers.UnknownCount
 
 // Bucket is what is known about one server-side quota: one (provider,
 // owner, resource). Every method is a pure function of the bucket, its
@@ -55,12 +55,12 @@ type Bucket struct {
 
 // NewBucket returns a bucket nothing is known about yet.
 func NewBucket() Bucket {
-	return Bucket{Limit: Unknown, Remaining: Unknown}
+	return Bucket{Limit: UnknownCount, Remaining: UnknownCount}
 }
 
 // Known reports whether a server (or a provider default) has said how much
 // is left.
-func (b *Bucket) Known() bool { return b.Remaining != Unknown }
+func (b *Bucket) Known() bool { return b.Remaining != UnknownCount }
 
 // InFlight is the number of reservations not yet answered whose lease
 // has not lapsed at now.
@@ -68,10 +68,10 @@ func (b *Bucket) InFlight(now time.Time) int64 { return b.Leases.Live(now) }
 
 // Budget is what may be spent at now: remaining, less what is in flight
 // and the reserve. It is negative when the reserve is already eaten into,
-// and Unknown when nothing is known.
+// and UnknownCount when nothing is known.
 func (b *Bucket) Budget(reserve int64, now time.Time) int64 {
-	if b.Remaining == Unknown {
-		return Unknown
+	if b.Remaining == UnknownCount {
+		return UnknownCount
 	}
 	return b.Remaining - b.InFlight(now) - reserve
 }
@@ -99,10 +99,10 @@ func (b *Bucket) refillAt() time.Time {
 // a shallow copy may roll without disturbing the original.
 func (b *Bucket) roll(now time.Time) {
 	if at := b.refillAt(); !at.IsZero() && !now.Before(at) {
-		if b.Limit != Unknown {
+		if b.Limit != UnknownCount {
 			b.Remaining = b.Limit
 		} else {
-			b.Remaining = Unknown
+			b.Remaining = UnknownCount
 		}
 		if b.Window > 0 {
 			// Fixed windows roll on; a rolling window (GitHub's)

@@ -11,7 +11,7 @@ import (
 // secondaryRefusal is the answer to a request sent at sent and refused by
 // a secondary limit, without Retry-After unless retryAfter > 0.
 func secondaryRefusal(sent time.Time, retryAfter time.Duration, s Secondary) *Answer {
-	r := &headers.Reading{Status: 403, Limited: headers.Secondary, Limit: 5000, Remaining: 4000, Used: Unknown}
+	r := &headers.Reading{Status: 403, Limited: headers.Secondary, Limit: 5000, Remaining: 4000, Used: UnknownCount}
 	if retryAfter > 0 {
 		r.HasRetryAfter, r.RetryAfter = true, retryAfter
 	}
@@ -19,7 +19,7 @@ func secondaryRefusal(sent time.Time, retryAfter time.Duration, s Secondary) *An
 }
 
 func success(sent time.Time, s Secondary) *Answer {
-	return &Answer{Reading: &headers.Reading{Status: 200, Limit: 5000, Remaining: 4000, Used: Unknown}, Sent: sent, Secondary: s}
+	return &Answer{Reading: &headers.Reading{Status: 200, Limit: 5000, Remaining: 4000, Used: UnknownCount}, Sent: sent, Secondary: s}
 }
 
 // TestEpisodeGivesOneStrike: the requests in flight when a server starts
@@ -208,7 +208,7 @@ func TestPausesAreCapped(t *testing.T) {
 	}{{"default", 0, DefaultMaxPause}, {"configured", 10 * time.Minute, 10 * time.Minute}, {"longer", 2 * time.Hour, 2 * time.Hour}} {
 		t.Run(c.name, func(t *testing.T) {
 			for _, status := range []int{429, 503} {
-				r := &headers.Reading{Status: status, Limit: Unknown, Remaining: Unknown, Used: Unknown, HasRetryAfter: true, RetryAfter: day}
+				r := &headers.Reading{Status: status, Limit: UnknownCount, Remaining: UnknownCount, Used: UnknownCount, HasRetryAfter: true, RetryAfter: day}
 				if status == 429 {
 					r.Limited = headers.Primary
 				}
@@ -251,7 +251,7 @@ func TestNoResetReadingRefills(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			b := NewBucket()
 			read := func(remaining int64, now time.Time) {
-				r := &headers.Reading{Status: 200, Limit: 100, Remaining: remaining, Used: Unknown, Window: c.window}
+				r := &headers.Reading{Status: 200, Limit: 100, Remaining: remaining, Used: UnknownCount, Window: c.window}
 				Settle(nil, &b, 0, &Answer{Reading: r, Counted: true, Default: def}, now)
 			}
 			read(5, t0)

@@ -134,7 +134,7 @@ func (b *Bucket) HealthAt(now time.Time) Health {
 	switch {
 	case now.Before(b.BlockedUntil):
 		return Exhausted
-	case c.Remaining == Unknown:
+	case c.Remaining == UnknownCount:
 		return Unknowns
 	case c.Remaining <= 0:
 		return Exhausted
@@ -184,10 +184,10 @@ func (b *Bucket) observe(r *headers.Reading, now time.Time, counted bool, def De
 	if r.Window > 0 {
 		b.Window = r.Window
 	}
-	stated := r.Remaining != Unknown
+	stated := r.Remaining != UnknownCount
 	switch {
 	case stated:
-		newWindow := b.Remaining == Unknown || b.Assumed ||
+		newWindow := b.Remaining == UnknownCount || b.Assumed ||
 			r.HasReset() && (b.Reset.IsZero() || r.Reset.After(b.Reset.Add(sameWindowTolerance(b.Window))))
 		staleWindow := !newWindow && r.HasReset() && !b.Reset.IsZero() &&
 			r.Reset.Before(b.Reset.Add(-sameWindowTolerance(b.Window)))
@@ -204,7 +204,7 @@ func (b *Bucket) observe(r *headers.Reading, now time.Time, counted bool, def De
 				b.Reset = r.Reset
 			}
 		}
-		if r.Limit != Unknown {
+		if r.Limit != UnknownCount {
 			b.Limit = r.Limit
 		}
 		if r.HasReset() {
@@ -218,9 +218,9 @@ func (b *Bucket) observe(r *headers.Reading, now time.Time, counted bool, def De
 			b.Reset, b.Inferred = now.Add(w), true
 		}
 		b.Assumed = false
-	case r.Limit != Unknown && b.Remaining == Unknown:
+	case r.Limit != UnknownCount && b.Remaining == UnknownCount:
 		b.Limit = r.Limit
-	case b.Remaining == Unknown && def.Limit > 0 && r.Limited == headers.NotLimited:
+	case b.Remaining == UnknownCount && def.Limit > 0 && r.Limited == headers.NotLimited:
 		// The server says nothing: count against the provider's
 		// default from this first response on.
 		b.Limit, b.Remaining, b.Window, b.Assumed = def.Limit, def.Limit, def.Window, true
@@ -336,7 +336,7 @@ func (b *Bucket) wait(p Policy, now time.Time) time.Duration {
 	}
 	budget := b.Budget(p.reserveFor(b), now)
 	switch {
-	case budget == Unknown:
+	case budget == UnknownCount:
 		if b.InFlight(now) >= probeInFlight {
 			w = max(w, probeRetry)
 		}
@@ -393,7 +393,7 @@ func (b *Bucket) interval(p Policy, now time.Time) time.Duration {
 		return 0
 	}
 	budget := b.Budget(p.reserveFor(b), now)
-	if budget <= 0 || b.Remaining == Unknown {
+	if budget <= 0 || b.Remaining == UnknownCount {
 		return 0
 	}
 	ttr := b.timeToReset(now)
@@ -421,7 +421,7 @@ func (b *Bucket) interval(p Policy, now time.Time) time.Duration {
 
 // healthMultiplier slows Adaptive down as the bucket drains.
 func healthMultiplier(b *Bucket) float64 {
-	if b.Limit <= 0 || b.Remaining == Unknown {
+	if b.Limit <= 0 || b.Remaining == UnknownCount {
 		return 1
 	}
 	f := float64(b.Remaining) / float64(b.Limit)

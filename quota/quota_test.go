@@ -35,7 +35,7 @@ func settleOne(b *Bucket, r *headers.Reading, now time.Time, counted bool, def D
 }
 
 func reading(limit, remaining int64, reset time.Time) *headers.Reading {
-	return &headers.Reading{Status: 200, Limit: limit, Remaining: remaining, Used: Unknown, Reset: reset}
+	return &headers.Reading{Status: 200, Limit: limit, Remaining: remaining, Used: UnknownCount, Reset: reset}
 }
 
 func TestObserveOutOfOrderWithinWindow(t *testing.T) {
@@ -182,7 +182,7 @@ func TestReservationsLapse(t *testing.T) {
 func TestDefaultsWhenServerSaysNothing(t *testing.T) {
 	b := NewBucket()
 	def := Default{Limit: 60, Window: time.Minute}
-	none := &headers.Reading{Status: 200, Limit: Unknown, Remaining: Unknown, Used: Unknown}
+	none := &headers.Reading{Status: 200, Limit: UnknownCount, Remaining: UnknownCount, Used: UnknownCount}
 	b.Reserve(DefaultPolicy(), lz(t0), t0)
 	settleOne(&b, none, t0, true, def)
 	if b.Limit != 60 || b.Remaining != 59 || !b.Reset.Equal(t0.Add(time.Minute)) {
@@ -212,14 +212,14 @@ func TestRefusalsBlock(t *testing.T) {
 		t.Fatalf("primary refusal: wait %v", w)
 	}
 	b = NewBucket()
-	r = &headers.Reading{Status: 429, Limit: Unknown, Remaining: Unknown, Used: Unknown,
+	r = &headers.Reading{Status: 429, Limit: UnknownCount, Remaining: UnknownCount, Used: UnknownCount,
 		Limited: headers.Primary, HasRetryAfter: true, RetryAfter: 30 * time.Second, Wait: 30 * time.Second}
 	b.Observe(r, t0, true, Default{})
 	if w := b.Wait(Policy{Kind: Greedy}, t0); w != 30*time.Second {
 		t.Fatalf("retry-after: wait %v", w)
 	}
 	b = NewBucket()
-	r = &headers.Reading{Status: 503, Limit: Unknown, Remaining: Unknown, Used: Unknown, HasRetryAfter: true, RetryAfter: 5 * time.Second}
+	r = &headers.Reading{Status: 503, Limit: UnknownCount, Remaining: UnknownCount, Used: UnknownCount, HasRetryAfter: true, RetryAfter: 5 * time.Second}
 	b.Observe(r, t0, true, Default{})
 	if w := b.Wait(Policy{Kind: Greedy}, t0); w != 5*time.Second {
 		t.Fatalf("503 retry-after: wait %v", w)
@@ -358,7 +358,7 @@ func TestHealth(t *testing.T) {
 	for _, c := range []struct {
 		rem  int64
 		want Health
-	}{{100, Healthy}, {20, Healthy}, {19, Warning}, {5, Warning}, {4, Critical}, {0, Exhausted}, {Unknown, Unknowns}} {
+	}{{100, Healthy}, {20, Healthy}, {19, Warning}, {5, Warning}, {4, Critical}, {0, Exhausted}, {UnknownCount, Unknowns}} {
 		b := NewBucket()
 		b.Limit, b.Remaining = 100, c.rem
 		if got := b.HealthAt(t0); got != c.want {

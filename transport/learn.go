@@ -135,7 +135,7 @@ func (t *Transport) unlearn(p *provider.Provider, c *creds.Credential) {
 // remaining; -1 where it says nothing.
 func usageOf(r *headers.Reading, resource string, now time.Time) creds.Usage {
 	used := r.Used
-	if used == quota.Unknown && r.Limit != quota.Unknown && r.Remaining != quota.Unknown {
+	if used == quota.UnknownCount && r.Limit != quota.UnknownCount && r.Remaining != quota.UnknownCount {
 		used = r.Limit - r.Remaining
 	}
 	u := creds.Usage{Resource: r.Resource, Limit: int(r.Limit), Used: int(used), At: now}
@@ -145,10 +145,10 @@ func usageOf(r *headers.Reading, resource string, now time.Time) creds.Usage {
 	if u.Resource == "" {
 		u.Resource = resource
 	}
-	if r.Limit == quota.Unknown {
+	if r.Limit == quota.UnknownCount {
 		u.Limit = -1
 	}
-	if used == quota.Unknown {
+	if used == quota.UnknownCount {
 		u.Used = -1
 	}
 	return u

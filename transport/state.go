@@ -74,7 +74,7 @@ type SettleParams struct {
 
 // State keeps bucket and owner state and runs package quota's one
 // algorithm on it atomically. Every implementation — this process's memory
-// (NewMemoryState), SQLite and PostgreSQL (package statestore) — does
+// (NewMemoryState), SQLite and PostgreSQL (package sharedstate) — does
 // exactly this, and passes the same suite (package transport/statetest):
 //
 //   - Reserve loads the owner and bucket of every slot and runs
@@ -89,7 +89,7 @@ type SettleParams struct {
 //     The transport passes a context that the request's cancellation does
 //     not end (context.WithoutCancel), so a cancelled or timed-out request
 //     still gives back what it took; a State that does I/O bounds it with a
-//     timeout of its own. It may write the answer later (see statestore),
+//     timeout of its own. It may write the answer later (see sharedstate),
 //     provided its next Reserve sees it.
 //   - Buckets and Owners return a copy of every bucket and owner known,
 //     for status displays and tests.

@@ -148,11 +148,11 @@ func concurrencyStatus(o *quota.Owner, s quota.Secondary, now time.Time) *Concur
 
 func resourceStatus(name string, b *quota.Bucket, now time.Time) ResourceStatus {
 	rs := ResourceStatus{Resource: name, Health: string(b.HealthAt(now)), Assumed: b.Assumed}
-	if b.Limit != quota.Unknown {
+	if b.Limit != quota.UnknownCount {
 		v := b.Limit
 		rs.Limit = &v
 	}
-	if b.Remaining != quota.Unknown {
+	if b.Remaining != quota.UnknownCount {
 		v := b.Remaining
 		rs.Remaining = &v
 		if b.Limit > 0 {

@@ -806,14 +806,14 @@ func (t *Transport) record(p *provider.Provider, g *grant, status int, outcome s
 	if g.waited > 0 {
 		m.waits.WithLabelValues(p.Name).Observe(g.waited.Seconds())
 	}
-	if r.Remaining != headers.Unknown {
+	if r.Remaining != headers.UnknownCount {
 		cred := g.cred.Masked()
 		resource := r.Resource
 		if resource == "" {
 			resource = g.class.Resource
 		}
 		m.remaining.WithLabelValues(p.Name, cred, resource).Set(float64(r.Remaining))
-		if r.Limit != headers.Unknown {
+		if r.Limit != headers.UnknownCount {
 			m.limit.WithLabelValues(p.Name, cred, resource).Set(float64(r.Limit))
 		}
 		if r.HasReset() {

@@ -17,7 +17,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/ratekeeper/ratekeeper"
-	"github.com/ratekeeper/ratekeeper/batch"
+	"github.com/ratekeeper/ratekeeper/fetch"
 	"github.com/ratekeeper/ratekeeper/internal/sqlitedb"
 	"github.com/ratekeeper/ratekeeper/tasks"
 )
@@ -100,8 +100,8 @@ running requests get a few seconds to finish and the same command resumes.`,
 	fl.StringVarP(&o.input, "input", "i", "", `file of URLs, one a line ("-" for stdin)`)
 	fl.StringVarP(&o.output, "output", "o", "", "results file (JSON lines), appended and resumed; default stdout")
 	fl.BoolVar(&o.readme, "readme", false, "input lines are repository web URLs; fetch each one's README")
-	fl.IntVar(&o.concurrency, "concurrency", batch.DefaultConcurrency, "requests in flight at once in this process")
-	fl.DurationVar(&o.timeout, "timeout", batch.DefaultTimeout, "limit of one attempt (quota wait, request and its retries); must exceed --max-wait")
+	fl.IntVar(&o.concurrency, "concurrency", fetch.DefaultConcurrency, "requests in flight at once in this process")
+	fl.DurationVar(&o.timeout, "timeout", fetch.DefaultTimeout, "limit of one attempt (quota wait, request and its retries); must exceed --max-wait")
 	fl.IntVar(&o.retries, "retries", tasks.DefaultMaxRetries, "failed attempts retried (with backoff) before a URL fails; 0 for none")
 	fl.StringVar(&o.bodyDir, "body-dir", "", "directory for bodies too big to go inline (default ratekeeper-bodies beside -o, or here)")
 	fl.Int64Var(&o.inlineLimit, "inline-limit", 64<<10, "largest UTF-8 body written inline, in bytes")
@@ -131,7 +131,7 @@ func runFetch(cmd *cobra.Command, o *fetchOptions, args []string) error {
 	started := false
 	defer func() {
 		if !started && reporter != nil {
-			reporter.Finish(batch.Snapshot{})
+			reporter.Finish(fetch.Snapshot{})
 		}
 	}()
 	reg := prometheus.NewRegistry()
@@ -148,7 +148,7 @@ func runFetch(cmd *cobra.Command, o *fetchOptions, args []string) error {
 		return &ExitError{Code: 1, Err: err}
 	}
 	defer stopMetrics()
-	targets, err := batch.Plan(entries, source, o.readme, tr.Registry())
+	targets, err := fetch.Plan(entries, source, o.readme, tr.Registry())
 	if err != nil {
 		return &ExitError{Code: 2, Err: err}
 	}
@@ -157,7 +157,7 @@ func runFetch(cmd *cobra.Command, o *fetchOptions, args []string) error {
 		return &ExitError{Code: 2, Err: err}
 	}
 	defer out.Close()
-	if j, ok := out.(*batch.Journal); ok && j.Truncated > 0 {
+	if j, ok := out.(*fetch.Journal); ok && j.Truncated > 0 {
 		fmt.Fprintf(logTo, "ratekeeper: %s ended with a torn line (%d bytes, left by an interrupted run); cut it off, its URL will be written again\n", o.output, j.Truncated)
 	}
 
@@ -172,7 +172,7 @@ func runFetch(cmd *cobra.Command, o *fetchOptions, args []string) error {
 		retries = tasks.NoRetries
 	}
 	started = true
-	sum, err := batch.Run(cmd.Context(), targets, batch.Options{
+	sum, err := fetch.Run(cmd.Context(), targets, fetch.Options{
 		DSN:             o.client.db,
 		Client:          &http.Client{Transport: tr},
 		Output:          out,
@@ -194,7 +194,7 @@ func runFetch(cmd *cobra.Command, o *fetchOptions, args []string) error {
 		fmt.Fprintln(stderr, "ratekeeper fetch:", describeSummary(sum, out.Name()))
 	}
 	switch {
-	case errors.Is(err, batch.ErrInterrupted):
+	case errors.Is(err, fetch.ErrInterrupted):
 		return exitf(interruptedCode(cmd.Context()), "%v", err)
 	case errors.Is(err, tasks.ErrInvalid):
 		// Options the flags' checks let through: nothing was submitted.
@@ -255,9 +255,9 @@ func (o *fetchOptions) check(args []string) error {
 }
 
 // readEntries reads the URLs from the arguments, stdin or the -i file.
-func (o *fetchOptions) readEntries(stdin io.Reader, args []string) ([]batch.Entry, string, error) {
+func (o *fetchOptions) readEntries(stdin io.Reader, args []string) ([]fetch.Entry, string, error) {
 	if o.input == "" {
-		return batch.ArgEntries(args), "arguments", nil
+		return fetch.ArgEntries(args), "arguments", nil
 	}
 	source, r := o.input, stdin
 	if o.input == "-" {
@@ -270,7 +270,7 @@ func (o *fetchOptions) readEntries(stdin io.Reader, args []string) ([]batch.Entr
 		defer f.Close()
 		r = f
 	}
-	entries, err := batch.ReadEntries(r)
+	entries, err := fetch.ReadEntries(r)
 	if err != nil {
 		return nil, "", fmt.Errorf("-i %s: %w", source, err)
 	}
@@ -282,7 +282,7 @@ func (o *fetchOptions) readEntries(stdin io.Reader, args []string) ([]batch.Entr
 
 // reporter picks the progress display, and where log lines go so that they
 // do not break it.
-func (o *fetchOptions) reporter(stdout, stderr io.Writer) (batch.Reporter, io.Writer) {
+func (o *fetchOptions) reporter(stdout, stderr io.Writer) (fetch.Reporter, io.Writer) {
 	mode := o.progress
 	if mode == "auto" {
 		mode = "lines"
@@ -294,10 +294,10 @@ func (o *fetchOptions) reporter(stdout, stderr io.Writer) (batch.Reporter, io.Wr
 	}
 	switch mode {
 	case "bars":
-		b := batch.NewBars(stderr)
+		b := fetch.NewBars(stderr)
 		return b, b.Writer()
 	case "lines":
-		return &batch.Lines{W: stderr, Every: o.progressEvery}, stderr
+		return &fetch.Lines{W: stderr, Every: o.progressEvery}, stderr
 	}
 	return nil, stderr
 }
@@ -307,11 +307,11 @@ func isTerminal(w io.Writer) bool {
 	return ok && (isatty.IsTerminal(f.Fd()) || isatty.IsCygwinTerminal(f.Fd()))
 }
 
-func (o *fetchOptions) openOutput(stdout io.Writer) (batch.Output, error) {
+func (o *fetchOptions) openOutput(stdout io.Writer) (fetch.Output, error) {
 	if o.output == "" || o.output == "-" {
-		return batch.NewStream(stdout, "stdout"), nil
+		return fetch.NewStream(stdout, "stdout"), nil
 	}
-	return batch.OpenJournal(o.output)
+	return fetch.OpenJournal(o.output)
 }
 
 func (o *fetchOptions) bodyDirectory() string {
@@ -325,7 +325,7 @@ func (o *fetchOptions) bodyDirectory() string {
 }
 
 // describeSummary says what a run did, for the last line on stderr.
-func describeSummary(s batch.Summary, output string) string {
+func describeSummary(s fetch.Summary, output string) string {
 	c := func(n int) string { return humanize.Comma(int64(n)) }
 	msg := fmt.Sprintf("%s, %s done (%s failed)", countOf(s.Total, "URL"), c(s.AlreadyWritten+s.Written), c(s.Failed))
 	if s.AlreadyWritten > 0 {

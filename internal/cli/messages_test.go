@@ -6,7 +6,7 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/ratekeeper/ratekeeper/batch"
+	"github.com/ratekeeper/ratekeeper/fetch"
 )
 
 func TestWithoutPrefix(t *testing.T) {
@@ -24,12 +24,12 @@ func TestWithoutPrefix(t *testing.T) {
 }
 
 func TestDescribeSummarySaysOneThing(t *testing.T) {
-	got := describeSummary(batch.Summary{Total: 1, Written: 1, Submitted: 1, Reclaimed: 1}, "out.jsonl")
+	got := describeSummary(fetch.Summary{Total: 1, Written: 1, Submitted: 1, Reclaimed: 1}, "out.jsonl")
 	want := "1 URL, 1 done (0 failed); this run wrote 1, added 1 task and found 0 from earlier runs, taking back at once 1 task a killed run had left running"
 	if got != want {
 		t.Errorf("describeSummary = %q\nwant %q", got, want)
 	}
-	got = describeSummary(batch.Summary{Total: 1200, AlreadyWritten: 200, Written: 1000, Submitted: 1000}, "out.jsonl")
+	got = describeSummary(fetch.Summary{Total: 1200, AlreadyWritten: 200, Written: 1000, Submitted: 1000}, "out.jsonl")
 	want = "1,200 URLs, 1,200 done (0 failed); 200 already in out.jsonl; this run wrote 1,000, added 1,000 tasks and found 0 from earlier runs"
 	if got != want {
 		t.Errorf("describeSummary = %q\nwant %q", got, want)

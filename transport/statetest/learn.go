@@ -142,13 +142,13 @@ func testNoResetRefills(t *testing.T, b Backend) {
 	var l leases
 	a := slot("alice", "pull")
 	// Docker Hub: "ratelimit-remaining: 1;w=21600", no reset.
-	r := &headers.Reading{Status: 200, Limit: 100, Remaining: 1, Used: quota.Unknown, Window: 6 * time.Hour}
+	r := &headers.Reading{Status: 200, Limit: 100, Remaining: 1, Used: quota.UnknownCount, Window: 6 * time.Hour}
 	settleAnswer(t, s, a, 0, quota.Answer{Reading: r, Counted: true}, t0)
 	lease := l.at(t0)
 	if _, w := reserve(t, s, greedy, lease, t0, a); w != 0 {
 		t.Fatalf("the last request: wait %v", w)
 	}
-	r = &headers.Reading{Status: 200, Limit: 100, Remaining: 0, Used: quota.Unknown, Window: 6 * time.Hour}
+	r = &headers.Reading{Status: 200, Limit: 100, Remaining: 0, Used: quota.UnknownCount, Window: 6 * time.Hour}
 	settleAnswer(t, s, a, lease.ID, quota.Answer{Reading: r, Counted: true}, t0.Add(time.Second))
 	_, w := reserve(t, s, greedy, l.at(t0.Add(time.Second)), t0.Add(time.Second), a)
 	if refill := t0.Add(time.Second).Add(w); refill.Before(t0.Add(6*time.Hour)) || refill.After(t0.Add(6*time.Hour+time.Second)) {
@@ -166,7 +166,7 @@ func testPauseCapped(t *testing.T, b Backend) {
 	a, c := slot("alice", "core"), slot("carol", "core")
 	// A proxy's 429 with "Retry-After: 86400", and a secondary refusal
 	// saying the same.
-	r := &headers.Reading{Status: 429, Limited: headers.Primary, Limit: quota.Unknown, Remaining: quota.Unknown, Used: quota.Unknown,
+	r := &headers.Reading{Status: 429, Limited: headers.Primary, Limit: quota.UnknownCount, Remaining: quota.UnknownCount, Used: quota.UnknownCount,
 		HasRetryAfter: true, RetryAfter: 24 * time.Hour}
 	settleAnswer(t, s, a, 0, quota.Answer{Reading: r, Counted: true, MaxPause: 10 * time.Minute}, t0)
 	if _, w := reserve(t, s, greedy, l.at(t0), t0, a); w != 10*time.Minute {

@@ -1,6 +1,6 @@
 // Package statetest is the one test suite every transport.State must pass:
 // this process's memory (transport.NewMemoryState) and the shared states
-// over SQLite and PostgreSQL (package statestore). The cases decide with an
+// over SQLite and PostgreSQL (package sharedstate). The cases decide with an
 // injected time, never a real sleep; those that run a transport use
 // in-process servers and wait only on events.
 //
@@ -124,7 +124,7 @@ func settle(t *testing.T, s transport.State, sl transport.Slot, lease uint64, r 
 
 // ok is a 200's reading.
 func ok(limit, remaining int64, reset time.Time) *headers.Reading {
-	return &headers.Reading{Status: 200, Limit: limit, Remaining: remaining, Used: quota.Unknown, Reset: reset}
+	return &headers.Reading{Status: 200, Limit: limit, Remaining: remaining, Used: quota.UnknownCount, Reset: reset}
 }
 
 // refused is a primary refusal's reading (remaining 0, no Retry-After).

@@ -1,0 +1,45 @@
+// Package fetch runs a resumable batch of HTTP requests — the logic of
+// `ratekeeper fetch` — on durable tasks, writing one record per URL exactly
+// once, whatever crashes in between.
+//
+// A batch is a list of Targets, made by Plan from input lines (ReadEntries,
+// ArgEntries): plain URLs, or repository pages resolved to their README
+// request. Run submits one tasks.HTTPType task per target with the request
+// as UniqueKey, works the queue through the caller's HTTP client (the
+// rate-keeping one), and appends a Record to the Output as each task ends.
+//
+//	targets, err := fetch.Plan(entries, "urls.txt", false, tr.Registry())
+//	out, err := fetch.OpenJournal("results.jsonl")
+//	sum, err := fetch.Run(ctx, targets, fetch.Options{DSN: "ratekeeper.db", Client: &http.Client{Transport: tr}, Output: out})
+//
+// # Exactly once
+//
+// A Journal (the -o file) is its own record of progress: a URL is written
+// exactly when a complete line for it is in the file. Opening it rebuilds
+// that set and cuts off a torn last line; Run skips written URLs, finds the
+// tasks of earlier runs by their key (finished ones are written without
+// being fetched again, failed ones included), and appends lines with one
+// write and an fsync. So a kill -9 at any moment, followed by the same run,
+// ends with every URL in the file once. Only tasks that were running in the
+// killed process are fetched again, and at once: while a Journal is open no
+// other process holds it, so the run that opened it takes back the running
+// tasks of workers named after it (Journal.Owner, Options.WorkerID) —
+// earlier runs of the same file, gone — without waiting for River's
+// rescuer (RescueAfter), and never a task of another live process.
+//
+// # Outcomes come from servers
+//
+// A URL's record is its server's answer or a network failure that outlasted
+// the retries, never a fault of this machine. With Options.WireMarked (the
+// client sends through tasks.WireTransport), an error that arose here — the
+// quota state's database, a full disk — stops the run (tasks.IsLocalFault)
+// and its URL stays unwritten for the next run.
+//
+// # Waiting for quota
+//
+// The client's MaxWait should be well below Options.Timeout: a request that
+// would wait longer for quota fails with an error carrying RetryAt, which
+// package tasks turns into a durable reschedule until then, freeing the
+// worker; a wait that outlasted the attempt timeout would count as a
+// failure instead.
+package fetch

@@ -1,0 +1,96 @@
+package fetch
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+
+	"github.com/ratekeeper/ratekeeper/tasks"
+)
+
+// Record is one line of a batch's output: what became of one URL.
+type Record struct {
+	// URL is the URL as the input gave it (for --readme, the repository's
+	// web URL).
+	URL string `json:"url"`
+	// Status is the HTTP status of the final answer; 0 when there was none
+	// (the task failed before any answer).
+	Status int `json:"status"`
+	// ETag is the answer's entity tag, if it had one.
+	ETag string `json:"etag"`
+	// FromCache is true when the answer came from a conditional request
+	// the server answered 304 (the stored body was reused).
+	FromCache bool `json:"from_cache"`
+	// Attempts counts the task's attempts (reschedules included).
+	Attempts int `json:"attempts"`
+	// Reschedules counts the times the task slept until quota returned.
+	Reschedules int `json:"reschedules"`
+	// Credential is the masked credential that sent the final request.
+	Credential string `json:"credential"`
+	// SHA256 is the hex SHA-256 of the body, and Size its length.
+	SHA256 string `json:"sha256"`
+	Size   int64  `json:"size"`
+	// Body is the body when it is small UTF-8 text; otherwise BodyFile is
+	// the absolute path of a file holding it.
+	Body     *string `json:"body,omitempty"`
+	BodyFile string  `json:"body_file,omitempty"`
+	// Error says why the URL failed: a task that failed, or an answer that
+	// is not a success (2xx).
+	Error string `json:"error,omitempty"`
+	// TaskID is the task that fetched the URL (see `ratekeeper tasks
+	// history ID`).
+	TaskID int64 `json:"task_id"`
+}
+
+// Failed reports whether the URL finally failed.
+func (r Record) Failed() bool { return r.Error != "" }
+
+// RecordOf describes what task t, which must be in a final state, did for
+// the input URL url.
+func RecordOf(url string, t *tasks.Task) Record {
+	r := Record{URL: url, Attempts: t.Attempt, Reschedules: t.RescheduleCount, TaskID: t.ID}
+	switch t.State {
+	case tasks.StateCompleted:
+		var res tasks.HTTPResult
+		if err := json.Unmarshal(t.Result, &res); err != nil {
+			r.Error = fmt.Sprintf("task %d completed with a result that is not an http result: %v", t.ID, err)
+			return r
+		}
+		r.Status = res.Status
+		r.ETag = res.Headers.Get("ETag")
+		r.FromCache = res.Headers.Get("X-Ratekeeper-Cache") == "revalidated"
+		r.Credential = res.Headers.Get("X-Ratekeeper-Credential")
+		r.SHA256, r.Size, r.Body, r.BodyFile = res.SHA256, res.Size, res.Body, res.BodyFile
+		if !success(res.Status) {
+			r.Error = fmt.Sprintf("HTTP %d %s", res.Status, http.StatusText(res.Status))
+		}
+	case tasks.StateFailed, tasks.StateCancelled:
+		msg := t.LastError
+		if msg == "" {
+			msg = "no error recorded"
+		}
+		r.Error = fmt.Sprintf("task %s: %s", t.State, msg)
+	default:
+		r.Error = fmt.Sprintf("task %d is still %s", t.ID, t.State)
+	}
+	return r
+}
+
+// success tells whether an answer delivered the resource: 2xx, or a 304
+// to a conditional request (the caller has the body).
+func success(status int) bool {
+	return status >= 200 && status < 300 || status == http.StatusNotModified
+}
+
+// MarshalLine renders r as one line of JSON, newline included. HTML
+// characters are not escaped: the output is data, not a web page.
+func (r Record) MarshalLine() ([]byte, error) {
+	var b strings.Builder
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(r); err != nil {
+		return nil, err
+	}
+	return []byte(b.String()), nil
+}
