@@ -36,10 +36,10 @@ import (
 
 	"github.com/ratekeeper/ratekeeper/cache"
 	"github.com/ratekeeper/ratekeeper/creds"
+	"github.com/ratekeeper/ratekeeper/kv"
 	"github.com/ratekeeper/ratekeeper/provider"
 	"github.com/ratekeeper/ratekeeper/quota"
 	"github.com/ratekeeper/ratekeeper/sharedstate"
-	"github.com/ratekeeper/ratekeeper/kv"
 	"github.com/ratekeeper/ratekeeper/transport"
 )
 

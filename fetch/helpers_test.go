@@ -16,8 +16,8 @@ import (
 
 	"github.com/ratekeeper/ratekeeper/fetch"
 	"github.com/ratekeeper/ratekeeper/internal/cli"
-	"github.com/ratekeeper/ratekeeper/sim"
 	"github.com/ratekeeper/ratekeeper/kv/kvtest"
+	"github.com/ratekeeper/ratekeeper/sim"
 )
 
 // childEnv makes the test binary run the ratekeeper command line instead of

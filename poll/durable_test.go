@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ratekeeper/ratekeeper/sim"
 	"github.com/ratekeeper/ratekeeper/kv"
+	"github.com/ratekeeper/ratekeeper/sim"
 	"github.com/ratekeeper/ratekeeper/tasks"
 )
 

@@ -31,8 +31,8 @@ import (
 	"time"
 
 	"github.com/ratekeeper/ratekeeper/headers"
-	"github.com/ratekeeper/ratekeeper/quota"
 	"github.com/ratekeeper/ratekeeper/kv"
+	"github.com/ratekeeper/ratekeeper/quota"
 	"github.com/ratekeeper/ratekeeper/transport"
 )
 

@@ -17,10 +17,10 @@ import (
 
 	"github.com/ratekeeper/ratekeeper"
 	"github.com/ratekeeper/ratekeeper/headers"
-	"github.com/ratekeeper/ratekeeper/quota"
-	"github.com/ratekeeper/ratekeeper/sharedstate"
 	"github.com/ratekeeper/ratekeeper/kv"
 	"github.com/ratekeeper/ratekeeper/kv/kvtest"
+	"github.com/ratekeeper/ratekeeper/quota"
+	"github.com/ratekeeper/ratekeeper/sharedstate"
 	"github.com/ratekeeper/ratekeeper/transport"
 	"github.com/ratekeeper/ratekeeper/transport/statetest"
 )

@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ratekeeper/ratekeeper/sim"
 	"github.com/ratekeeper/ratekeeper/kv/kvtest"
+	"github.com/ratekeeper/ratekeeper/sim"
 	"github.com/ratekeeper/ratekeeper/tasks"
 )
 
