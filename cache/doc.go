@@ -103,4 +103,7 @@
 // decode to a record for its key is a miss and is deleted. Backend errors
 // never fail a request: they are logged to Options.Logger, counted in
 // Stats.Errors, and the request goes on uncached.
+//
+// Layer 0 of docs/architecture.md: it owns conditional requests and their
+// stored answers, and must not decide pacing.
 package cache

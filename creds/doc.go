@@ -38,4 +38,8 @@
 // and is done by the transport; a [Pool] offers what that choice needs
 // ([Pool.AppendTurn], [Credential.BucketOwner]) and keeps the round-robin
 // state that breaks ties.
+//
+// Layer 1 of docs/architecture.md: it owns credentials, their states and
+// what their answers say of their owners, and must not parse headers or
+// pace.
 package creds

@@ -9,7 +9,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/ratekeeper/ratekeeper"
+	"github.com/ratekeeper/ratekeeper/internal/assemble"
 	"github.com/ratekeeper/ratekeeper/provider"
 	"github.com/ratekeeper/ratekeeper/sim"
 	"github.com/ratekeeper/ratekeeper/transport"
@@ -115,7 +115,7 @@ func (o Options) Validate() error {
 	default:
 		return fmt.Errorf("progress %q: want auto, bars, lines or off", o.Progress)
 	}
-	if _, err := ratekeeper.NewTransport(ratekeeper.Options{Policy: o.Policy, Tune: onlySimulated}); err != nil {
+	if _, err := assemble.Transport(assemble.Options{Policy: o.Policy, Tune: onlySimulated}); err != nil {
 		return err
 	}
 	return nil
@@ -143,7 +143,7 @@ func Run(ctx context.Context, w io.Writer, opts Options) (*Summary, error) {
 
 	r := newRecorder()
 	counted := &countingTransport{next: wire, phase: &r.phase}
-	t, err := ratekeeper.NewTransport(ratekeeper.Options{
+	t, err := assemble.Transport(assemble.Options{
 		Providers: []string{APIName + "=" + base},
 		Tokens:    map[string][]string{APIName: sc.Secrets()},
 		Policy:    opts.Policy,

@@ -17,4 +17,7 @@
 //     into a [Summary], which says how close the run came to the ideal.
 //
 // [Run] wires them together.
+//
+// Layer 5 of docs/architecture.md: it owns the demo's workload and report,
+// and builds its client through internal/assemble like every command.
 package demo

@@ -42,4 +42,8 @@
 // package tasks turns into a durable reschedule until then, freeing the
 // worker; a wait that outlasted the attempt timeout would count as a
 // failure instead.
+//
+// Layer 3 of docs/architecture.md: it owns the batch (plan, journal,
+// resume), and must not build its own client: requests go through the
+// caller's.
 package fetch

@@ -134,4 +134,7 @@
 //	/metrics   Prometheus: the transport's ratekeeper_* metrics and the
 //	           gateway's ratekeeper_gateway_* metrics
 //	/healthz   200 {"status":"ok"} while serving; needs no key
+//
+// Layer 5 of docs/architecture.md: it owns serving the client over HTTP and
+// each request's whole wait for quota, and must not be an open proxy.
 package gateway

@@ -8,7 +8,7 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/ratekeeper/ratekeeper"
+	"github.com/ratekeeper/ratekeeper/internal/assemble"
 	"github.com/ratekeeper/ratekeeper/sim"
 )
 
@@ -123,7 +123,7 @@ func TestNewErrors(t *testing.T) {
 	}
 }
 
-func clientProviders(flags ...string) (o ratekeeper.Options) {
+func clientProviders(flags ...string) (o assemble.Options) {
 	o.Providers = flags
 	o.Tokens = map[string][]string{}
 	for _, f := range flags {

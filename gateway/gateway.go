@@ -21,8 +21,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
-	"github.com/ratekeeper/ratekeeper"
 	"github.com/ratekeeper/ratekeeper/cache"
+	"github.com/ratekeeper/ratekeeper/internal/assemble"
 	"github.com/ratekeeper/ratekeeper/provider"
 	"github.com/ratekeeper/ratekeeper/transport"
 )
@@ -70,7 +70,7 @@ type Options struct {
 	// for quota, queueing and coalescing included. Its Registerer
 	// defaults to the gateway's Registry, its Base to an http.Transport
 	// with UpstreamTimeout.
-	Client ratekeeper.Options
+	Client assemble.Options
 	// Providers names the providers served at /NAME/...; empty serves
 	// every provider of the client's registry.
 	Providers []string
@@ -136,7 +136,7 @@ type Options struct {
 	Logger *slog.Logger
 	// Now is the clock of the dashboard, the history, Retry-After, the
 	// requests' deadlines and pass-through refusals; nil means time.Now.
-	// The transport's clock is set with Client.Tune.
+	// The transport's clock is set with Client.Tune (transport.Options.Now).
 	Now func() time.Time
 }
 
@@ -175,6 +175,36 @@ type Gateway struct {
 // base URL, policy or token, an unreachable database), an unknown provider
 // in Providers or Hosts, or a provider named like an endpoint.
 func New(opts Options) (*Gateway, error) {
+	g := withDefaults(opts)
+	built, err := g.newTransport(opts.Client)
+	if err != nil {
+		return nil, err
+	}
+	if err := g.routeProviders(); err != nil {
+		g.main.Close()
+		return nil, err
+	}
+	if opts.PassThrough {
+		g.pt = newPassThrough(built, g.main, opts.MaxPassThrough, g.passThroughRefusal(), g.now)
+	}
+	if opts.CoalesceLimit >= 0 {
+		limit := opts.CoalesceLimit
+		if limit == 0 {
+			limit = DefaultCoalesceLimit
+		}
+		g.flights = newFlightGroup(limit)
+	}
+	if err := g.serveEndpoints(); err != nil {
+		g.main.Close()
+		return nil, err
+	}
+	g.started = g.now()
+	return g, nil
+}
+
+// withDefaults makes a gateway of opts with every default filled in: the
+// clock, the logger, the size and time limits, the metrics registry.
+func withDefaults(opts Options) *Gateway {
 	g := &Gateway{opts: opts, history: &History{}, routes: map[string]*provider.Provider{}, bases: map[string]*url.URL{}, hosts: map[string]*provider.Provider{}}
 	g.now = opts.Now
 	if g.now == nil {
@@ -209,29 +239,24 @@ func New(opts Options) (*Gateway, error) {
 		g.registry = prometheus.NewRegistry()
 		g.registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	}
-	built, err := g.newTransport(opts.Client)
-	if err != nil {
-		return nil, err
-	}
-	ok := false
-	defer func() {
-		if !ok {
-			g.main.Close()
-		}
-	}()
+	return g
+}
 
+// routeProviders sets up the routes: /NAME/ for each served provider, and
+// the Host header routes.
+func (g *Gateway) routeProviders() error {
 	reg := g.main.Registry()
-	names := opts.Providers
+	names := g.opts.Providers
 	if len(names) == 0 {
 		names = reg.Names()
 	}
 	for _, name := range names {
 		p, err := reg.Get(name)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		if slices.Contains(reservedNames, p.Name) {
-			return nil, fmt.Errorf("provider %q: the gateway serves its own endpoint at /%s; rename the provider", p.Name, p.Name)
+			return fmt.Errorf("provider %q: the gateway serves its own endpoint at /%s; rename the provider", p.Name, p.Name)
 		}
 		g.routes[p.Name] = p
 		g.bases[p.Name] = p.BaseURL()
@@ -240,30 +265,27 @@ func New(opts Options) (*Gateway, error) {
 		g.names = append(g.names, n)
 	}
 	slices.Sort(g.names)
-	for host, name := range opts.Hosts {
+	for host, name := range g.opts.Hosts {
 		p := g.routes[provider.CanonicalName(name)]
 		if p == nil {
-			return nil, fmt.Errorf("host route %s=%s: provider %q is not served; served providers: %s", host, name, name, strings.Join(g.names, ", "))
+			return fmt.Errorf("host route %s=%s: provider %q is not served; served providers: %s", host, name, name, strings.Join(g.names, ", "))
 		}
 		h := strings.ToLower(strings.TrimSpace(host))
 		if hh, _, err := net.SplitHostPort(h); err == nil {
 			h = hh
 		}
 		if h == "" {
-			return nil, fmt.Errorf("host route =%s: the host is empty; write HOST=PROVIDER such as api.github.local=github", name)
+			return fmt.Errorf("host route =%s: the host is empty; write HOST=PROVIDER such as api.github.local=github", name)
 		}
 		g.hosts[h] = p
 	}
-	if opts.PassThrough {
-		g.pt = newPassThrough(built, g.main, opts.MaxPassThrough, g.passThroughRefusal(), g.now)
-	}
-	if opts.CoalesceLimit >= 0 {
-		limit := opts.CoalesceLimit
-		if limit == 0 {
-			limit = DefaultCoalesceLimit
-		}
-		g.flights = newFlightGroup(limit)
-	}
+	return nil
+}
+
+// serveEndpoints builds what answers: the metrics, /metrics, the reverse
+// proxy and the dashboard.
+func (g *Gateway) serveEndpoints() error {
+	var err error
 	g.metrics, err = newMetrics(g.registry, func() float64 {
 		if g.pt == nil {
 			return 0
@@ -271,7 +293,7 @@ func New(opts Options) (*Gateway, error) {
 		return float64(g.pt.len())
 	}, func() float64 { return float64(g.conns.unauthenticated()) })
 	if err != nil {
-		return nil, fmt.Errorf("gateway metrics: %w", err)
+		return fmt.Errorf("gateway metrics: %w", err)
 	}
 	g.promHTTP = promhttp.HandlerFor(g.registry, promhttp.HandlerOpts{ErrorLog: slog.NewLogLogger(g.log.Handler(), slog.LevelWarn)})
 	g.proxy = &httputil.ReverseProxy{
@@ -282,12 +304,8 @@ func New(opts Options) (*Gateway, error) {
 		BufferPool:     bufferPool{},
 		ErrorLog:       slog.NewLogLogger(g.log.Handler(), slog.LevelDebug),
 	}
-	if g.dashboard, err = parseDashboard(); err != nil {
-		return nil, err
-	}
-	g.started = g.now()
-	ok = true
-	return g, nil
+	g.dashboard, err = parseDashboard()
+	return err
 }
 
 // newTransport builds the gateway's own rate-keeping transport from the
@@ -297,7 +315,7 @@ func New(opts Options) (*Gateway, error) {
 // no resends after server errors (the gateway cannot tell how long those
 // would take; the client gets the upstream's answer and decides), and the
 // upstream wrapper as their base.
-func (g *Gateway) newTransport(client ratekeeper.Options) (transport.Options, error) {
+func (g *Gateway) newTransport(client assemble.Options) (transport.Options, error) {
 	if client.MaxWait <= 0 {
 		client.MaxWait = DefaultMaxWait
 	}
@@ -320,29 +338,17 @@ func (g *Gateway) newTransport(client ratekeeper.Options) (transport.Options, er
 		}
 	}
 	client.OnEvent = g.onEvent
-	userTune := client.Tune
-	var built transport.Options
-	var tuneErr error
-	client.Tune = func(to *transport.Options) {
-		if userTune != nil {
-			userTune(to)
-		}
-		// Pass-through transports share these with the gateway's own, so
-		// they are made here rather than inside transport.New.
-		if to.State == nil {
-			to.State = transport.NewMemoryState()
-		}
-		if to.Cache == nil && !to.DisableCache {
-			to.Cache = cache.New(cache.Options{Logger: to.Logger})
-		}
-		if to.Providers == nil {
-			to.Providers = provider.Defaults()
-		}
-		if to.Base == nil {
-			to.Base = newUpstreamTransport(g.upstreamTimeout)
-		}
-		g.maxWait = to.MaxWait
-		g.maxWaits, to.Providers, tuneErr = gatewayWaits(to.Providers, to.MaxWait)
+	to, err := assemble.Build(client)
+	if err != nil {
+		return to, err
+	}
+	// Pass-through transports share the state, cache and providers Build
+	// made with the gateway's own transport.
+	if to.Cache == nil && !to.DisableCache {
+		to.Cache = cache.New(cache.Options{Logger: to.Logger})
+	}
+	g.maxWait = to.MaxWait
+	if g.maxWaits, to.Providers, err = gatewayWaits(to.Providers, to.MaxWait); err == nil {
 		to.MaxWait = transportMaxWait
 		to.MaxRetries = -1
 		to.Base = upstream{base: to.Base, timeout: g.upstreamTimeout}
@@ -351,18 +357,12 @@ func (g *Gateway) newTransport(client ratekeeper.Options) (transport.Options, er
 		// gateway's own tokens ask too, so that a client token and a
 		// configured token of one account share one bucket.
 		to.AskOwnerFirst = to.AskOwnerFirst || g.opts.PassThrough
-		built = *to
+		g.main, err = transport.New(to)
 	}
-	main, err := ratekeeper.NewTransport(client)
-	if err == nil && tuneErr != nil {
-		main.Close()
-		err = tuneErr
+	if err != nil && to.OnClose != nil {
+		to.OnClose()
 	}
-	if err != nil {
-		return built, err
-	}
-	g.main = main
-	return built, nil
+	return to, err
 }
 
 // newUpstreamTransport is the connection pool to the upstreams: enough

@@ -12,7 +12,7 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/ratekeeper/ratekeeper"
+	"github.com/ratekeeper/ratekeeper/internal/assemble"
 	"github.com/ratekeeper/ratekeeper/sim"
 )
 
@@ -141,7 +141,7 @@ func TestTwoGatewaysShareTheQuota(t *testing.T) {
 	var clients []*http.Client
 	var bases []string
 	for range 2 {
-		opts := Options{Providers: []string{"github"}, Client: ratekeeper.Options{
+		opts := Options{Providers: []string{"github"}, Client: assemble.Options{
 			DB:        db,
 			Providers: []string{"github=" + simTS.URL + "/github"},
 			Tokens:    map[string][]string{"github": {"tok-alice-1"}},

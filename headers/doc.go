@@ -96,4 +96,7 @@
 // delta. It does not correct clock skew itself; Reading.ServerTime carries
 // the response's Date so the caller can (package quota does). A caller that
 // wants every time on the server's clock passes the server's time as now.
+//
+// Layer 0 of docs/architecture.md: it owns reading rate-limit headers, and
+// must not know about tokens or any clock but the now it is given.
 package headers

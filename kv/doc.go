@@ -88,4 +88,7 @@
 //
 // The package kv/kvtest holds the test suite every implementation
 // passes.
+//
+// Layer 1 of docs/architecture.md: it owns atomic shared records and blobs,
+// and must not hold pacing logic or know what a value means.
 package kv

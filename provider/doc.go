@@ -59,4 +59,7 @@
 // ([ParseProviderFlag], [Registry.ApplyFlag]). A flag naming a provider that
 // already exists replaces only its base URL and keeps the rest of its
 // configuration.
+//
+// Layer 0 of docs/architecture.md: it owns what is known of each API, and
+// must not send requests.
 package provider

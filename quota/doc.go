@@ -56,4 +56,7 @@
 // [Read] parses a response on the local clock, correcting the server's
 // clock skew estimated by [Skew] from the Date of its responses: this is
 // the one place skew is corrected.
+//
+// Layer 1 of docs/architecture.md: it owns the pacing math, and must not do
+// I/O, sleep or read the clock.
 package quota

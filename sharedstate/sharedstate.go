@@ -18,6 +18,9 @@
 //
 // with each part path-escaped; OWNER and ID are the credential package's
 // identities ("user:123", "token:" and a truncated hash), never a token.
+//
+// Layer 3 of docs/architecture.md: it owns the shared encoding of quota
+// state, and must not pace.
 package sharedstate
 
 import (

@@ -203,4 +203,8 @@
 //	                 penalty, retry_after, status
 //	[apis.faults] error_rate, unavailable_rate, unavailable_retry_after,
 //	              drop_rate, slow_rate, slow_delay
+//
+// Layer 0 of docs/architecture.md: it owns the simulated APIs, and must not
+// import any ratekeeper package (a simulator sharing the client's parser
+// would hide its mistakes).
 package sim

@@ -11,4 +11,7 @@
 // returns a Result. Every client's requests pass through one recording
 // RoundTripper at the bottom of its stack, so the timeline of a run is
 // what went over the wire, whatever the library above did.
+//
+// Layer 7 of docs/architecture.md: it owns the comparative workloads and the
+// clients compared; nothing of ratekeeper imports it.
 package harness

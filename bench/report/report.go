@@ -1,6 +1,9 @@
 // Package report turns benchmark results into the section of
 // BENCHMARKS.md that compares clients, and into a chart of requests over
 // time per client against what the quota allows.
+//
+// Layer 8 of docs/architecture.md: it owns the benchmark's tables and chart,
+// and must not run workloads itself.
 package report
 
 import (

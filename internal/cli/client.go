@@ -12,7 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/ratekeeper/ratekeeper"
+	"github.com/ratekeeper/ratekeeper/internal/assemble"
 	"github.com/ratekeeper/ratekeeper/internal/sqlitedb"
 	"github.com/ratekeeper/ratekeeper/provider"
 	"github.com/ratekeeper/ratekeeper/quota"
@@ -89,22 +89,22 @@ func (f *clientFlags) split() (selected, configure []string) {
 
 // options turns the flags into client options; stderr receives the
 // verbose lines.
-func (f *clientFlags) options(stderr io.Writer) (ratekeeper.Options, error) {
+func (f *clientFlags) options(stderr io.Writer) (assemble.Options, error) {
 	reserve, percent, err := provider.ParseReserve(f.reserve)
 	if err != nil {
-		return ratekeeper.Options{}, fmt.Errorf("--%v", err)
+		return assemble.Options{}, fmt.Errorf("--%v", err)
 	}
 	if f.maxWait <= 0 {
-		return ratekeeper.Options{}, fmt.Errorf("--max-wait %v: want a positive duration such as 5m", f.maxWait)
+		return assemble.Options{}, fmt.Errorf("--max-wait %v: want a positive duration such as 5m", f.maxWait)
 	}
 	if f.maxPause < time.Second {
-		return ratekeeper.Options{}, fmt.Errorf("--max-pause %v: want a duration of a second or more, such as 1h", f.maxPause)
+		return assemble.Options{}, fmt.Errorf("--max-pause %v: want a duration of a second or more, such as 1h", f.maxPause)
 	}
 	if f.secWait < time.Second {
-		return ratekeeper.Options{}, fmt.Errorf("--secondary-wait %v: want a duration of a second or more, such as 60s", f.secWait)
+		return assemble.Options{}, fmt.Errorf("--secondary-wait %v: want a duration of a second or more, such as 60s", f.secWait)
 	}
 	_, configure := f.split()
-	opts := ratekeeper.Options{
+	opts := assemble.Options{
 		DB:             f.db,
 		ConfigFile:     f.config,
 		Providers:      configure,
@@ -130,7 +130,7 @@ func (f *clientFlags) transport(stderr io.Writer) (*transport.Transport, error) 
 
 // transportWith is transport with a hook that adjusts the options (a
 // Prometheus registerer, say) before the transport is built.
-func (f *clientFlags) transportWith(stderr io.Writer, tune func(*ratekeeper.Options)) (*transport.Transport, error) {
+func (f *clientFlags) transportWith(stderr io.Writer, tune func(*assemble.Options)) (*transport.Transport, error) {
 	opts, err := f.options(stderr)
 	if err != nil {
 		return nil, &ExitError{Code: 2, Err: err}
@@ -143,8 +143,8 @@ func (f *clientFlags) transportWith(stderr io.Writer, tune func(*ratekeeper.Opti
 	if tune != nil {
 		tune(&opts)
 	}
-	t, err := ratekeeper.NewTransport(opts)
-	var dbErr *ratekeeper.DatabaseError
+	t, err := assemble.Transport(opts)
+	var dbErr *assemble.DatabaseError
 	if errors.As(err, &dbErr) {
 		return nil, &ExitError{Code: 1, Err: fmt.Errorf("--db: %w", err)}
 	}

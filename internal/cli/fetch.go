@@ -16,8 +16,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/cobra"
 
-	"github.com/ratekeeper/ratekeeper"
 	"github.com/ratekeeper/ratekeeper/fetch"
+	"github.com/ratekeeper/ratekeeper/internal/assemble"
 	"github.com/ratekeeper/ratekeeper/internal/sqlitedb"
 	"github.com/ratekeeper/ratekeeper/tasks"
 )
@@ -135,7 +135,7 @@ func runFetch(cmd *cobra.Command, o *fetchOptions, args []string) error {
 		}
 	}()
 	reg := prometheus.NewRegistry()
-	tr, err := o.client.transportWith(logTo, func(opts *ratekeeper.Options) {
+	tr, err := o.client.transportWith(logTo, func(opts *assemble.Options) {
 		opts.Registerer = reg
 		opts.Base = wireBase()
 	})

@@ -12,8 +12,8 @@ import (
 	"github.com/dustin/go-humanize"
 	"github.com/spf13/cobra"
 
-	"github.com/ratekeeper/ratekeeper"
 	"github.com/ratekeeper/ratekeeper/gateway"
+	"github.com/ratekeeper/ratekeeper/internal/assemble"
 )
 
 func init() { register(newServeCmd) }
@@ -165,7 +165,7 @@ func runServe(cmd *cobra.Command, o *serveOptions) error {
 		ShutdownTimeout:    o.shutdownTimeout,
 		Logger:             logger,
 	})
-	var dbErr *ratekeeper.DatabaseError
+	var dbErr *assemble.DatabaseError
 	if errors.As(err, &dbErr) {
 		return exitf(1, "--db: %v", err)
 	}

@@ -12,7 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/cobra"
 
-	"github.com/ratekeeper/ratekeeper"
+	"github.com/ratekeeper/ratekeeper/internal/assemble"
 	"github.com/ratekeeper/ratekeeper/internal/sqlitedb"
 	"github.com/ratekeeper/ratekeeper/poll"
 	"github.com/ratekeeper/ratekeeper/tasks"
@@ -120,7 +120,7 @@ func runTasksWorker(cmd *cobra.Command, db *tasksDB, o *workerOptions) error {
 		return err
 	}
 	reg := prometheus.NewRegistry()
-	tr, err := o.client.transportWith(stderr, func(opts *ratekeeper.Options) {
+	tr, err := o.client.transportWith(stderr, func(opts *assemble.Options) {
 		opts.Registerer = reg
 		opts.Base = wireBase()
 	})

@@ -3,6 +3,9 @@
 // timeout (several processes share one file), and immediate write
 // transactions (a read-modify-write takes the write lock up front instead of
 // failing with SQLITE_BUSY when it tries to upgrade).
+//
+// Layer 0 of docs/architecture.md: it owns how SQLite is opened, and must
+// not know what is stored.
 package sqlitedb
 
 import (

@@ -8,6 +8,9 @@
 // the package running the suite must route its TestMain through Main:
 //
 //	func TestMain(m *testing.M) { kvtest.Main(m) }
+//
+// Layer 2 of docs/architecture.md: it owns the one suite every kv.Store
+// passes.
 package kvtest
 
 import (

@@ -10,6 +10,9 @@
 // its TestMain through Main:
 //
 //	func TestMain(m *testing.M) { statetest.Main(m, open) }
+//
+// Layer 3 of docs/architecture.md: it owns the one suite every
+// transport.State passes.
 package statetest
 
 import (

@@ -1,0 +1,251 @@
+// Package assemble turns plain options (providers, config file, tokens,
+// policy, database) into a built rate-keeping transport. It is the one
+// place that wiring lives: the root package's NewTransport, the gateway,
+// the demo and the CLI all build their transports here.
+//
+// Layer 4 of docs/architecture.md: it owns that assembly and nothing else;
+// it must not pace, parse headers or serve.
+package assemble
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/ratekeeper/ratekeeper/cache"
+	"github.com/ratekeeper/ratekeeper/creds"
+	"github.com/ratekeeper/ratekeeper/kv"
+	"github.com/ratekeeper/ratekeeper/provider"
+	"github.com/ratekeeper/ratekeeper/quota"
+	"github.com/ratekeeper/ratekeeper/sharedstate"
+	"github.com/ratekeeper/ratekeeper/transport"
+)
+
+// Options configure a client. The zero value uses the built-in providers,
+// tokens from the environment, the greedy policy and memory state.
+type Options struct {
+	// ConfigFile is an optional TOML file describing providers (see
+	// package provider).
+	ConfigFile string
+	// Providers add or move providers, as the --provider flag does:
+	// "NAME=BASEURL", e.g. "ghe=https://ghe.example.com/api/v3" or
+	// "github=http://127.0.0.1:8080/github" for a simulator.
+	Providers []string
+	// Tokens gives each named provider's tokens instead of its
+	// environment variables.
+	Tokens map[string][]string
+	// Policy is "greedy" (default: finish as fast as the quota allows),
+	// "spread" or "adaptive" (keep quota for other work).
+	Policy string
+	// Reserve is the number of requests kept back in every bucket, or
+	// ReservePercent the percentage of each bucket's own limit (at least
+	// 0, below 100); set one or the other. A count must stay below every
+	// bucket's limit: a request to a resource whose limit it reaches fails
+	// with a *ReserveError naming the resource (GitHub's search
+	// allows 30 a minute, so Reserve 100 leaves nothing of it), where a
+	// percentage always leaves something.
+	Reserve        int
+	ReservePercent float64
+	// MaxWait is the longest a request waits for quota (default 5m).
+	MaxWait time.Duration
+	// MaxPause caps every pause a server's answer imposes: a Retry-After
+	// on any status, a secondary-limit penalty (default 1h). A proxy's
+	// "Retry-After: 86400" then stops a bucket for an hour, not a day.
+	MaxPause time.Duration
+	// SecondaryWait is the first pause after a secondary-limit refusal
+	// that does not say when to come back (no Retry-After); it doubles,
+	// with jitter, at each new strike (default 60s, GitHub's documented
+	// minimum).
+	SecondaryWait time.Duration
+	// Timeout bounds each request including its waits (0: none).
+	Timeout time.Duration
+	// Base sends the requests (default: a clone of http.DefaultTransport).
+	Base http.RoundTripper
+	// DB shares quota state, what is known of each credential and the
+	// conditional-request cache with every process using the same
+	// database: a SQLite file path for processes on one machine, or a
+	// postgres:// URL for a fleet. "" or "memory" keeps them in this
+	// process. Close the transport to release the database.
+	DB string
+	// CacheBytes bounds the conditional-request cache (default 64 MiB).
+	CacheBytes int64
+	// State overrides where quota state is kept.
+	State transport.State
+	// Logger receives debug logs, with masked credentials only.
+	Logger *slog.Logger
+	// OnEvent is told about waits, refusals, invalid credentials, retries.
+	OnEvent func(transport.Event)
+	// Registerer receives the Prometheus collectors (nil: none).
+	Registerer prometheus.Registerer
+	// Tune sets anything else transport.Options offers; it runs last.
+	Tune func(*transport.Options)
+}
+
+// Transport builds the rate-keeping transport from opts: Build, then
+// transport.New; on failure the database Build opened is closed again.
+func Transport(opts Options) (*transport.Transport, error) {
+	to, err := Build(opts)
+	if err != nil {
+		return nil, err
+	}
+	t, err := transport.New(to)
+	if err != nil && to.OnClose != nil {
+		to.OnClose()
+	}
+	return t, err
+}
+
+// Build turns opts into the finished transport.Options, reporting bad
+// configuration (an unknown policy, a malformed base URL, an empty or
+// whitespace-padded token, an unusable database) as an error. Everything
+// several transports must share to spend one quota together — providers,
+// state, cache — is made here rather than left to transport.New, so that
+// transports built from one result (the gateway's pass-through ones) share
+// them. If the result is not given to a transport, call its OnClose to
+// release the database.
+func Build(opts Options) (transport.Options, error) {
+	reg := provider.Defaults()
+	if opts.ConfigFile != "" {
+		cfg, err := provider.LoadConfig(opts.ConfigFile)
+		if err != nil {
+			return transport.Options{}, err
+		}
+		if err := reg.ApplyConfig(cfg); err != nil {
+			return transport.Options{}, err
+		}
+	}
+	for _, f := range opts.Providers {
+		if err := reg.ApplyFlag(f); err != nil {
+			return transport.Options{}, err
+		}
+	}
+	to := transport.Options{
+		Providers: reg,
+		Base:      opts.Base,
+		State:     opts.State,
+		MaxWait:   opts.MaxWait,
+		MaxPause:  opts.MaxPause,
+		Logger:    opts.Logger,
+		OnEvent:   opts.OnEvent,
+		Pools:     map[string]*creds.Pool{},
+	}
+	to.Policy = quota.DefaultPolicy()
+	if opts.Policy != "" {
+		k, err := quota.ParseKind(opts.Policy)
+		if err != nil {
+			return transport.Options{}, fmt.Errorf("policy: %w", err)
+		}
+		to.Policy.Kind = k
+	}
+	if opts.Reserve < 0 {
+		return transport.Options{}, fmt.Errorf("reserve %d: want 0 or more requests", opts.Reserve)
+	}
+	to.Policy.Reserve, to.Policy.ReservePercent = int64(opts.Reserve), opts.ReservePercent
+	if err := to.Policy.Validate(); err != nil {
+		return transport.Options{}, err
+	}
+	if opts.MaxPause < 0 || opts.SecondaryWait < 0 {
+		return transport.Options{}, fmt.Errorf("max pause %v, secondary wait %v: want positive durations (0 for the defaults)", opts.MaxPause, opts.SecondaryWait)
+	}
+	to.SecondaryWait = opts.SecondaryWait
+	for name, tokens := range opts.Tokens {
+		p, err := reg.Get(name)
+		if err != nil {
+			return transport.Options{}, fmt.Errorf("tokens: %w", err)
+		}
+		var cs []*creds.Credential
+		for i, tok := range tokens {
+			source := fmt.Sprintf("Options.Tokens[%q] entry #%d", name, i+1)
+			list, err := creds.ParseTokenList(source, tok)
+			if err != nil {
+				return transport.Options{}, err
+			}
+			for _, t := range list {
+				cs = append(cs, creds.NewToken(p.Name, len(cs)+1, t, source))
+			}
+		}
+		if len(cs) == 0 {
+			cs = append(cs, creds.NewAnonymous(p.Name, 1))
+		}
+		to.Pools[p.Name] = creds.NewPool(p.Name, cs...)
+	}
+	if opts.Registerer != nil {
+		m, err := transport.NewMetrics(opts.Registerer)
+		if err != nil {
+			return transport.Options{}, err
+		}
+		to.Metrics = m
+	}
+	cacheOpts := cache.Options{MaxBytes: opts.CacheBytes, Logger: opts.Logger}
+	if opts.DB != "" && opts.DB != "memory" {
+		st, err := kv.Open(context.Background(), stateDSN(opts.DB), kv.Options{BlobLimit: opts.CacheBytes, Logger: opts.Logger})
+		if err != nil {
+			return transport.Options{}, &DatabaseError{DSN: redactDSN(opts.DB), Err: err}
+		}
+		shared := sharedstate.New(st, opts.Logger)
+		if to.State == nil {
+			to.State = shared
+		}
+		to.Credentials = shared
+		cacheOpts.Backend = st
+		to.OnClose = func() error {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			return errors.Join(shared.Close(ctx), st.Close())
+		}
+	}
+	to.Cache = cache.New(cacheOpts)
+	if to.State == nil {
+		to.State = transport.NewMemoryState()
+	}
+	if opts.Tune != nil {
+		opts.Tune(&to)
+	}
+	return to, nil
+}
+
+// DatabaseError reports a database that cannot be used: unreachable, or at
+// a newer schema version than this ratekeeper knows. DSN has its password
+// masked.
+type DatabaseError struct {
+	DSN string
+	Err error
+}
+
+func (e *DatabaseError) Error() string { return fmt.Sprintf("database %s: %v", e.DSN, e.Err) }
+
+func (e *DatabaseError) Unwrap() error { return e.Err }
+
+// stateDSN turns off synchronous commit for the quota state's PostgreSQL
+// sessions (unless the DSN says otherwise): quota state is advisory and
+// rebuilt from the next response, so losing its last milliseconds in a
+// server crash costs nothing, while waiting for the disk on every update
+// slows every request of the fleet. Tasks open their own sessions with
+// the DSN as given, and stay durable.
+func stateDSN(dsn string) string {
+	u, err := url.Parse(dsn)
+	if err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") {
+		return dsn
+	}
+	q := u.Query()
+	if q.Get("synchronous_commit") != "" {
+		return dsn
+	}
+	q.Set("synchronous_commit", "off")
+	u.RawQuery = q.Encode()
+	return u.String()
+}
+
+// redactDSN masks a password in a database URL.
+func redactDSN(dsn string) string {
+	if u, err := url.Parse(dsn); err == nil && u.User != nil {
+		return u.Redacted()
+	}
+	return dsn
+}
