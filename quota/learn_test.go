@@ -349,6 +349,13 @@ func TestReserveCountOrPercent(t *testing.T) {
 	if i, w, err := Reserve([]Option{{Owner: &o, Bucket: &b}, {Owner: &o2, Bucket: &big}}, ask, lz(t0), t0); err != nil || i != 1 || w < time.Hour {
 		t.Fatalf("with a usable second option: %d, %v, %v; want 1 and its reset", i, w, err)
 	}
+	// A credential of unknown owner that may share the reserve-blocked
+	// bucket is not held back by it: that wait would never end (each
+	// reset refills a bucket the reserve still leaves nothing of).
+	fresh, o3 := NewBucket(), Owner{}
+	if i, w, err := Reserve([]Option{{Owner: &o, Bucket: &b}, {Owner: &o3, Bucket: &fresh, Also: []*Bucket{&b}}}, ask, lz(t0), t0); err != nil || i != 1 || w != 0 {
+		t.Fatalf("unknown owner beside a reserve-blocked bucket: %d, %v, %v; want it to go now", i, w, err)
+	}
 	for _, p := range []Policy{{Kind: Greedy, ReservePercent: 100}, {Kind: Greedy, ReservePercent: -1},
 		{Kind: Greedy, Reserve: 5, ReservePercent: 10}} {
 		if p.Validate() == nil {

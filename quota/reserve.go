@@ -52,7 +52,13 @@ func waitOption(opt *Option, a *Ask, now time.Time) time.Duration {
 	w := Wait(opt.Owner, opt.Bucket, a, now)
 	if !a.Free {
 		for _, b := range opt.Also {
-			w = max(w, b.Wait(a.Policy, now))
+			// A bucket the reserve leaves nothing of would make the wait
+			// never end; the answer will tell whether the credential
+			// shares it (and then that credential gets the
+			// *ReserveError).
+			if a.Policy.reachable(b) == nil {
+				w = max(w, b.Wait(a.Policy, now))
+			}
 		}
 	}
 	return w
