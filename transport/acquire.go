@@ -119,7 +119,10 @@ func (t *Transport) acquire(ctx context.Context, req *http.Request, p *provider.
 		// to the next waiter.
 		t.waiters.pass(baton)
 		baton = 0
-		if w > maxWait {
+		// MaxWait bounds the whole wait, not each step: a wait that
+		// keeps coming back (a bucket refilled at each reset but never
+		// enough) still ends.
+		if waited+w > maxWait {
 			return &WaitError{Provider: p.Name, Resource: class.Resource, Credential: c.Masked(),
 				Until: now.Add(w), Wait: w, MaxWait: maxWait}
 		}
