@@ -55,6 +55,11 @@ type State struct {
 	pending []*transport.SettleParams
 	timer   *time.Timer
 	closed  bool
+	// writing is held shared by every transaction carrying settles taken
+	// from pending, so that Flush can wait for those already under way:
+	// once pending is empty, an answer may still be in a transaction
+	// that has not committed.
+	writing sync.RWMutex
 }
 
 // DefaultFlushDelay is State.FlushDelay's default.
@@ -260,6 +265,8 @@ func (st *State) Reserve(ctx context.Context, p *transport.ReserveParams) (int, 
 			l.addBucket(bucketKey(id))
 		}
 	}
+	st.writing.RLock()
+	defer st.writing.RUnlock()
 	settles := st.takePending()
 	for _, sp := range settles {
 		l.addSettle(sp)
@@ -306,6 +313,8 @@ func (st *State) Settle(ctx context.Context, p *transport.SettleParams) error {
 			return nil
 		}
 	}
+	st.writing.RLock()
+	defer st.writing.RUnlock()
 	settles := append(st.takePending(), p)
 	if err := st.write(ctx, settles); err != nil {
 		st.requeue(settles[:len(settles)-1])
@@ -387,7 +396,7 @@ func (st *State) requeue(settles []*transport.SettleParams) {
 func (st *State) flushLater() {
 	ctx, cancel := context.WithTimeout(context.Background(), flushTimeout)
 	defer cancel()
-	err := st.Flush(ctx)
+	err := st.flush(ctx)
 	switch {
 	case err == nil:
 	case errors.Is(err, kv.ErrClosed):
@@ -414,8 +423,21 @@ const (
 	settleTimeout = 10 * time.Second
 )
 
-// Flush writes the settles waiting to be written.
+// Flush writes the settles waiting to be written, and returns once those
+// that other transactions had taken are written too.
 func (st *State) Flush(ctx context.Context) error {
+	err := st.flush(ctx)
+	// Wait for the transactions under way: they hold writing shared.
+	st.writing.Lock()
+	//lint:ignore SA2001 an empty critical section: only the wait matters
+	st.writing.Unlock()
+	return err
+}
+
+// flush writes the settles waiting to be written.
+func (st *State) flush(ctx context.Context) error {
+	st.writing.RLock()
+	defer st.writing.RUnlock()
 	settles := st.takePending()
 	if err := st.write(ctx, settles); err != nil {
 		st.requeue(settles)
