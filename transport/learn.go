@@ -181,14 +181,35 @@ func pinOf(ctx context.Context) (pin, bool) {
 // marks c invalid until Options.InvalidRetry from now. It returns
 // Validate's error.
 func (t *Transport) whoAmI(ctx context.Context, p *provider.Provider, c *creds.Credential, turnHeld bool) error {
+	// The answer was settled into c's bucket as it stood when the request
+	// went: its own, not yet its owner's. Kept to be applied to the
+	// owner's bucket once the answer names the owner, which the request
+	// spent too.
+	var answer struct {
+		header     http.Header
+		status     int
+		sent, at   time.Time
+		resource   string
+		wasUnknown bool
+	}
 	rt := rtFunc(func(req *http.Request) (*http.Response, error) {
-		return t.RoundTrip(req.WithContext(withPin(req.Context(), pin{cred: c, turnHeld: turnHeld, validating: true})))
+		sent, unknown := t.opts.Now(), !c.BucketKnown()
+		resp, err := t.RoundTrip(req.WithContext(withPin(req.Context(), pin{cred: c, turnHeld: turnHeld, validating: true})))
+		if err == nil {
+			answer.header, answer.status, answer.sent, answer.at = resp.Header.Clone(), resp.StatusCode, sent, t.opts.Now()
+			answer.resource, answer.wasUnknown = p.Classify(req.Method, req.URL).Resource, unknown
+		}
+		return resp, err
 	})
 	_, err := creds.Validate(ctx, rt, p, c)
 	now := t.opts.Now()
 	switch {
 	case err == nil:
 		t.validations.Delete(c)
+		if answer.wasUnknown && c.BucketKnown() {
+			r := quota.Read(answer.status, answer.header, nil, answer.at, t.skew(p, answer.header, answer.sent, answer.at))
+			t.observe(ctx, p, Slot{Bucket: BucketID{Provider: t.stateKey(p), Owner: c.BucketOwner(), Resource: answer.resource}}, &r, answer.at, true)
+		}
 	case errors.Is(err, creds.ErrInvalid):
 		c.RetryInvalidAt(now.Add(t.opts.InvalidRetry))
 		t.unlearn(p, c)
