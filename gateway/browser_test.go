@@ -46,6 +46,8 @@ type pageView struct {
 	Bars      int       `json:"bars"`
 	BarTotal  int       `json:"barTotal"`
 	Providers []string  `json:"providers"`
+	// Overviews is each provider's overall health word, by provider.
+	Overviews map[string]string `json:"overviews"`
 }
 
 const readPage = `(() => {
@@ -69,6 +71,8 @@ const readPage = `(() => {
 		bars: bars.length,
 		barTotal: bars.reduce((n, g) => n + Number(g.dataset.requests), 0),
 		providers: Array.from(document.querySelectorAll("section.provider")).map(s => s.dataset.provider),
+		overviews: Object.fromEntries(Array.from(document.querySelectorAll("section.provider")).map(
+			s => [s.dataset.provider, s.querySelector("p.overview .health")?.textContent.trim() ?? ""])),
 	};
 })()`
 
@@ -209,6 +213,11 @@ func TestDashboardInBrowser(t *testing.T) {
 	}
 	if !hasRow(view.Rows, "EXHAUSTED") {
 		t.Errorf("no exhausted bucket on the page: %+v", view.Rows)
+	}
+	for _, ps := range rep.Providers {
+		if got := view.Overviews[ps.Provider]; got != ps.Health {
+			t.Errorf("%s: the page's overall health %q, /status %q", ps.Provider, got, ps.Health)
+		}
 	}
 	if strings.Join(view.Providers, ",") != "github,gitlab" {
 		t.Errorf("providers on the page: %v", view.Providers)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"embed"
 	"fmt"
+	"github.com/dustin/go-humanize"
 	"html/template"
 	"io/fs"
 	"mime"
@@ -53,7 +54,10 @@ type dashboardData struct {
 type providerView struct {
 	Name, Base, Route string
 	Credentials       int
-	Rows              []rowView
+	// Health and Summary are the provider's overall line (see
+	// transport.ProviderSummary): "core 9,210/10,000, resets in 34m".
+	Health, HealthClass, Summary string
+	Rows                         []rowView
 }
 
 // rowView is one (credential, resource) line; a credential without known
@@ -131,6 +135,21 @@ func (g *Gateway) serveDashboard(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
+// summaryText is a provider's main resource in its overall line.
+func summaryText(ps transport.ProviderSummary) string {
+	if ps.Remaining == nil {
+		return ps.Resource + " not known yet"
+	}
+	s := ps.Resource + " " + humanize.Comma(*ps.Remaining)
+	if ps.Limit != nil {
+		s += "/" + humanize.Comma(*ps.Limit)
+	}
+	if ps.ResetsIn != nil {
+		s += ", resets in " + humanDuration(time.Duration(*ps.ResetsIn*float64(time.Second)))
+	}
+	return s
+}
+
 func (g *Gateway) dashboardData(rep transport.StatusReport) dashboardData {
 	now := rep.GeneratedAt
 	d := dashboardData{
@@ -145,6 +164,11 @@ func (g *Gateway) dashboardData(rep transport.StatusReport) dashboardData {
 	}
 	for i := range d.Providers {
 		byProvider[d.Providers[i].Name] = &d.Providers[i]
+	}
+	for _, ps := range rep.Providers {
+		if pv := byProvider[ps.Provider]; pv != nil {
+			pv.Health, pv.HealthClass, pv.Summary = ps.Health, strings.ToLower(ps.Health), summaryText(ps)
+		}
 	}
 	for _, c := range rep.Credentials {
 		pv := byProvider[c.Provider]

@@ -404,7 +404,7 @@ func (g *Gateway) Report(ctx context.Context, only ...string) (transport.StatusR
 	if len(only) == 0 {
 		sel = g.names
 	} else if len(sel) == 0 {
-		return transport.StatusReport{GeneratedAt: g.now().UTC(), Credentials: []transport.CredentialStatus{}}, nil
+		return transport.StatusReport{GeneratedAt: g.now().UTC(), Providers: []transport.ProviderSummary{}, Credentials: []transport.CredentialStatus{}}, nil
 	}
 	now := g.now()
 	rep, err := g.main.Report(ctx, now, sel...)
@@ -417,6 +417,7 @@ func (g *Gateway) Report(ctx context.Context, only ...string) (transport.StatusR
 			return rep, err
 		}
 		rep.Credentials = append(rep.Credentials, extra...)
+		g.main.Summarize(&rep, sel...) // the pass-through tokens count too
 	}
 	return rep, nil
 }

@@ -119,36 +119,65 @@ func (e *ReserveError) Error() string {
 // Health classifies how much of a bucket is left.
 type Health string
 
+// The health words, from the bands below (see bands).
 const (
-	Healthy   Health = "HEALTHY"   // 20 % or more left
-	Warning   Health = "WARNING"   // 5 % to 20 %
-	Critical  Health = "CRITICAL"  // under 5 %
-	Exhausted Health = "EXHAUSTED" // nothing left, or blocked
-	Unknowns  Health = "UNKNOWN"   // nothing known yet
+	Healthy       Health = "HEALTHY"   // 50 % or more left
+	Fair          Health = "FAIR"      // 20 % to 50 %
+	Warning       Health = "WARNING"   // 5 % to 20 %
+	Critical      Health = "CRITICAL"  // under 5 %
+	Exhausted     Health = "EXHAUSTED" // nothing left, or blocked
+	HealthUnknown Health = "UNKNOWN"   // nothing known yet
 )
+
+// bands are the shares of a bucket left that status reports and the
+// adaptive policy both go by: one table, so that what status calls
+// WARNING is where adaptive pacing has slowed down, and by how much.
+var bands = [...]struct {
+	from   float64 // the band holds shares from here up to the band above
+	health Health
+	slow   float64 // Adaptive's delay multiplier in the band
+}{
+	{0.50, Healthy, 1},
+	{0.20, Fair, 1.5},
+	{0.05, Warning, 2},
+	{0, Critical, 4},
+}
+
+// band returns the band of share f (remaining ÷ limit, in [0, 1]).
+func band(f float64) (Health, float64) {
+	for _, b := range bands {
+		if f >= b.from {
+			return b.health, b.slow
+		}
+	}
+	last := bands[len(bands)-1]
+	return last.health, last.slow
+}
+
+// HealthOf classifies remaining requests of limit: Exhausted at 0,
+// HealthUnknown when remaining is not known, Healthy when the limit is
+// not, else the band of remaining ÷ limit.
+func HealthOf(remaining, limit int64) Health {
+	switch {
+	case remaining == UnknownCount:
+		return HealthUnknown
+	case remaining <= 0:
+		return Exhausted
+	case limit <= 0:
+		return Healthy
+	}
+	h, _ := band(float64(remaining) / float64(limit))
+	return h
+}
 
 // HealthAt classifies the bucket at now.
 func (b *Bucket) HealthAt(now time.Time) Health {
 	c := *b
 	c.roll(now)
-	switch {
-	case now.Before(b.BlockedUntil):
+	if now.Before(b.BlockedUntil) {
 		return Exhausted
-	case c.Remaining == UnknownCount:
-		return Unknowns
-	case c.Remaining <= 0:
-		return Exhausted
-	case c.Limit <= 0:
-		return Healthy
 	}
-	f := float64(c.Remaining) / float64(c.Limit)
-	switch {
-	case f < 0.05:
-		return Critical
-	case f < 0.20:
-		return Warning
-	}
-	return Healthy
+	return HealthOf(c.Remaining, c.Limit)
 }
 
 // Default is what to assume of a bucket whose server states nothing: a
@@ -419,21 +448,14 @@ func (b *Bucket) interval(p Policy, now time.Time) time.Duration {
 	}
 }
 
-// healthMultiplier slows Adaptive down as the bucket drains.
+// healthMultiplier slows Adaptive down as the bucket drains, band by band
+// (see bands).
 func healthMultiplier(b *Bucket) float64 {
 	if b.Limit <= 0 || b.Remaining == UnknownCount {
 		return 1
 	}
-	f := float64(b.Remaining) / float64(b.Limit)
-	switch {
-	case f >= 0.5:
-		return 1
-	case f >= 0.2:
-		return 1.5
-	case f >= 0.05:
-		return 2
-	}
-	return 4
+	_, slow := band(float64(b.Remaining) / float64(b.Limit))
+	return slow
 }
 
 func (b *Bucket) timeToReset(now time.Time) time.Duration {

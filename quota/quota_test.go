@@ -358,7 +358,8 @@ func TestHealth(t *testing.T) {
 	for _, c := range []struct {
 		rem  int64
 		want Health
-	}{{100, Healthy}, {20, Healthy}, {19, Warning}, {5, Warning}, {4, Critical}, {0, Exhausted}, {UnknownCount, Unknowns}} {
+	}{{100, Healthy}, {50, Healthy}, {49, Fair}, {20, Fair}, {19, Warning}, {5, Warning}, {4, Critical}, {1, Critical},
+		{0, Exhausted}, {UnknownCount, HealthUnknown}} {
 		b := NewBucket()
 		b.Limit, b.Remaining = 100, c.rem
 		if got := b.HealthAt(t0); got != c.want {
@@ -369,6 +370,17 @@ func TestHealth(t *testing.T) {
 	b.Limit, b.Remaining, b.BlockedUntil = 100, 100, t0.Add(time.Second)
 	if b.HealthAt(t0) != Exhausted {
 		t.Error("blocked bucket not exhausted")
+	}
+	// Adaptive slows down by the same bands status reports.
+	for _, c := range []struct {
+		rem  int64
+		slow float64
+	}{{100, 1}, {50, 1}, {49, 1.5}, {20, 1.5}, {19, 2}, {5, 2}, {4, 4}} {
+		b := NewBucket()
+		b.Limit, b.Remaining = 100, c.rem
+		if got := healthMultiplier(&b); got != c.slow {
+			t.Errorf("remaining %d (%v): adaptive slows by %v, want %v", c.rem, b.HealthAt(t0), got, c.slow)
+		}
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"time"
 
 	"github.com/ratekeeper/ratekeeper/creds"
@@ -25,6 +26,10 @@ type CredentialStatus struct {
 	// Concurrency is the owner's secondary-limit state, once the owner
 	// was used: its cap on requests in flight and its pause.
 	Concurrency *ConcurrencyStatus `json:"concurrency,omitempty"`
+
+	// bucket is the credential's bucket owner: credentials with the same
+	// one share their buckets, so a summary counts them once.
+	bucket string
 }
 
 // ConcurrencyStatus is what an owner's secondary limits allow at the
@@ -64,17 +69,118 @@ type ResourceStatus struct {
 // StatusReport is what `ratekeeper status --json` prints and the gateway's
 // /status serves.
 type StatusReport struct {
-	GeneratedAt time.Time          `json:"generated_at"`
+	GeneratedAt time.Time `json:"generated_at"`
+	// Providers has one overall line per provider (see Summarize).
+	Providers   []ProviderSummary  `json:"providers"`
 	Credentials []CredentialStatus `json:"credentials"`
 }
 
-// Report is Status wrapped with its time.
+// ProviderSummary is a provider's overall line: "github: HEALTHY, 3
+// credentials, core 4,210/5,000, resets in 34m".
+type ProviderSummary struct {
+	Provider string `json:"provider"`
+	// Health is the band of Remaining ÷ Limit (see quota.HealthOf);
+	// EXHAUSTED when every credential is invalid, UNKNOWN when nothing is
+	// known of the resource yet.
+	Health      string `json:"health"`
+	Credentials int    `json:"credentials"`
+	Invalid     int    `json:"invalid,omitempty"`
+	// Resource is the provider's main resource (that of a GET of its
+	// base URL: GitHub's core, GitLab's api), and Remaining and Limit its
+	// numbers summed over the distinct buckets: credentials of one owner
+	// count once. Nil when no bucket of it is known.
+	Resource  string     `json:"resource"`
+	Remaining *int64     `json:"remaining"`
+	Limit     *int64     `json:"limit"`
+	Reset     *time.Time `json:"reset"` // the soonest of those buckets
+	ResetsIn  *float64   `json:"resets_in_seconds"`
+}
+
+// Report is Status wrapped with its time and its providers' overall lines.
 func (t *Transport) Report(ctx context.Context, now time.Time, only ...string) (StatusReport, error) {
 	st, err := t.Status(ctx, now, only...)
 	if st == nil {
 		st = []CredentialStatus{}
 	}
-	return StatusReport{GeneratedAt: now.UTC(), Credentials: st}, err
+	rep := StatusReport{GeneratedAt: now.UTC(), Credentials: st}
+	t.Summarize(&rep, only...)
+	return rep, err
+}
+
+// Summarize sets rep.Providers from rep.Credentials: one line for each
+// provider of this transport (or only those named), in order.
+func (t *Transport) Summarize(rep *StatusReport, only ...string) {
+	var mains []mainResource
+	for _, p := range t.providers(only) {
+		mains = append(mains, mainResource{provider: p.Name, resource: p.Classify(http.MethodGet, p.BaseURL()).Resource})
+	}
+	rep.Providers = summarize(mains, rep.Credentials, rep.GeneratedAt)
+}
+
+type mainResource struct{ provider, resource string }
+
+// summarize computes the providers' overall lines from their credentials'
+// lines at now. Each distinct bucket (credential's bucket owner) of the
+// main resource counts once: its remaining and limit are added up, and
+// the health is the band of the sums, so three tokens of one user read as
+// one bucket, and two users' as twice the quota.
+func summarize(mains []mainResource, creds []CredentialStatus, now time.Time) []ProviderSummary {
+	out := make([]ProviderSummary, 0, len(mains))
+	for _, m := range mains {
+		s := ProviderSummary{Provider: m.provider, Resource: m.resource}
+		var remaining, limit int64
+		known, limitKnown := false, true
+		seen := map[string]bool{}
+		for _, c := range creds {
+			if c.Provider != m.provider {
+				continue
+			}
+			s.Credentials++
+			if c.State == "invalid" {
+				s.Invalid++
+				continue
+			}
+			for _, r := range c.Resources {
+				if r.Resource != m.resource || seen[c.bucket] {
+					continue
+				}
+				seen[c.bucket] = true
+				if r.Remaining == nil {
+					continue
+				}
+				known = true
+				remaining += *r.Remaining
+				if r.Limit != nil {
+					limit += *r.Limit
+				} else {
+					limitKnown = false
+				}
+				if r.Reset != nil && (s.Reset == nil || r.Reset.Before(*s.Reset)) {
+					s.Reset = r.Reset
+				}
+			}
+		}
+		switch {
+		case s.Credentials > 0 && s.Invalid == s.Credentials:
+			s.Health = string(quota.Exhausted)
+		case !known:
+			s.Health = string(quota.HealthUnknown)
+		default:
+			s.Remaining = &remaining
+			if limitKnown {
+				s.Limit = &limit
+			} else {
+				limit = 0
+			}
+			s.Health = string(quota.HealthOf(remaining, limit))
+		}
+		if s.Reset != nil {
+			in := max(s.Reset.Sub(now), 0).Seconds()
+			s.ResetsIn = &in
+		}
+		out = append(out, s)
+	}
+	return out
 }
 
 // Status reports every configured provider's credentials (or only the
@@ -104,6 +210,7 @@ func (t *Transport) Status(ctx context.Context, now time.Time, only ...string) (
 				cs.Owner = o.String()
 			}
 			owner := c.BucketOwner()
+			cs.bucket = owner
 			if o, ok := owners[OwnerID{Provider: t.stateKey(p), Owner: owner}]; ok {
 				sec, _ := t.secondaryFor(p, provider.Request{})
 				cs.Concurrency = concurrencyStatus(&o, sec, now)
@@ -127,7 +234,7 @@ func (t *Transport) providers(only []string) []*provider.Provider {
 	}
 	var ps []*provider.Provider
 	for _, name := range only {
-		if p := t.reg.Lookup(name); p != nil {
+		if p := t.reg.Lookup(name); p != nil && !slices.Contains(ps, p) {
 			ps = append(ps, p)
 		}
 	}

@@ -8,6 +8,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/dustin/go-humanize"
 	"github.com/spf13/cobra"
 
 	"github.com/ratekeeper/ratekeeper/transport"
@@ -26,10 +27,16 @@ func newStatusCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "status",
 		Short: "Show each credential's owner, quota per resource, time to reset and health",
-		Long: `status shows, for every configured provider and credential: the owner, each
-resource's remaining/limit (%), when it resets, its health (HEALTHY 20 % or more
-left, WARNING 5–20 %, CRITICAL under 5 %, EXHAUSTED), invalid tokens, and the
-owner's cap on requests in flight (CONCURRENCY, cap/max): a new owner starts at
+		Long: `status first prints one line per provider: its health, its credentials, its
+main resource's quota summed over distinct buckets (tokens of one owner count
+once) and the soonest reset, e.g.
+
+  github: HEALTHY, 3 credentials, core 9,210/10,000, resets in 34m
+
+Then, for every credential: the owner, each resource's remaining/limit (%),
+when it resets, its health (HEALTHY 50 % or more left, FAIR 20–50 %, WARNING
+5–20 %, CRITICAL under 5 %, EXHAUSTED: the bands the adaptive policy slows
+down by), invalid tokens, and the owner's cap on requests in flight (CONCURRENCY, cap/max): a new owner starts at
 a few and gains one per round of successes ("ramping"); a secondary-limit
 refusal lowers it to what the server allowed ("lowered"), and it regains one a
 minute. A secondary-limit pause under way is shown with its time left.
@@ -79,8 +86,39 @@ func runStatus(cmd *cobra.Command, o *statusOptions) error {
 		enc.SetIndent("", "  ")
 		return enc.Encode(rep)
 	}
+	writeOverview(out, rep.Providers)
 	writeStatus(out, rep.Credentials, rep.GeneratedAt, o.client.verbose)
 	return nil
+}
+
+// writeOverview prints each provider's overall line, e.g. "github:
+// HEALTHY, 3 credentials, core 4,210/5,000, resets in 34m".
+func writeOverview(out io.Writer, ps []transport.ProviderSummary) {
+	for _, p := range ps {
+		var b strings.Builder
+		fmt.Fprintf(&b, "%s: %s, %d credential", p.Provider, p.Health, p.Credentials)
+		if p.Credentials != 1 {
+			b.WriteString("s")
+		}
+		if p.Invalid > 0 {
+			fmt.Fprintf(&b, " (%d invalid)", p.Invalid)
+		}
+		switch {
+		case p.Remaining == nil:
+			fmt.Fprintf(&b, ", %s quota not known yet", p.Resource)
+		case p.Limit == nil:
+			fmt.Fprintf(&b, ", %s %s left", p.Resource, humanize.Comma(*p.Remaining))
+		default:
+			fmt.Fprintf(&b, ", %s %s/%s", p.Resource, humanize.Comma(*p.Remaining), humanize.Comma(*p.Limit))
+		}
+		if p.ResetsIn != nil {
+			fmt.Fprintf(&b, ", resets in %s", time.Duration(*p.ResetsIn*float64(time.Second)).Round(time.Second))
+		}
+		fmt.Fprintln(out, b.String())
+	}
+	if len(ps) > 0 {
+		fmt.Fprintln(out)
+	}
 }
 
 // writeStatus prints the report made at now as a table, one line per
