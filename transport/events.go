@@ -18,6 +18,10 @@ const (
 	EventCredentialInvalid EventKind = "credential_invalid"
 	// EventRetried: a request is sent again after an error.
 	EventRetried EventKind = "retried"
+	// EventUnmatched: a URL matched no provider, so it goes without a
+	// token (paced only by its host's own rate-limit headers). Once per
+	// host; Provider is the host, URL the first such URL.
+	EventUnmatched EventKind = "unmatched"
 )
 
 // Event describes something worth knowing about one request. It never
@@ -38,6 +42,8 @@ type Event struct {
 	Attempt int
 	// Err is the error that caused a retry.
 	Err error
+	// URL is the request's URL (EventUnmatched).
+	URL string
 }
 
 // Metrics are the transport's Prometheus collectors. Register them with

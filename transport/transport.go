@@ -152,7 +152,8 @@ type Transport struct {
 	log    *slog.Logger
 	holder string
 
-	keys map[*provider.Provider]string // state keys, fixed at New
+	keys  map[*provider.Provider]string // state keys, fixed at New
+	hosts hosts                         // hosts no provider owns (see roundTripUnmatched)
 
 	mu    sync.Mutex
 	pools map[string]*creds.Pool
@@ -378,11 +379,12 @@ type grant struct {
 
 // RoundTrip implements http.RoundTripper. It does not modify req; the
 // response's Request is req. A request to a URL no provider owns goes to
-// the base transport untouched.
+// the base transport without a credential, paced only by its host's own
+// rate-limit headers (see roundTripUnmatched).
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	p := t.reg.Match(req.URL)
 	if p == nil {
-		return t.base.RoundTrip(req)
+		return t.roundTripUnmatched(req)
 	}
 	ctx := req.Context()
 	pool, err := t.poolFor(p)

@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"strings"
 	"time"
 
@@ -115,9 +116,17 @@ func (f *clientFlags) options(stderr io.Writer) (assemble.Options, error) {
 		MaxPause:       f.maxPause,
 		SecondaryWait:  f.secWait,
 	}
-	if f.verbose {
+	verbose := f.verbose
+	if verbose {
 		opts.Logger = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
-		opts.OnEvent = func(e transport.Event) { fmt.Fprintln(stderr, describeEvent(e)) }
+	}
+	// A URL that matched no provider is said even without -v (once per
+	// host): its requests go without a token, which the user may not
+	// expect.
+	opts.OnEvent = func(e transport.Event) {
+		if verbose || e.Kind == transport.EventUnmatched {
+			fmt.Fprintln(stderr, describeEvent(e))
+		}
 	}
 	return opts, nil
 }
@@ -203,6 +212,13 @@ func describeEvent(e transport.Event) string {
 		return fmt.Sprintf("ratekeeper: %s refused by a %s rate limit (HTTP %d, %s); waiting %s", who, e.Limit, e.Status, e.Credential, e.Wait.Round(time.Millisecond))
 	case transport.EventCredentialInvalid:
 		return fmt.Sprintf("ratekeeper: %s rejected credential %s; it will not be used again", e.Provider, e.Credential)
+	case transport.EventUnmatched:
+		base := e.URL
+		if u, err := url.Parse(e.URL); err == nil {
+			base = (&url.URL{Scheme: u.Scheme, Host: u.Host}).String()
+		}
+		return fmt.Sprintf("ratekeeper: %s matched no provider: its requests go without a token, paced only by its own rate-limit headers; "+
+			"to add one: --provider NAME=%s (or a [providers.NAME] section with base_url in --config)", e.Provider, base)
 	case transport.EventRetried:
 		cause := fmt.Sprintf("HTTP %d", e.Status)
 		if e.Err != nil {

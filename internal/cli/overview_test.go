@@ -2,7 +2,11 @@ package cli
 
 import (
 	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"regexp"
+	"strings"
 	"testing"
 
 	"github.com/ratekeeper/ratekeeper/transport"
@@ -36,5 +40,29 @@ func TestStatusOverview(t *testing.T) {
 	if len(rep.Providers) != 1 || rep.Providers[0].Provider != "github" || rep.Providers[0].Resource != "core" ||
 		rep.Providers[0].Limit == nil || rep.Providers[0].Credentials != 4 {
 		t.Fatalf("providers in the JSON: %+v", rep.Providers)
+	}
+}
+
+// TestUnmatchedURLIsSaidOnce: get of a URL no provider owns says so on
+// stderr, once, with how to add one, and sends no token.
+func TestUnmatchedURLIsSaidOnce(t *testing.T) {
+	var auth []string
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		auth = append(auth, r.Header.Get("Authorization"))
+		io.WriteString(w, `{"ok":true}`)
+	}))
+	defer ts.Close()
+	t.Setenv("GITHUB_TOKEN", "tok-cli-unmatched-1")
+	t.Setenv("RATEKEEPER_DB", "memory")
+	out, stderr, code := run(t, "", "get", ts.URL+"/things/1")
+	if code != 0 || !strings.Contains(out, `"ok":true`) {
+		t.Fatalf("exit %d: %s %s", code, out, stderr)
+	}
+	want := "matched no provider: its requests go without a token, paced only by its own rate-limit headers; to add one: --provider NAME=" + ts.URL
+	if n := strings.Count(stderr, "matched no provider"); n != 1 || !strings.Contains(stderr, want) {
+		t.Fatalf("stderr says it %d times, want once saying %q:\n%s", n, want, stderr)
+	}
+	if len(auth) != 1 || auth[0] != "" {
+		t.Fatalf("the unknown host was sent %q", auth)
 	}
 }
