@@ -40,6 +40,10 @@ func ParsePolicy(s string) (string, error) {
 //	max_concurrency = 10               # requests in flight per owner (0: no cap)
 //	write_spacing = "2s"               # least time between two writes
 //	policy = "adaptive"                # spread, adaptive or greedy
+//	velocity = 1.5                     # spread: how much faster than budget ÷ time to reset
+//	min_interval = "100ms"             # least time between two requests of a bucket (any policy)
+//	max_interval = "1m"                # most time spread/adaptive put between two requests
+//	burst = 10                         # requests that may go back to back before the spacing applies
 //	reserve = 100                      # requests kept back per bucket, or "10%" of each bucket's limit
 //	max_wait = "10m"                   # longest single wait for quota
 //	max_pause = "1h"                   # longest pause a Retry-After or a secondary penalty can impose
@@ -102,6 +106,10 @@ type providerSettings struct {
 	maxWait        *time.Duration
 	maxPause       *time.Duration
 	secondaryWait  *time.Duration
+	velocity       *float64
+	minInterval    *time.Duration
+	maxInterval    *time.Duration
+	burst          *int
 
 	app *AppConfig
 }
@@ -248,6 +256,14 @@ func (c *Config) parseProvider(name string, v any, at func(...string) string) (p
 			s.maxPause, err = asDuration(val, time.Second)
 		case "secondary_wait":
 			s.secondaryWait, err = asDuration(val, time.Second)
+		case "velocity":
+			s.velocity, err = asVelocity(val)
+		case "min_interval":
+			s.minInterval, err = asDuration(val, 0)
+		case "max_interval":
+			s.maxInterval, err = asDuration(val, 0)
+		case "burst":
+			s.burst, err = asInt(val, 0)
 		case "policy":
 			var str string
 			if str, err = asString(val); err == nil {
@@ -261,7 +277,7 @@ func (c *Config) parseProvider(name string, v any, at func(...string) string) (p
 				return s, err // already names its key
 			}
 		default:
-			return s, fmt.Errorf("%s: unknown key; known keys: app, auth_header, auth_prefix, base_url, default_limit, default_window, kind, max_concurrency, max_pause, max_wait, policy, reserve, secondary_wait, token_env, web_url, write_spacing", s.at(k))
+			return s, fmt.Errorf("%s: unknown key; known keys: app, auth_header, auth_prefix, base_url, burst, default_limit, default_window, kind, max_concurrency, max_interval, max_pause, max_wait, min_interval, policy, reserve, secondary_wait, token_env, velocity, web_url, write_spacing", s.at(k))
 		}
 		if err != nil {
 			return s, fmt.Errorf("%s: %v", s.at(k), err)
@@ -408,6 +424,13 @@ func (s *providerSettings) build(r *Registry) (*Provider, error) {
 	}
 	setIf(&p.Limits.MaxWait, s.maxWait)
 	setIf(&p.Limits.MaxPause, s.maxPause)
+	setIf(&p.Limits.Velocity, s.velocity)
+	setIf(&p.Limits.MinInterval, s.minInterval)
+	setIf(&p.Limits.MaxInterval, s.maxInterval)
+	setIf(&p.Limits.Burst, s.burst)
+	if mn, mx := p.Limits.MinInterval, p.Limits.MaxInterval; mx > 0 && mn > mx {
+		return nil, fmt.Errorf("%s: min_interval %v is above max_interval %v; want the min at most the max", s.at("min_interval"), mn, mx)
+	}
 	setIf(&p.Secondary.Wait, s.secondaryWait)
 	setIf(&p.Secondary.MaxConcurrency, s.maxConcurrency)
 	setIf(&p.Secondary.WriteSpacing, s.writeSpacing)
@@ -475,6 +498,24 @@ func asReserve(v any) (*int, *float64, error) {
 		return &n, nil, nil
 	}
 	return nil, nil, fmt.Errorf(`expected a count of requests such as 100 or a percentage such as "10%%", got %s`, tomlType(v))
+}
+
+// asVelocity reads a pacing velocity: a number above 0 (an integer will
+// do), such as 1.5.
+func asVelocity(v any) (*float64, error) {
+	var f float64
+	switch n := v.(type) {
+	case float64:
+		f = n
+	case int64:
+		f = float64(n)
+	default:
+		return nil, fmt.Errorf("expected a number such as 1.5, got %s", tomlType(v))
+	}
+	if !(f > 0) || math.IsInf(f, 0) {
+		return nil, fmt.Errorf("%v: want a number above 0 such as 1.5 (above 1 spends a window's budget before its reset)", f)
+	}
+	return &f, nil
 }
 
 func asDuration(v any, minimum time.Duration) (*time.Duration, error) {

@@ -120,6 +120,10 @@ reserve = 100
 max_wait = "10m"
 max_pause = "20m"
 secondary_wait = "6s"
+velocity = 1
+min_interval = "100ms"
+max_interval = "30s"
+burst = 10
 
 [providers.gitea]
 kind = "gitea"
@@ -167,6 +171,9 @@ web_url = "https://code.example.com"
 		t.Fatal(err)
 	}
 	gh := r.Lookup("github")
+	if l := gh.Limits; l.Velocity != 1 || l.MinInterval != 100*time.Millisecond || l.MaxInterval != 30*time.Second || l.Burst != 10 {
+		t.Errorf("github pacing: velocity %v, intervals %v–%v, burst %d", l.Velocity, l.MinInterval, l.MaxInterval, l.Burst)
+	}
 	if !slices.Equal(gh.TokenEnv, []string{"BOT_A_TOKEN", "BOT_B_TOKEN"}) || gh.Secondary.MaxConcurrency != 10 ||
 		gh.Secondary.WriteSpacing != 2*time.Second || gh.Limits.Policy != PolicySpread || gh.Limits.Reserve != 100 ||
 		gh.Limits.MaxWait != 10*time.Minute || gh.BaseURL().String() != GitHubAPI ||
@@ -230,6 +237,10 @@ func TestConfigErrors(t *testing.T) {
 		{"int duration", "[providers.github]\nwrite_spacing = 1\n", `rk.toml:2: providers.github.write_spacing: expected a duration string such as "500ms", "2s" or "10m", got integer 1`},
 		{"bad duration", "[providers.github]\nmax_wait = \"ten minutes\"\n", `providers.github.max_wait: "ten minutes" is not a duration`},
 		{"negative duration", "[providers.github]\nmax_wait = \"-1s\"\n", `providers.github.max_wait: "-1s" is negative`},
+		{"velocity zero", "[providers.github]\nvelocity = 0\n", `rk.toml:2: providers.github.velocity: 0: want a number above 0 such as 1.5`},
+		{"velocity words", "[providers.github]\nvelocity = \"fast\"\n", `providers.github.velocity: expected a number such as 1.5, got string`},
+		{"negative burst", "[providers.github]\nburst = -2\n", `rk.toml:2: providers.github.burst: must be at least 0, got -2`},
+		{"min above max", "[providers.github]\nmin_interval = \"2s\"\nmax_interval = \"1s\"\n", `providers.github.min_interval: min_interval 2s is above max_interval 1s; want the min at most the max`},
 		{"short window", "[providers.github]\ndefault_window = \"10ms\"\n", `providers.github.default_window: "10ms" is shorter than 1s`},
 		{"policy", "[providers.github]\npolicy = \"fast\"\n", `rk.toml:2: providers.github.policy: unknown policy "fast"; expected spread, adaptive or greedy`},
 		{"kind", "[providers.bb]\nkind = \"bitbucket\"\nbase_url = \"https://api.bitbucket.org\"\n", `rk.toml:2: providers.bb.kind: unknown kind "bitbucket"; known kinds:`},

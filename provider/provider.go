@@ -39,6 +39,12 @@ type Limits struct {
 	// request to a bucket it would take whole fails saying so.
 	Reserve        int
 	ReservePercent float64
+	// Velocity, MinInterval, MaxInterval and Burst tune the pacing policy
+	// (see quota.Policy: Velocity, MinDelay, MaxDelay, Burst); 0 means the
+	// client's default.
+	Velocity                 float64
+	MinInterval, MaxInterval time.Duration
+	Burst                    int
 	// MaxWait caps a single wait for quota; 0 means the client's default.
 	MaxWait time.Duration
 	// MaxPause caps every pause a server's answer can impose on a bucket

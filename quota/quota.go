@@ -42,8 +42,15 @@ type Policy struct {
 	// bucket); set one or the other.
 	Reserve        int64
 	ReservePercent float64
-	// MinDelay and MaxDelay clamp Adaptive's delay.
+	// MinDelay and MaxDelay clamp the spacing between two requests of a
+	// bucket, under every policy: MinDelay is a floor (greedy too: never
+	// more than one request per MinDelay), MaxDelay a ceiling on what
+	// spread and adaptive compute (0: none).
 	MinDelay, MaxDelay time.Duration
+	// Burst is how many requests may go back to back before the spacing
+	// applies: a GCRA burst tolerance of Burst intervals. Greedy has no
+	// spacing (unless MinDelay sets one) and so nothing to burst over.
+	Burst int
 }
 
 // DefaultPolicy is the policy used when none is configured: greedy, since
@@ -68,6 +75,12 @@ func (p Policy) Validate() error {
 	switch {
 	case p.Velocity < 0 || math.IsNaN(p.Velocity) || math.IsInf(p.Velocity, 0):
 		return fmt.Errorf("policy velocity %v: want a positive number such as 1.5", p.Velocity)
+	case p.MinDelay < 0 || p.MaxDelay < 0:
+		return fmt.Errorf("min interval %v, max interval %v: want durations of 0 or more, such as 100ms and 1m", p.MinDelay, p.MaxDelay)
+	case p.MaxDelay > 0 && p.MinDelay > p.MaxDelay:
+		return fmt.Errorf("min interval %v is above max interval %v: want the min at most the max", p.MinDelay, p.MaxDelay)
+	case p.Burst < 0:
+		return fmt.Errorf("burst %d: want 0 or more requests", p.Burst)
 	case p.Reserve < 0:
 		return fmt.Errorf("policy reserve %d: want 0 or more requests", p.Reserve)
 	case p.ReservePercent < 0 || p.ReservePercent >= 100 || math.IsNaN(p.ReservePercent):
@@ -372,9 +385,10 @@ func (b *Bucket) wait(p Policy, now time.Time) time.Duration {
 	case budget <= 0:
 		w = max(w, b.untilRefill(now))
 	default:
-		if due := b.TAT.Sub(now); due > w {
-			w = due
-		}
+		// GCRA with a tolerance of Burst intervals: that many may go
+		// back to back before the spacing applies.
+		due := max(b.TAT.Sub(now), 0) - time.Duration(p.Burst)*b.interval(p, now)
+		w = max(w, due)
 	}
 	return w
 }
@@ -416,8 +430,21 @@ func (b *Bucket) grace() time.Duration {
 	return min(max(span/80, 50*time.Millisecond), time.Second)
 }
 
-// interval is the policy's spacing between requests at now.
+// interval is the policy's spacing between requests at now, clamped to
+// [MinDelay, MaxDelay].
 func (b *Bucket) interval(p Policy, now time.Time) time.Duration {
+	d := b.paced(p, now)
+	if p.MaxDelay > 0 && d > p.MaxDelay {
+		d = p.MaxDelay
+	}
+	return max(d, p.MinDelay)
+}
+
+// paced is the spacing the policy computes from the budget and the time to
+// reset: none for greedy, budget spread over the time left (faster by the
+// velocity) for spread, and for adaptive the same slowed down as the
+// bucket drains (see bands).
+func (b *Bucket) paced(p Policy, now time.Time) time.Duration {
 	if p.Kind == Greedy {
 		return 0
 	}
@@ -429,23 +456,14 @@ func (b *Bucket) interval(p Policy, now time.Time) time.Duration {
 	if ttr <= 0 {
 		return 0
 	}
-	switch p.Kind {
-	case Spread:
+	if p.Kind == Spread {
 		v := p.Velocity
 		if v <= 0 {
 			v = 1.5
 		}
 		return time.Duration(float64(ttr) / (float64(budget) * v))
-	default: // Adaptive
-		d := time.Duration(float64(ttr) / float64(budget) * healthMultiplier(b))
-		if d < p.MinDelay {
-			d = p.MinDelay
-		}
-		if p.MaxDelay > 0 && d > p.MaxDelay {
-			d = p.MaxDelay
-		}
-		return d
 	}
+	return time.Duration(float64(ttr) / float64(budget) * healthMultiplier(b))
 }
 
 // healthMultiplier slows Adaptive down as the bucket drains, band by band

@@ -329,6 +329,10 @@ func (t *Transport) policyFor(p *provider.Provider) (quota.Policy, error) {
 	if p.Limits.Reserve > 0 || p.Limits.ReservePercent > 0 {
 		pol.Reserve, pol.ReservePercent = int64(p.Limits.Reserve), p.Limits.ReservePercent
 	}
+	pol.Velocity = cmp.Or(p.Limits.Velocity, pol.Velocity)
+	pol.MinDelay = cmp.Or(p.Limits.MinInterval, pol.MinDelay)
+	pol.MaxDelay = cmp.Or(p.Limits.MaxInterval, pol.MaxDelay)
+	pol.Burst = cmp.Or(p.Limits.Burst, pol.Burst)
 	if err := pol.Validate(); err != nil {
 		return pol, fmt.Errorf("provider %s: %w", p.Name, err)
 	}

@@ -8,6 +8,7 @@
 package assemble
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -52,6 +53,15 @@ type Options struct {
 	// percentage always leaves something.
 	Reserve        int
 	ReservePercent float64
+	// Velocity, MinInterval, MaxInterval and Burst tune the policy for
+	// every provider whose configuration does not set its own: how much
+	// faster than budget ÷ time to reset spread sends (default 1.5); the
+	// least time between two requests of a bucket, under any policy; the
+	// most spread or adaptive put between two (default 1m); how many may
+	// go back to back before the spacing applies.
+	Velocity                 float64
+	MinInterval, MaxInterval time.Duration
+	Burst                    int
 	// MaxWait is the longest a request waits for quota (default 5m).
 	MaxWait time.Duration
 	// MaxPause caps every pause a server's answer imposes: a Retry-After
@@ -147,6 +157,10 @@ func Build(opts Options) (transport.Options, error) {
 		return transport.Options{}, fmt.Errorf("reserve %d: want 0 or more requests", opts.Reserve)
 	}
 	to.Policy.Reserve, to.Policy.ReservePercent = int64(opts.Reserve), opts.ReservePercent
+	to.Policy.Velocity = cmp.Or(opts.Velocity, to.Policy.Velocity)
+	to.Policy.MinDelay = cmp.Or(opts.MinInterval, to.Policy.MinDelay)
+	to.Policy.MaxDelay = cmp.Or(opts.MaxInterval, to.Policy.MaxDelay)
+	to.Policy.Burst = opts.Burst
 	if err := to.Policy.Validate(); err != nil {
 		return transport.Options{}, err
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net/http"
 	"net/url"
 	"strings"
@@ -32,7 +33,16 @@ type clientFlags struct {
 	maxWait   time.Duration
 	maxPause  time.Duration
 	secWait   time.Duration
+	pacing    pacingFlags
 	verbose   bool
+}
+
+// pacingFlags tune the policy for every provider whose configuration does
+// not set its own.
+type pacingFlags struct {
+	velocity         float64
+	minIntv, maxIntv time.Duration
+	burst            int
 }
 
 func (f *clientFlags) add(cmd *cobra.Command) {
@@ -53,6 +63,10 @@ func (f *clientFlags) addAllButDB(cmd *cobra.Command) {
 	fl.DurationVar(&f.maxWait, "max-wait", transport.DefaultMaxWait, "longest single wait for quota; beyond it the request fails saying when quota returns")
 	fl.DurationVar(&f.maxPause, "max-pause", quota.DefaultMaxPause, "longest pause a server's Retry-After or a secondary-limit penalty can impose; the request is tried again after it")
 	fl.DurationVar(&f.secWait, "secondary-wait", quota.SecondaryBase, "first pause after a secondary-limit refusal without Retry-After; it doubles, with jitter, at each new refusal")
+	fl.Float64Var(&f.pacing.velocity, "velocity", 0, "spread: how much faster than budget ÷ time to reset to send (default 1.5; above 1 spends each window's budget before its reset)")
+	fl.DurationVar(&f.pacing.minIntv, "min-interval", 0, "least time between two requests of one bucket, under any policy (e.g. 100ms)")
+	fl.DurationVar(&f.pacing.maxIntv, "max-interval", 0, "most time spread or adaptive put between two requests of one bucket (default 1m)")
+	fl.IntVar(&f.pacing.burst, "burst", 0, "requests of one bucket that may go back to back before spread's or adaptive's spacing applies")
 	fl.BoolVarP(&f.verbose, "verbose", "v", false, "tell which credential, waits and cache outcome on stderr")
 }
 
@@ -104,8 +118,15 @@ func (f *clientFlags) options(stderr io.Writer) (assemble.Options, error) {
 	if f.secWait < time.Second {
 		return assemble.Options{}, fmt.Errorf("--secondary-wait %v: want a duration of a second or more, such as 60s", f.secWait)
 	}
+	if err := f.pacing.check(); err != nil {
+		return assemble.Options{}, err
+	}
 	_, configure := f.split()
 	opts := assemble.Options{
+		Velocity:       f.pacing.velocity,
+		MinInterval:    f.pacing.minIntv,
+		MaxInterval:    f.pacing.maxIntv,
+		Burst:          f.pacing.burst,
 		DB:             f.db,
 		ConfigFile:     f.config,
 		Providers:      configure,
@@ -129,6 +150,23 @@ func (f *clientFlags) options(stderr io.Writer) (assemble.Options, error) {
 		}
 	}
 	return opts, nil
+}
+
+// check reports a pacing flag that cannot work, saying what would.
+func (p pacingFlags) check() error {
+	switch {
+	case p.velocity < 0 || math.IsNaN(p.velocity) || math.IsInf(p.velocity, 0):
+		return fmt.Errorf("--velocity %v: want a number above 0 such as 1.5", p.velocity)
+	case p.minIntv < 0:
+		return fmt.Errorf("--min-interval %v: want a duration of 0 or more, such as 100ms", p.minIntv)
+	case p.maxIntv < 0:
+		return fmt.Errorf("--max-interval %v: want a duration of 0 or more, such as 1m", p.maxIntv)
+	case p.maxIntv > 0 && p.minIntv > p.maxIntv:
+		return fmt.Errorf("--min-interval %v is above --max-interval %v: want the min at most the max", p.minIntv, p.maxIntv)
+	case p.burst < 0:
+		return fmt.Errorf("--burst %d: want 0 or more requests, such as 10", p.burst)
+	}
+	return nil
 }
 
 // transport builds the client's transport, with a usage error for bad

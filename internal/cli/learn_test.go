@@ -19,6 +19,9 @@ func TestReserveAndPauseFlags(t *testing.T) {
 		{[]string{"--reserve", "-3"}, `--reserve "-3"`},
 		{[]string{"--secondary-wait", "0s"}, "--secondary-wait 0s: want a duration of a second or more"},
 		{[]string{"--max-pause", "10ms"}, "--max-pause 10ms: want a duration of a second or more"},
+		{[]string{"--burst", "-1"}, "--burst -1: want 0 or more requests, such as 10"},
+		{[]string{"--velocity", "-2"}, "--velocity -2: want a number above 0 such as 1.5"},
+		{[]string{"--min-interval", "2s", "--max-interval", "1s"}, "--min-interval 2s is above --max-interval 1s: want the min at most the max"},
 	} {
 		args := append([]string{"get", "--provider", "github=" + url}, c.args...)
 		_, stderr, code := run(t, "", append(args, url+"/repos/o/r")...)
@@ -26,7 +29,8 @@ func TestReserveAndPauseFlags(t *testing.T) {
 			t.Errorf("%v: exit %d, %q; want exit 2 saying %q", c.args, code, stderr, c.want)
 		}
 	}
-	if _, stderr, code := run(t, "", "get", "--provider", "github="+url, "--reserve", "10%", "--secondary-wait", "6s", "--max-pause", "10m", url+"/repos/o/r"); code != 0 {
+	if _, stderr, code := run(t, "", "get", "--provider", "github="+url, "--reserve", "10%", "--secondary-wait", "6s", "--max-pause", "10m",
+		"--policy", "spread", "--velocity", "1", "--min-interval", "10ms", "--max-interval", "1s", "--burst", "5", url+"/repos/o/r"); code != 0 {
 		t.Fatalf("--reserve 10%%: exit %d: %s", code, stderr)
 	}
 }
