@@ -398,7 +398,6 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	class := p.Classify(req.Method, req.URL)
 	replayable := req.Body == nil || req.Body == http.NoBody || req.GetBody != nil
-	idempotent := isIdempotent(req)
 	at := getAttempt()
 	defer putAttempt(at)
 	g := &at.grant
@@ -410,7 +409,8 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if turn != nil {
 		defer turn.give()
 	}
-	var errRetries, limitRetries int
+	o := outcome{replayable: replayable, idempotent: isIdempotent(req), maxRetries: t.opts.MaxRetries,
+		maxLimitRetries: t.opts.MaxRateLimitRetries, retryCap: t.opts.RetryCap}
 	for attempt := 1; ; attempt++ {
 		if turn != nil {
 			// Learning: the learner's choice goes first; if it
@@ -422,118 +422,154 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			closeBody(req)
 			return nil, err
 		}
-		out, err := t.outgoing(ctx, req, p, g, attempt)
-		if err != nil {
-			t.release(ctx, p, g, at)
+		s, err := t.send(ctx, req, p, rt, at, attempt)
+		if s.out == nil { // the request could not be built
 			closeBody(req)
 			return nil, err
 		}
-		var entry *cache.Entry
-		useCache := t.cache != nil && !rt.validating // "who am I" is asked afresh
-		if useCache {
-			entry = t.cache.Prepare(out, g.slot.Owner.Owner)
+		o.attemptOutcome = attemptOutcome{sendFailed: err != nil, cancelled: ctx.Err() != nil}
+		if err == nil {
+			t.read(ctx, p, class, rt, turn, at, &s, attempt)
+			o.status, o.limited = s.resp.StatusCode, at.reading.Limited != headers.NotLimited
+			o.retryAfter, o.hasRetryAfter = at.reading.RetryAfter, at.reading.HasRetryAfter
+			o.rejected, o.noneLeft = t.confirmRejection(ctx, req, p, pool, rt, g, &s)
 		}
-		sentAt := t.opts.Now()
-		resp, err := t.base.RoundTrip(out)
-		now := t.opts.Now()
-		if err != nil {
-			t.release(ctx, p, g, at)
-			if ctx.Err() != nil {
+		d := decide(o)
+		switch d.verdict {
+		case failWith:
+			return nil, err
+		case noCredentialLeft:
+			// Every token is rejected: say so, as the next request would.
+			discard(s.resp)
+			closeBody(req)
+			return nil, t.noCredential(p, pool)
+		case anotherCredential:
+			discard(s.resp)
+			continue
+		case waitAndRetry:
+			o.limitRetries++
+			discard(s.resp)
+			continue
+		case backOffAndRetry:
+			o.errRetries++
+			delay := d.delay
+			if d.jitter {
+				delay = t.backoff(o.errRetries)
+			}
+			t.emit(Event{Kind: EventRetried, Provider: p.Name, Resource: class.Resource, Credential: g.cred.Masked(), Status: o.status, Wait: delay, Attempt: attempt, Err: err})
+			if s.resp != nil {
+				discard(s.resp)
+			}
+			if serr := t.sleep(ctx, delay); serr != nil {
+				return nil, serr
+			}
+			continue
+		}
+		return t.deliver(req, p, g, &s, attempt)
+	}
+}
+
+// confirmRejection decides whether a 401 is about the credential the
+// transport sent (see rejected), and whether the pool has any other left.
+func (t *Transport) confirmRejection(ctx context.Context, req *http.Request, p *provider.Provider, pool *creds.Pool, rt route, g *grant, s *sent) (rejected, noneLeft bool) {
+	if s.resp.StatusCode != http.StatusUnauthorized || rt.validating || g.cred.Kind() == creds.Anonymous || !t.sentOwnToken(ctx, req, p, g) {
+		return false, false
+	}
+	rejected = t.rejected(ctx, p, g.cred, req, s.resp, s.prefix, rt.turnHeld, s.now)
+	return rejected, rejected && len(pool.Eligible(t.opts.Now())) == 0
+}
+
+// sent is one attempt's request as sent and what came back.
+type sent struct {
+	out    *http.Request // nil when it could not be built
+	entry  *cache.Entry  // the stored answer its validators came from
+	cached bool          // the cache takes part ("who am I" is asked afresh)
+	resp   *http.Response
+	prefix []byte // the body's first bytes, for the dialects that need them
+	sentAt time.Time
+	now    time.Time // when the answer (or the error) came
+}
+
+// send builds the attempt's request (the credential's token, the cache's
+// validators) and sends it through the base transport. On an error the
+// reservation is given back; s.out is nil when the request could not be
+// built at all.
+func (t *Transport) send(ctx context.Context, req *http.Request, p *provider.Provider, rt route, at *attempt, attempt int) (sent, error) {
+	g := &at.grant
+	var s sent
+	out, err := t.outgoing(ctx, req, p, g, attempt)
+	if err != nil {
+		t.release(ctx, p, g, at)
+		return s, err
+	}
+	s.out = out
+	s.cached = t.cache != nil && !rt.validating
+	if s.cached {
+		s.entry = t.cache.Prepare(out, g.slot.Owner.Owner)
+	}
+	s.sentAt = t.opts.Now()
+	s.resp, err = t.base.RoundTrip(out)
+	s.now = t.opts.Now()
+	if err != nil {
+		t.release(ctx, p, g, at)
+	}
+	return s, err
+}
+
+// read takes what the answer says: its reading (on our clock) is settled
+// into the quota state, recorded in the metrics, and, while the pool is
+// learning, taught to the learner; then the rate-limit refusal is told.
+func (t *Transport) read(ctx context.Context, p *provider.Provider, class provider.Request, rt route, turn *learning, at *attempt, s *sent, attempt int) {
+	g := &at.grant
+	if needsBody(s.resp.StatusCode) {
+		s.prefix, s.resp.Body = peekBody(s.resp.Body, 8<<10)
+	}
+	at.reading = quota.Read(s.resp.StatusCode, s.resp.Header, s.prefix, s.now, t.skew(p, s.resp.Header, s.sentAt, s.now))
+	reading := &at.reading
+	counted := s.resp.StatusCode != http.StatusNotModified && !class.Free
+	t.settle(ctx, p, g, at, reading, s.now, counted)
+	t.record(p, g, s.resp.StatusCode, cacheOutcome(s.out.Method, s.entry != nil, s.resp.StatusCode), reading)
+	if turn != nil && !rt.validating {
+		t.learnFrom(ctx, p, turn, g.cred, reading, class.Resource,
+			counted && reading.Limited == headers.NotLimited && s.resp.StatusCode < 500, s.now)
+	}
+	if reading.Limited != headers.NotLimited {
+		t.emit(Event{Kind: EventRateLimited, Provider: p.Name, Resource: class.Resource, Credential: g.cred.Masked(),
+			Status: s.resp.StatusCode, Limit: reading.Limited.String(), Wait: reading.Wait, Attempt: attempt})
+	}
+}
+
+// deliver hands the answer to the caller: a 304 to a revalidation becomes
+// the stored answer, a new GET answer is stored, and the response carries
+// the credential's masked name and the attempt count.
+func (t *Transport) deliver(req *http.Request, p *provider.Provider, g *grant, s *sent, attempt int) (*http.Response, error) {
+	resp := s.resp
+	if resp.StatusCode < 400 {
+		g.cred.MarkValidated(s.now)
+	}
+	if s.cached {
+		if s.entry != nil && resp.StatusCode == http.StatusNotModified {
+			resp = t.cache.Revalidated(s.entry, resp)
+		} else if s.out.Method == http.MethodGet {
+			// Store reads the body whole; when that read fails the
+			// answer is lost like any failed round trip, and is
+			// reported as one.
+			var err error
+			if resp, err = t.cache.Store(s.out, g.slot.Owner.Owner, resp); err != nil {
 				return nil, err
 			}
-			if idempotent && replayable && errRetries < t.opts.MaxRetries {
-				errRetries++
-				delay := t.backoff(errRetries)
-				t.emit(Event{Kind: EventRetried, Provider: p.Name, Resource: class.Resource, Credential: g.cred.Masked(), Wait: delay, Attempt: attempt, Err: err})
-				if serr := t.sleep(ctx, delay); serr != nil {
-					return nil, serr
-				}
-				continue
-			}
-			return nil, err
 		}
-
-		var prefix []byte
-		if needsBody(resp.StatusCode) {
-			prefix, resp.Body = peekBody(resp.Body, 8<<10)
-		}
-		at.reading = quota.Read(resp.StatusCode, resp.Header, prefix, now, t.skew(p, resp.Header, sentAt, now))
-		reading := &at.reading
-		counted := resp.StatusCode != http.StatusNotModified && !class.Free
-		t.settle(ctx, p, g, at, reading, now, counted)
-		t.record(p, g, resp.StatusCode, cacheOutcome(out.Method, entry != nil, resp.StatusCode), reading)
-		if turn != nil && !rt.validating {
-			t.learnFrom(ctx, p, turn, g.cred, reading, class.Resource,
-				counted && reading.Limited == headers.NotLimited && resp.StatusCode < 500, now)
-		}
-
-		switch {
-		case resp.StatusCode == http.StatusUnauthorized && !rt.validating && g.cred.Kind() != creds.Anonymous && t.sentOwnToken(ctx, req, p, g):
-			if t.rejected(ctx, p, g.cred, req, resp, prefix, rt.turnHeld, now) {
-				switch {
-				case len(pool.Eligible(t.opts.Now())) == 0:
-					// Every token is rejected: say so, as the
-					// next request would.
-					discard(resp)
-					closeBody(req)
-					return nil, t.noCredential(p, pool)
-				case replayable:
-					discard(resp)
-					continue
-				}
-			}
-		case reading.Limited != headers.NotLimited:
-			t.emit(Event{Kind: EventRateLimited, Provider: p.Name, Resource: class.Resource, Credential: g.cred.Masked(),
-				Status: resp.StatusCode, Limit: reading.Limited.String(), Wait: reading.Wait, Attempt: attempt})
-			// A refused request was not processed, so even a POST may
-			// go again. The wait the refusal imposes is now in the
-			// state, where the next acquire finds it.
-			if replayable && limitRetries < t.opts.MaxRateLimitRetries {
-				limitRetries++
-				discard(resp)
-				continue
-			}
-		case resp.StatusCode >= 500 && idempotent && replayable && errRetries < t.opts.MaxRetries:
-			delay := t.backoff(errRetries + 1)
-			if reading.HasRetryAfter {
-				delay = reading.RetryAfter
-			}
-			if delay <= t.opts.RetryCap {
-				errRetries++
-				t.emit(Event{Kind: EventRetried, Provider: p.Name, Resource: class.Resource, Credential: g.cred.Masked(), Status: resp.StatusCode, Wait: delay, Attempt: attempt})
-				discard(resp)
-				if serr := t.sleep(ctx, delay); serr != nil {
-					return nil, serr
-				}
-				continue
-			}
-		case resp.StatusCode < 400:
-			g.cred.MarkValidated(now)
-		}
-
-		if useCache {
-			if entry != nil && resp.StatusCode == http.StatusNotModified {
-				resp = t.cache.Revalidated(entry, resp)
-			} else if out.Method == http.MethodGet {
-				// Store reads the body whole; when that read fails the
-				// answer is lost like any failed round trip, and is
-				// reported as one.
-				if resp, err = t.cache.Store(out, g.slot.Owner.Owner, resp); err != nil {
-					return nil, err
-				}
-			}
-		}
-		// A slice of its own: a caller writing into one response's
-		// header must not change another's.
-		resp.Header[HeaderCredential] = []string{t.credInfo(p, g.cred, "").masked}
-		if attempt > 1 {
-			resp.Header.Set(HeaderAttempts, strconv.Itoa(attempt))
-		}
-		// The base transport's request carries the token; the caller
-		// gets its own back.
-		resp.Request = req
-		return resp, nil
 	}
+	// A slice of its own: a caller writing into one response's header
+	// must not change another's.
+	resp.Header[HeaderCredential] = []string{t.credInfo(p, g.cred, "").masked}
+	if attempt > 1 {
+		resp.Header.Set(HeaderAttempts, strconv.Itoa(attempt))
+	}
+	// The base transport's request carries the token; the caller gets
+	// its own back.
+	resp.Request = req
+	return resp, nil
 }
 
 // route works out how a request chooses its credential: pinned by its
