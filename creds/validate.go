@@ -48,18 +48,25 @@ const maxValidationBody = 1 << 20
 // invalid. A generic provider has no validation endpoint: the error matches
 // [provider.ErrNoValidation] and c is unchanged.
 //
-// The time recorded for a state change is the wall-clock time the answer
-// arrived: Validate does I/O and is not part of the pure state machine.
+// The time recorded for a state change is when the answer arrived, on the
+// wall clock; ValidateAt takes the clock instead.
 func Validate(ctx context.Context, rt http.RoundTripper, p *provider.Provider, c *Credential) (owner string, err error) {
+	return ValidateAt(ctx, rt, p, c, time.Now)
+}
+
+// ValidateAt is Validate on the clock now: the caller's, so that a fake
+// clock reaches the state changes it records (the transport passes its
+// own).
+func ValidateAt(ctx context.Context, rt http.RoundTripper, p *provider.Provider, c *Credential, now func() time.Time) (owner string, err error) {
 	if c.provider != p.Name {
 		return "", fmt.Errorf("%s belongs to provider %s, not %s; it is never sent to another provider", c.masked, c.provider, p.Name)
 	}
-	if st := c.Status(time.Now()); st.State == Invalid {
+	if st := c.Status(now()); st.State == Invalid {
 		return "", fmt.Errorf("%s: %w: %s", c.masked, ErrInvalid, st.Reason)
 	}
 	switch c.kind {
 	case Anonymous:
-		c.MarkValidated(time.Now())
+		c.MarkValidated(now())
 		return c.BucketOwner(), nil
 	case AppInstallation:
 		if _, err := c.Token(ctx); err != nil {
@@ -68,13 +75,13 @@ func Validate(ctx context.Context, rt http.RoundTripper, p *provider.Provider, c
 				switch code := he.Response.StatusCode; code {
 				case http.StatusUnauthorized, http.StatusForbidden, http.StatusNotFound:
 					reason := "minting an installation token answered " + he.Response.Status
-					c.MarkInvalid(reason, time.Now(), time.Time{})
+					c.MarkInvalid(reason, now(), time.Time{})
 					return "", fmt.Errorf("%s: %w: %s", c.masked, ErrInvalid, reason)
 				}
 			}
 			return "", err
 		}
-		c.MarkValidated(time.Now())
+		c.MarkValidated(now())
 		return c.BucketOwner(), nil
 	}
 	req, err := p.ValidationRequest(ctx)
@@ -92,11 +99,11 @@ func Validate(ctx context.Context, rt http.RoundTripper, p *provider.Provider, c
 	}
 	body, readErr := io.ReadAll(io.LimitReader(resp.Body, maxValidationBody))
 	resp.Body.Close()
-	now := time.Now()
+	at := now()
 	switch {
 	case resp.StatusCode == http.StatusUnauthorized:
 		reason := fmt.Sprintf("%s %s answered %s", req.Method, req.URL.Path, resp.Status)
-		c.MarkInvalid(reason, now, time.Time{})
+		c.MarkInvalid(reason, at, time.Time{})
 		return "", fmt.Errorf("%s: %w: %s", c.masked, ErrInvalid, reason)
 	case resp.StatusCode < 200 || resp.StatusCode > 299:
 		return "", &ValidationError{Credential: c.masked, Method: req.Method, URL: req.URL.Redacted(), Status: resp.Status, StatusCode: resp.StatusCode}
@@ -108,6 +115,6 @@ func Validate(ctx context.Context, rt http.RoundTripper, p *provider.Provider, c
 		return "", fmt.Errorf("%s: %w", c.masked, err)
 	}
 	c.SetOwner(o)
-	c.MarkValidated(now)
+	c.MarkValidated(at)
 	return c.BucketOwner(), nil
 }

@@ -241,13 +241,13 @@ func (t *Transport) leaseID() uint64 {
 func (t *Transport) waitFor(ctx context.Context, d time.Duration, waited *time.Duration) (uint64, error) {
 	w := t.waiters.join()
 	start := t.opts.Now()
-	timer := time.NewTimer(d)
+	timer := t.opts.Clock.NewTimer(d)
 	defer timer.Stop()
 	defer func() { *waited += t.opts.Now().Sub(start) }()
 	select {
 	case baton := <-w.woken:
 		return baton, nil
-	case <-timer.C:
+	case <-timer.C():
 	case <-ctx.Done():
 	}
 	if !t.waiters.leave(w) {

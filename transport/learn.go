@@ -201,7 +201,7 @@ func (t *Transport) whoAmI(ctx context.Context, p *provider.Provider, c *creds.C
 		}
 		return resp, err
 	})
-	_, err := creds.Validate(ctx, rt, p, c)
+	_, err := creds.ValidateAt(ctx, rt, p, c, t.opts.Now)
 	now := t.opts.Now()
 	switch {
 	case err == nil:

@@ -133,7 +133,12 @@ type Options struct {
 	OnEvent func(Event)
 	// Metrics records Prometheus metrics; nil: none.
 	Metrics *Metrics
-	// Now is the clock; nil means time.Now.
+	// Clock is where the transport, and the credential validation it
+	// runs, read the time and set their timers; nil means the system's
+	// (with Now, when set, as its time). Tests give a fake one.
+	Clock Clock
+	// Now is the clock's time alone, kept for callers that set only that;
+	// when Clock is set, Now is Clock.Now.
 	Now func() time.Time
 	// Rand returns numbers in [0, 1) for jitter; nil means math/rand/v2.
 	Rand func() float64
@@ -226,9 +231,14 @@ func New(opts Options) (*Transport, error) {
 	if t.opts.SecondaryWait <= 0 {
 		t.opts.SecondaryWait = quota.SecondaryBase
 	}
-	if t.opts.Now == nil {
-		t.opts.Now = time.Now
+	if t.opts.Clock == nil {
+		now := t.opts.Now
+		if now == nil {
+			now = time.Now
+		}
+		t.opts.Clock = systemClock{now: now}
 	}
+	t.opts.Now = t.opts.Clock.Now
 	if t.opts.Rand == nil {
 		t.opts.Rand = mrand.Float64
 	}
@@ -806,10 +816,10 @@ func (t *Transport) sleep(ctx context.Context, d time.Duration) error {
 	if d <= 0 {
 		return ctx.Err()
 	}
-	timer := time.NewTimer(d)
+	timer := t.opts.Clock.NewTimer(d)
 	defer timer.Stop()
 	select {
-	case <-timer.C:
+	case <-timer.C():
 		return nil
 	case <-ctx.Done():
 		return ctx.Err()
