@@ -61,7 +61,7 @@ func (t *Transport) roundTripUnmatched(req *http.Request) (*http.Response, error
 		if r.Limited == headers.NotLimited || !replayable || attempt > unmatchedRetries {
 			return resp, nil
 		}
-		t.emit(Event{Kind: EventRateLimited, Provider: host, Status: resp.StatusCode, Limit: string(r.Limited), Wait: pause, Attempt: attempt})
+		t.emit(Event{Kind: EventRateLimited, Provider: host, Status: resp.StatusCode, Limit: r.Limited.String(), Wait: pause, Attempt: attempt})
 		io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
 		resp.Body.Close()
 	}

@@ -115,6 +115,11 @@ func TestUnmatchedHostIsPacedByItsHeaders(t *testing.T) {
 				t.Fatalf("%s was sent a token", r.URL)
 			}
 		}
+		for _, e := range events.ev {
+			if e.Kind == EventRateLimited && (e.Provider != "api.example.test" || e.Limit != "primary" || e.Wait != 5*time.Second) {
+				t.Errorf("refusal event %+v, want api.example.test, a primary limit and its 5s", e)
+			}
+		}
 		if n := events.count(EventUnmatched); n != 2 {
 			t.Errorf("%d unmatched events for two hosts, want one each", n)
 		}
