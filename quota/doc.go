@@ -36,9 +36,14 @@
 // time-to-reset, so the rate follows what the server says continuously:
 //
 //   - spread: time-to-reset ÷ (budget × velocity), velocity 1.5 by default;
-//   - adaptive: time-to-reset ÷ budget × a health multiplier (1 above 50 %
-//     left, 1.5 from 20 %, 2 from 5 %, 4 below), clamped to [min, max];
+//   - adaptive: time-to-reset ÷ budget × the multiplier of the bucket's
+//     health band (1 HEALTHY from 50 % left, 1.5 FAIR from 20 %, 2 WARNING
+//     from 5 %, 4 CRITICAL below: the same bands status reports);
 //   - greedy: no spacing, only the budget (down to the reserve).
+//
+// Every policy's spacing is clamped to [MinDelay, MaxDelay] (MinDelay
+// spaces even greedy), and Burst requests may go back to back before it
+// applies (a GCRA tolerance of Burst intervals).
 //
 // When the budget is spent the wait is until the reset plus a small grace
 // (an eightieth of the window, 50 ms to 1 s) against servers that round
