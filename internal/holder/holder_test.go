@@ -1,0 +1,84 @@
+package holder
+
+import (
+	"os"
+	"os/exec"
+	"testing"
+)
+
+func TestSelfRoundTrip(t *testing.T) {
+	me := Self()
+	if me.PID != os.Getpid() || me.Host == "" {
+		t.Fatalf("Self = %+v", me)
+	}
+	got, ok := Parse(me.String())
+	if !ok || got != me {
+		t.Fatalf("Parse(%q) = %+v, %v; want %+v", me.String(), got, ok, me)
+	}
+	if !Local(me.String()) {
+		t.Fatal("this process is not local")
+	}
+	if Gone(me.String()) {
+		t.Fatal("this process is gone")
+	}
+}
+
+func TestParseRefusesOtherForms(t *testing.T) {
+	for _, s := range []string{"", "host-123-abcd", "a/b/c", "a/b/0/x", "/b/1/x", "a/b/-3/x"} {
+		if _, ok := Parse(s); ok {
+			t.Errorf("Parse(%q) accepted", s)
+		}
+		if Gone(s) {
+			t.Errorf("Gone(%q): a holder that cannot be read is never gone", s)
+		}
+	}
+}
+
+// A process that ended is gone; one still running is not.
+func TestGoneAfterExit(t *testing.T) {
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	me := Self()
+	child := ID{Host: me.Host, Boot: me.Boot, PID: cmd.Process.Pid, Start: startOf(cmd.Process.Pid)}
+	if Gone(child.String()) {
+		t.Fatal("a running child is gone")
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	if !Gone(child.String()) {
+		t.Fatal("an ended child is not gone")
+	}
+}
+
+// A PID now used by another process (another start), or a holder of an
+// earlier boot of this machine, is gone; a holder of another machine is
+// never proven gone here.
+func TestGoneReusedPIDOtherBootOtherHost(t *testing.T) {
+	me := Self()
+	if me.Start != "" {
+		reused := me
+		reused.Start = me.Start + "0"
+		if !Gone(reused.String()) {
+			t.Error("a PID with another start time is not gone")
+		}
+	}
+	if me.Boot != "" {
+		earlier := me
+		earlier.Boot = "an-earlier-boot"
+		if !Gone(earlier.String()) {
+			t.Error("a holder of an earlier boot is not gone")
+		}
+	}
+	other := me
+	other.Host = me.Host + "-elsewhere"
+	other.PID = 1 << 30
+	if Gone(other.String()) {
+		t.Error("a holder of another machine was taken for gone")
+	}
+	if Local(other.String()) {
+		t.Error("another machine's holder is local")
+	}
+}
