@@ -20,7 +20,9 @@ import "time"
 //     apart by more than a tolerance), or whose count is already at or
 //     above the probe's, counts apart. If all do, the credential is a
 //     bucket of its own; otherwise the group whose count is closest below
-//     is a candidate, to confirm.
+//     is a candidate, to confirm — or, unless the probe counted exactly
+//     one more than that group, only to refute: its confirmation then
+//     tries the probe again rather than merge on one coincidence.
 //  2. A candidate is confirmed by the next request of its group, sent after
 //     the probe's answer: in one bucket it counts one more than the probe
 //     did; in two it counts what its own counter says, at most the probe's
@@ -65,6 +67,11 @@ type learnCandidate struct {
 	cred  *Credential
 	group *learnGroup
 	probe Usage
+	// exact: the probe counted exactly one more than the group's last
+	// answer, as one counter would with nobody else spending. Only then
+	// can the confirmation merge them; a probe further above can only be
+	// refuted by it, or tried again.
+	exact bool
 }
 
 // maxLearnTries is how many inconclusive answers a credential gets before
@@ -210,8 +217,9 @@ func (l *Learner) Observe(c *Credential, u Usage, counted bool) []*Credential {
 
 // place compares a probe's answer u with the groups. In one bucket the
 // probe counts after every answer the group had: the group whose count is
-// closest below is the candidate. A group in another window, or whose count
-// is already at or above the probe's, is another bucket.
+// closest below is the candidate (exact when exactly one below). A group in
+// another window, or whose count is already at or above the probe's, is
+// another bucket.
 func (l *Learner) place(c *Credential, u Usage) []*Credential {
 	comparable, unsure := false, false
 	var best *learnGroup
@@ -234,7 +242,7 @@ func (l *Learner) place(c *Credential, u Usage) []*Credential {
 		}
 	}
 	if best != nil {
-		l.cand = &learnCandidate{cred: c, group: best, probe: u}
+		l.cand = &learnCandidate{cred: c, group: best, probe: u, exact: u.Used == best.last.Used+1}
 		return nil
 	}
 	if unsure || !comparable && l.hasVoice() {
@@ -279,8 +287,17 @@ func (l *Learner) observeGroup(g *learnGroup, u Usage) []*Credential {
 		case !sameWindow(cand.probe, u):
 			// A new window: the counts cannot be compared.
 			l.retry(cand.cred)
+		case u.Used == cand.probe.Used+1 && !cand.exact:
+			// The probe counted more than one above the group, so
+			// this may be a coincidence (another client spent the
+			// group's quota in between): probe again against this
+			// fresh answer rather than merge two users on it.
+			g.last = u
+			l.retry(cand.cred)
+			return nil
 		case u.Used == cand.probe.Used+1:
-			// Counted right after the probe, as one counter would:
+			// Counted right after the probe, which counted right
+			// after the group's last answer, as one counter would:
 			// one bucket.
 			cand.cred.ShareBucketWith(g.members[0])
 			g.members = append(g.members, cand.cred)

@@ -197,3 +197,36 @@ func TestLearnerIgnoresUncountedAnswers(t *testing.T) {
 		t.Fatal("not merged")
 	}
 }
+
+// A probe that counts more than one above the group's last answer is not a
+// candidate: in one bucket, with nobody else spending, it would count
+// exactly one more. Another client spending alice's quota between bob's
+// probe and alice's next answer must not merge two users on one
+// coincidence (alice's next answer equal to bob's count plus one).
+func TestLearnerNeverMergesOnOneCoincidence(t *testing.T) {
+	m := newModel()
+	a, b := m.token(1, "alice"), m.token(2, "bob")
+	m.used["alice"], m.used["bob"] = 10, 19
+	a.KeepOwnBucket()
+	l := NewLearner([]*Credential{a, b})
+	for range 20 {
+		if !l.Learning() {
+			break
+		}
+		c := l.Next()
+		if c == nil {
+			c = a
+		}
+		u := m.answer(c)
+		if c == b {
+			// Another client spends 2 of alice's quota between
+			// bob's probe and alice's next answer, which then
+			// counts exactly one above bob's probe.
+			m.used["alice"] = u.Used
+		}
+		l.Observe(c, u, true)
+	}
+	if a.BucketOwner() == b.BucketOwner() {
+		t.Fatal("alice and bob merged on one coincidence")
+	}
+}
