@@ -67,13 +67,14 @@ func (b *Bucket) Known() bool { return b.Remaining != UnknownCount }
 func (b *Bucket) InFlight(now time.Time) int64 { return b.Leases.Live(now) }
 
 // Budget is what may be spent at now: remaining, less what is in flight
-// and the reserve. It is negative when the reserve is already eaten into,
-// and UnknownCount when nothing is known.
-func (b *Bucket) Budget(reserve int64, now time.Time) int64 {
+// and the reserve, and whether it is known at all. It is negative when the
+// reserve is already eaten into — any negative number, −1 included, which
+// is why "unknown" is a separate result and not a sentinel count.
+func (b *Bucket) Budget(reserve int64, now time.Time) (budget int64, known bool) {
 	if b.Remaining == UnknownCount {
-		return UnknownCount
+		return 0, false
 	}
-	return b.Remaining - b.InFlight(now) - reserve
+	return b.Remaining - b.InFlight(now) - reserve, true
 }
 
 // prune forgets lapsed leases.

@@ -307,7 +307,7 @@ func TestReserveCountOrPercent(t *testing.T) {
 		b      Bucket
 		budget int64
 	}{{"search 30", search(), 27}, {"core 5000", core, 100}} {
-		if got := c.b.Budget(tenth.reserveFor(&c.b), t0); got != c.budget {
+		if got, _ := c.b.Budget(tenth.reserveFor(&c.b), t0); got != c.budget {
 			t.Errorf("%s with 10%% kept back: budget %d, want %d", c.name, got, c.budget)
 		}
 	}

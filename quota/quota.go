@@ -239,7 +239,11 @@ func (b *Bucket) observe(r *headers.Reading, now time.Time, counted bool, def De
 			b.Reset = r.Reset // zero when not stated: see below
 		case staleWindow:
 			// A response from the previous window, overtaken by
-			// one from the current window: nothing to learn.
+			// one from the current window: nothing to learn, not
+			// even a refusal — the window it refused has ended,
+			// and taking it would idle the token through the whole
+			// new one.
+			return
 		default:
 			b.Remaining = min(b.Remaining, r.Remaining)
 			if r.HasReset() && (r.Reset.After(b.Reset) || b.Inferred) {
@@ -376,9 +380,9 @@ func (b *Bucket) wait(p Policy, now time.Time) time.Duration {
 	if now.Before(b.BlockedUntil) {
 		w = b.BlockedUntil.Sub(now)
 	}
-	budget := b.Budget(p.reserveFor(b), now)
+	budget, known := b.Budget(p.reserveFor(b), now)
 	switch {
-	case budget == UnknownCount:
+	case !known:
 		if b.InFlight(now) >= probeInFlight {
 			w = max(w, probeRetry)
 		}
@@ -448,8 +452,8 @@ func (b *Bucket) paced(p Policy, now time.Time) time.Duration {
 	if p.Kind == Greedy {
 		return 0
 	}
-	budget := b.Budget(p.reserveFor(b), now)
-	if budget <= 0 || b.Remaining == UnknownCount {
+	budget, known := b.Budget(p.reserveFor(b), now)
+	if !known || budget <= 0 {
 		return 0
 	}
 	ttr := b.timeToReset(now)

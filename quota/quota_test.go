@@ -73,7 +73,7 @@ func TestReserveBudgetAndReset(t *testing.T) {
 			t.Fatalf("reservation %d: wait %v", i, w)
 		}
 	}
-	if got := b.Budget(0, t0); got != 0 {
+	if got, known := b.Budget(0, t0); got != 0 || !known {
 		t.Fatalf("budget = %d, want 0 with 3 in flight", got)
 	}
 	w := b.Reserve(greedy, lz(t0), t0)
