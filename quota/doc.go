@@ -55,7 +55,9 @@
 // is left; else Secondary.Wait, 60 s by default, then exponential with full
 // jitter, one strike per episode of refusals), a cap on requests in flight
 // learnt from the server (a ramp from RampStart, lowered by a fresh
-// refusal to the peak in flight minus one, regaining one every CapStep),
+// refusal to the peak in flight minus one, held for CapHoldPauses pauses
+// from the end of the pause, then raised by rounds of successes at its
+// level),
 // spacing between writes, and points per minute.
 //
 // [Read] parses a response on the local clock, correcting the server's

@@ -33,29 +33,31 @@ const DefaultMaxPause = time.Hour
 // default of 20 takes 16 rounds of two round trips or less.
 const RampStart = 4
 
-// CapStep is how long a cap lowered by a refusal holds before it rises by
-// one, and again every CapStep: one bad moment slows an owner for minutes,
-// not for good. A probe above the server's limit costs a pause (a minute or
-// more on GitHub) and risks the integration, so it rises slowly.
+// CapHoldPauses is how many times the pause a secondary refusal imposed a
+// lowered cap holds, counted from the end of that pause, before one more
+// request in flight is tried: ten minutes after GitHub's minute, thirty
+// seconds after a 3 s penalty. Derived from the server's own pause, so the
+// engine behaves alike at every time scale, and long enough that a probe
+// above the server's limit (which costs one more pause) loses at most a
+// tenth of the time. Each refusal of a cap that had risen doubles the hold.
+const CapHoldPauses = 10
+
+// CapStep is the hold of a lowered cap whose pause is not known (an owner
+// lowered by an older version): GitHub's minute.
 const CapStep = time.Minute
 
 // ConcurrencyCap is how many requests of the owner may be in flight at now,
 // or 0 for no cap: the cap learnt from the server, never above
 // s.MaxConcurrent. An owner that was never refused ramps up from RampStart
-// (see there); once a fresh secondary refusal lowered it, the cap gains one
-// every CapStep after CapAt, whether or not requests are sent, until it is
-// back at s.MaxConcurrent. With no MaxConcurrent configured only a refusal
-// sets a cap, and it lapses once it has doubled.
+// (see there). Once a fresh secondary refusal lowered it, the cap stays at
+// the level the server allowed; it rises by one only when a round of
+// successes at that level comes after the hold (Hold, from the end of the
+// pause: see CapHoldPauses). With no MaxConcurrent configured only a
+// refusal sets a cap.
 func (o *Owner) ConcurrencyCap(s Secondary, now time.Time) int64 {
 	c := o.Cap
 	switch {
 	case o.Lowered:
-		if now.After(o.CapAt) {
-			c += int64(now.Sub(o.CapAt) / CapStep)
-		}
-		if s.MaxConcurrent <= 0 && c >= 2*max(o.Cap, 1) {
-			return 0
-		}
 	case s.MaxConcurrent <= 0:
 		return 0
 	case c <= 0:
@@ -114,30 +116,38 @@ func (o *Owner) Observe(ans *Answer, inFlight int64, now time.Time) {
 	case fresh:
 		pause = penalty(ans.Secondary.Wait, o.Strikes, ans.Jitter)
 	}
+	pause = capPause(pause, ans.MaxPause)
+	if until := now.Add(pause); until.After(o.PenaltyUntil) {
+		o.PenaltyUntil = until
+	}
 	if fresh {
 		o.Strikes++
-		o.lower(ans.Secondary, inFlight, now)
-	}
-	if until := now.Add(capPause(pause, ans.MaxPause)); until.After(o.PenaltyUntil) {
-		o.PenaltyUntil = until
+		o.lower(ans.Secondary, inFlight, pause, now)
 	}
 }
 
 // lower sets the cap after a fresh secondary refusal that came with
-// inFlight requests in flight, itself included. On a first strike it
-// becomes the most requests in flight at once since the cap was last
-// lowered (Peak, or inFlight if more), minus one, and below the cap in
-// force: a server refusing the request that made n is answered exactly by
-// n − 1, the tightest cap that explains the refusal and the least
-// throughput given up (halving would run a server that allows 6 at 3 for
-// minutes). The peak, not the count
-// when the refusal arrives, because the refusal's round trip overlaps the
-// answers of the requests sent before it, which may all be back by then.
-// A strike right after a pause (Strikes above 1) says the count in flight
-// was not the trigger alone — GitHub also counts CPU time and points — so
-// the cap halves as well, as TCP does, backing off fast whatever the
-// trigger is. Never below 1.
-func (o *Owner) lower(s Secondary, inFlight int64, now time.Time) {
+// inFlight requests in flight, itself included, and paused the owner for
+// pause. On a first strike it becomes the most requests in flight at once
+// since the cap was last lowered (Peak, or inFlight if more), minus one,
+// and below the cap in force: a server refusing the request that made n is
+// answered exactly by n − 1, the tightest cap that explains the refusal and
+// the least throughput given up (halving would run a server that allows 6
+// at 3 for minutes). The peak, not the count when the refusal arrives,
+// because the refusal's round trip overlaps the answers of the requests
+// sent before it, which may all be back by then. A strike right after a
+// pause (Strikes above 1) says the count in flight was not the trigger
+// alone — GitHub also counts CPU time and points — so the cap halves as
+// well, as TCP does, backing off fast whatever the trigger is. Never below
+// 1.
+//
+// The lowered cap holds from the end of the pause (PenaltyUntil), never
+// from the refusal: a hold counted from the refusal that is no longer than
+// the pause would bring the cap back to the refused level exactly when the
+// pause ends, and the first burst after every pause would be refused
+// again. The hold is CapHoldPauses pauses, doubled when a cap that had
+// risen after an earlier refusal is refused again.
+func (o *Owner) lower(s Secondary, inFlight int64, pause time.Duration, now time.Time) {
 	c := o.ConcurrencyCap(s, now)
 	n := max(o.Peak, inFlight) - 1
 	if c > 0 {
@@ -149,28 +159,47 @@ func (o *Owner) lower(s Secondary, inFlight int64, now time.Time) {
 		}
 		n = min(n, c/2)
 	}
-	o.Cap, o.CapAt, o.Lowered, o.Run, o.Peak = max(n, 1), now, true, 0, 0
+	hold := CapHoldPauses * max(pause, time.Second)
+	if o.Lowered && o.Raised {
+		hold = max(hold, 2*o.Hold)
+	}
+	o.Cap, o.CapAt, o.Lowered, o.Raised, o.Hold, o.Run, o.Peak = max(n, 1), o.PenaltyUntil, true, false, hold, 0, 0
 }
 
-// ramp counts a success of a request sent at sent towards the next step
-// of an owner that was never refused: one more in flight after a round of
+// ramp counts a success of a request sent at sent towards the next step.
+// An owner that was never refused gains one more in flight after a round of
 // successes as long as the cap, of requests sent since the cap last rose.
+// A lowered cap gains one the same way, but only once its hold has passed
+// since CapAt and the round reached the cap (Peak): successes at the level
+// the server allowed, not time alone, show that more may be possible.
 func (o *Owner) ramp(s Secondary, sent, now time.Time) {
-	if o.Lowered || s.MaxConcurrent <= 0 {
+	if !o.Lowered && s.MaxConcurrent <= 0 {
 		return
 	}
 	c := o.ConcurrencyCap(s, now)
 	switch {
-	case c >= s.MaxConcurrent:
+	case s.MaxConcurrent > 0 && c >= s.MaxConcurrent:
 		o.Cap, o.Run = c, 0
 	case sent.Before(o.CapAt):
-		// Sent at a lower cap: it says nothing of this one.
+		// Sent at a lower cap, or during the pause: it says nothing
+		// of this one.
+	case o.Lowered && now.Sub(o.CapAt) < o.hold():
+		// Holding: the level the server allowed is where to stay.
 	default:
 		o.Run++
-		if o.Run >= c {
+		if o.Run >= c && (!o.Lowered || o.Peak >= c) {
 			o.Cap, o.CapAt, o.Run = c+1, now, 0
+			o.Raised = o.Raised || o.Lowered
 		}
 	}
+}
+
+// hold is how long a lowered cap holds before it may rise (see lower).
+func (o *Owner) hold() time.Duration {
+	if o.Hold > 0 {
+		return o.Hold
+	}
+	return CapStep
 }
 
 // penalty is the pause after a secondary refusal without retry-after

@@ -114,7 +114,9 @@ func TestPenaltyGrowth(t *testing.T) {
 
 // TestAIMDLowersAndRecovers: a new owner ramps up from RampStart by one
 // per round of successes; a fresh refusal lowers the cap to what was in
-// flight minus one; the cap then gains one a CapStep, back to the max.
+// flight minus one; the cap holds CapHoldPauses pauses from the end of
+// the pause, then gains one per round of successes at its level; a refused
+// probe doubles the hold.
 func TestAIMDLowersAndRecovers(t *testing.T) {
 	s := Secondary{MaxConcurrent: 20}
 	var o Owner
@@ -164,21 +166,41 @@ func TestAIMDLowersAndRecovers(t *testing.T) {
 	if c := o.ConcurrencyCap(s, refusedAt); c != 6 {
 		t.Fatalf("cap %d after a refusal with 7 in flight, want 6", c)
 	}
-	// Successes no longer ramp it up: it holds for CapStep.
-	for range 50 {
-		o.Observe(success(refusedAt.Add(2*time.Second), s), 1, refusedAt.Add(3*time.Second))
+	// The pause was a second: the cap holds ten pauses from its end, and
+	// only a round of successes at that level after the hold raises it.
+	pauseEnd := refusedAt.Add(time.Second)
+	hold := CapHoldPauses * time.Second
+	if !o.CapAt.Equal(pauseEnd) || o.Hold != hold {
+		t.Fatalf("hold %v from %v, want %v from the end of the pause %v", o.Hold, o.CapAt, hold, pauseEnd)
 	}
-	if c := o.ConcurrencyCap(s, refusedAt.Add(CapStep-time.Millisecond)); c != 6 {
-		t.Fatalf("cap %d before CapStep passed, want 6", c)
+	roundAt := func(at time.Time, n int64) {
+		for range n {
+			o.Reserve(s, Cost{}, lz(at), at)
+		}
+		for range n {
+			o.Observe(success(at, s), n, at.Add(40*time.Millisecond))
+			o.Release(o.Leases[0].ID)
+		}
 	}
-	if c := o.ConcurrencyCap(s, refusedAt.Add(CapStep)); c != 7 {
-		t.Fatalf("cap %d after CapStep, want 7", c)
+	roundAt(pauseEnd.Add(hold-time.Second), 6)
+	if c := o.ConcurrencyCap(s, pauseEnd.Add(hold)); c != 6 {
+		t.Fatalf("cap %d after successes within the hold, want 6", c)
 	}
-	if c := o.ConcurrencyCap(s, refusedAt.Add(14*CapStep)); c != 20 {
-		t.Fatalf("cap %d after 14 steps, want back at the max of 20", c)
+	if c := o.ConcurrencyCap(s, pauseEnd.Add(100*hold)); c != 6 {
+		t.Fatalf("cap %d after time alone, want 6: only successes at the level raise it", c)
 	}
-	if c := o.ConcurrencyCap(s, refusedAt.Add(10*time.Hour)); c != 20 {
-		t.Fatalf("cap %d long after, want the max", c)
+	roundAt(pauseEnd.Add(hold), 6)
+	if c := o.ConcurrencyCap(s, pauseEnd.Add(hold+time.Second)); c != 7 {
+		t.Fatalf("cap %d after a round of successes at 6 past the hold, want 7", c)
+	}
+	// The probe at 7 is refused: back to 6, for twice the hold.
+	probeAt := pauseEnd.Add(hold + 2*time.Second)
+	for range 7 {
+		o.Reserve(s, Cost{}, lz(probeAt), probeAt)
+	}
+	o.Observe(secondaryRefusal(probeAt, time.Second, s), 7, probeAt.Add(40*time.Millisecond))
+	if c := o.ConcurrencyCap(s, probeAt.Add(time.Minute)); c != 6 || o.Hold != 2*hold {
+		t.Fatalf("after a refused probe: cap %d, hold %v; want 6 for %v", c, o.Hold, 2*hold)
 	}
 	// A refusal with one request in flight cannot go below 1.
 	var lone Owner
@@ -186,14 +208,11 @@ func TestAIMDLowersAndRecovers(t *testing.T) {
 	if c := lone.ConcurrencyCap(s, t0); c != 1 {
 		t.Fatalf("cap %d, want 1", c)
 	}
-	// Without a configured max a refusal still sets a cap, which rises.
+	// Without a configured max a refusal still sets a cap.
 	var free Owner
 	free.Observe(secondaryRefusal(t0, 0, Secondary{}), 10, t0)
-	if c := free.ConcurrencyCap(Secondary{}, t0.Add(2*CapStep)); c != 11 {
-		t.Fatalf("cap %d with no max, 2 steps after a refusal with 10 in flight; want 9 + 2", c)
-	}
-	if c := free.ConcurrencyCap(Secondary{}, t0.Add(9*CapStep)); c != 0 {
-		t.Fatalf("cap %d with no max once it doubled, want none", c)
+	if c := free.ConcurrencyCap(Secondary{}, t0.Add(time.Hour)); c != 9 {
+		t.Fatalf("cap %d with no max after a refusal with 10 in flight; want 9", c)
 	}
 }
 

@@ -41,18 +41,21 @@ type Owner struct {
 	// Strikes counts episodes of secondary refusals in a row: one per
 	// pause, however many requests it refused (see Observe).
 	Strikes int `json:"strikes,omitempty"`
-	// Cap, CapAt, Lowered, Run and Peak are the cap on requests in
-	// flight learnt from the server (see ConcurrencyCap): Cap is its value
-	// when it last changed, at CapAt; Lowered says a fresh secondary
-	// refusal set it (it then recovers with time), else it is still
-	// ramping up from RampStart; Run counts the successes towards the
-	// ramp's next step; Peak is the most requests in flight at once since
-	// the cap was last lowered.
-	Cap     int64     `json:"cap,omitempty"`
-	CapAt   time.Time `json:"cap_at,omitzero"`
-	Lowered bool      `json:"lowered,omitempty"`
-	Run     int64     `json:"run,omitempty"`
-	Peak    int64     `json:"peak,omitempty"`
+	// Cap, CapAt, Lowered, Raised, Hold, Run and Peak are the cap on
+	// requests in flight learnt from the server (see ConcurrencyCap): Cap
+	// is its value since CapAt (when it rose, or the end of the pause that
+	// lowered it); Lowered says a fresh secondary refusal set it, else it
+	// is still ramping up from RampStart; Raised says it rose since; Hold
+	// is how long a lowered cap stays before it may rise (see lower); Run
+	// counts the successes towards the next step; Peak is the most
+	// requests in flight at once since the cap was last lowered.
+	Cap     int64         `json:"cap,omitempty"`
+	CapAt   time.Time     `json:"cap_at,omitzero"`
+	Lowered bool          `json:"lowered,omitempty"`
+	Raised  bool          `json:"raised,omitempty"`
+	Hold    time.Duration `json:"hold,omitempty"`
+	Run     int64         `json:"run,omitempty"`
+	Peak    int64         `json:"peak,omitempty"`
 
 	Leases      Leases               `json:"leases,omitempty"`
 	NextWrite   time.Time            `json:"next_write,omitzero"`

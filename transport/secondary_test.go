@@ -35,6 +35,7 @@ type batchResult struct {
 	makespan    time.Duration
 	done        int
 	refusals    int64 // secondary refusals the simulator counted
+	episodes    int   // refusal episodes: refusals more than a penalty after the last episode began
 	maxInFlight int64
 	firstErr    error
 }
@@ -65,6 +66,11 @@ func (c concurrencyBatch) run(tb testing.TB, inProcess bool) batchResult {
 	if err != nil {
 		tb.Fatal(err)
 	}
+	var (
+		mu           sync.Mutex
+		res          batchResult
+		episodeStart time.Time
+	)
 	var base http.RoundTripper = handlerRT{srv}
 	url := "http://api.test"
 	if !inProcess {
@@ -84,13 +90,22 @@ func (c concurrencyBatch) run(tb testing.TB, inProcess bool) batchResult {
 	_ = reg.Add(p)
 	tr, err := New(Options{Providers: reg, Base: base, SkipValidation: true, DisableCache: true,
 		Pools:         map[string]*creds.Pool{"github": creds.NewPool("github", creds.NewToken("github", 1, "tok-conc-0001", "test"))},
-		SecondaryWait: c.secondaryWait, MaxWait: time.Hour})
+		SecondaryWait: c.secondaryWait, MaxWait: time.Hour,
+		OnEvent: func(e Event) {
+			if e.Kind != EventRateLimited {
+				return
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if now := time.Now(); episodeStart.IsZero() || now.Sub(episodeStart) > c.penalty {
+				episodeStart = now
+				res.episodes++
+			}
+		}})
 	if err != nil {
 		tb.Fatal(err)
 	}
 	jobs := make(chan int)
-	var mu sync.Mutex
-	var res batchResult
 	var wg sync.WaitGroup
 	start := time.Now()
 	for range c.workers {

@@ -38,8 +38,8 @@ type ConcurrencyStatus struct {
 	// Cap is how many of the owner's requests may be in flight: learnt
 	// from the server, at most Max. A new owner starts at a few and gains
 	// one per round of successes (Ramping); a secondary refusal lowers it
-	// to what the server allowed (Lowered), and it then regains one a
-	// minute back to Max. 0: no cap.
+	// to what the server allowed (Lowered), where it holds for ten times
+	// the pause, then rises by one per round of successes. 0: no cap.
 	Cap int64 `json:"cap"`
 	// Max is the configured max_concurrency (0: none).
 	Max      int64 `json:"max"`

@@ -87,15 +87,17 @@ func testAIMD(t *testing.T, b Backend) {
 			settleAnswer(t, s, a, h.ID, ans(ok(5000, 3900, t0.Add(time.Hour)), after), after)
 		}
 	}
-	// It recovers one a minute: the max of 20 is back after 16 minutes.
+	// It holds ten pauses (10 s) from the end of the pause, then a round
+	// of successes at its level raises it by one.
+	hold := quota.CapHoldPauses * time.Second
 	for _, c := range []struct {
 		d    time.Duration
 		want int
-	}{{quota.CapStep, 5}, {16 * quota.CapStep, 20}} {
-		now := at.Add(c.d)
+	}{{hold - time.Second, 4}, {hold + time.Second, 4}, {hold + 2*time.Second, 5}} {
+		now := after.Add(c.d)
 		held := fill(t, s, ask, &l, now, a)
 		if len(held) != c.want {
-			t.Fatalf("%v after the refusal: %d in flight, want %d", c.d, len(held), c.want)
+			t.Fatalf("%v after the pause: %d in flight, want %d", c.d, len(held), c.want)
 		}
 		for _, h := range held {
 			settleAnswer(t, s, a, h.ID, ans(ok(5000, 3000, t0.Add(time.Hour)), now), now)
