@@ -94,7 +94,7 @@ func (t *Transport) acquire(ctx context.Context, req *http.Request, p *provider.
 		}
 		c := cands[i]
 		if w == 0 {
-			at.grant = grant{cred: c, slot: slots[i], lease: at.reserve.Lease.ID, sent: now, class: class, waited: waited}
+			at.grant = grant{cred: c, slot: slots[i], lease: at.reserve.Lease.ID, held: true, sent: now, class: class, waited: waited}
 			if err := ctx.Err(); err != nil {
 				t.release(ctx, p, &at.grant, at)
 				return err

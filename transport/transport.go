@@ -386,6 +386,7 @@ type grant struct {
 	cred   *creds.Credential
 	slot   Slot
 	lease  uint64
+	held   bool      // the reservation is not settled yet
 	sent   time.Time // when the reservation was taken
 	class  provider.Request
 	waited time.Duration
@@ -410,6 +411,11 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	replayable := req.Body == nil || req.Body == http.NoBody || req.GetBody != nil
 	at := getAttempt()
 	defer putAttempt(at)
+	// Runs on every exit, a panic in the base transport, the cache or an
+	// OnEvent callback included (net/http recovers a handler's panic and
+	// the process goes on): a reservation still held is given back, or
+	// its quota and concurrency slot would stay taken for the whole lease.
+	defer t.giveBack(ctx, p, at)
 	g := &at.grant
 	rt, turn, err := t.route(ctx, p, pool)
 	if err != nil {
@@ -754,11 +760,19 @@ func hasAuth(req *http.Request, p *provider.Provider) bool {
 // own): a request cut short by its deadline or its caller still returns
 // what it took.
 func (t *Transport) settle(ctx context.Context, p *provider.Provider, g *grant, at *attempt, r *headers.Reading, now time.Time, counted bool) {
+	g.held = false
 	at.settle = SettleParams{Slot: g.slot, Lease: g.lease, Now: now, Answer: t.answer(p, r, counted, g.sent)}
 	if err := t.state.Settle(context.WithoutCancel(ctx), &at.settle); err != nil {
 		t.log.Warn("quota state update failed; the reservation lapses with its lease", "bucket", g.slot.Bucket.String(), "err", err)
 	}
 	t.waiters.wake()
+}
+
+// giveBack releases the attempt's reservation if it is still held.
+func (t *Transport) giveBack(ctx context.Context, p *provider.Provider, at *attempt) {
+	if at.grant.held {
+		t.release(ctx, p, &at.grant, at)
+	}
 }
 
 // release gives a grant's reservation back unused.
