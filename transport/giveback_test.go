@@ -87,3 +87,58 @@ func TestPanicGivesBackTheReservation(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// cutRT answers the first n requests with a body that breaks off half way.
+type cutRT struct {
+	next http.RoundTripper
+	n    *int
+}
+
+type cutBody struct {
+	io.Reader
+	c io.Closer
+}
+
+func (b cutBody) Close() error { return b.c.Close() }
+
+func (c cutRT) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := c.next.RoundTrip(req)
+	if err != nil || *c.n == 0 {
+		return resp, err
+	}
+	*c.n--
+	resp.Body = cutBody{Reader: io.MultiReader(io.LimitReader(resp.Body, 5), errReader{io.ErrUnexpectedEOF}), c: resp.Body}
+	return resp, nil
+}
+
+// A body that breaks off while the transport's cache reads it is a network
+// failure like any other: an idempotent GET goes again, and the broken
+// answer's charge is recorded.
+func TestBodyCutShortWhileCachingIsRetried(t *testing.T) {
+	srv, err := sim.New(sim.Config{APIs: []sim.APIConfig{{Dialect: "github", Tokens: []sim.TokenConfig{{Token: "tok-test-0001", Owner: "a"}}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cuts := 1
+	tr := handlerTransport(t, srv, func(o *Options) {
+		o.SkipValidation = true
+		o.Base = cutRT{next: handlerRT{srv}, n: &cuts}
+		o.RetryBase = time.Millisecond
+	})
+	req, _ := http.NewRequest(http.MethodGet, "http://api.test/repos/o/r", nil)
+	resp, err := tr.RoundTrip(req)
+	if err != nil {
+		t.Fatalf("a GET whose body broke off once: %v", err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || len(body) < 10 || resp.Header.Get(HeaderAttempts) != "2" {
+		t.Fatalf("status %d, %d bytes, attempts %q; want the whole answer on the second attempt", resp.StatusCode, len(body), resp.Header.Get(HeaderAttempts))
+	}
+	bs, _ := tr.state.Buckets(context.Background())
+	for id, b := range bs {
+		if id.Resource == "core" && b.Remaining != 4998 {
+			t.Fatalf("core remaining %d, want 4998: both answers charged", b.Remaining)
+		}
+	}
+}

@@ -467,22 +467,43 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			discard(s.resp)
 			continue
 		case backOffAndRetry:
-			o.errRetries++
-			delay := d.delay
-			if d.jitter {
-				delay = t.backoff(o.errRetries)
-			}
-			t.emit(Event{Kind: EventRetried, Provider: p.Name, Resource: class.Resource, Credential: g.cred.Masked(), Status: o.status, Wait: delay, Attempt: attempt, Err: err})
 			if s.resp != nil {
 				discard(s.resp)
 			}
-			if serr := t.sleep(ctx, delay); serr != nil {
+			if serr := t.backOff(ctx, p, &o, d, g, attempt, err); serr != nil {
 				return nil, serr
 			}
 			continue
 		}
-		return t.deliver(req, p, g, &s, attempt)
+		resp, err := t.deliver(req, p, g, &s, attempt)
+		if err == nil {
+			return resp, nil
+		}
+		// The body broke off while the cache read it: for the caller a
+		// network failure like any other, retried as one (its charge
+		// is already settled from the answer's headers).
+		o.attemptOutcome = attemptOutcome{sendFailed: true, cancelled: ctx.Err() != nil}
+		if d := decide(o); d.verdict == backOffAndRetry {
+			if serr := t.backOff(ctx, p, &o, d, g, attempt, err); serr != nil {
+				return nil, serr
+			}
+			continue
+		}
+		closeBody(req)
+		return nil, err
 	}
+}
+
+// backOff counts an error retry and sleeps its delay: the decision's, or a
+// full-jitter backoff.
+func (t *Transport) backOff(ctx context.Context, p *provider.Provider, o *outcome, d decision, g *grant, attempt int, err error) error {
+	o.errRetries++
+	delay := d.delay
+	if d.jitter {
+		delay = t.backoff(o.errRetries)
+	}
+	t.emit(Event{Kind: EventRetried, Provider: p.Name, Resource: g.class.Resource, Credential: g.cred.Masked(), Status: o.status, Wait: delay, Attempt: attempt, Err: err})
+	return t.sleep(ctx, delay)
 }
 
 // confirmRejection decides whether a 401 is about the credential the
