@@ -1,6 +1,9 @@
 package quota
 
-import "time"
+import (
+	"slices"
+	"time"
+)
 
 // Lease is one reservation's claim on a bucket's budget and its owner's
 // concurrency: quota the request has spent but the server has not reported
@@ -14,6 +17,11 @@ type Lease struct {
 	ID uint64 `json:"id"`
 	// Until is when the lease lapses if its request never reports back.
 	Until time.Time `json:"until"`
+	// Holder names the process that took it (see package
+	// internal/holder), so that a process that starts can free at once
+	// the leases of a holder proven gone instead of waiting for Until.
+	// Empty: unknown (a lease of an older version), never freed early.
+	Holder string `json:"holder,omitempty"`
 }
 
 // Leases is a set of leases, small (requests in flight) and kept as a
@@ -47,6 +55,47 @@ func (ls Leases) without(id uint64) (Leases, bool) {
 		}
 	}
 	return ls, false
+}
+
+// freed returns ls less the leases whose holder gone reports as gone, and
+// how many it removed.
+func (ls Leases) freed(gone func(holder string) bool) (Leases, int) {
+	k := 0
+	for _, l := range ls {
+		if l.Holder == "" || !gone(l.Holder) {
+			ls[k] = l
+			k++
+		}
+	}
+	return ls[:k], len(ls) - k
+}
+
+// FreeHolders releases the reservations of every holder gone reports as
+// gone (its process ended: its requests will never report back), and
+// returns how many it released.
+func (o *Owner) FreeHolders(gone func(holder string) bool) int {
+	var n int
+	o.Leases, n = o.Leases.freed(gone)
+	return n
+}
+
+// FreeHolders releases the reservations of every holder gone reports as
+// gone, and returns how many it released.
+func (b *Bucket) FreeHolders(gone func(holder string) bool) int {
+	var n int
+	b.Leases, n = b.Leases.freed(gone)
+	return n
+}
+
+// Holders lists the holders of ls, each once.
+func (ls Leases) Holders() []string {
+	var out []string
+	for _, l := range ls {
+		if l.Holder != "" && !slices.Contains(out, l.Holder) {
+			out = append(out, l.Holder)
+		}
+	}
+	return out
 }
 
 // pruned returns ls less the leases lapsed at now.

@@ -59,6 +59,7 @@ func (t *Transport) acquire(ctx context.Context, req *http.Request, p *provider.
 	sec, cost := t.secondaryFor(p, class)
 	maxWait := t.maxWait(p)
 	at.reserve.Ask = quota.Ask{Policy: policy, Secondary: sec, Cost: cost, Free: class.Free}
+	t.startHolding(ctx)
 	var waited time.Duration
 	var baton uint64
 	for {
@@ -81,7 +82,7 @@ func (t *Transport) acquire(ctx context.Context, req *http.Request, p *provider.
 			slots = append(slots, sl)
 		}
 		at.reserve.Slots = slots
-		at.reserve.Lease = quota.Lease{ID: t.leaseID(), Until: now.Add(t.opts.Lease)}
+		at.reserve.Lease = quota.Lease{ID: t.leaseID(), Until: now.Add(t.opts.Lease), Holder: t.holder}
 		at.reserve.Now = now
 		// The reservation runs to its end even if ctx ends meanwhile: a
 		// transaction cut short could have committed without the caller

@@ -22,6 +22,9 @@ const (
 	// token (paced only by its host's own rate-limit headers). Once per
 	// host; Provider is the host, URL the first such URL.
 	EventUnmatched EventKind = "unmatched"
+	// EventHoldersFreed: the reservations of processes that are gone
+	// (killed with requests in flight) were freed; Attempt is how many.
+	EventHoldersFreed EventKind = "holders_freed"
 )
 
 // Event describes something worth knowing about one request. It never

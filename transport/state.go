@@ -93,11 +93,27 @@ type SettleParams struct {
 //     provided its next Reserve sees it.
 //   - Buckets and Owners return a copy of every bucket and owner known,
 //     for status displays and tests.
+//   - FreeHolders releases, in every owner and bucket, the reservations
+//     whose holder (quota.Lease.Holder) gone reports as gone, and returns
+//     how many it released: a process killed with its requests in flight
+//     holds no quota or concurrency slot beyond the moment another
+//     process proves it gone.
 type State interface {
 	Reserve(ctx context.Context, p *ReserveParams) (int, time.Duration, error)
 	Settle(ctx context.Context, p *SettleParams) error
 	Buckets(ctx context.Context) (map[BucketID]quota.Bucket, error)
 	Owners(ctx context.Context) (map[OwnerID]quota.Owner, error)
+	FreeHolders(ctx context.Context, gone func(holder string) bool) (int, error)
+}
+
+// Heartbeats is implemented by a State that processes on several machines
+// share (see package sharedstate): each process beats regularly, and a
+// holder of another machine whose beat is older than HolderTimeout is
+// gone (a holder of this machine is proven gone by its process, see
+// package internal/holder).
+type Heartbeats interface {
+	Beat(ctx context.Context, holder string, now time.Time) error
+	Beats(ctx context.Context) (map[string]time.Time, error)
 }
 
 // CredentialRecord is what a shared store remembers of a credential, so
@@ -187,6 +203,19 @@ func (m *memoryState) Settle(_ context.Context, p *SettleParams) error {
 	}
 	quota.Settle(o, m.bucket(p.Slot.Bucket), p.Lease, &p.Answer, p.Now, also...)
 	return nil
+}
+
+func (m *memoryState) FreeHolders(_ context.Context, gone func(string) bool) (int, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	n := 0
+	for _, o := range m.owners {
+		n += o.FreeHolders(gone)
+	}
+	for _, b := range m.buckets {
+		n += b.FreeHolders(gone)
+	}
+	return n, nil
 }
 
 func (m *memoryState) Buckets(context.Context) (map[BucketID]quota.Bucket, error) {

@@ -6,14 +6,12 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/binary"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	mrand "math/rand/v2"
 	"net/http"
-	"os"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -22,6 +20,7 @@ import (
 	"github.com/ratekeeper/ratekeeper/cache"
 	"github.com/ratekeeper/ratekeeper/creds"
 	"github.com/ratekeeper/ratekeeper/headers"
+	"github.com/ratekeeper/ratekeeper/internal/holder"
 	"github.com/ratekeeper/ratekeeper/provider"
 	"github.com/ratekeeper/ratekeeper/quota"
 )
@@ -107,8 +106,10 @@ type Options struct {
 	// never reports back (its process crashed). Each reservation has its
 	// own lease; none renews another.
 	Lease time.Duration
-	// Holder names this process in logs; default: host, pid and a random
-	// suffix.
+	// Holder names this process in the leases it holds, so that another
+	// process can free them once it proves this one gone (see
+	// HolderTimeout); default: this process's identity from package
+	// internal/holder (host, boot, PID, start).
 	Holder string
 	// SkipValidation turns off the provider's "who am I" request. It is
 	// needed only where the answers carry no counters to learn from which
@@ -169,6 +170,11 @@ type Transport struct {
 	asking      sync.Map // *creds.Credential → chan struct{}, closed once its owner is asked
 	restored    sync.Map // *creds.Pool → *sync.Once
 	creds       sync.Map // *creds.Credential → *credInfo
+
+	holding   sync.Once   // startHolding
+	beatTimer *time.Timer // the heartbeat on a shared state
+	beats     int
+	closed    bool
 
 	waiters   waiters
 	leaseBase uint64
@@ -244,7 +250,7 @@ func New(opts Options) (*Transport, error) {
 	}
 	t.holder = opts.Holder
 	if t.holder == "" {
-		t.holder = defaultHolder()
+		t.holder = holder.Self().String()
 	}
 	var seed [8]byte
 	_, _ = rand.Read(seed[:])
@@ -274,13 +280,6 @@ func New(opts Options) (*Transport, error) {
 	return t, nil
 }
 
-func defaultHolder() string {
-	host, _ := os.Hostname()
-	var b [4]byte
-	_, _ = rand.Read(b[:])
-	return fmt.Sprintf("%s-%d-%s", host, os.Getpid(), hex.EncodeToString(b[:]))
-}
-
 // stateKey is the provider's part of bucket and owner keys.
 func (t *Transport) stateKey(p *provider.Provider) string {
 	if k, ok := t.keys[p]; ok {
@@ -291,6 +290,12 @@ func (t *Transport) stateKey(p *provider.Provider) string {
 
 // Close releases what the transport holds (a shared store's connections).
 func (t *Transport) Close() error {
+	t.mu.Lock()
+	t.closed = true
+	if t.beatTimer != nil {
+		t.beatTimer.Stop()
+	}
+	t.mu.Unlock()
 	if t.opts.OnClose != nil {
 		return t.opts.OnClose()
 	}

@@ -67,6 +67,9 @@ func Run(t *testing.T, b Backend) {
 		{"NoResetReadingRefills", testNoResetRefills},
 		{"PauseCapped", testPauseCapped},
 		{"PercentageReserveAndReserveError", testReserve},
+		{"FreeHolders", testFreeHolders},
+		{"TransportFreesDeadHolders", testTransportFreesDeadHolders},
+		{"RemoteHolderFreedWhenSilent", testRemoteHolderSilent},
 	}
 	if b.NewDSN != nil && b.Open != nil {
 		tests = append(tests, struct {

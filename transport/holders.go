@@ -1,0 +1,113 @@
+package transport
+
+import (
+	"context"
+	"time"
+
+	"github.com/ratekeeper/ratekeeper/internal/holder"
+)
+
+// Who holds a reservation, and freeing those of holders that are gone.
+//
+// Every lease names its holder, this process (Options.Holder). A process
+// that starts on a state shared with others frees, before its first
+// reservation, the leases of every holder of its machine whose process has
+// ended (a fetch, worker or gateway killed with requests in flight): they
+// will never report back, and their quota and concurrency slots would
+// otherwise stay taken for the whole lease. A holder of another machine
+// cannot be looked up; with a State that keeps Heartbeats, it is gone once
+// its beat is older than HolderTimeout, and every process sweeps for such
+// holders every HolderTimeout.
+
+// HeartbeatEvery is how often a process beats on a shared state, and
+// HolderTimeout how old a beat of another machine's process may be before
+// its leases are freed: three missed beats, so a pause of the process or
+// a slow database does not free the leases of a live one.
+const (
+	HeartbeatEvery = 10 * time.Second
+	HolderTimeout  = 3 * HeartbeatEvery
+)
+
+// holderGone reports whether holder h is gone, given the beats of the
+// shared state (nil when it keeps none) at now.
+func (t *Transport) holderGone(h string, beats map[string]time.Time, now time.Time) bool {
+	switch {
+	case h == t.holder:
+		return false
+	case holder.Local(h):
+		return holder.Gone(h)
+	}
+	seen, ok := beats[h]
+	return ok && now.Sub(seen) > HolderTimeout
+}
+
+// sweepHolders frees the reservations of holders that are gone.
+func (t *Transport) sweepHolders(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	var beats map[string]time.Time
+	if hb, ok := t.state.(Heartbeats); ok {
+		var err error
+		if beats, err = hb.Beats(ctx); err != nil {
+			t.log.Warn("reading the holders' heartbeats", "err", err)
+		}
+	}
+	now := t.opts.Now()
+	n, err := t.state.FreeHolders(ctx, func(h string) bool { return t.holderGone(h, beats, now) })
+	if err != nil {
+		t.log.Warn("freeing the reservations of processes that are gone", "err", err)
+		return
+	}
+	if n > 0 {
+		t.log.Info("freed the reservations of processes that are gone", "reservations", n)
+		t.emit(Event{Kind: EventHoldersFreed, Attempt: n})
+		t.waiters.wake()
+	}
+}
+
+// startHolding runs once, before the transport's first reservation: it
+// frees what processes that are gone held, and on a state with heartbeats
+// starts beating (and sweeping for other machines' silent holders).
+func (t *Transport) startHolding(ctx context.Context) {
+	t.holding.Do(func() {
+		hb, beating := t.state.(Heartbeats)
+		if beating {
+			t.beat(ctx, hb)
+		}
+		t.sweepHolders(ctx)
+		if beating {
+			t.mu.Lock()
+			if !t.closed {
+				t.beatTimer = time.AfterFunc(HeartbeatEvery, t.beatLoop)
+			}
+			t.mu.Unlock()
+		}
+	})
+}
+
+func (t *Transport) beat(ctx context.Context, hb Heartbeats) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	if err := hb.Beat(ctx, t.holder, t.opts.Now()); err != nil {
+		t.log.Warn("writing this process's heartbeat", "err", err)
+	}
+}
+
+// beatLoop beats, sweeps every HolderTimeout, and arms itself again until
+// the transport is closed.
+func (t *Transport) beatLoop() {
+	hb := t.state.(Heartbeats)
+	t.beat(context.Background(), hb)
+	t.mu.Lock()
+	t.beats++
+	sweep := t.beats%int(HolderTimeout/HeartbeatEvery) == 0
+	t.mu.Unlock()
+	if sweep {
+		t.sweepHolders(context.Background())
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if !t.closed {
+		t.beatTimer.Reset(HeartbeatEvery)
+	}
+}
