@@ -39,6 +39,21 @@ func (ls Leases) Live(now time.Time) int64 {
 	return n
 }
 
+// firstLapse is how long from now until the earliest live lease lapses
+// (0 when none is live).
+func (ls Leases) firstLapse(now time.Time) time.Duration {
+	var first time.Time
+	for _, l := range ls {
+		if now.Before(l.Until) && (first.IsZero() || l.Until.Before(first)) {
+			first = l.Until
+		}
+	}
+	if first.IsZero() {
+		return 0
+	}
+	return first.Sub(now)
+}
+
 // without returns ls less the lease id, and whether it was there. A lease
 // that already lapsed (and was pruned) is simply not found: releasing it
 // late is harmless.

@@ -101,14 +101,24 @@ func gcraTake(tat, now time.Time, n, perWindow int64, window time.Duration) time
 }
 
 // Wait returns how long from now until the owner may send a request of
-// cost c, without reserving.
+// cost c, without reserving. A wait for a concurrency slot is until the
+// earliest lease of the owner lapses: the latest a slot can come back (an
+// answer returns one sooner; see Decide).
 func (o *Owner) Wait(s Secondary, c Cost, now time.Time) time.Duration {
+	w, _ := o.wait(s, c, now)
+	return w
+}
+
+// wait is Wait, and whether the wait is on the owner's requests in flight
+// (a concurrency slot) rather than on a time the state knows.
+func (o *Owner) wait(s Secondary, c Cost, now time.Time) (time.Duration, bool) {
 	var w time.Duration
 	if now.Before(o.PenaltyUntil) {
 		w = o.PenaltyUntil.Sub(now)
 	}
+	var slot time.Duration
 	if c := o.ConcurrencyCap(s, now); c > 0 && o.Leases.Live(now) >= c {
-		w = max(w, probeRetry)
+		slot = o.Leases.firstLapse(now)
 	}
 	if c.Write && s.WriteSpacing > 0 && now.Before(o.NextWrite) {
 		w = max(w, o.NextWrite.Sub(now))
@@ -124,7 +134,7 @@ func (o *Owner) Wait(s Secondary, c Cost, now time.Time) time.Duration {
 			w = max(w, gcraWait(o.ContentHour, now, 1, s.ContentPerHour, time.Hour))
 		}
 	}
-	return w
+	return max(w, slot), slot > w
 }
 
 // Reserve takes the owner's permission for one request of cost c at now
@@ -132,7 +142,7 @@ func (o *Owner) Wait(s Secondary, c Cost, now time.Time) time.Duration {
 // nothing of the request's bucket: a request reserves both at once with
 // the package-level Reserve.
 func (o *Owner) Reserve(s Secondary, c Cost, l Lease, now time.Time) time.Duration {
-	if w := o.Wait(s, c, now); w > 0 {
+	if w, _ := o.wait(s, c, now); w > 0 {
 		return w
 	}
 	o.take(s, c, l, now)

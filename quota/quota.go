@@ -331,7 +331,7 @@ func (b *Bucket) observe(r *headers.Reading, now time.Time, counted bool, def De
 // nothing of the owner's secondary limits: a request reserves both at once
 // with the package-level Reserve.
 func (b *Bucket) Reserve(p Policy, l Lease, now time.Time) time.Duration {
-	if w := b.Wait(p, now); w > 0 {
+	if w, _ := b.waitRolled(p, now); w > 0 {
 		return w
 	}
 	b.take(p, l, now)
@@ -349,6 +349,13 @@ func (b *Bucket) take(p Policy, l Lease, now time.Time) {
 // Wait returns how long from now until the policy would let one request
 // go, without reserving anything. Zero means now.
 func (b *Bucket) Wait(p Policy, now time.Time) time.Duration {
+	w, _ := b.waitRolled(p, now)
+	return w
+}
+
+// waitRolled is Wait, and whether the wait is on requests in flight (see
+// wait).
+func (b *Bucket) waitRolled(p Policy, now time.Time) (time.Duration, bool) {
 	c := *b // rolls scalars only: the shared Leases are just read
 	c.roll(now)
 	return c.wait(p, now)
@@ -374,9 +381,13 @@ func (b *Bucket) Release(id uint64) { b.Leases, _ = b.Leases.without(id) }
 // is known about: the first answer tells the limits.
 const probeInFlight = 1
 
-// wait is Wait on a refreshed bucket.
-func (b *Bucket) wait(p Policy, now time.Time) time.Duration {
-	var w time.Duration
+// wait is Wait on a refreshed bucket, and whether the wait is on requests
+// in flight: the first probe of a bucket nothing is known about, or a
+// spent bucket whose refill only their answers can tell. Such a wait is
+// until the earliest lease lapses, the latest their answer can come; an
+// answer ends it sooner (see Decide).
+func (b *Bucket) wait(p Policy, now time.Time) (time.Duration, bool) {
+	var w, inFlight time.Duration
 	if now.Before(b.BlockedUntil) {
 		w = b.BlockedUntil.Sub(now)
 	}
@@ -384,37 +395,25 @@ func (b *Bucket) wait(p Policy, now time.Time) time.Duration {
 	switch {
 	case !known:
 		if b.InFlight(now) >= probeInFlight {
-			w = max(w, probeRetry)
+			inFlight = b.Leases.firstLapse(now)
 		}
 	case budget <= 0:
-		w = max(w, b.untilRefill(now))
+		if at := b.refillAt(); !at.IsZero() {
+			w = max(w, at.Sub(now))
+		} else if b.InFlight(now) > 0 {
+			inFlight = b.Leases.firstLapse(now)
+		} else if b.Window > 0 {
+			w = max(w, b.Window)
+		} else {
+			w = max(w, headers.DefaultWait)
+		}
 	default:
 		// GCRA with a tolerance of Burst intervals: that many may go
 		// back to back before the spacing applies.
 		due := max(b.TAT.Sub(now), 0) - time.Duration(p.Burst)*b.interval(p, now)
 		w = max(w, due)
 	}
-	return w
-}
-
-// probeRetry is how soon to ask again while the first request to an
-// unknown bucket is in flight.
-const probeRetry = 20 * time.Millisecond
-
-// untilRefill is how long until the budget can grow again: the refill
-// (refillAt), else (nothing in flight to report back) the window or a
-// minute.
-func (b *Bucket) untilRefill(now time.Time) time.Duration {
-	if at := b.refillAt(); !at.IsZero() {
-		return max(at.Sub(now), 0)
-	}
-	if b.InFlight(now) > 0 {
-		return probeRetry
-	}
-	if b.Window > 0 {
-		return b.Window
-	}
-	return headers.DefaultWait
+	return max(w, inFlight), inFlight > w
 }
 
 // grace is added to waits for a reset: a server that rounds its Unix

@@ -40,24 +40,43 @@ type Option struct {
 // o and bucket b: the longer of the owner's and the bucket's waits. It
 // changes nothing.
 func Wait(o *Owner, b *Bucket, a *Ask, now time.Time) time.Duration {
-	w := o.Wait(a.Secondary, a.Cost, now)
+	var w waitFor
+	w.add(o.wait(a.Secondary, a.Cost, now))
 	if !a.Free {
-		w = max(w, b.Wait(a.Policy, now))
+		w.add(b.waitRolled(a.Policy, now))
 	}
-	return w
+	return w.d
+}
+
+// waitFor is the longest of several waits, and whether that one is on
+// requests in flight (which an answer may end sooner).
+type waitFor struct {
+	d        time.Duration
+	onAnswer bool
+}
+
+func (w *waitFor) add(d time.Duration, onAnswer bool) {
+	switch {
+	case d > w.d:
+		w.d, w.onAnswer = d, onAnswer
+	case d == w.d && d > 0:
+		w.onAnswer = w.onAnswer && onAnswer
+	}
 }
 
 // waitOption is Wait for an option, its Also buckets included.
-func waitOption(opt *Option, a *Ask, now time.Time) time.Duration {
-	w := Wait(opt.Owner, opt.Bucket, a, now)
+func waitOption(opt *Option, a *Ask, now time.Time) waitFor {
+	var w waitFor
+	w.add(opt.Owner.wait(a.Secondary, a.Cost, now))
 	if !a.Free {
+		w.add(opt.Bucket.waitRolled(a.Policy, now))
 		for _, b := range opt.Also {
 			// A bucket the reserve leaves nothing of would make the wait
 			// never end; the answer will tell whether the credential
 			// shares it (and then that credential gets the
 			// *ReserveError).
 			if a.Policy.reachable(b) == nil {
-				w = max(w, b.Wait(a.Policy, now))
+				w.add(b.waitRolled(a.Policy, now))
 			}
 		}
 	}
@@ -81,7 +100,30 @@ func waitOption(opt *Option, a *Ask, now time.Time) time.Duration {
 // when every option is such, Reserve returns -1 and a *ReserveError rather
 // than a wait that would never end.
 func Reserve(opts []Option, a *Ask, l Lease, now time.Time) (int, time.Duration, error) {
-	best, bestWait := -1, time.Duration(0)
+	d := Decide(opts, a, l, now)
+	return d.Index, d.Wait, d.Err
+}
+
+// Decision is what Decide decided.
+type Decision struct {
+	// Index is the chosen option (Wait 0, committed) or the soonest one;
+	// -1 for none.
+	Index int
+	// Wait is how long until the soonest option allows the request.
+	Wait time.Duration
+	// OnAnswer says the wait is on requests in flight — a concurrency
+	// slot, the first probe of an unknown bucket — which return it when
+	// they answer: Wait is then only the latest moment (the earliest
+	// lease lapses), and a waiter should try again at each answer.
+	OnAnswer bool
+	// Err is a *ReserveError when no option could ever allow it.
+	Err error
+}
+
+// Decide is Reserve with the whole decision: see Reserve and Decision.
+func Decide(opts []Option, a *Ask, l Lease, now time.Time) Decision {
+	best := -1
+	var bestWait waitFor
 	var never error
 	for i := range opts {
 		if !a.Free {
@@ -91,18 +133,18 @@ func Reserve(opts []Option, a *Ask, l Lease, now time.Time) (int, time.Duration,
 			}
 		}
 		w := waitOption(&opts[i], a, now)
-		if best < 0 || w < bestWait {
+		if best < 0 || w.d < bestWait.d || w.d == bestWait.d && w.onAnswer && !bestWait.onAnswer {
 			best, bestWait = i, w
-			if w == 0 {
+			if w.d == 0 {
 				break
 			}
 		}
 	}
 	if best < 0 {
-		return -1, 0, never
+		return Decision{Index: -1, Err: never}
 	}
-	if bestWait > 0 {
-		return best, bestWait, nil
+	if bestWait.d > 0 {
+		return Decision{Index: best, Wait: bestWait.d, OnAnswer: bestWait.onAnswer}
 	}
 	o, b := opts[best].Owner, opts[best].Bucket
 	o.take(a.Secondary, a.Cost, l, now)
@@ -112,7 +154,7 @@ func Reserve(opts []Option, a *Ask, l Lease, now time.Time) (int, time.Duration,
 			x.take(a.Policy, l, now)
 		}
 	}
-	return best, 0, nil
+	return Decision{Index: best}
 }
 
 // Answer is what a request's outcome tells the quota state.

@@ -284,7 +284,8 @@ func (st *State) Reserve(ctx context.Context, p *transport.ReserveParams) (int, 
 				opts[i].Also = append(opts[i].Also, l.buckets[bucketKey(id)])
 			}
 		}
-		chosen, wait, refused = quota.Reserve(opts, &p.Ask, p.Lease, p.Now)
+		d := quota.Decide(opts, &p.Ask, p.Lease, p.Now)
+		chosen, wait, refused, p.OnAnswer = d.Index, d.Wait, d.Err, d.OnAnswer
 		return encodeAll(l, recs)
 	})
 	if err != nil {

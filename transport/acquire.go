@@ -24,6 +24,9 @@ type attempt struct {
 	cands   [4]*creds.Credential
 	slots   [4]Slot
 	grant   grant
+	// waited is what the request already waited for its pool's learning
+	// turn: the max wait bounds the two together.
+	waited time.Duration
 }
 
 var attempts = sync.Pool{New: func() any { return new(attempt) }}
@@ -60,7 +63,7 @@ func (t *Transport) acquire(ctx context.Context, req *http.Request, p *provider.
 	maxWait := t.maxWait(p)
 	at.reserve.Ask = quota.Ask{Policy: policy, Secondary: sec, Cost: cost, Free: class.Free}
 	t.startHolding(ctx)
-	var waited time.Duration
+	waited := at.waited
 	var baton uint64
 	for {
 		if err := ctx.Err(); err != nil {
@@ -120,17 +123,51 @@ func (t *Transport) acquire(ctx context.Context, req *http.Request, p *provider.
 		// to the next waiter.
 		t.waiters.pass(baton)
 		baton = 0
-		// MaxWait bounds the whole wait, not each step: a wait that
-		// keeps coming back (a bucket refilled at each reset but never
-		// enough) still ends.
-		if waited+w > maxWait {
-			return &WaitError{Provider: p.Name, Resource: class.Resource, Credential: c.Masked(),
-				Until: now.Add(w), Wait: w, MaxWait: maxWait}
+		sleep, werr := t.nextWait(p, class, c, w, at.reserve.OnAnswer, waited, maxWait, now)
+		if werr != nil {
+			return werr
 		}
-		if baton, err = t.waitFor(ctx, w, &waited); err != nil {
+		if baton, err = t.waitFor(ctx, sleep, &waited); err != nil {
 			return err
 		}
 	}
+}
+
+// nextWait says how long a request that cannot go yet sleeps before it
+// asks again, having waited waited of its maxWait, or the *WaitError to
+// return instead. MaxWait bounds the whole wait, not each step: a wait
+// that keeps coming back (a bucket refilled at each reset but never
+// enough) still ends.
+//
+// A wait until a known time (a reset, a penalty, pacing) that ends past
+// the max wait returns at once, carrying that time. A wait on requests in
+// flight (a concurrency slot, a first probe: onAnswer) ends at an answer,
+// which wakes the request, and at the latest when their earliest lease
+// lapses (w): it is waited for until the max wait runs out, and its
+// WaitError then carries when an answer is expected, one round trip from
+// now. On a state shared with other processes, whose answers wake nobody
+// here, such a wait asks again every round trip.
+func (t *Transport) nextWait(p *provider.Provider, class provider.Request, c *creds.Credential, w time.Duration, onAnswer bool, waited, maxWait time.Duration, now time.Time) (time.Duration, error) {
+	waitErr := func(d time.Duration) error {
+		return &WaitError{Provider: p.Name, Resource: class.Resource, Credential: c.Masked(),
+			Until: now.Add(d), Wait: d, MaxWait: maxWait}
+	}
+	if !onAnswer {
+		if waited+w > maxWait {
+			return 0, waitErr(w)
+		}
+		return w, nil
+	}
+	rtt := t.roundTrip(p)
+	left := maxWait - waited
+	if left <= 0 {
+		return 0, waitErr(min(rtt, w))
+	}
+	sleep := min(w, left)
+	if t.shared {
+		sleep = min(sleep, rtt)
+	}
+	return sleep, nil
 }
 
 // candidates lists the credentials the request may go with, in the order

@@ -54,16 +54,6 @@ func (t *Transport) learningFor(ctx context.Context, p *provider.Provider, pool 
 	return v.(*learning)
 }
 
-// take waits for the turn; it reports false when ctx ended first.
-func (lg *learning) take(ctx context.Context) bool {
-	select {
-	case lg.turn <- struct{}{}:
-		return true
-	case <-ctx.Done():
-		return false
-	}
-}
-
 func (lg *learning) give() { <-lg.turn }
 
 // next is the credential the learner wants the next request to take.

@@ -55,6 +55,11 @@ type ReserveParams struct {
 	Lease quota.Lease
 	// Now is the time of the decision.
 	Now time.Time
+
+	// OnAnswer is set by Reserve when it returns a wait: the wait is on
+	// requests in flight (quota.Decision.OnAnswer), so the returned
+	// duration is only the latest moment, and an answer may end it.
+	OnAnswer bool
 }
 
 // SettleParams describe the end of one reservation.
@@ -187,7 +192,9 @@ func (m *memoryState) Reserve(_ context.Context, p *ReserveParams) (int, time.Du
 		}
 		opts = append(opts, opt)
 	}
-	return quota.Reserve(opts, &p.Ask, p.Lease, p.Now)
+	d := quota.Decide(opts, &p.Ask, p.Lease, p.Now)
+	p.OnAnswer = d.OnAnswer
+	return d.Index, d.Wait, d.Err
 }
 
 func (m *memoryState) Settle(_ context.Context, p *SettleParams) error {

@@ -171,6 +171,8 @@ type Transport struct {
 	restored    sync.Map // *creds.Pool → *sync.Once
 	creds       sync.Map // *creds.Credential → *credInfo
 
+	shared    bool        // the state is shared with other processes (Heartbeats)
+	rtts      sync.Map    // provider name → *rttEstimate
 	holding   sync.Once   // startHolding
 	beatTimer *time.Timer // the heartbeat on a shared state
 	beats     int
@@ -198,6 +200,7 @@ func New(opts Options) (*Transport, error) {
 	if t.state == nil {
 		t.state = NewMemoryState()
 	}
+	_, t.shared = t.state.(Heartbeats)
 	if !opts.DisableCache {
 		t.cache = opts.Cache
 		if t.cache == nil {
@@ -422,7 +425,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	// its quota and concurrency slot would stay taken for the whole lease.
 	defer t.giveBack(ctx, p, at)
 	g := &at.grant
-	rt, turn, err := t.route(ctx, p, pool)
+	rt, turn, err := t.route(ctx, p, pool, class, at)
 	if err != nil {
 		closeBody(req)
 		return nil, err
@@ -567,6 +570,7 @@ func (t *Transport) read(ctx context.Context, p *provider.Provider, class provid
 		s.prefix, s.resp.Body = peekBody(s.resp.Body, 8<<10)
 	}
 	at.reading = quota.Read(s.resp.StatusCode, s.resp.Header, s.prefix, s.now, t.skew(p, s.resp.Header, s.sentAt, s.now))
+	t.observeRoundTrip(p, s.now.Sub(s.sentAt))
 	reading := &at.reading
 	counted := s.resp.StatusCode != http.StatusNotModified && !class.Free
 	t.settle(ctx, p, g, at, reading, s.now, counted)
@@ -619,7 +623,7 @@ func (t *Transport) deliver(req *http.Request, p *provider.Provider, g *grant, s
 // learning which credentials share a bucket, it waits for the pool's turn
 // (one request at a time) and returns it, for the caller to give back when
 // the request is done.
-func (t *Transport) route(ctx context.Context, p *provider.Provider, pool *creds.Pool) (route, *learning, error) {
+func (t *Transport) route(ctx context.Context, p *provider.Provider, pool *creds.Pool, class provider.Request, at *attempt) (route, *learning, error) {
 	var rt route
 	if pn, ok := pinOf(ctx); ok {
 		rt = route{only: pn.cred, turnHeld: pn.turnHeld, validating: pn.validating}
@@ -628,8 +632,8 @@ func (t *Transport) route(ctx context.Context, p *provider.Provider, pool *creds
 	if lg.done.Load() || rt.turnHeld {
 		return rt, nil, nil
 	}
-	if !lg.take(ctx) {
-		return rt, nil, ctx.Err()
+	if err := t.takeTurn(ctx, p, class, lg, at); err != nil {
+		return rt, nil, err
 	}
 	if lg.done.Load() {
 		// Learnt while this request waited for its turn.
@@ -638,6 +642,33 @@ func (t *Transport) route(ctx context.Context, p *provider.Provider, pool *creds
 	}
 	rt.turnHeld = true
 	return rt, lg, nil
+}
+
+// takeTurn waits for the pool's learning turn like any wait for quota:
+// within the max wait, which it spends (at.waited), returning a *WaitError
+// beyond it. The turn comes back when the request holding it is answered,
+// about one round trip from now.
+func (t *Transport) takeTurn(ctx context.Context, p *provider.Provider, class provider.Request, lg *learning, at *attempt) error {
+	select {
+	case lg.turn <- struct{}{}:
+		return nil
+	default:
+	}
+	maxWait := t.maxWait(p)
+	start := t.opts.Now()
+	timer := t.opts.Clock.NewTimer(maxWait)
+	defer timer.Stop()
+	select {
+	case lg.turn <- struct{}{}:
+		at.waited = t.opts.Now().Sub(start)
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-timer.C():
+		now := t.opts.Now()
+		rtt := t.roundTrip(p)
+		return &WaitError{Provider: p.Name, Resource: class.Resource, Until: now.Add(rtt), Wait: rtt, MaxWait: maxWait}
+	}
 }
 
 // rejected decides what a 401 to a request sent with c's own token means.

@@ -772,6 +772,9 @@ func TestCacheReadErrorAndOwnHeaderSlices(t *testing.T) {
 	})
 	broken := false
 	tr := handlerTransport(t, h, func(o *Options) {
+		// A body that keeps breaking is retried as a network failure
+		// (quickly here), then returned as an error.
+		o.RetryBase = time.Millisecond
 		o.Base = rtFunc(func(req *http.Request) (*http.Response, error) {
 			resp, err := handlerRT{h}.RoundTrip(req)
 			if broken && err == nil {
