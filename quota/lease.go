@@ -22,6 +22,14 @@ type Lease struct {
 	// the leases of a holder proven gone instead of waiting for Until.
 	// Empty: unknown (a lease of an older version), never freed early.
 	Holder string `json:"holder,omitempty"`
+	// Spacing is what taking it pushed the bucket's pacing (TAT) by, and
+	// Points and Endpoint what it charged the owner's points budget (as
+	// PointsSpan of the endpoint's GCRA): an answer the server does not
+	// charge (a 304) gives them back with the quota, or free repeats
+	// would be paced as if spent.
+	Spacing    time.Duration `json:"spacing,omitempty"`
+	PointsSpan time.Duration `json:"points_span,omitempty"`
+	Endpoint   string        `json:"endpoint,omitempty"`
 }
 
 // Leases is a set of leases, small (requests in flight) and kept as a
@@ -57,19 +65,19 @@ func (ls Leases) firstLapse(now time.Time) time.Duration {
 // without returns ls less the lease id, and whether it was there. A lease
 // that already lapsed (and was pruned) is simply not found: releasing it
 // late is harmless.
-func (ls Leases) without(id uint64) (Leases, bool) {
+func (ls Leases) without(id uint64) (Leases, Lease, bool) {
 	if id == 0 {
-		return ls, false
+		return ls, Lease{}, false
 	}
 	for i, l := range ls {
 		if l.ID == id {
 			// Kept with its capacity, even empty: the next
 			// reservation appends without allocating.
 			ls[i] = ls[len(ls)-1]
-			return ls[:len(ls)-1], true
+			return ls[:len(ls)-1], l, true
 		}
 	}
-	return ls, false
+	return ls, Lease{}, false
 }
 
 // freed returns ls less the leases whose holder gone reports as gone, and

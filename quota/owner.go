@@ -154,8 +154,6 @@ func (o *Owner) Reserve(s Secondary, c Cost, l Lease, now time.Time) time.Durati
 // requests in flight.
 func (o *Owner) take(s Secondary, c Cost, l Lease, now time.Time) {
 	o.refresh(now)
-	o.Leases = append(o.Leases, l)
-	o.Peak = max(o.Peak, int64(len(o.Leases)))
 	if c.Write && s.WriteSpacing > 0 {
 		o.NextWrite = now.Add(s.WriteSpacing)
 	}
@@ -163,8 +161,12 @@ func (o *Owner) take(s Secondary, c Cost, l Lease, now time.Time) {
 		if o.PointsTAT == nil {
 			o.PointsTAT = make(map[string]time.Time, 1)
 		}
+		before := maxTime(o.PointsTAT[c.Endpoint], now)
 		o.PointsTAT[c.Endpoint] = gcraTake(o.PointsTAT[c.Endpoint], now, c.Points, s.PointsPerMinute, time.Minute)
+		l.PointsSpan, l.Endpoint = o.PointsTAT[c.Endpoint].Sub(before), c.Endpoint
 	}
+	o.Leases = append(o.Leases, l)
+	o.Peak = max(o.Peak, int64(len(o.Leases)))
 	if c.CreatesContent {
 		if s.ContentPerMinute > 0 {
 			o.ContentMin = gcraTake(o.ContentMin, now, 1, s.ContentPerMinute, time.Minute)
@@ -177,7 +179,19 @@ func (o *Owner) take(s Secondary, c Cost, l Lease, now time.Time) {
 
 // Release gives back the concurrency of lease id. Releasing a lease that
 // lapsed, or twice, does nothing.
-func (o *Owner) Release(id uint64) { o.Leases, _ = o.Leases.without(id) }
+func (o *Owner) Release(id uint64) { o.Leases, _, _ = o.Leases.without(id) }
+
+// refund releases lease id and gives back the points it charged: the
+// server did not charge its answer.
+func (o *Owner) refund(id uint64) {
+	var l Lease
+	var ok bool
+	if o.Leases, l, ok = o.Leases.without(id); ok && l.PointsSpan > 0 {
+		if tat, ok := o.PointsTAT[l.Endpoint]; ok {
+			o.PointsTAT[l.Endpoint] = tat.Add(-l.PointsSpan)
+		}
+	}
+}
 
 // InFlight is the number of the owner's requests in flight at now.
 func (o *Owner) InFlight(now time.Time) int64 { return o.Leases.Live(now) }

@@ -342,7 +342,8 @@ func (b *Bucket) Reserve(p Policy, l Lease, now time.Time) time.Duration {
 func (b *Bucket) take(p Policy, l Lease, now time.Time) {
 	b.prune(now)
 	b.roll(now)
-	b.TAT = maxTime(b.TAT, now).Add(b.interval(p, now))
+	l.Spacing = b.interval(p, now)
+	b.TAT = maxTime(b.TAT, now).Add(l.Spacing)
 	b.Leases = append(b.Leases, l)
 }
 
@@ -375,7 +376,17 @@ func (b *Bucket) spentElsewhere(now time.Time) {
 // Release returns the reservation of lease id unused (the request was
 // never sent, or its answer is not going to be observed). Releasing a
 // lease that lapsed, or twice, does nothing.
-func (b *Bucket) Release(id uint64) { b.Leases, _ = b.Leases.without(id) }
+func (b *Bucket) Release(id uint64) { b.Leases, _, _ = b.Leases.without(id) }
+
+// refund releases lease id and gives back the pacing it took: the server
+// did not charge its answer.
+func (b *Bucket) refund(id uint64) {
+	var l Lease
+	var ok bool
+	if b.Leases, l, ok = b.Leases.without(id); ok && l.Spacing > 0 && !b.TAT.IsZero() {
+		b.TAT = b.TAT.Add(-l.Spacing)
+	}
+}
 
 // probeInFlight is how many requests may be in flight on a bucket nothing
 // is known about: the first answer tells the limits.

@@ -60,3 +60,30 @@ func TestLateRefusalFromOldWindowChangesNothing(t *testing.T) {
 		t.Fatalf("the token idles %v into the new window", w)
 	}
 }
+
+// A 304 gives back what its reservation took of the pacing and of the
+// owner's points, with the quota: under spread, free repeats are not paced
+// as if spent.
+func TestFreeAnswerGivesBackPacingAndPoints(t *testing.T) {
+	reset := t0.Add(time.Hour)
+	b := NewBucket()
+	b.Observe(reading(5000, 100, reset), t0, true, Default{})
+	var o Owner
+	ask := Ask{Policy: Policy{Kind: Spread, Velocity: 1}, Secondary: Secondary{PointsPerMinute: 10},
+		Cost: Cost{Points: 5, Endpoint: "GET /repos"}}
+	notModified := &headers.Reading{Status: http.StatusNotModified, Limit: 5000, Remaining: 100, Used: 4900, Reset: reset}
+	for i := range 10 {
+		l := lz(t0)
+		if _, w, err := Reserve([]Option{{Owner: &o, Bucket: &b}}, &ask, l, t0); w != 0 || err != nil {
+			t.Fatalf("repeat %d waited %v (%v): a 304 was paced as if spent", i, w, err)
+		}
+		Settle(&o, &b, l.ID, &Answer{Reading: notModified, Counted: false}, t0)
+	}
+	// A charged answer keeps its pacing: the next waits.
+	l := lz(t0)
+	Reserve([]Option{{Owner: &o, Bucket: &b}}, &ask, l, t0)
+	Settle(&o, &b, l.ID, &Answer{Reading: reading(5000, 99, reset), Counted: true}, t0)
+	if _, w, _ := Reserve([]Option{{Owner: &o, Bucket: &b}}, &ask, lz(t0), t0); w == 0 {
+		t.Fatal("a charged answer's pacing was given back")
+	}
+}

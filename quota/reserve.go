@@ -203,16 +203,28 @@ func Settle(o *Owner, b *Bucket, id uint64, ans *Answer, now time.Time, also ...
 			x.spentElsewhere(now)
 		}
 	}
+	// An answer the server did not charge (a 304 to a conditional
+	// request) gives back the pacing and points its reservation took, as
+	// well as the quota: free repeats are not paced as if spent.
+	free := ans.Reading != nil && !ans.Counted && ans.Reading.Limited == headers.NotLimited && ans.Reading.Status < 500
 	if o != nil {
 		inFlight := o.InFlight(now) // this request's lease still counted
-		o.Release(id)
+		if free {
+			o.refund(id)
+		} else {
+			o.Release(id)
+		}
 		o.refresh(now)
 		if ans.Reading != nil {
 			o.Observe(ans, max(inFlight, 1), now)
 		}
 	}
 	if b != nil {
-		b.Release(id)
+		if free {
+			b.refund(id)
+		} else {
+			b.Release(id)
+		}
 		if ans.Reading != nil {
 			b.observe(ans.Reading, now, ans.Counted, ans.Default, ans.MaxPause)
 		} else {

@@ -265,6 +265,14 @@ func (st *State) Reserve(ctx context.Context, p *transport.ReserveParams) (int, 
 			l.addBucket(bucketKey(id))
 		}
 	}
+	if p.Waited && st.pendingEmpty() {
+		// A request that already waited: look first without a lock
+		// (on SQLite a write transaction holds the one write lock of
+		// every process), and lock only when it can go now.
+		if d, ok := st.lookFirst(ctx, l, okeys, bkeys, p); ok {
+			return d.Index, d.Wait, d.Err
+		}
+	}
 	st.writing.RLock()
 	defer st.writing.RUnlock()
 	settles := st.takePending()
@@ -293,6 +301,44 @@ func (st *State) Reserve(ctx context.Context, p *transport.ReserveParams) (int, 
 		return chosen, wait, err
 	}
 	return chosen, wait, refused
+}
+
+// lookFirst decides p on a snapshot read without locking and reports it
+// (ok) when it is a wait or an error: nothing is committed then, so no
+// lock is needed. When the request could go now, ok is false and the
+// caller decides again under the lock (the snapshot may be stale).
+func (st *State) lookFirst(ctx context.Context, l *loaded, okeys, bkeys []string, p *transport.ReserveParams) (quota.Decision, bool) {
+	recs := make([]*kv.Record, 0, len(l.keys))
+	for _, k := range l.keys {
+		rec, err := st.s.Get(ctx, k)
+		if errors.Is(err, kv.ErrNotFound) {
+			rec = kv.Record{Key: k}
+		} else if err != nil {
+			return quota.Decision{}, false
+		}
+		recs = append(recs, &rec)
+	}
+	st.decodeAll(l, recs)
+	opts := make([]quota.Option, len(p.Slots))
+	for i, s := range p.Slots {
+		opts[i] = quota.Option{Owner: l.owners[okeys[i]], Bucket: l.buckets[bkeys[i]]}
+		for _, id := range s.Also {
+			opts[i].Also = append(opts[i].Also, l.buckets[bucketKey(id)])
+		}
+	}
+	d := quota.Decide(opts, &p.Ask, p.Lease, p.Now)
+	if d.Wait == 0 && d.Err == nil {
+		return d, false
+	}
+	p.OnAnswer = d.OnAnswer
+	return d, true
+}
+
+// pendingEmpty reports whether no answer waits to be written.
+func (st *State) pendingEmpty() bool {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return len(st.pending) == 0
 }
 
 // Settle implements transport.State. An answer that pauses nothing (a

@@ -87,6 +87,7 @@ func (t *Transport) acquire(ctx context.Context, req *http.Request, p *provider.
 		at.reserve.Slots = slots
 		at.reserve.Lease = quota.Lease{ID: t.leaseID(), Until: now.Add(t.opts.Lease), Holder: t.holder}
 		at.reserve.Now = now
+		at.reserve.Waited = waited > 0
 		// The reservation runs to its end even if ctx ends meanwhile: a
 		// transaction cut short could have committed without the caller
 		// knowing, and its lease would be held until it lapsed. (A State

@@ -55,6 +55,10 @@ type ReserveParams struct {
 	Lease quota.Lease
 	// Now is the time of the decision.
 	Now time.Time
+	// Waited says the request already waited once: it is likely to wait
+	// again, so a State that must lock to decide may first look without
+	// locking (see sharedstate), and lock only when the request can go.
+	Waited bool
 
 	// OnAnswer is set by Reserve when it returns a wait: the wait is on
 	// requests in flight (quota.Decision.OnAnswer), so the returned
