@@ -25,7 +25,10 @@ func (t *Transport) observeRoundTrip(p *provider.Provider, d time.Duration) {
 	if d < 0 {
 		return
 	}
-	v, _ := t.rtts.LoadOrStore(p.Name, &rttEstimate{})
+	v, ok := t.rtts.Load(p) // keyed by pointer: no allocation on the hot path
+	if !ok {
+		v, _ = t.rtts.LoadOrStore(p, &rttEstimate{})
+	}
 	e := v.(*rttEstimate)
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -38,7 +41,7 @@ func (t *Transport) observeRoundTrip(p *provider.Provider, d time.Duration) {
 
 // roundTrip is p's typical round trip, at least a millisecond.
 func (t *Transport) roundTrip(p *provider.Provider) time.Duration {
-	v, ok := t.rtts.Load(p.Name)
+	v, ok := t.rtts.Load(p)
 	if !ok {
 		return defaultRoundTrip
 	}

@@ -172,7 +172,7 @@ type Transport struct {
 	creds       sync.Map // *creds.Credential → *credInfo
 
 	shared    bool        // the state is shared with other processes (Heartbeats)
-	rtts      sync.Map    // provider name → *rttEstimate
+	rtts      sync.Map    // *provider.Provider → *rttEstimate
 	holding   sync.Once   // startHolding
 	beatTimer *time.Timer // the heartbeat on a shared state
 	beats     int
