@@ -6,6 +6,29 @@
 // backoff, and a wait beyond MaxWait becomes a *WaitError saying when quota
 // returns. docs/architecture.md walks one request through it.
 //
+// # Where it departs from the RoundTripper contract, on purpose
+//
+// net/http asks a RoundTripper to send one request and return its one
+// response, leaving authentication, redirects, cookies and retries to the
+// Client. A Transport does more, because pacing needs it:
+//
+//   - it adds a credential (the provider's auth header, chosen from the
+//     pool) to requests of its provider's URLs that carry none — on a copy:
+//     the caller's request is never modified;
+//   - it may send a request more than once: after a rate-limit refusal
+//     (any method: a refused request was not processed), after a rejected
+//     credential with another one, and after network errors and 5xx for
+//     idempotent requests (or ones with an Idempotency-Key);
+//   - it answers a repeated GET with a conditional request and turns the
+//     server's free 304 into the stored 200 (marked X-Ratekeeper-Cache:
+//     revalidated);
+//   - it may wait before sending, up to MaxWait, or return a *WaitError
+//     without sending at all.
+//
+// It keeps the rest: the response's Request is the caller's, bodies it
+// replaces are closed, the request's context ends waits and sends, and
+// CloseIdleConnections reaches the base transport.
+//
 // Layer 2 of docs/architecture.md: it owns the request's path and the
 // memory State, and must not parse headers (package headers does) or do
 // pacing math (package quota does).

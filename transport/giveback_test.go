@@ -142,3 +142,21 @@ func TestBodyCutShortWhileCachingIsRetried(t *testing.T) {
 		}
 	}
 }
+
+type idleCounter struct {
+	http.RoundTripper
+	closed int
+}
+
+func (c *idleCounter) CloseIdleConnections() { c.closed++ }
+
+// An *http.Client over the transport can drop the base transport's idle
+// connections.
+func TestCloseIdleConnectionsReachesTheBase(t *testing.T) {
+	base := &idleCounter{RoundTripper: http.DefaultTransport}
+	tr := handlerTransport(t, http.NotFoundHandler(), func(o *Options) { o.Base = base })
+	(&http.Client{Transport: tr}).CloseIdleConnections()
+	if base.closed != 1 {
+		t.Fatalf("base closed idle connections %d times, want 1", base.closed)
+	}
+}

@@ -305,6 +305,15 @@ func (t *Transport) Close() error {
 	return nil
 }
 
+// CloseIdleConnections closes the base transport's idle connections, when
+// it has any (an *http.Client made by NewClient calls this from its own
+// CloseIdleConnections).
+func (t *Transport) CloseIdleConnections() {
+	if c, ok := t.base.(interface{ CloseIdleConnections() }); ok {
+		c.CloseIdleConnections()
+	}
+}
+
 // Registry returns the providers the transport knows.
 func (t *Transport) Registry() *provider.Registry { return t.reg }
 
