@@ -69,6 +69,12 @@ func ParsePolicy(s string) (string, error) {
 // Durations are strings such as "500ms", "2s" or "10m". A GitLab OAuth token
 // needs auth_header = "Authorization" and auth_prefix = "Bearer".
 type Config struct {
+	// AutoHosts is the top-level auto_hosts key, nil when absent: false
+	// turns off what a host no provider owns gets automatically (a token
+	// from a variable named after it, 60 requests a minute when it states
+	// no limit).
+	AutoHosts *bool
+
 	file      string
 	dir       string
 	lines     map[string]int
@@ -149,8 +155,16 @@ func ParseConfig(data []byte, file string) (*Config, error) {
 	}
 	c := &Config{file: file, dir: filepath.Dir(file), lines: lines}
 	for _, key := range inFileOrder(raw, lines) {
-		if key != "providers" {
-			return nil, fmt.Errorf("%s: unknown key; the file has one section, [providers.NAME]", at(key))
+		switch key {
+		case "providers":
+		case "auto_hosts":
+			b, ok := raw[key].(bool)
+			if !ok {
+				return nil, fmt.Errorf("%s: expected true or false, got %s", at(key), tomlType(raw[key]))
+			}
+			c.AutoHosts = &b
+		default:
+			return nil, fmt.Errorf("%s: unknown key; the file has one key, auto_hosts, and one section, [providers.NAME]", at(key))
 		}
 	}
 	if v, ok := raw["providers"]; ok {

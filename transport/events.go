@@ -18,9 +18,9 @@ const (
 	EventCredentialInvalid EventKind = "credential_invalid"
 	// EventRetried: a request is sent again after an error.
 	EventRetried EventKind = "retried"
-	// EventUnmatched: a URL matched no provider, so it goes without a
-	// token (paced only by its host's own rate-limit headers). Once per
-	// host; Provider is the host, URL the first such URL.
+	// EventUnmatched: a URL matched no provider, so its host became a
+	// generic provider of its own (see Options.NoAutoProviders). Once per
+	// host; Provider is the name it got, URL its origin.
 	EventUnmatched EventKind = "unmatched"
 	// EventHoldersFreed: the reservations of processes that are gone
 	// (killed with requests in flight) were freed; Attempt is how many.
@@ -45,8 +45,16 @@ type Event struct {
 	Attempt int
 	// Err is the error that caused a retry.
 	Err error
-	// URL is the request's URL (EventUnmatched).
+	// URL is the request's URL; for EventUnmatched, the host's origin
+	// (scheme, host and port).
 	URL string
+	// For EventUnmatched: Auto says the host is paced as a generic
+	// provider (60 a minute when it states no limit) and may carry a
+	// token; TokenEnv names the variable its token came from ("" for
+	// none: it goes without), Variables those that were looked at.
+	Auto      bool
+	TokenEnv  string
+	Variables []string
 }
 
 // Metrics are the transport's Prometheus collectors. Register them with

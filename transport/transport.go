@@ -51,9 +51,14 @@ const (
 // tokens from the environment, memory state and cache.
 type Options struct {
 	// Providers are the APIs the transport paces; nil means
-	// provider.Defaults(). A request to a URL no provider owns is passed to
-	// Base untouched: no credential, no pacing.
+	// provider.Defaults(). A URL no provider owns gets a generic provider
+	// of its host on first use (see NoAutoProviders).
 	Providers *provider.Registry
+	// NoAutoProviders: a host no provider owns gets no token from a
+	// variable named after it (GIT_EXAMPLE_COM_TOKEN, GIT_TOKEN) and no
+	// default pacing (60 a minute when it states no limit); only its
+	// answers' rate-limit headers pace it.
+	NoAutoProviders bool
 	// Pools hold the credentials by provider name. A provider without a
 	// pool gets one from its environment variables (creds.Load) on first
 	// use.
@@ -159,9 +164,9 @@ type Transport struct {
 	holder string
 
 	keys  map[*provider.Provider]string // state keys, fixed at New
-	hosts hosts                         // hosts no provider owns (see roundTripUnmatched)
 
 	mu    sync.Mutex
+	auto  map[string]*provider.Provider // origin → generic provider made on first use
 	pools map[string]*creds.Pool
 	skews map[string]*quota.Skew
 
@@ -416,7 +421,10 @@ type grant struct {
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	p := t.reg.Match(req.URL)
 	if p == nil {
-		return t.roundTripUnmatched(req)
+		if p = t.autoProvider(req.URL); p == nil {
+			closeBody(req)
+			return nil, fmt.Errorf("ratekeeper: %s: no provider owns this URL and none can be made for it (want an http or https URL with a host)", redactURL(req))
+		}
 	}
 	ctx := req.Context()
 	pool, err := t.poolFor(p)

@@ -45,7 +45,7 @@ func (h *unknownHost) RoundTrip(req *http.Request) (*http.Response, error) {
 	return resp, nil
 }
 
-func unmatchedTransport(t *testing.T, base http.RoundTripper, events *eventLog) *Transport {
+func unmatchedTransport(t *testing.T, base http.RoundTripper, events *eventLog, tune ...func(*Options)) *Transport {
 	t.Helper()
 	p, err := provider.New("github", provider.GitHub, "https://api.github.com")
 	if err != nil {
@@ -55,18 +55,22 @@ func unmatchedTransport(t *testing.T, base http.RoundTripper, events *eventLog) 
 	if err := reg.Add(p); err != nil {
 		t.Fatal(err)
 	}
-	tr, err := New(Options{Providers: reg, Base: base, OnEvent: events.add, MaxWait: time.Minute,
-		Pools: map[string]*creds.Pool{"github": creds.NewPool("github", creds.NewToken("github", 1, "tok-github-secret", "test"))}})
+	opts := Options{Providers: reg, Base: base, OnEvent: events.add, MaxWait: time.Minute, DisableCache: true,
+		Pools: map[string]*creds.Pool{"github": creds.NewPool("github", creds.NewToken("github", 1, "tok-github-secret", "test"))}}
+	for _, f := range tune {
+		f(&opts)
+	}
+	tr, err := New(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return tr
 }
 
-// TestUnmatchedHostIsPacedByItsHeaders: a host no provider owns gets no
-// token, is named once, and its own rate-limit headers still pace what
-// follows: a spent window is waited out, a 429 is retried after its
-// Retry-After, and a host that states nothing is never held back.
+// TestUnmatchedHostIsPacedByItsHeaders: a host no provider owns (and no
+// variable named after it) gets no token, is named once, and its own
+// rate-limit headers pace what follows: a spent window is waited out, a
+// 429 is retried after its Retry-After.
 func TestUnmatchedHostIsPacedByItsHeaders(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		start := time.Now()
@@ -105,10 +109,10 @@ func TestUnmatchedHostIsPacedByItsHeaders(t *testing.T) {
 			t.Errorf("after a 429: status %d, %d sent, retried %v later", resp.StatusCode, len(host.sent), host.at[3].Sub(host.at[2]))
 		}
 		before := time.Now()
-		get("https://quiet.example.test/d") // states nothing: no wait
+		get("https://quiet.example.test/d") // states nothing: 60 a minute, so no wait for two
 		get("https://quiet.example.test/e")
 		if time.Since(before) != 0 {
-			t.Errorf("a host that states no limit was held back %v", time.Since(before))
+			t.Errorf("two requests to a host that states no limit were held back %v", time.Since(before))
 		}
 		for _, r := range host.sent {
 			if r.Header.Get("Authorization") != "" {
@@ -143,4 +147,133 @@ func TestUnmatchedHostPauseBeyondMaxWait(t *testing.T) {
 			t.Fatalf("%v after %d sent; want a WaitError after one", err, len(host.sent))
 		}
 	})
+}
+
+// sentTo returns the Authorization headers host was sent, by host.
+func (h *unknownHost) auths() map[string][]string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	out := map[string][]string{}
+	for _, r := range h.sent {
+		out[r.URL.Host] = append(out[r.URL.Host], r.Header.Get("Authorization"))
+	}
+	return out
+}
+
+// A host's own variable is used for that exact host, and announced once
+// with the variable's name; a built-in provider's variable is never sent
+// to a look-alike host.
+func TestUnknownHostTokenFromItsVariable(t *testing.T) {
+	t.Setenv("GIT_EXAMPLE_COM_TOKEN", "tok-git-example-1234")
+	t.Setenv("GITHUB_TOKEN", "tok-github-env-5678")
+	t.Setenv("GITLAB_TOKEN", "tok-gitlab-env-9012")
+	host := &unknownHost{}
+	events := &eventLog{}
+	tr := unmatchedTransport(t, host, events)
+	for _, u := range []string{"https://git.example.com/a", "https://git.example.com/b", "https://github.evil.example/x", "https://gitlab.evil.example/y", "https://git.example.com:8443/c"} {
+		req, _ := http.NewRequest("GET", u, nil)
+		resp, err := tr.RoundTrip(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+	}
+	got := host.auths()
+	if a := got["git.example.com"]; len(a) != 2 || a[0] != "Bearer tok-git-example-1234" || a[1] != a[0] {
+		t.Errorf("git.example.com was sent %q, want its own variable's token twice", a)
+	}
+	for _, h := range []string{"github.evil.example", "gitlab.evil.example", "git.example.com:8443"} {
+		if a := got[h]; len(a) != 1 || a[0] != "" {
+			t.Errorf("%s was sent %q, want no token", h, a)
+		}
+	}
+	var announced []Event
+	for _, e := range events.ev {
+		if e.Kind == EventUnmatched {
+			announced = append(announced, e)
+		}
+	}
+	if len(announced) != 4 {
+		t.Fatalf("%d announcements for 4 hosts", len(announced))
+	}
+	if e := announced[0]; e.TokenEnv != "GIT_EXAMPLE_COM_TOKEN" || !e.Auto || e.URL != "https://git.example.com" {
+		t.Errorf("announcement %+v, want the variable GIT_EXAMPLE_COM_TOKEN for https://git.example.com", e)
+	}
+	if e := announced[1]; e.TokenEnv != "" || slicesContains(e.Variables, "GITHUB_TOKEN") {
+		t.Errorf("github.evil.example announced %+v: a built-in provider's variable must not be looked at", e)
+	}
+}
+
+func slicesContains(s []string, v string) bool {
+	for _, x := range s {
+		if x == v {
+			return true
+		}
+	}
+	return false
+}
+
+// A host that states no limit is held to 60 requests a minute, like a
+// configured generic provider; NoAutoProviders turns that (and the token)
+// off.
+func TestUnknownHostWithoutHeadersIsHeldTo60AMinute(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		host := &unknownHost{}
+		tr := unmatchedTransport(t, host, &eventLog{}, func(o *Options) { o.MaxWait = time.Hour })
+		start := time.Now()
+		for i := range 121 {
+			req, _ := http.NewRequest("GET", "https://quiet.example.test/r"+strconv.Itoa(i), nil)
+			resp, err := tr.RoundTrip(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+		}
+		if d := time.Since(start); d < 2*time.Minute || d > 2*time.Minute+10*time.Second {
+			t.Fatalf("121 requests to a host that states no limit took %v, want about 2 minutes (60 a minute)", d)
+		}
+	})
+	synctest.Test(t, func(t *testing.T) {
+		t.Setenv("QUIET_EXAMPLE_TEST_TOKEN", "tok-quiet-1234")
+		host := &unknownHost{}
+		tr := unmatchedTransport(t, host, &eventLog{}, func(o *Options) { o.NoAutoProviders = true })
+		start := time.Now()
+		for i := range 121 {
+			req, _ := http.NewRequest("GET", "https://quiet.example.test/r"+strconv.Itoa(i), nil)
+			resp, err := tr.RoundTrip(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+		}
+		if d := time.Since(start); d != 0 {
+			t.Errorf("with NoAutoProviders a host that states nothing was held back %v", d)
+		}
+		if a := host.auths()["quiet.example.test"]; a[0] != "" {
+			t.Errorf("with NoAutoProviders the host's variable was sent: %q", a[0])
+		}
+	})
+}
+
+// A redirect to another host carries none of the first host's token.
+func TestUnknownHostRedirectCarriesNoToken(t *testing.T) {
+	t.Setenv("A_EXAMPLE_TEST_TOKEN", "tok-a-example-1234")
+	host := &unknownHost{answers: []func() *http.Response{func() *http.Response {
+		h := http.Header{}
+		h.Set("Location", "https://b.example.test/landing")
+		return &http.Response{StatusCode: http.StatusFound, Header: h}
+	}}}
+	tr := unmatchedTransport(t, host, &eventLog{})
+	resp, err := (&http.Client{Transport: tr}).Get("https://a.example.test/start")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	got := host.auths()
+	if a := got["a.example.test"]; len(a) != 1 || a[0] != "Bearer tok-a-example-1234" {
+		t.Errorf("a.example.test was sent %q", a)
+	}
+	if a := got["b.example.test"]; len(a) != 1 || a[0] != "" {
+		t.Errorf("the redirect's host was sent %q, want no token", a)
+	}
 }

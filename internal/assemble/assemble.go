@@ -73,6 +73,10 @@ type Options struct {
 	// with jitter, at each new strike (default 60s, GitHub's documented
 	// minimum).
 	SecondaryWait time.Duration
+	// NoAutoHosts: a host no provider owns gets no token from a variable
+	// named after it and no default pacing (transport.NoAutoProviders);
+	// the config file's auto_hosts = false does the same.
+	NoAutoHosts bool
 	// Timeout bounds each request including its waits (0: none).
 	Timeout time.Duration
 	// Base sends the requests (default: a clone of http.DefaultTransport).
@@ -121,6 +125,7 @@ func Transport(opts Options) (*transport.Transport, error) {
 // release the database.
 func Build(opts Options) (transport.Options, error) {
 	reg := provider.Defaults()
+	noAuto := opts.NoAutoHosts
 	if opts.ConfigFile != "" {
 		cfg, err := provider.LoadConfig(opts.ConfigFile)
 		if err != nil {
@@ -128,6 +133,9 @@ func Build(opts Options) (transport.Options, error) {
 		}
 		if err := reg.ApplyConfig(cfg); err != nil {
 			return transport.Options{}, err
+		}
+		if cfg.AutoHosts != nil && !*cfg.AutoHosts {
+			noAuto = true
 		}
 	}
 	for _, f := range opts.Providers {
@@ -144,6 +152,8 @@ func Build(opts Options) (transport.Options, error) {
 		Logger:    opts.Logger,
 		OnEvent:   opts.OnEvent,
 		Pools:     map[string]*creds.Pool{},
+
+		NoAutoProviders: noAuto,
 	}
 	to.Policy = quota.DefaultPolicy()
 	if opts.Policy != "" {

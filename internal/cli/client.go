@@ -33,8 +33,11 @@ type clientFlags struct {
 	maxWait   time.Duration
 	maxPause  time.Duration
 	secWait   time.Duration
-	pacing    pacingFlags
-	verbose   bool
+	// noAutoHosts: a host no provider owns gets no token or default
+	// pacing of its own (transport.Options.NoAutoProviders).
+	noAutoHosts bool
+	pacing      pacingFlags
+	verbose     bool
 }
 
 // pacingFlags tune the policy for every provider whose configuration does
@@ -63,6 +66,7 @@ func (f *clientFlags) addAllButDB(cmd *cobra.Command) {
 	fl.DurationVar(&f.maxWait, "max-wait", transport.DefaultMaxWait, "longest single wait for quota; beyond it the request fails saying when quota returns")
 	fl.DurationVar(&f.maxPause, "max-pause", quota.DefaultMaxPause, "longest pause a server's Retry-After or a secondary-limit penalty can impose; the request is tried again after it")
 	fl.DurationVar(&f.secWait, "secondary-wait", quota.SecondaryBase, "first pause after a secondary-limit refusal without Retry-After; it doubles, with jitter, at each new refusal")
+	fl.BoolVar(&f.noAutoHosts, "no-auto-hosts", false, "a host no provider owns gets no token from a variable named after it (GIT_EXAMPLE_COM_TOKEN) and no default pacing of 60 a minute; only its own rate-limit headers pace it")
 	fl.Float64Var(&f.pacing.velocity, "velocity", 0, "spread: how much faster than budget ÷ time to reset to send (default 1.5; above 1 spends each window's budget before its reset)")
 	fl.DurationVar(&f.pacing.minIntv, "min-interval", 0, "least time between two requests of one bucket, under any policy (e.g. 100ms)")
 	fl.DurationVar(&f.pacing.maxIntv, "max-interval", 0, "most time spread or adaptive put between two requests of one bucket (default 1m)")
@@ -136,14 +140,15 @@ func (f *clientFlags) options(stderr io.Writer) (assemble.Options, error) {
 		MaxWait:        f.maxWait,
 		MaxPause:       f.maxPause,
 		SecondaryWait:  f.secWait,
+		NoAutoHosts:    f.noAutoHosts,
 	}
 	verbose := f.verbose
 	if verbose {
 		opts.Logger = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
 	// A URL that matched no provider is said even without -v (once per
-	// host): its requests go without a token, which the user may not
-	// expect.
+	// host): which token it gets, if any, and its default pacing, which
+	// the user may not expect.
 	opts.OnEvent = func(e transport.Event) {
 		if verbose || e.Kind == transport.EventUnmatched {
 			fmt.Fprintln(stderr, describeEvent(e))
@@ -238,6 +243,21 @@ func wireBase() http.RoundTripper {
 	return tasks.WireTransport(http.DefaultTransport.(*http.Transport).Clone())
 }
 
+// describeUnmatched says what a host no provider owns gets, and how to pin
+// it.
+func describeUnmatched(e transport.Event, base string) string {
+	pin := fmt.Sprintf("to pin it: --provider NAME=%s (or a [providers.NAME] section with base_url in --config)", base)
+	switch {
+	case !e.Auto:
+		return fmt.Sprintf("ratekeeper: %s matched no provider: its requests go without a token, paced only by its own rate-limit headers; %s", base, pin)
+	case e.TokenEnv != "":
+		return fmt.Sprintf("ratekeeper: %s matched no provider: sending it the token in %s (to this host only), paced by its rate-limit headers, or 60 requests a minute when it states none; %s",
+			base, e.TokenEnv, pin)
+	}
+	return fmt.Sprintf("ratekeeper: %s matched no provider: no token (set %s to send one), paced by its rate-limit headers, or 60 requests a minute when it states none; %s",
+		base, strings.Join(e.Variables, " or "), pin)
+}
+
 func describeEvent(e transport.Event) string {
 	who := e.Provider
 	if e.Resource != "" {
@@ -255,8 +275,7 @@ func describeEvent(e transport.Event) string {
 		if u, err := url.Parse(e.URL); err == nil {
 			base = (&url.URL{Scheme: u.Scheme, Host: u.Host}).String()
 		}
-		return fmt.Sprintf("ratekeeper: %s matched no provider: its requests go without a token, paced only by its own rate-limit headers; "+
-			"to add one: --provider NAME=%s (or a [providers.NAME] section with base_url in --config)", e.Provider, base)
+		return describeUnmatched(e, base)
 	case transport.EventRetried:
 		cause := fmt.Sprintf("HTTP %d", e.Status)
 		if e.Err != nil {

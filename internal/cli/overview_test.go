@@ -44,7 +44,8 @@ func TestStatusOverview(t *testing.T) {
 }
 
 // TestUnmatchedURLIsSaidOnce: get of a URL no provider owns says so on
-// stderr, once, with how to add one, and sends no token.
+// stderr, once, with the variable that would give it a token and how to
+// pin it, and sends no token (GITHUB_TOKEN is not its).
 func TestUnmatchedURLIsSaidOnce(t *testing.T) {
 	var auth []string
 	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -58,7 +59,7 @@ func TestUnmatchedURLIsSaidOnce(t *testing.T) {
 	if code != 0 || !strings.Contains(out, `"ok":true`) {
 		t.Fatalf("exit %d: %s %s", code, out, stderr)
 	}
-	want := "matched no provider: its requests go without a token, paced only by its own rate-limit headers; to add one: --provider NAME=" + ts.URL
+	want := "matched no provider: no token (set _127_0_0_1_" + ts.URL[len("http://127.0.0.1:"):] + "_TOKEN to send one), paced by its rate-limit headers, or 60 requests a minute when it states none; to pin it: --provider NAME=" + ts.URL
 	if n := strings.Count(stderr, "matched no provider"); n != 1 || !strings.Contains(stderr, want) {
 		t.Fatalf("stderr says it %d times, want once saying %q:\n%s", n, want, stderr)
 	}
