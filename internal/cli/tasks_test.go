@@ -145,7 +145,7 @@ func TestTasksCommandsEndToEnd(t *testing.T) {
 		t.Errorf("migrate on a current database printed %q", out)
 	}
 	fresh := filepath.Join(dir, "fresh.db")
-	if out := mustRun(t, "", "tasks", "--db", fresh, "migrate"); !strings.Contains(out, "river: applied version 1, ") || !strings.Contains(out, "ratekeeper tasks: applied version 1, 2\n") {
+	if out := mustRun(t, "", "tasks", "--db", fresh, "migrate"); !strings.Contains(out, "river: applied version 1, ") || !strings.Contains(out, "ratekeeper tasks: applied version 1, 2, 3\n") {
 		t.Errorf("migrate on a fresh database printed %q", out)
 	}
 }
