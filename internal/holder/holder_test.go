@@ -3,7 +3,9 @@ package holder
 import (
 	"os"
 	"os/exec"
+	"runtime"
 	"testing"
+	"time"
 )
 
 func TestSelfRoundTrip(t *testing.T) {
@@ -81,4 +83,39 @@ func TestGoneReusedPIDOtherBootOtherHost(t *testing.T) {
 	if Local(other.String()) {
 		t.Error("another machine's holder is local")
 	}
+}
+
+// A killed process that its parent has not waited for yet (a zombie) is
+// gone: it ended, and holds nothing.
+func TestGoneWhileAZombie(t *testing.T) {
+	cmd := exec.Command(os.Args[0], "-test.run=^TestSleepForever$")
+	cmd.Env = append(os.Environ(), "HOLDER_TEST_SLEEP=1")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	me := Self()
+	child := ID{Host: me.Host, Boot: me.Boot, PID: cmd.Process.Pid, Start: startOf(cmd.Process.Pid)}
+	if Gone(child.String()) {
+		t.Fatal("a running child is gone")
+	}
+	if err := cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Wait()
+	if runtime.GOOS != "linux" {
+		return // only Linux's process table tells a zombie
+	}
+	for deadline := time.Now().Add(10 * time.Second); !Gone(child.String()); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("a killed child not yet waited for is not gone")
+		}
+	}
+}
+
+// TestSleepForever is the child of TestGoneWhileAZombie.
+func TestSleepForever(t *testing.T) {
+	if os.Getenv("HOLDER_TEST_SLEEP") == "" {
+		return
+	}
+	time.Sleep(time.Hour)
 }
