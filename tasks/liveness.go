@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -284,8 +285,14 @@ func (b *riverBackend[TD, TTx]) takeBack(ctx context.Context, q *Queue, self str
 		}
 	}
 	if len(ids) > 0 {
+		// A warning: a worker died with work in hand.
 		q.metrics.takenBack.Add(float64(len(ids)))
-		q.opts.Logger.Info("tasks: took back the running tasks of workers that are gone", "tasks", len(ids), "workers", len(gone))
+		var names []string
+		for _, v := range gone {
+			names = append(names, v.row.ID+" ("+v.reason+")")
+		}
+		slices.Sort(names)
+		q.opts.Logger.Warn("tasks: took back at once the running tasks of workers that are gone", "tasks", len(ids), "workers", strings.Join(names, ", "))
 	}
 	return ids, nil
 }
