@@ -33,6 +33,10 @@ func (d *tasksDB) open(ctx context.Context, opts tasks.Options) (*tasks.Queue, e
 	return q, nil
 }
 
+// tasksDamagedAdvice is what to do about a damaged --db, for the tasks
+// commands.
+const tasksDamagedAdvice = "its tasks cannot be trusted, so nothing was done. Restore it from a backup, or move it aside and submit the tasks again to a new database"
+
 func newTasksCmd() *cobra.Command {
 	db := &tasksDB{}
 	cmd := &cobra.Command{
@@ -57,7 +61,7 @@ rescheduled for a rate limit is raised one step.`,
 		newTasksSubmitCmd(db), newTasksGetCmd(db), newTasksHistoryCmd(db), newTasksListCmd(db),
 		newTasksCancelCmd(db), newTasksWorkerCmd(db), newTasksMigrateCmd(db),
 	)
-	return cmd
+	return adviseOnDamage(cmd, tasksDamagedAdvice)
 }
 
 // submitFlags are the flags of 'tasks submit'.

@@ -103,7 +103,7 @@ polling profile (see 'ratekeeper poll').`,
 	f.DurationVar(&o.rescueAfter, "rescue-after", tasks.DefaultRescueAfter, "time after its claim when a task still running, whose worker recorded nothing, is put back as a failed attempt (tasks of workers known to be gone come back at once)")
 	f.StringVar(&o.failOn, "fail-on-status", "", "answers that fail an http task instead of completing it: codes and classes such as 404,410 or 4xx")
 	f.StringVar(&o.rateLimited, "rate-limited-priority", string(tasks.RaisePriority), "what a reschedule for a rate limit does to a task's priority: raise (one step, so it runs before newer work) or keep")
-	return cmd
+	return adviseOnDamage(cmd, workerDamagedAdvice)
 }
 
 // check validates the flags that need no I/O.
@@ -132,9 +132,6 @@ func (o *workerOptions) check() error {
 
 func runTasksWorker(cmd *cobra.Command, db *tasksDB, o *workerOptions) error {
 	ctx, stderr := cmd.Context(), cmd.ErrOrStderr()
-	if err := checkDatabase(ctx, db.dsn, workerDamagedAdvice); err != nil {
-		return err
-	}
 	reg := prometheus.NewRegistry()
 	tr, err := o.client.transportWith(stderr, func(opts *assemble.Options) {
 		opts.Registerer = reg
