@@ -36,9 +36,10 @@ func TestParseRefusesOtherForms(t *testing.T) {
 	}
 }
 
-// A process that ended is gone; one still running is not.
-func TestGoneAfterExit(t *testing.T) {
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
+// startChild starts cmd and returns its holder, checking that it is not
+// gone while it runs.
+func startChild(t *testing.T, cmd *exec.Cmd) ID {
+	t.Helper()
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -47,6 +48,13 @@ func TestGoneAfterExit(t *testing.T) {
 	if Gone(child.String()) {
 		t.Fatal("a running child is gone")
 	}
+	return child
+}
+
+// A process that ended is gone; one still running is not.
+func TestGoneAfterExit(t *testing.T) {
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	child := startChild(t, cmd)
 	if err := cmd.Wait(); err != nil {
 		t.Fatal(err)
 	}
@@ -90,14 +98,7 @@ func TestGoneReusedPIDOtherBootOtherHost(t *testing.T) {
 func TestGoneWhileAZombie(t *testing.T) {
 	cmd := exec.Command(os.Args[0], "-test.run=^TestSleepForever$")
 	cmd.Env = append(os.Environ(), "HOLDER_TEST_SLEEP=1")
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	me := Self()
-	child := ID{Host: me.Host, Boot: me.Boot, PID: cmd.Process.Pid, Start: startOf(cmd.Process.Pid)}
-	if Gone(child.String()) {
-		t.Fatal("a running child is gone")
-	}
+	child := startChild(t, cmd)
 	if err := cmd.Process.Kill(); err != nil {
 		t.Fatal(err)
 	}
