@@ -266,7 +266,7 @@ func (b *riverBackend[TD, TTx]) list(ctx context.Context, f Filter, limit int) (
 }
 
 // cancel cancels a job and records the events of that in one transaction.
-func (b *riverBackend[TD, TTx]) cancel(ctx context.Context, id int64, events func(before, after *rivertype.JobRow) []Event) (before, after *rivertype.JobRow, err error) {
+func (b *riverBackend[TD, TTx]) cancel(ctx context.Context, id int64, now time.Time, events func(before, after *rivertype.JobRow) []Event) (before, after *rivertype.JobRow, err error) {
 	err = b.inTx(ctx, func(tx TTx, r runner) error {
 		before, err = b.client.JobGetTx(ctx, tx, id)
 		if errors.Is(err, rivertype.ErrNotFound) || (err == nil && !ours(before)) {
@@ -278,6 +278,11 @@ func (b *riverBackend[TD, TTx]) cancel(ctx context.Context, id int64, events fun
 		if before.FinalizedAt != nil {
 			return ErrFinished
 		}
+		if before.State == rivertype.JobStateRunning {
+			if before, err = b.takeBackIfGone(ctx, tx, r, before, now); err != nil {
+				return err
+			}
+		}
 		after, err = b.client.JobCancelTx(ctx, tx, id)
 		if err != nil {
 			return err
@@ -287,10 +292,34 @@ func (b *riverBackend[TD, TTx]) cancel(ctx context.Context, id int64, events fun
 	return before, after, err
 }
 
+// takeBackIfGone takes back running row, in transaction tx, if the
+// worker of its attempt is gone, and returns the row as it is then: a
+// cancel of a task nobody runs anymore then takes effect at once, instead
+// of when River's rescuer finds it.
+func (b *riverBackend[TD, TTx]) takeBackIfGone(ctx context.Context, tx TTx, r runner, row *rivertype.JobRow, now time.Time) (*rivertype.JobRow, error) {
+	worker := attemptedBy(row, 0)
+	if worker == "" {
+		return row, nil
+	}
+	ws, nowUS, err := readWorkers(ctx, r, b.postgres, worker)
+	if err != nil || len(ws) == 0 {
+		return row, err
+	}
+	v := judgeWorker(ws[0], nowUS, thisMachine)
+	if !v.gone {
+		return row, nil
+	}
+	done, err := b.reclaimIn(ctx, r, row, worker, v, now)
+	if err != nil || !done {
+		return row, err
+	}
+	return b.client.JobGetTx(ctx, tx, row.ID)
+}
+
 func (b *riverBackend[TD, TTx]) events(ctx context.Context, id int64) ([]Event, error) {
 	return loadEvents(ctx, b.tx.pool, id)
 }
 
-func (b *riverBackend[TD, TTx]) workers(ctx context.Context, since time.Time) ([]workerInfo, error) {
-	return liveWorkers(ctx, b.tx.pool, since)
+func (b *riverBackend[TD, TTx]) workers(ctx context.Context) ([]workerInfo, int64, error) {
+	return readWorkers(ctx, b.tx.pool, b.postgres, "")
 }

@@ -189,7 +189,16 @@ var ourMigrations = []struct {
 		sqlite:   []string{workersTable},
 		data:     moveToTypeQueues,
 	},
+	{
+		// The process running each worker, so that any process can tell
+		// a worker whose process ended (see liveness.go).
+		version:  3,
+		postgres: []string{workersHolder},
+		sqlite:   []string{workersHolder},
+	},
 }
+
+const workersHolder = `ALTER TABLE ratekeeper_task_workers ADD COLUMN holder TEXT NOT NULL DEFAULT ''`
 
 const workersTable = `CREATE TABLE IF NOT EXISTS ratekeeper_task_workers (
 	worker_id     TEXT   PRIMARY KEY,
@@ -225,49 +234,6 @@ func moveToTypeQueues(ctx context.Context, r runner) error {
 		}
 	}
 	return nil
-}
-
-// workerInfo is a row of ratekeeper_task_workers.
-type workerInfo struct {
-	ID     string
-	Types  []string
-	SeenAt time.Time
-}
-
-// announceWorker records that worker id runs now and handles types.
-func announceWorker(ctx context.Context, r runner, id string, types []string, now time.Time) error {
-	return r.exec(ctx, `INSERT INTO ratekeeper_task_workers (worker_id, types, started_at_us, seen_at_us) VALUES ($1, $2, $3, $3)
-ON CONFLICT (worker_id) DO UPDATE SET types = excluded.types, seen_at_us = excluded.seen_at_us`,
-		id, strings.Join(types, ","), now.UnixMicro())
-}
-
-// retireWorkers forgets worker id, and workers not seen since before.
-func retireWorkers(ctx context.Context, r runner, id string, before time.Time) error {
-	return r.exec(ctx, "DELETE FROM ratekeeper_task_workers WHERE worker_id = $1 OR seen_at_us < $2", id, before.UnixMicro())
-}
-
-// liveWorkers returns the workers seen since since.
-func liveWorkers(ctx context.Context, r runner, since time.Time) ([]workerInfo, error) {
-	rows, err := r.query(ctx, "SELECT worker_id, types, seen_at_us FROM ratekeeper_task_workers WHERE seen_at_us >= $1 ORDER BY worker_id", since.UnixMicro())
-	if err != nil {
-		return nil, fmt.Errorf("read task workers: %w", err)
-	}
-	defer rows.Close()
-	var out []workerInfo
-	for rows.Next() {
-		var (
-			w     workerInfo
-			types string
-			seen  int64
-		)
-		if err := rows.Scan(&w.ID, &types, &seen); err != nil {
-			return nil, fmt.Errorf("read task workers: %w", err)
-		}
-		w.Types = strings.Split(types, ",")
-		w.SeenAt = time.UnixMicro(seen)
-		out = append(out, w)
-	}
-	return out, rows.Err()
 }
 
 // migrateOurs applies ratekeeper's task migrations not yet applied, inside

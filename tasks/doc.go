@@ -94,12 +94,19 @@
 //
 // # Workers that are gone
 //
-// A worker killed mid-attempt leaves its tasks running; River's rescuer
-// returns them once their timeout (Options.RescueStuckAfter) has passed,
-// since it cannot tell a dead worker from a slow one. A caller that can —
-// `ratekeeper fetch` holds a lock its killed predecessor held — calls
-// Reclaim with the names of the workers it knows are gone, and their tasks
-// run again at once.
+// A worker killed mid-attempt leaves its tasks running. River's rescuer
+// cannot tell a dead worker from a slow one and waits
+// (Options.RescueStuckAfter). ratekeeper's workers can tell: each records
+// its process and a heartbeat in the database, so a worker of this machine
+// whose process ended, or one of another machine silent for longer than
+// HeartbeatTimeout, is gone. Every worker that starts, and every running
+// worker at each heartbeat, takes back the running tasks of the workers
+// that are gone: pending again at once, the lost attempt counted neither
+// as a retry nor as a reschedule. List and Get mark such tasks
+// (Task.WorkerGone) until then, and Cancel cancels them at once. A caller
+// with a proof of its own — `ratekeeper fetch` holds a lock its killed
+// predecessor held — calls Reclaim with the names of the workers it knows
+// are gone.
 //
 // # Types and workers
 //

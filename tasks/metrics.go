@@ -13,6 +13,7 @@ type metrics struct {
 	rescheduled *prometheus.CounterVec
 	delay       *prometheus.HistogramVec
 	duration    *prometheus.HistogramVec
+	takenBack   prometheus.Counter
 }
 
 // Outcome label values of ratekeeper_tasks_total: every handler run ends in
@@ -50,6 +51,10 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Help:    "How long handler runs took, by type.",
 			Buckets: prometheus.ExponentialBuckets(0.001, 4, 10),
 		}, []string{"type"}),
+		takenBack: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "ratekeeper_tasks_taken_back_total",
+			Help: "Running tasks of workers that were gone (process ended, or heartbeat silent), taken back to pending by this process's workers.",
+		}),
 	}
 	var err error
 	m.submitted = register(reg, m.submitted, &err)
@@ -57,6 +62,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	m.rescheduled = register(reg, m.rescheduled, &err)
 	m.delay = register(reg, m.delay, &err)
 	m.duration = register(reg, m.duration, &err)
+	m.takenBack = register(reg, m.takenBack, &err)
 	return m, err
 }
 

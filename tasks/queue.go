@@ -85,14 +85,27 @@ type Options struct {
 	// once). Zero means 1s.
 	CancelPollInterval time.Duration
 	// RescueStuckAfter is how long after a claim River's rescuer may put a
-	// task whose worker vanished (killed, lost the database) back to
-	// pending; tasks with a longer Timeout wait for it. Zero means 1 hour.
+	// task that is still running back to pending, as a failed attempt;
+	// tasks with a longer Timeout wait for it, and tasks without one are
+	// rescued even if their worker still runs them. Workers that are gone
+	// have their tasks taken back long before (see HeartbeatTimeout): the
+	// rescuer is left with those of workers that recorded no row. Zero
+	// means DefaultRescueAfter.
 	RescueStuckAfter time.Duration
+	// heartbeatEvery replaces HeartbeatInterval (tests).
+	heartbeatEvery time.Duration
+
 	// Retention is how long finished tasks are kept. Zero keeps them
 	// forever, which submissions with a UniqueKey rely on to not redo
 	// completed work.
 	Retention time.Duration
 }
+
+// DefaultRescueAfter is Options.RescueStuckAfter's default: above the
+// default attempt timeout (DefaultTimeout) and a durable poll's, with room
+// for an attempt that timed out to record its outcome, and minutes rather
+// than River's hour.
+const DefaultRescueAfter = 15 * time.Minute
 
 func (o Options) withDefaults(postgres bool) Options {
 	if o.HTTPClient == nil {
@@ -127,7 +140,10 @@ func (o Options) withDefaults(postgres bool) Options {
 		o.CancelPollInterval = time.Second
 	}
 	if o.RescueStuckAfter <= 0 {
-		o.RescueStuckAfter = time.Hour
+		o.RescueStuckAfter = DefaultRescueAfter
+	}
+	if o.heartbeatEvery <= 0 {
+		o.heartbeatEvery = HeartbeatInterval
 	}
 	return o
 }
@@ -156,10 +172,10 @@ type backend interface {
 	get(ctx context.Context, id int64) (*rivertype.JobRow, error)
 	getMany(ctx context.Context, ids []int64) ([]*rivertype.JobRow, error)
 	list(ctx context.Context, f Filter, limit int) ([]*rivertype.JobRow, error)
-	cancel(ctx context.Context, id int64, events func(before, after *rivertype.JobRow) []Event) (before, after *rivertype.JobRow, err error)
+	cancel(ctx context.Context, id int64, now time.Time, events func(before, after *rivertype.JobRow) []Event) (before, after *rivertype.JobRow, err error)
 	events(ctx context.Context, id int64) ([]Event, error)
-	workers(ctx context.Context, since time.Time) ([]workerInfo, error)
-	reclaim(ctx context.Context, reason string, gone func(worker string) bool, now time.Time) ([]int64, error)
+	workers(ctx context.Context) (rows []workerInfo, nowUS int64, err error)
+	reclaim(ctx context.Context, judged func(worker string) (workerVerdict, bool), now time.Time) ([]int64, error)
 	work(ctx context.Context, q *Queue, handlers map[string]HandlerFunc, wo WorkOptions) error
 	close()
 }
@@ -400,13 +416,14 @@ func normalizeInput(input json.RawMessage) (json.RawMessage, error) {
 }
 
 // Get returns the task with id, or an error wrapping ErrNotFound. A
-// pending task's Waiting says when no running worker handles its type.
+// pending task's Waiting says when no running worker handles its type; a
+// running task's WorkerGone, when the worker running it is gone.
 func (q *Queue) Get(ctx context.Context, id int64) (*Task, error) {
 	t, err := q.get(ctx, id)
 	if err != nil {
 		return nil, err
 	}
-	q.explainWaiting(ctx, []*Task{t})
+	q.explain(ctx, []*Task{t})
 	return t, nil
 }
 
@@ -420,24 +437,29 @@ func (q *Queue) get(ctx context.Context, id int64) (*Task, error) {
 	return t, err
 }
 
-// explainWaiting sets Waiting on the tasks that are due but that no
-// running worker handles. Reading the workers is best effort: without
-// them, nothing is said.
-func (q *Queue) explainWaiting(ctx context.Context, ts []*Task) {
+// explain sets Waiting on the tasks that are due but that no running
+// worker handles, and WorkerGone on the running tasks whose worker is
+// gone. Reading the workers is best effort: without them, nothing is said.
+func (q *Queue) explain(ctx context.Context, ts []*Task) {
 	now := time.Now()
-	due := false
+	needed := false
 	for _, t := range ts {
-		due = due || t.State == StatePending && !t.AvailableAt.After(now)
+		needed = needed || t.State == StateRunning || t.State == StatePending && !t.AvailableAt.After(now)
 	}
-	if !due {
+	if !needed {
 		return
 	}
-	live, err := q.b.workers(ctx, now.Add(-workerGone))
+	rows, nowUS, err := q.b.workers(ctx)
 	if err != nil {
 		return
 	}
+	verdicts := judgeWorkers(rows, nowUS, thisMachine)
+	alive := live(rows, verdicts)
 	for _, t := range ts {
-		t.Waiting = waitingReason(t, live, now)
+		t.Waiting = waitingReason(t, alive, now)
+		if v := verdicts[t.Worker]; t.State == StateRunning && v.gone {
+			t.WorkerGone = v.reason
+		}
 	}
 }
 
@@ -466,7 +488,8 @@ func (q *Queue) GetMany(ctx context.Context, ids []int64) ([]*Task, error) {
 }
 
 // List returns the tasks matching f, by increasing id. Pending tasks that
-// are due say in Waiting when no running worker handles their type.
+// are due say in Waiting when no running worker handles their type;
+// running tasks say in WorkerGone when their worker is gone.
 func (q *Queue) List(ctx context.Context, f Filter) ([]*Task, error) {
 	limit := f.Limit
 	switch {
@@ -492,7 +515,7 @@ func (q *Queue) List(ctx context.Context, f Filter) ([]*Task, error) {
 		}
 		out = append(out, t)
 	}
-	q.explainWaiting(ctx, out)
+	q.explain(ctx, out)
 	return out, nil
 }
 
@@ -560,11 +583,13 @@ func mergeHistory(stored, outbox []Event, t *Task, row *rivertype.JobRow) []Even
 	return out
 }
 
-// Cancel cancels task id. A pending task is cancelled at once. A running
-// one is cancelled when its attempt stops: its handler's context is
-// cancelled right away on PostgreSQL and within CancelPollInterval on
-// SQLite; if the handler still returns a result, the task completes. An
-// error wrapping ErrFinished says the task had already finished.
+// Cancel cancels task id. A pending task is cancelled at once, and so is
+// a running one whose worker is gone (see HeartbeatTimeout): nobody runs
+// it anymore. Another running one is cancelled when its attempt stops:
+// its handler's context is cancelled right away on PostgreSQL and within
+// CancelPollInterval on SQLite; if the handler still returns a result,
+// the task completes. An error wrapping ErrFinished says the task had
+// already finished.
 func (q *Queue) Cancel(ctx context.Context, id int64) (*Task, error) {
 	now := time.Now()
 	events := func(_, after *rivertype.JobRow) []Event {
@@ -581,7 +606,7 @@ func (q *Queue) Cancel(ctx context.Context, id int64) (*Task, error) {
 		return append(slices.Clone(rec.Outbox), Event{TaskID: id, At: now, Kind: EventCancelled, Attempt: t.Attempt,
 			RescheduleCount: t.RescheduleCount, RetryCount: t.RetryCount, Key: "cancelled"})
 	}
-	before, after, err := q.b.cancel(ctx, id, events)
+	before, after, err := q.b.cancel(ctx, id, now, events)
 	if err != nil {
 		if errors.Is(err, ErrFinished) && before != nil {
 			return nil, fmt.Errorf("task %d is already %s: %w", id, mapState(before.State, false), ErrFinished)

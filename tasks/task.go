@@ -145,6 +145,11 @@ type Task struct {
 	// worker runs on the database, or none of those running handles its
 	// type. Set by Queue.List and Queue.Get; empty otherwise.
 	Waiting string `json:"waiting,omitempty"`
+	// WorkerGone says, for a running task, that the worker of its attempt
+	// is gone, and why (its process ended, or its heartbeat stopped): the
+	// next worker to start on the database, or any running one within
+	// HeartbeatInterval, takes it back. Set by Queue.List and Queue.Get.
+	WorkerGone string `json:"worker_gone,omitempty"`
 }
 
 // SubmitOptions tune one submitted task. The zero value gives the defaults.

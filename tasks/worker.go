@@ -19,6 +19,8 @@ import (
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver"
 	"github.com/riverqueue/river/rivertype"
+
+	"github.com/ratekeeper/ratekeeper/internal/holder"
 )
 
 // WorkOptions tune Queue.Work.
@@ -139,8 +141,14 @@ type taskWorker[TD riverdriver.Driver[TTx], TTx any] struct {
 // a machine that cannot keep its database or write its disk would meet it
 // again with every task.
 func (w *taskWorker[TD, TTx]) fault(id int64, err error) {
+	w.stopWith(fmt.Errorf("task %d met a fault on this machine, not in its work, and went back to pending: %w", id, err))
+}
+
+// stopWith makes Work stop gracefully and return err (the first one
+// given).
+func (w *taskWorker[TD, TTx]) stopWith(err error) {
 	w.faultOnce.Do(func() {
-		w.faultErr = fmt.Errorf("task %d met a fault on this machine, not in its work, and went back to pending: %w", id, err)
+		w.faultErr = err
 		close(w.faulted)
 	})
 }
@@ -204,21 +212,26 @@ func (b *riverBackend[TD, TTx]) work(ctx context.Context, q *Queue, handlers map
 		projector.Wait()
 	}()
 
-	// Say that this worker runs before it claims anything, so that a task
-	// it finishes never reads as waiting for a worker of its type.
-	w.announceStart(ctx, wo.WorkerID, types)
+	// Record this worker before it claims anything, so that a task it
+	// finishes never reads as waiting for a worker of its type, and take
+	// back first the tasks of workers that are gone.
+	self := holder.Self().String()
+	leave, err := b.enter(ctx, q, wo.WorkerID, self, types)
+	if err != nil {
+		return fmt.Errorf("tasks: start worker on %s: %w", q.name, err)
+	}
+	defer leave()
 	// River's client stops hard when the context given to Start ends; the
 	// graceful part is ours, so it runs on a context only we cancel.
 	runCtx, stopRun := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopRun()
 	if err := client.Start(runCtx); err != nil {
-		_ = retireWorkers(context.WithoutCancel(ctx), b.pool(), wo.WorkerID, time.Now().Add(-forgetWorkersAfter))
 		return fmt.Errorf("tasks: start worker on %s: %w", q.name, err)
 	}
 
 	var bg sync.WaitGroup
 	bg.Go(func() { w.sweep(runCtx) })
-	bg.Go(func() { w.announce(runCtx, wo.WorkerID, types) })
+	bg.Go(func() { w.heartbeat(runCtx, wo.WorkerID, self) })
 	if !b.postgres {
 		// River in poll-only mode learns of a running job's cancellation
 		// only through LISTEN/NOTIFY, which SQLite lacks (v0.31.0 ignores a
@@ -606,46 +619,33 @@ func (w *taskWorker[TD, TTx]) watchCancels(ctx context.Context, workerID string,
 	}
 }
 
-// Worker liveness: every worker keeps a row in ratekeeper_task_workers
-// fresh, so that List and Get can tell a task that waits for a worker of
-// its type from one that waits for its time.
-const (
-	// announceInterval is how often a worker refreshes its row.
-	announceInterval = 10 * time.Second
-	// workerGone is how long after its last refresh a worker that did not
-	// say goodbye (killed) counts as gone.
-	workerGone = 3*announceInterval + 5*time.Second
-	// forgetWorkersAfter is how long rows of vanished workers are kept.
-	forgetWorkersAfter = 24 * time.Hour
-)
-
-// announceStart records this worker as running, forgetting workers gone
-// long ago. Best effort: a worker that cannot record itself still works.
-func (w *taskWorker[TD, TTx]) announceStart(ctx context.Context, id string, types []string) {
-	pool := w.b.pool()
-	now := time.Now()
-	_ = retireWorkers(ctx, pool, id, now.Add(-forgetWorkersAfter))
-	if err := announceWorker(ctx, pool, id, types, now); err != nil {
-		w.q.opts.Logger.Warn("tasks: record this worker as running", "err", err)
-	}
-}
-
-// announce keeps this worker's row fresh until ctx ends, then removes it.
-func (w *taskWorker[TD, TTx]) announce(ctx context.Context, id string, types []string) {
-	pool := w.b.pool()
-	tick := time.NewTicker(announceInterval)
+// heartbeat renews this worker's heartbeat every HeartbeatInterval and
+// takes back the tasks of workers that have gone since, until ctx ends.
+// A worker whose row another process removed was judged gone (its
+// heartbeat went unrenewed too long) and its tasks are being run
+// elsewhere: it stops.
+func (w *taskWorker[TD, TTx]) heartbeat(ctx context.Context, id, self string) {
+	tick := time.NewTicker(w.q.opts.heartbeatEvery)
 	defer tick.Stop()
 	for {
 		select {
 		case <-ctx.Done():
-			bye, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-			defer cancel()
-			_ = retireWorkers(bye, pool, id, time.Now().Add(-forgetWorkersAfter))
 			return
 		case <-tick.C:
 		}
-		if err := announceWorker(ctx, pool, id, types, time.Now()); err != nil && ctx.Err() == nil {
-			w.q.opts.Logger.Warn("tasks: record this worker as running", "err", err)
+		found, err := renewHeartbeat(ctx, w.b.pool(), w.b.postgres, id, self)
+		switch {
+		case err != nil:
+			if ctx.Err() == nil {
+				w.q.opts.Logger.Warn("tasks: renew this worker's heartbeat", "err", err)
+			}
+			continue
+		case !found:
+			w.stopWith(fmt.Errorf("its heartbeat went unrenewed for over %s, so another worker took it for gone and took back its tasks; it stops so that none runs twice", HeartbeatTimeout))
+			return
+		}
+		if _, err := w.b.takeBack(ctx, w.q, self); err != nil && ctx.Err() == nil {
+			w.q.opts.Logger.Warn("tasks: take back the tasks of workers that are gone", "err", err)
 		}
 	}
 }

@@ -23,9 +23,15 @@ type recordingSim struct {
 	URL string
 	srv *sim.Server
 
-	mu    sync.Mutex
-	times []time.Time
-	hits  map[string]int
+	mu       sync.Mutex
+	hits     map[string]int
+	arrivals []arrival
+}
+
+// arrival is one request the simulator received.
+type arrival struct {
+	path string
+	at   time.Time
 }
 
 func startRecordingSim(t testing.TB, api sim.APIConfig) *recordingSim {
@@ -36,10 +42,7 @@ func startRecordingSim(t testing.TB, api sim.APIConfig) *recordingSim {
 	}
 	s := &recordingSim{srv: srv, hits: map[string]int{}}
 	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		s.mu.Lock()
-		s.times = append(s.times, time.Now())
-		s.hits[r.URL.Path]++
-		s.mu.Unlock()
+		s.record(r.URL.Path)
 		srv.ServeHTTP(w, r)
 	}))
 	t.Cleanup(ts.Close)
@@ -47,13 +50,21 @@ func startRecordingSim(t testing.TB, api sim.APIConfig) *recordingSim {
 	return s
 }
 
+// record notes a request for path, arrived now.
+func (s *recordingSim) record(path string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.hits[path]++
+	s.arrivals = append(s.arrivals, arrival{path, time.Now()})
+}
+
 // firstAfter returns the arrival of the first request at or after t.
 func (s *recordingSim) firstAfter(t time.Time) (time.Time, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for _, at := range s.times {
-		if !at.Before(t) {
-			return at, true
+	for _, a := range s.arrivals {
+		if !a.at.Before(t) {
+			return a.at, true
 		}
 	}
 	return time.Time{}, false

@@ -213,11 +213,50 @@ func (f *clientFlags) transportWith(stderr io.Writer, tune func(*assemble.Option
 	return t, nil
 }
 
-// checkDatabase refuses a --db that would betray a durable command: a
-// SQLite file that fails quick_check (the tasks and the quota state in it
-// cannot be trusted) is refused with advice, exit status 1. PostgreSQL
-// checks its own pages as it reads them (and its data checksums, when on),
-// so connecting, which the command does next, is its cheapest check.
+// checkDB refuses, before any command that opens a --db runs, a SQLite
+// file that fails quick_check: the quota state, cached answers and tasks
+// in it cannot be trusted, and a command that used it would act on them
+// (serve, get and status as much as fetch). Exit status 1, with what to do
+// (see damagedAdvice). It is the one check every command gets, here
+// rather than where each opens its database, so that none can miss it.
+func checkDB(cmd *cobra.Command) error {
+	f := cmd.Flag("db")
+	if f == nil {
+		return nil
+	}
+	return checkDatabase(cmd.Context(), f.Value.String(), damagedAdvice(cmd))
+}
+
+// adviceKey is the annotation by which a command says what to do about a
+// damaged --db, for what it would have done; subcommands inherit it.
+const adviceKey = "ratekeeper/damaged-db-advice"
+
+// damagedAdvice is what to do about a damaged --db, for cmd.
+func damagedAdvice(cmd *cobra.Command) string {
+	for c := cmd; c != nil; c = c.Parent() {
+		if a, ok := c.Annotations[adviceKey]; ok {
+			return a
+		}
+	}
+	return "the quota state and cached answers in it cannot be trusted, so nothing was run. " +
+		"Move it aside (or restore it from a backup) and run the command again: a new database is made, and quota state is learnt again from the servers' answers"
+}
+
+// adviseOnDamage sets what cmd (and its subcommands) advise about a
+// damaged --db.
+func adviseOnDamage(cmd *cobra.Command, advice string) *cobra.Command {
+	if cmd.Annotations == nil {
+		cmd.Annotations = map[string]string{}
+	}
+	cmd.Annotations[adviceKey] = advice
+	return cmd
+}
+
+// checkDatabase refuses a --db that would betray a command: a SQLite file
+// that fails quick_check is refused with advice, exit status 1.
+// PostgreSQL checks its own pages as it reads them (and its data
+// checksums, when on), so connecting, which the command does next, is its
+// cheapest check.
 func checkDatabase(ctx context.Context, db, advice string) error {
 	if db == "" || db == "memory" || sqlitedb.IsPostgres(db) {
 		return nil

@@ -110,7 +110,7 @@ running requests get a few seconds to finish and the same command resumes.`,
 	fl.IntVar(&o.priority, "priority", tasks.DefaultPriority, "priority of the batch's tasks: 1 (runs first) to 4 (runs last)")
 	fl.BoolVar(&o.retryFailed, "retry-failed", false, "fetch again the URLs whose outcome was a failure")
 	o.metrics.add(cmd)
-	return cmd
+	return adviseOnDamage(cmd, fetchDamagedAdvice)
 }
 
 func runFetch(cmd *cobra.Command, o *fetchOptions, args []string) error {
@@ -121,10 +121,6 @@ func runFetch(cmd *cobra.Command, o *fetchOptions, args []string) error {
 	entries, source, err := o.readEntries(cmd.InOrStdin(), args)
 	if err != nil {
 		return &ExitError{Code: 2, Err: err}
-	}
-
-	if err := checkDatabase(cmd.Context(), o.client.db, fetchDamagedAdvice); err != nil {
-		return err
 	}
 
 	reporter, logTo := o.reporter(stdout, stderr)

@@ -128,7 +128,7 @@ or quota checks, with a warning.`,
 	fl.StringArrayVarP(&o.headers, "header", "H", nil, "request header 'Name: value' (repeatable)")
 	fl.BoolVar(&o.durable, "durable", false, "run each URL as a durable, self-rescheduling task in the --db database")
 	o.metrics.add(cmd)
-	return cmd
+	return adviseOnDamage(cmd, pollDamagedAdvice)
 }
 
 // policy turns the flags into a poll.Policy, with a usage error naming the
@@ -250,6 +250,10 @@ func runPoll(cmd *cobra.Command, o *pollOptions, args []string) error {
 	}
 	return pollExit(err)
 }
+
+// pollDamagedAdvice is what to do about a damaged --db, for poll.
+const pollDamagedAdvice = "the quota state and the polls' state and schedule in it cannot be trusted, so nothing was polled. " +
+	"Move it aside (or restore it from a backup) and run the same command again: a new database is made"
 
 // pollExit maps what a poller returned to the command's exit status.
 func pollExit(err error) error {

@@ -71,7 +71,10 @@ RATEKEEPER_MAX_WAIT). A flag given on the command line wins.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
-			return applyEnv(cmd)
+			if err := applyEnv(cmd); err != nil {
+				return err
+			}
+			return checkDB(cmd)
 		},
 	}
 	root.CompletionOptions.HiddenDefaultCmd = true

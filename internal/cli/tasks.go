@@ -33,6 +33,10 @@ func (d *tasksDB) open(ctx context.Context, opts tasks.Options) (*tasks.Queue, e
 	return q, nil
 }
 
+// tasksDamagedAdvice is what to do about a damaged --db, for the tasks
+// commands.
+const tasksDamagedAdvice = "its tasks cannot be trusted, so nothing was done. Restore it from a backup, or move it aside and submit the tasks again to a new database"
+
 func newTasksCmd() *cobra.Command {
 	db := &tasksDB{}
 	cmd := &cobra.Command{
@@ -57,7 +61,7 @@ rescheduled for a rate limit is raised one step.`,
 		newTasksSubmitCmd(db), newTasksGetCmd(db), newTasksHistoryCmd(db), newTasksListCmd(db),
 		newTasksCancelCmd(db), newTasksWorkerCmd(db), newTasksMigrateCmd(db),
 	)
-	return cmd
+	return adviseOnDamage(cmd, tasksDamagedAdvice)
 }
 
 // submitFlags are the flags of 'tasks submit'.
@@ -339,7 +343,9 @@ func printTask(w io.Writer, t *tasks.Task) error {
 	if t.FinishedAt != nil {
 		fmt.Fprintf(w, "  finished_at: %s\n", stamp(*t.FinishedAt))
 	}
-	if t.Worker != "" {
+	if t.Worker != "" && t.WorkerGone != "" {
+		fmt.Fprintf(w, "  worker: %s, gone: %s\n", t.Worker, t.WorkerGone)
+	} else if t.Worker != "" {
 		fmt.Fprintf(w, "  worker: %s\n", t.Worker)
 	}
 	if t.UniqueKey != "" {
@@ -411,7 +417,9 @@ func newTasksListCmd(db *tasksDB) *cobra.Command {
 		Long: `Lists tasks by increasing id. States: pending, running, completed, failed,
 cancelled. Page with --after (the last id shown) and --limit. PRI is the
 priority (1 runs first). NOTE says why a pending task that is due has not
-started (no running worker handles its type), or else its last error.`,
+started (no running worker handles its type), that a running task's worker is
+gone (its process ended, or its heartbeat stopped: the next worker to start
+takes the task back), or else the task's last error.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			f := tasks.Filter{Type: typ, Limit: limit, AfterID: after}
@@ -456,6 +464,9 @@ started (no running worker handles its type), or else its last error.`,
 					avail = stamp(t.AvailableAt)
 				}
 				note := t.Waiting
+				if t.WorkerGone != "" {
+					note = fmt.Sprintf("worker %s is gone (%s): the next worker to start takes it back", t.Worker, t.WorkerGone)
+				}
 				if note == "" && t.LastError != "" {
 					note = "last error: " + t.LastError
 				}
@@ -489,9 +500,10 @@ func newTasksCancelCmd(db *tasksDB) *cobra.Command {
 	return &cobra.Command{
 		Use:   "cancel ID",
 		Short: "Cancel a task",
-		Long: `Cancels a task. A pending task is cancelled at once; a running one when its
-attempt stops (its handler is told at once on PostgreSQL, within a second on
-SQLite). Exit status 1 if the task does not exist or already finished.`,
+		Long: `Cancels a task. A pending task is cancelled at once, and so is a running one
+whose worker is gone (see 'tasks list'); another running one when its attempt
+stops (its handler is told at once on PostgreSQL, within a second on SQLite).
+Exit status 1 if the task does not exist or already finished.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			id, err := taskID(args[0])

@@ -145,7 +145,7 @@ func TestTasksCommandsEndToEnd(t *testing.T) {
 		t.Errorf("migrate on a current database printed %q", out)
 	}
 	fresh := filepath.Join(dir, "fresh.db")
-	if out := mustRun(t, "", "tasks", "--db", fresh, "migrate"); !strings.Contains(out, "river: applied version 1, ") || !strings.Contains(out, "ratekeeper tasks: applied version 1, 2\n") {
+	if out := mustRun(t, "", "tasks", "--db", fresh, "migrate"); !strings.Contains(out, "river: applied version 1, ") || !strings.Contains(out, "ratekeeper tasks: applied version 1, 2, 3\n") {
 		t.Errorf("migrate on a fresh database printed %q", out)
 	}
 }
@@ -182,6 +182,7 @@ func TestTasksCommandsRejectBadInput(t *testing.T) {
 		{[]string{"list", "--state", "done"}, 2, "valid: pending, running, completed, failed, cancelled"},
 		{[]string{"list", "--limit", "0"}, 2, "--limit 0"},
 		{[]string{"worker", "--concurrency", "0"}, 2, "--concurrency 0"},
+		{[]string{"worker", "--rescue-after", "0s"}, 2, "--rescue-after 0s: want a second or more"},
 	} {
 		_, stderr, code := run(t, "", append([]string{"tasks", "--db", db}, c.args...)...)
 		if code != c.code || !strings.Contains(stderr, c.says) {

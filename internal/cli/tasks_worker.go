@@ -26,6 +26,7 @@ type workerOptions struct {
 	workerID     string
 	bodyDir      string
 	shutdown     time.Duration
+	rescueAfter  time.Duration
 	failOn       string
 	rateLimited  string
 	inlineLimit  int64
@@ -64,6 +65,18 @@ goes back to pending uncounted and the worker stops gracefully, exit status
 1 with the error. A damaged SQLite --db (PRAGMA quick_check) is refused at
 start.
 
+A worker that starts takes back at once the tasks left running by workers
+that are gone, and so does every running worker at its heartbeat (every
+10s): a worker of this machine whose process has ended (a kill -9, a crash),
+or a worker of another machine that has not renewed its heartbeat for a
+minute. They go back to pending, the lost attempt counted neither as a retry
+nor as a reschedule, and run again. 'tasks list' marks the tasks of a worker
+that is gone, and 'tasks cancel' cancels them at once. --rescue-after is the
+last resort for tasks whose worker recorded nothing: River's rescuer puts a
+task still running that long after its claim back as a failed attempt (a
+task with a longer --timeout waits for its timeout), so it must exceed the
+longest attempt of tasks submitted without a timeout.
+
 poll tasks print each change as a JSON line on stdout, with the default
 polling profile (see 'ratekeeper poll').`,
 		Example: `  GITHUB_TOKEN=ghp_a,ghp_b ratekeeper tasks worker --concurrency 20
@@ -87,9 +100,10 @@ polling profile (see 'ratekeeper poll').`,
 	f.StringVar(&o.bodyDir, "body-dir", "", "where http results keep bodies too large to inline (default ratekeeper-bodies beside a SQLite database, else in the current directory)")
 	f.Int64Var(&o.inlineLimit, "inline-limit", 64<<10, "largest UTF-8 body an http result carries inline, in bytes")
 	f.DurationVar(&o.shutdown, "shutdown-timeout", 10*time.Second, "time running tasks get to finish after an interrupt")
+	f.DurationVar(&o.rescueAfter, "rescue-after", tasks.DefaultRescueAfter, "time after its claim when a task still running, whose worker recorded nothing, is put back as a failed attempt (tasks of workers known to be gone come back at once)")
 	f.StringVar(&o.failOn, "fail-on-status", "", "answers that fail an http task instead of completing it: codes and classes such as 404,410 or 4xx")
 	f.StringVar(&o.rateLimited, "rate-limited-priority", string(tasks.RaisePriority), "what a reschedule for a rate limit does to a task's priority: raise (one step, so it runs before newer work) or keep")
-	return cmd
+	return adviseOnDamage(cmd, workerDamagedAdvice)
 }
 
 // check validates the flags that need no I/O.
@@ -100,6 +114,8 @@ func (o *workerOptions) check() error {
 		return fmt.Errorf("--concurrency %d: want 1 to %d", o.concurrency, tasks.ConcurrencyLimit)
 	case o.shutdown < 0:
 		return fmt.Errorf("--shutdown-timeout %s: want 0 or more", o.shutdown)
+	case o.rescueAfter < time.Second:
+		return fmt.Errorf("--rescue-after %s: want a second or more, such as 15m (above the longest attempt of tasks without a timeout)", o.rescueAfter)
 	case o.inlineLimit < 0:
 		return fmt.Errorf("--inline-limit %d: want 0 or more bytes", o.inlineLimit)
 	case o.client.db == "memory":
@@ -116,9 +132,6 @@ func (o *workerOptions) check() error {
 
 func runTasksWorker(cmd *cobra.Command, db *tasksDB, o *workerOptions) error {
 	ctx, stderr := cmd.Context(), cmd.ErrOrStderr()
-	if err := checkDatabase(ctx, db.dsn, workerDamagedAdvice); err != nil {
-		return err
-	}
 	reg := prometheus.NewRegistry()
 	tr, err := o.client.transportWith(stderr, func(opts *assemble.Options) {
 		opts.Registerer = reg
@@ -144,7 +157,7 @@ func runTasksWorker(cmd *cobra.Command, db *tasksDB, o *workerOptions) error {
 	q, err := db.open(ctx, tasks.Options{
 		HTTPClient: client, WireMarked: true, BodyDir: bodyDir, InlineBodyLimit: o.inlineLimit, FailOnStatus: o.failOnStatus,
 		Handlers:   map[string]tasks.HandlerFunc{poll.TaskType: polls.Handle},
-		Registerer: reg,
+		Registerer: reg, RescueStuckAfter: o.rescueAfter,
 	})
 	if err != nil {
 		return err

@@ -3,7 +3,9 @@ package holder
 import (
 	"os"
 	"os/exec"
+	"runtime"
 	"testing"
+	"time"
 )
 
 func TestSelfRoundTrip(t *testing.T) {
@@ -34,9 +36,10 @@ func TestParseRefusesOtherForms(t *testing.T) {
 	}
 }
 
-// A process that ended is gone; one still running is not.
-func TestGoneAfterExit(t *testing.T) {
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
+// startChild starts cmd and returns its holder, checking that it is not
+// gone while it runs.
+func startChild(t *testing.T, cmd *exec.Cmd) ID {
+	t.Helper()
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -45,6 +48,13 @@ func TestGoneAfterExit(t *testing.T) {
 	if Gone(child.String()) {
 		t.Fatal("a running child is gone")
 	}
+	return child
+}
+
+// A process that ended is gone; one still running is not.
+func TestGoneAfterExit(t *testing.T) {
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	child := startChild(t, cmd)
 	if err := cmd.Wait(); err != nil {
 		t.Fatal(err)
 	}
@@ -81,4 +91,32 @@ func TestGoneReusedPIDOtherBootOtherHost(t *testing.T) {
 	if Local(other.String()) {
 		t.Error("another machine's holder is local")
 	}
+}
+
+// A killed process that its parent has not waited for yet (a zombie) is
+// gone: it ended, and holds nothing.
+func TestGoneWhileAZombie(t *testing.T) {
+	cmd := exec.Command(os.Args[0], "-test.run=^TestSleepForever$")
+	cmd.Env = append(os.Environ(), "HOLDER_TEST_SLEEP=1")
+	child := startChild(t, cmd)
+	if err := cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Wait()
+	if runtime.GOOS != "linux" {
+		return // only Linux's process table tells a zombie
+	}
+	for deadline := time.Now().Add(10 * time.Second); !Gone(child.String()); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("a killed child not yet waited for is not gone")
+		}
+	}
+}
+
+// TestSleepForever is the child of TestGoneWhileAZombie.
+func TestSleepForever(t *testing.T) {
+	if os.Getenv("HOLDER_TEST_SLEEP") == "" {
+		return
+	}
+	time.Sleep(time.Hour)
 }
