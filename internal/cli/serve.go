@@ -12,8 +12,10 @@ import (
 	"github.com/dustin/go-humanize"
 	"github.com/spf13/cobra"
 
+	"github.com/ratekeeper/ratekeeper/creds"
 	"github.com/ratekeeper/ratekeeper/gateway"
 	"github.com/ratekeeper/ratekeeper/internal/assemble"
+	"github.com/ratekeeper/ratekeeper/transport"
 )
 
 func init() { register(newServeCmd) }
@@ -192,12 +194,7 @@ func runServe(cmd *cobra.Command, o *serveOptions) error {
 	reg := gw.Transport().Registry()
 	for _, name := range gw.Providers() {
 		p := reg.Lookup(name)
-		pool, err := gw.Transport().Pool(name)
-		n := 0
-		if err == nil {
-			n = pool.Len()
-		}
-		fmt.Fprintf(out, "  %s/%s/ → %s (%d credential%s)\n", base, name, p.BaseURL(), n, plural(n))
+		fmt.Fprintf(out, "  %s/%s/ → %s (%s)\n", base, name, p.BaseURL(), credentialCount(gw.Transport(), name))
 	}
 	if o.passThrough {
 		note := "a token the provider rejects is not refused locally"
@@ -214,6 +211,19 @@ func runServe(cmd *cobra.Command, o *serveOptions) error {
 	}
 	fmt.Fprintln(out, "ratekeeper gateway stopped")
 	return nil
+}
+
+// credentialCount says how many credentials the provider has: "anonymous"
+// when its only one sends no token.
+func credentialCount(t *transport.Transport, name string) string {
+	pool, err := t.Pool(name)
+	if err != nil {
+		return "0 credentials"
+	}
+	if cs := pool.Credentials(); len(cs) == 1 && cs[0].Kind() == creds.Anonymous {
+		return "anonymous"
+	}
+	return fmt.Sprintf("%d credential%s", pool.Len(), plural(pool.Len()))
 }
 
 // checkLimits refuses durations and counts that cannot work, saying what
