@@ -46,7 +46,9 @@ func TestFinalLinesShowTheLastAnswers(t *testing.T) {
 		t.Fatal(err)
 	}
 	var server struct {
-		Resources struct{ Core struct{ Limit, Remaining int64 } }
+		Resources struct {
+			Core struct{ Limit, Remaining int64 }
+		}
 	}
 	json.NewDecoder(resp.Body).Decode(&server)
 	resp.Body.Close()
