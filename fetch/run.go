@@ -190,7 +190,7 @@ func Run(ctx context.Context, targets []Target, opts Options) (sum Summary, err 
 	}
 
 	q, err := tasks.Open(ctx, opts.DSN, tasks.Options{
-		HTTPClient:       opts.Client,
+		HTTPClient:       withUserinfo(opts.Client, targets),
 		BodyDir:          opts.BodyDir,
 		InlineBodyLimit:  opts.InlineBodyLimit,
 		Logger:           slog.New(quietAttempts{opts.Logger.Handler()}),
