@@ -506,6 +506,12 @@ func (p *Poller) fetch(ctx context.Context, tg *target) answer {
 	}
 	resp, err := p.client.Do(req)
 	if err != nil {
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			// http.Client masks a password in the URL, not a token
+			// given as the user name.
+			ue.URL = tg.shown
+		}
 		var ra interface{ RetryAt() time.Time }
 		if errors.As(err, &ra) {
 			a.obs.Outcome, a.obs.RetryAt, a.obs.Unsent = RateLimited, ra.RetryAt(), true
