@@ -60,6 +60,7 @@ type Credential struct {
 	mint     func(context.Context) (string, error) // AppInstallation only; a func for the same reason
 	masked   string
 	identity string // bucket identity when the owner is unknown
+	caller   bool   // a caller's own token (NewCallerToken)
 	st       *state
 }
 
@@ -88,6 +89,24 @@ func NewToken(providerName string, index int, token, source string) *Credential 
 		st:       &state{},
 	}
 }
+
+// NewCallerToken returns a credential for a token a caller put on its own
+// request (its Authorization header, user:pass@ in its URL), so that what
+// the request spends is counted against that token rather than a pool's.
+// It belongs to no pool and has index 0; it is masked as
+// "own credential ghp_…a1b2", and its identity is the token's, like
+// [NewToken]'s: one token is one bucket, whoever sends it.
+func NewCallerToken(providerName, token, source string) *Credential {
+	c := NewToken(providerName, 0, token, source)
+	c.masked = "own credential " + MaskToken(token)
+	c.caller = true
+	return c
+}
+
+// Caller reports whether the credential is a caller's own
+// ([NewCallerToken]): ratekeeper never sends it, the caller's request
+// carries it.
+func (c *Credential) Caller() bool { return c.caller }
 
 // NewAnonymous returns a credential that sends no token.
 func NewAnonymous(providerName string, index int) *Credential {

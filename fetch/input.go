@@ -138,6 +138,9 @@ type Target struct {
 	// Provider names the provider that serves Request, or "" when none
 	// does (the request goes out without credentials or pacing).
 	Provider string
+	// userinfo is what the input URL carried as user information: kept
+	// out of Request, of Key and of the output (see userinfo.go).
+	userinfo *url.Userinfo
 }
 
 // Problem is one input line that cannot be fetched.
@@ -224,8 +227,14 @@ func plan(e Entry, readme bool, reg *provider.Registry) (Target, error) {
 	if strings.IndexFunc(e.URL, unicode.IsSpace) >= 0 {
 		return Target{}, fmt.Errorf("%q has a space in it; give one URL per line", shorten(redact(e.URL)))
 	}
+	given, ui := e.URL, (*url.Userinfo)(nil)
+	if u, err := url.Parse(e.URL); err == nil && u.User != nil {
+		var bare *url.URL
+		bare, ui = splitUserinfo(u)
+		given, e.URL = bare.String(), redact(e.URL)
+	}
 	if readme {
-		req, p, err := reg.ReadmeRequest(context.Background(), e.URL)
+		req, p, err := reg.ReadmeRequest(context.Background(), given)
 		if err != nil {
 			return Target{}, err
 		}
@@ -239,18 +248,18 @@ func plan(e Entry, readme bool, reg *provider.Registry) (Target, error) {
 			}
 			in.Headers[name] = req.Header.Get(name)
 		}
-		return Target{Entry: e, Request: in, Key: taskKey(requestKey(in)), Provider: p.Name}, nil
+		return Target{Entry: e, Request: in, Key: taskKey(requestKey(in)), Provider: p.Name, userinfo: ui}, nil
 	}
-	u, err := url.Parse(e.URL)
+	u, err := url.Parse(given)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return Target{}, fmt.Errorf("%q is not an absolute http:// or https:// URL; expected e.g. https://api.github.com/repos/owner/repo", shorten(redact(e.URL)))
 	}
-	in := tasks.HTTPInput{URL: e.URL}
+	in := tasks.HTTPInput{URL: given}
 	name := ""
 	if p := reg.Match(u); p != nil {
 		name = p.Name
 	}
-	return Target{Entry: e, Request: in, Key: taskKey(requestKey(in)), Provider: name}, nil
+	return Target{Entry: e, Request: in, Key: taskKey(requestKey(in)), Provider: name, userinfo: ui}, nil
 }
 
 // check checks t's task as Queue.SubmitMany will.
@@ -305,28 +314,6 @@ func requestKey(in tasks.HTTPInput) string {
 		b.WriteString("\n" + strings.ToLower(k) + ": " + in.Headers[k])
 	}
 	return b.String()
-}
-
-// redact hides a password in a URL's user info, even in text that does
-// not parse as a URL.
-func redact(s string) string {
-	scheme, rest, ok := strings.Cut(s, "://")
-	if !ok {
-		return s
-	}
-	authority, path := rest, ""
-	if i := strings.IndexAny(rest, "/?#"); i >= 0 {
-		authority, path = rest[:i], rest[i:]
-	}
-	at := strings.LastIndexByte(authority, '@')
-	if at < 0 {
-		return s
-	}
-	user, _, hasPass := strings.Cut(authority[:at], ":")
-	if !hasPass {
-		return s
-	}
-	return scheme + "://" + user + ":xxxxx" + authority[at:] + path
 }
 
 // shorten keeps error messages readable when a line is long.

@@ -168,7 +168,9 @@ func Run(ctx context.Context, targets []Target, opts Options) (sum Summary, err 
 	r.sum.Total = len(targets)
 	defer func() {
 		if opts.Progress != nil {
-			opts.Progress.Finish(r.snapshot(time.Now()))
+			// The final lines say what the last answers said, however
+			// recently the credentials were last read.
+			opts.Progress.Finish(r.snapshot(time.Now(), true))
 		}
 	}()
 
@@ -188,7 +190,7 @@ func Run(ctx context.Context, targets []Target, opts Options) (sum Summary, err 
 	}
 
 	q, err := tasks.Open(ctx, opts.DSN, tasks.Options{
-		HTTPClient:       opts.Client,
+		HTTPClient:       withUserinfo(opts.Client, targets),
 		BodyDir:          opts.BodyDir,
 		InlineBodyLimit:  opts.InlineBodyLimit,
 		Logger:           slog.New(quietAttempts{opts.Logger.Handler()}),
@@ -660,7 +662,7 @@ func (r *runner) collect(ctx context.Context) error {
 		r.pace.add(now, r.done())
 	}
 	if r.opts.Progress != nil {
-		r.opts.Progress.Update(r.snapshot(now))
+		r.opts.Progress.Update(r.snapshot(now, false))
 	}
 	return nil
 }
@@ -668,14 +670,14 @@ func (r *runner) collect(ctx context.Context) error {
 func (r *runner) done() int { return r.sum.AlreadyWritten + r.sum.Written }
 
 // snapshot describes the batch at now, reading the credentials again when
-// they are older than StatusInterval.
-func (r *runner) snapshot(now time.Time) Snapshot {
+// they are older than StatusInterval, or fresh.
+func (r *runner) snapshot(now time.Time, fresh bool) Snapshot {
 	s := Snapshot{At: now, Total: r.sum.Total, Done: r.done(), Failed: r.sum.Failed,
 		Running: r.running, Elsewhere: r.elsewhere, Ready: r.ready, Sleeping: r.sleeping, NextAt: r.nextAt}
 	if s.Rate = r.pace.rate(); s.Rate > 0 {
 		s.ETA = time.Duration(float64(s.Total-s.Done) / s.Rate * float64(time.Second))
 	}
-	if r.opts.Status != nil && len(r.opts.Providers) > 0 && now.Sub(r.credsAt) >= r.opts.StatusInterval {
+	if r.opts.Status != nil && len(r.opts.Providers) > 0 && (fresh || now.Sub(r.credsAt) >= r.opts.StatusInterval) {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		if cs, err := r.opts.Status(ctx, now, r.opts.Providers...); err == nil {
 			r.creds, r.credsAt = cs, now

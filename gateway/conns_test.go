@@ -20,6 +20,7 @@ import (
 type pipeListener struct {
 	conns  chan net.Conn
 	closed chan struct{}
+	addr   net.Addr // what Addr says: pipeAddr, or a loopback address
 }
 
 func newPipeListener() *pipeListener {
@@ -44,14 +45,35 @@ func (l *pipeListener) Close() error {
 	return nil
 }
 
-func (l *pipeListener) Addr() net.Addr { return pipeAddr{} }
+func (l *pipeListener) Addr() net.Addr {
+	if l.addr == nil {
+		return pipeAddr{}
+	}
+	return l.addr
+}
 
-// dial opens a connection to the listener's server.
+// dial opens a connection to the listener's server. Its clients all come
+// from one address, "pipe", as a loopback gateway's do from 127.0.0.1.
 func (l *pipeListener) dial() net.Conn {
 	client, server := net.Pipe()
 	l.conns <- server
 	return client
 }
+
+// dialFrom opens a connection whose server end says it comes from ip.
+func (l *pipeListener) dialFrom(ip string) net.Conn {
+	client, server := net.Pipe()
+	l.conns <- fromConn{Conn: server, remote: &net.TCPAddr{IP: net.ParseIP(ip), Port: 40000}}
+	return client
+}
+
+// fromConn is a connection with a remote address of its own.
+type fromConn struct {
+	net.Conn
+	remote net.Addr
+}
+
+func (c fromConn) RemoteAddr() net.Addr { return c.remote }
 
 type pipeAddr struct{}
 
@@ -71,6 +93,24 @@ func serveOnPipes(t *testing.T, tune func(*Options)) (*pipeListener, *env) {
 	e := newEnv(t, []sim.APIConfig{githubAPI(100, time.Hour, simTokens...)}, map[string][]string{"github": {"tok-alice-1"}},
 		func(o *Options) { o.Keys = keys; tune(o) })
 	ln := newPipeListener()
+	servePipes(t, e, ln)
+	return ln, e
+}
+
+// serveOnLoopbackPipes is serveOnPipes without client keys: the listener
+// says it is on 127.0.0.1, as Serve then requires.
+func serveOnLoopbackPipes(t *testing.T, tune func(*Options)) (*pipeListener, *env) {
+	t.Helper()
+	e := newEnv(t, []sim.APIConfig{githubAPI(1000, time.Hour, simTokens...)}, map[string][]string{"github": {"tok-alice-1"}}, tune)
+	ln := newPipeListener()
+	ln.addr = &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 8080}
+	servePipes(t, e, ln)
+	return ln, e
+}
+
+// servePipes runs e's gateway on ln until the test ends.
+func servePipes(t *testing.T, e *env, ln *pipeListener) {
+	t.Helper()
 	ctx, stop := context.WithCancel(context.Background())
 	served := make(chan error, 1)
 	go func() { served <- e.gw.Serve(ctx, ln) }()
@@ -80,7 +120,6 @@ func serveOnPipes(t *testing.T, tune func(*Options)) (*pipeListener, *env) {
 			t.Errorf("Serve: %v", err)
 		}
 	})
-	return ln, e
 }
 
 // readAnswer reads one answer from c; the time it came is returned too.

@@ -54,6 +54,7 @@ type dashboardData struct {
 type providerView struct {
 	Name, Base, Route string
 	Credentials       int
+	Anonymous         bool // no token: the server's anonymous limits
 	// Health and Summary are the provider's overall line (see
 	// transport.ProviderSummary): "core 9,210/10,000, resets in 34m".
 	Health, HealthClass, Summary string
@@ -168,6 +169,7 @@ func (g *Gateway) dashboardData(rep transport.StatusReport) dashboardData {
 	for _, ps := range rep.Providers {
 		if pv := byProvider[ps.Provider]; pv != nil {
 			pv.Health, pv.HealthClass, pv.Summary = ps.Health, strings.ToLower(ps.Health), summaryText(ps)
+			pv.Anonymous = ps.Anonymous
 		}
 	}
 	for _, c := range rep.Credentials {

@@ -118,9 +118,14 @@
 //     closed, its body unread.
 //   - Slow clients cannot hold the gateway: a request header must arrive
 //     within 10 s and a body within Options.ReadTimeout (408 beyond, and
-//     the connection closed), and Serve keeps at most
-//     Options.MaxUnauthenticated connections that have not presented a
-//     valid key (503 for more).
+//     the connection closed). Connections that have sent no request yet
+//     (with keys: no valid key) are bounded per client address
+//     (Options.MaxPendingPerAddress: a new one closes the oldest that has
+//     waited a second), so that slow clients lose their own connections
+//     rather than lock others out; with keys, Serve also keeps at most
+//     Options.MaxUnauthenticated of them in all (503 for more). Refusals
+//     are counted by reason in /metrics and logged, a line per reason at
+//     most every 10 s.
 //   - The dashboard sends a Content-Security-Policy that allows only its
 //     own embedded assets, and X-Frame-Options: DENY.
 //

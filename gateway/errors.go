@@ -57,6 +57,7 @@ func writeJSONIndent(w http.ResponseWriter, status int, v any, indent string) {
 // reject answers a request the gateway refuses itself.
 func (g *Gateway) reject(w http.ResponseWriter, e *requestError) {
 	g.metrics.rejected.WithLabelValues(e.code).Inc()
+	g.refusals.add(e.code, "")
 	for k, v := range e.header {
 		w.Header().Set(k, v)
 	}

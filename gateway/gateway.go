@@ -41,8 +41,12 @@ const (
 	// which has at most headerTimeout).
 	DefaultReadTimeout = 30 * time.Second
 	// DefaultMaxUnauthenticated bounds the connections that have not yet
-	// presented a valid client key.
+	// presented a valid client key, when keys are configured.
 	DefaultMaxUnauthenticated = 256
+	// DefaultMaxPendingPerAddress bounds the connections from one client
+	// address that have not yet sent a request (or, with keys, a valid
+	// key) and have waited a second or more.
+	DefaultMaxPendingPerAddress = 64
 	// DefaultPassThroughRefusal is how long a pass-through token the
 	// provider rejected is refused by the gateway itself.
 	DefaultPassThroughRefusal = 10 * time.Minute
@@ -103,11 +107,18 @@ type Options struct {
 	// header (which has 10 s, or ReadTimeout if shorter); a slower body
 	// gets 408 and its connection is closed. Default DefaultReadTimeout.
 	ReadTimeout time.Duration
-	// MaxUnauthenticated bounds the connections that have not yet
-	// presented a valid client key (without keys: not yet sent a
-	// request); Serve closes new connections beyond it with a 503.
-	// Default DefaultMaxUnauthenticated.
+	// MaxUnauthenticated bounds, when Keys are configured, the
+	// connections that have not yet presented a valid client key; Serve
+	// closes new connections beyond it with a 503. Without keys there is
+	// no such bound (see MaxPendingPerAddress). Default
+	// DefaultMaxUnauthenticated.
 	MaxUnauthenticated int
+	// MaxPendingPerAddress bounds the connections from one client
+	// address that have not yet sent a request (with Keys: presented a
+	// valid key): beyond it, each new connection from the address makes
+	// Serve close the oldest of them that has waited a second or more
+	// (any, at four times the bound). Default DefaultMaxPendingPerAddress.
+	MaxPendingPerAddress int
 	// MaxPassThrough bounds how many client tokens are tracked at once
 	// (default DefaultMaxPassThrough); the least recently used are
 	// forgotten.
@@ -169,6 +180,7 @@ type Gateway struct {
 	upstreamTimeout time.Duration
 	readTimeout     time.Duration
 	conns           *connLimiter
+	refusals        *refusalLog
 }
 
 // New builds a gateway. It fails on what the client options reject (a bad
@@ -229,17 +241,34 @@ func withDefaults(opts Options) *Gateway {
 	if opts.ShutdownTimeout <= 0 {
 		g.opts.ShutdownTimeout = DefaultShutdownTimeout
 	}
-	maxUnauth := opts.MaxUnauthenticated
-	if maxUnauth <= 0 {
-		maxUnauth = DefaultMaxUnauthenticated
-	}
-	g.conns = &connLimiter{max: maxUnauth, onLimit: func() { g.metrics.rejected.WithLabelValues("too_many_unauthenticated").Inc() }}
+	g.refusals = newRefusalLog(g.log, g.refusalWhy)
+	all, perAddress := connBounds(opts)
+	g.conns = newConnLimiter(all, perAddress, func(reason, addr string) {
+		g.metrics.connections.WithLabelValues(reason).Inc()
+		g.refusals.add(reason, addr)
+	})
 	g.registry = opts.Registry
 	if g.registry == nil {
 		g.registry = prometheus.NewRegistry()
 		g.registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	}
 	return g
+}
+
+// connBounds returns the bound on pending connections in all (only with
+// client keys; 0 without) and per client address.
+func connBounds(opts Options) (all, perAddress int) {
+	if opts.Keys.Len() > 0 {
+		all = opts.MaxUnauthenticated
+		if all <= 0 {
+			all = DefaultMaxUnauthenticated
+		}
+	}
+	perAddress = opts.MaxPendingPerAddress
+	if perAddress <= 0 {
+		perAddress = DefaultMaxPendingPerAddress
+	}
+	return all, perAddress
 }
 
 // routeProviders sets up the routes: /NAME/ for each served provider, and
@@ -377,8 +406,12 @@ func newUpstreamTransport(headerTimeout time.Duration) *http.Transport {
 	return t
 }
 
-// Close releases the transport's resources (a shared database).
-func (g *Gateway) Close() error { return g.main.Close() }
+// Close releases the transport's resources (a shared database), and logs
+// the refusals not logged yet.
+func (g *Gateway) Close() error {
+	g.refusals.close()
+	return g.main.Close()
+}
 
 // Transport returns the gateway's own rate-keeping transport. It waits for
 // no quota (the gateway does): a request that would wait gets a

@@ -13,7 +13,10 @@ type metrics struct {
 	refused   *prometheus.CounterVec
 	coalesced *prometheus.CounterVec
 	rejected  *prometheus.CounterVec
-	inFlight  prometheus.Gauge
+	// connections counts the connections refused or closed before their
+	// first request, by reason (see conns.go).
+	connections *prometheus.CounterVec
+	inFlight    prometheus.Gauge
 }
 
 func newMetrics(reg prometheus.Registerer, passThrough, unauthenticated func() float64) (*metrics, error) {
@@ -44,19 +47,23 @@ func newMetrics(reg prometheus.Registerer, passThrough, unauthenticated func() f
 			Name: "ratekeeper_gateway_rejected_total",
 			Help: "Requests the gateway refused itself (bad path, unknown provider, missing key, body too large, …), by reason.",
 		}, []string{"reason"}),
+		connections: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "ratekeeper_gateway_refused_connections_total",
+			Help: "Connections refused or closed before a request came, by reason: too_many_unauthenticated (503; with client keys, --max-unauthenticated), too_many_from_address (closed for a newer one from its address, --max-pending-per-address), header_timeout (no request header in time).",
+		}, []string{"reason"}),
 		inFlight: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "ratekeeper_gateway_in_flight_requests",
 			Help: "Proxied requests being answered now, waiting for quota included.",
 		}),
 	}
-	collectors := []prometheus.Collector{m.requests, m.duration, m.waits, m.refused, m.coalesced, m.rejected, m.inFlight,
+	collectors := []prometheus.Collector{m.requests, m.duration, m.waits, m.refused, m.coalesced, m.rejected, m.connections, m.inFlight,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "ratekeeper_gateway_pass_through_tokens",
 			Help: "Client tokens the gateway is tracking quota for (pass-through mode).",
 		}, passThrough),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "ratekeeper_gateway_unauthenticated_connections",
-			Help: "Connections that have not yet presented a client key (bounded by --max-unauthenticated).",
+			Help: "Connections that have not yet sent a request (with client keys: presented a valid key); bounded per client address (--max-pending-per-address) and, with keys, in all (--max-unauthenticated).",
 		}, unauthenticated),
 	}
 	for _, c := range collectors {

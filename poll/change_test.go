@@ -84,6 +84,7 @@ func TestRedact(t *testing.T) {
 	cases := map[string]string{
 		"https://gitlab.example/api/v4/projects/1/merge_requests?private_token=glpat-secret&state=opened": "https://gitlab.example/api/v4/projects/1/merge_requests?private_token=REDACTED&state=opened",
 		"https://user:pass@example.com/x":         "https://user:REDACTED@example.com/x",
+		"https://ghp_token1234@example.com/x":     "https://REDACTED@example.com/x", // a token as the user name
 		"https://api.github.com/repos/o/r/events": "https://api.github.com/repos/o/r/events",
 		"https://h/x?api_key=k1&page=2":           "https://h/x?api_key=REDACTED&page=2",
 	}

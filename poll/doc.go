@@ -126,8 +126,16 @@
 // reset, whatever else spends the quota. The guard pauses until the reset
 // (plus PauseMargin) when the remaining quota is below MinRemaining, when
 // its share is less than one poll per URL, or when the allowance would not
-// come back before the reset. Stretches and pauses are reported as
-// EventBudget and EventPaused, logged, and counted in metrics.
+// come back before the reset. Pauses are reported as EventPaused, and
+// stretches as EventBudget when they lengthen the interval by a tenth or
+// more (a guard that adds seconds to minutes is not news); both are
+// logged and counted in metrics.
+//
+// When the next poll is due is reported as EventNext after a URL's first
+// poll and whenever the interval changes by more than a tenth or the rule
+// that sets it changes — not at every poll (EventPolled says it every
+// time) — so a poller that waits minutes between polls is never silent
+// about it.
 //
 // # Stop conditions
 //

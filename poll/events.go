@@ -15,7 +15,11 @@ const (
 	EventPolled EventKind = "polled"
 	// EventChanged: a change was seen and emitted.
 	EventChanged EventKind = "changed"
-	// EventBudget: the budget guard stretched the interval.
+	// EventNext: when the next poll is due, said when the interval (or
+	// the rule that set it) changed — not at every poll.
+	EventNext EventKind = "next"
+	// EventBudget: the budget guard stretched the interval, by a tenth or
+	// more, and the interval changed (see EventNext).
 	EventBudget EventKind = "budget"
 	// EventPaused: polling pauses until the quota resets.
 	EventPaused EventKind = "paused"
@@ -41,10 +45,12 @@ type Event struct {
 	Outcome Outcome
 	// Status is the HTTP status of the answer (0: none).
 	Status int
-	// Interval, Next and Rule are the decision after the poll.
-	Interval time.Duration
-	Next     time.Time
-	Rule     Rule
+	// Interval, Next and Rule are the decision after the poll;
+	// Unstretched is the interval before the budget guard.
+	Interval    time.Duration
+	Next        time.Time
+	Rule        Rule
+	Unstretched time.Duration
 	// Quota is what the answer said about the quota.
 	Quota Quota
 	// Errors counts consecutive errors.
@@ -68,8 +74,10 @@ func (e Event) String() string {
 		fmt.Fprintf(&b, "%s; %s", what, next)
 	case EventChanged:
 		fmt.Fprintf(&b, "changed; %s", next)
+	case EventNext:
+		b.WriteString(next)
 	case EventBudget:
-		fmt.Fprintf(&b, "budget guard stretches the interval to %s: %s", round(e.Interval), quotaText(e.Quota, e.At))
+		fmt.Fprintf(&b, "budget guard stretches the interval from %s to %s: %s", round(e.Unstretched), round(e.Interval), quotaText(e.Quota, e.At))
 	case EventPaused:
 		fmt.Fprintf(&b, "budget guard pauses polling until %s (in %s): %s", e.Next.Format(time.RFC3339), round(e.Interval), quotaText(e.Quota, e.At))
 	case EventRateLimited:

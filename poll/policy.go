@@ -312,9 +312,12 @@ type Decision struct {
 	Adaptive     time.Duration
 	AdaptiveRule Rule
 	// Budget is the interval the budget guard asked for (0: none);
-	// Paused says it asked to pause until the reset.
-	Budget time.Duration
-	Paused bool
+	// Paused says it asked to pause until the reset. Unstretched is the
+	// interval every rule but the budget guard gave: the guard stretched
+	// the interval when Interval is longer.
+	Budget      time.Duration
+	Paused      bool
+	Unstretched time.Duration
 	// Stop is ErrTooManyErrors when polling must stop.
 	Stop error
 }
@@ -592,6 +595,7 @@ func (p Policy) Next(s State, o Observation, now time.Time) (State, Decision) {
 		}
 	}
 	raise(s.PollFloor, RulePollFloor)
+	d.Unstretched = d.Interval
 	d.Budget, d.Paused = p.budget(&s, prevQuota, pollCost(o, prevQuota), o.Sharers, now)
 	if d.Paused {
 		raise(d.Budget, RulePaused)

@@ -146,6 +146,7 @@ type target struct {
 	// checkFloor asks the first answer in this process to decide the
 	// start check (the quota was unknown before).
 	checkFloor bool
+	announced  announced
 }
 
 // New checks the options and returns a Poller. Bad input — no URL, one
@@ -397,7 +398,7 @@ func (p *Poller) pollOnce(ctx context.Context, tg *target) (Decision, error) {
 	p.metrics.record(tg.shown, a.obs.Outcome, a.obs.NotModified, d)
 
 	ev := Event{URL: tg.shown, At: now, Outcome: a.obs.Outcome, Status: a.status, Interval: d.Interval, Next: d.Next,
-		Rule: d.Rule, Quota: a.obs.Quota, Errors: tg.state.Errors, Err: a.err}
+		Rule: d.Rule, Unstretched: d.Unstretched, Quota: a.obs.Quota, Errors: tg.state.Errors, Err: a.err}
 	p.log.Debug("poll", "url", tg.shown, "outcome", a.obs.Outcome.String(), "status", a.status,
 		"interval", d.Interval, "rule", string(d.Rule), "err", a.err)
 	if p.opts.OnEvent != nil {
@@ -422,18 +423,7 @@ func (p *Poller) pollOnce(ctx context.Context, tg *target) (Decision, error) {
 			p.event(Event{Kind: EventExecFailed, URL: tg.shown, At: now, Err: err})
 		}
 	}
-	switch {
-	case a.obs.Outcome == RateLimited:
-		p.event(withKind(ev, EventRateLimited))
-	case a.obs.Outcome == Failed:
-		p.event(withKind(ev, EventBackoff))
-	}
-	switch d.Rule {
-	case RuleBudget:
-		p.event(withKind(ev, EventBudget))
-	case RulePaused:
-		p.event(withKind(ev, EventPaused))
-	}
+	p.tellNext(tg, ev, d)
 	if d.Stop != nil {
 		return d, &StopError{URL: tg.shown, Err: d.Stop, Last: a.err,
 			Detail: fmt.Sprintf("%d consecutive errors", tg.state.Errors)}
@@ -442,6 +432,45 @@ func (p *Poller) pollOnce(ctx context.Context, tg *target) (Decision, error) {
 }
 
 func withKind(e Event, k EventKind) Event { e.Kind = k; return e }
+
+// tellNext says when tg's next poll is due, once per change of the
+// interval (see announced): as a refusal or an error, whose lines say it
+// too; as a pause until the reset, every time; as the budget guard's
+// stretch when it lengthens the interval by a tenth or more; else plainly.
+func (p *Poller) tellNext(tg *target, ev Event, d Decision) {
+	changed := tg.announced.update(d)
+	switch {
+	case ev.Outcome == RateLimited:
+		p.event(withKind(ev, EventRateLimited))
+	case ev.Outcome == Failed:
+		p.event(withKind(ev, EventBackoff))
+	case d.Rule == RulePaused:
+		p.event(withKind(ev, EventPaused))
+	case !changed:
+	case d.Rule == RuleBudget && d.Interval-d.Unstretched >= d.Unstretched/10:
+		p.event(withKind(ev, EventBudget))
+	default:
+		p.event(withKind(ev, EventNext))
+	}
+}
+
+// announced is the interval last said for a URL, and the rule that set it.
+type announced struct {
+	interval time.Duration
+	rule     Rule
+}
+
+// update records d and reports whether it is a change worth saying: its
+// rule differs, or its interval by more than a tenth (the budget guard's
+// interval moves a little at every poll as the quota falls).
+func (a *announced) update(d Decision) bool {
+	diff := d.Interval - a.interval
+	if d.Rule == a.rule && a.interval > 0 && diff.Abs() <= a.interval/10 {
+		return false
+	}
+	a.interval, a.rule = d.Interval, d.Rule
+	return true
+}
 
 // event reports e to OnEvent and the logger.
 func (p *Poller) event(e Event) {
@@ -477,6 +506,12 @@ func (p *Poller) fetch(ctx context.Context, tg *target) answer {
 	}
 	resp, err := p.client.Do(req)
 	if err != nil {
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			// http.Client masks a password in the URL, not a token
+			// given as the user name.
+			ue.URL = tg.shown
+		}
 		var ra interface{ RetryAt() time.Time }
 		if errors.As(err, &ra) {
 			a.obs.Outcome, a.obs.RetryAt, a.obs.Unsent = RateLimited, ra.RetryAt(), true

@@ -10,14 +10,17 @@ import (
 // access_token, api_key, sig…).
 var secretParams = []string{"token", "key", "secret", "password", "passwd", "auth", "sig", "credential"}
 
-// Redact returns u as it may be shown in output, logs and metrics: without
-// a password in its user information and with the values of query
+// Redact returns u as it may be shown in output, logs and metrics: with
+// the password of its user information, or its user name when there is no
+// password (GitHub takes a token there), and the values of query
 // parameters that look like credentials replaced by REDACTED.
 func Redact(u *url.URL) string {
 	c := *u
 	if c.User != nil {
 		if _, has := c.User.Password(); has {
 			c.User = url.UserPassword(c.User.Username(), "REDACTED")
+		} else if c.User.Username() != "" {
+			c.User = url.User("REDACTED")
 		}
 	}
 	if c.RawQuery != "" {

@@ -2,6 +2,7 @@ package sim
 
 import (
 	"crypto/sha256"
+	"encoding/base64"
 	"encoding/hex"
 	"net/http"
 	"strconv"
@@ -205,7 +206,8 @@ func etagMatches(ifNoneMatch, etag string) bool {
 }
 
 // bearer extracts the credential of an Authorization header with one of the
-// given schemes (compared case-insensitively).
+// given schemes (compared case-insensitively). With "Basic", the token is
+// the password, or the user name when there is none.
 func bearer(r *http.Request, schemes ...string) (string, bool) {
 	v := r.Header.Get("Authorization")
 	if v == "" {
@@ -216,9 +218,21 @@ func bearer(r *http.Request, schemes ...string) (string, bool) {
 		return "", true
 	}
 	for _, s := range schemes {
-		if strings.EqualFold(scheme, s) {
+		if !strings.EqualFold(scheme, s) {
+			continue
+		}
+		if !strings.EqualFold(s, "basic") {
 			return strings.TrimSpace(tok), true
 		}
+		raw, err := base64.StdEncoding.DecodeString(strings.TrimSpace(tok))
+		if err != nil {
+			return "", true
+		}
+		user, pass, _ := strings.Cut(string(raw), ":")
+		if pass == "" {
+			return user, true
+		}
+		return pass, true
 	}
 	return "", true
 }

@@ -97,7 +97,8 @@
 // RATE_LIMITED error, as documented. Secondary refusals say "You have
 // exceeded a secondary rate limit. Please wait a few minutes before you try
 // again." with the #about-secondary-rate-limits documentation_url.
-// Authentication: "Authorization: token T" or "Bearer T"; bad tokens get
+// Authentication: "Authorization: token T", "Bearer T", or Basic with T as
+// the password (or the user name); bad tokens get
 // {"message":"Bad credentials",…}. Endpoints:
 //
 //	GET  /rate_limit                      free; every resource, plus "rate"

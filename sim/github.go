@@ -41,8 +41,10 @@ func init() {
 	}
 }
 
+// credential: GitHub also takes a token as the password (or the user
+// name) of Basic credentials.
 func (githubDialect) credential(r *http.Request) (string, bool) {
-	return bearer(r, "token", "Bearer")
+	return bearer(r, "token", "Bearer", "Basic")
 }
 
 func (githubDialect) headers(c *call, h http.Header) {

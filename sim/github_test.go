@@ -166,6 +166,13 @@ func TestGitHubEndpoints(t *testing.T) {
 	if user["login"] != "alice" || user["id"] != 4242.0 {
 		t.Errorf("/user = %v", user)
 	}
+	// Basic credentials: the token as the password, or as the user name.
+	for _, basic := range []string{"x:tok-alice-1", "tok-alice-1:"} {
+		u := c.do("GET", "/user", "Authorization", "Basic "+base64.StdEncoding.EncodeToString([]byte(basic)))
+		if u.status != 200 || u.json(t)["login"] != "alice" {
+			t.Errorf("/user with Basic %q: %d %s", basic, u.status, u.body)
+		}
+	}
 	if u := c.get("/users/alice", "").json(t); u["id"] != 4242.0 || u["login"] != "alice" {
 		t.Errorf("/users/alice = %v", u)
 	}

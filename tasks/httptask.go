@@ -70,7 +70,12 @@ func parseHTTPInput(raw json.RawMessage) (HTTPInput, error) {
 func (in HTTPInput) request(ctx context.Context) (*http.Request, error) {
 	u, err := url.Parse(in.URL)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, fmt.Errorf("url %q: want an absolute http:// or https:// URL", in.URL)
+		return nil, fmt.Errorf("url %q: want an absolute http:// or https:// URL", shownURL(in.URL))
+	}
+	if u.User != nil {
+		// A task's input is stored in the database, and shown by
+		// `tasks list`: no place for a token.
+		return nil, fmt.Errorf("url %s carries credentials (user information before @): a task's input is stored in the database; give the worker the token instead (GITHUB_TOKEN, …)", printableURL(u))
 	}
 	method := in.Method
 	if method == "" {
@@ -104,6 +109,24 @@ func validHeaderName(s string) bool {
 		}
 	}
 	return true
+}
+
+// shownURL is raw as a message may show it: without what comes before an
+// @ in its authority (user information, which may hold a token), even
+// when raw does not parse.
+func shownURL(raw string) string {
+	scheme, rest, ok := strings.Cut(raw, "://")
+	if !ok {
+		return raw
+	}
+	end := strings.IndexAny(rest, "/?#")
+	if end < 0 {
+		end = len(rest)
+	}
+	if at := strings.LastIndexByte(rest[:end], '@'); at >= 0 {
+		return scheme + "://…@" + rest[at+1:]
+	}
+	return raw
 }
 
 // printableURL drops the query and user info, which may carry secrets.

@@ -4,8 +4,10 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/ratekeeper/ratekeeper/creds"
@@ -17,12 +19,14 @@ import (
 // CredentialStatus is what is known about one credential: who owns it,
 // whether it works, and each of its buckets. It never holds the token.
 type CredentialStatus struct {
-	Provider   string           `json:"provider"`
-	Credential string           `json:"credential"`
-	Owner      string           `json:"owner,omitempty"`
-	State      string           `json:"state"`
-	Reason     string           `json:"reason,omitempty"`
-	Resources  []ResourceStatus `json:"resources"`
+	Provider   string `json:"provider"`
+	Credential string `json:"credential"`
+	Owner      string `json:"owner,omitempty"`
+	State      string `json:"state"`
+	Reason     string `json:"reason,omitempty"`
+	// Anonymous: no token, the server's anonymous limits.
+	Anonymous bool             `json:"anonymous,omitempty"`
+	Resources []ResourceStatus `json:"resources"`
 	// Concurrency is the owner's secondary-limit state, once the owner
 	// was used: its cap on requests in flight and its pause.
 	Concurrency *ConcurrencyStatus `json:"concurrency,omitempty"`
@@ -73,6 +77,27 @@ type StatusReport struct {
 	// Providers has one overall line per provider (see Summarize).
 	Providers   []ProviderSummary  `json:"providers"`
 	Credentials []CredentialStatus `json:"credentials"`
+	// NotShown is the quota state held that the report does not show
+	// (see StoredState), so that a report never says a database holds
+	// nothing when it holds state for something else.
+	NotShown []StoredState `json:"not_shown,omitempty"`
+}
+
+// StoredState is quota state a report does not show, for one provider at
+// one base URL: that of a provider the transport does not serve there
+// (another --provider URL, or not selected), or, for one it serves, of
+// credentials it does not hold (other tokens; requests that carried their
+// own).
+type StoredState struct {
+	Provider string `json:"provider"`
+	BaseURL  string `json:"base_url"`
+	// Served is true when the transport serves the provider at BaseURL:
+	// what is not shown belongs to other credentials.
+	Served bool `json:"served,omitempty"`
+	// Buckets counts the buckets, Owners their distinct owners
+	// (credentials, or accounts).
+	Buckets int `json:"buckets"`
+	Owners  int `json:"owners"`
 }
 
 // ProviderSummary is a provider's overall line: "github: HEALTHY, 3
@@ -85,6 +110,8 @@ type ProviderSummary struct {
 	Health      string `json:"health"`
 	Credentials int    `json:"credentials"`
 	Invalid     int    `json:"invalid,omitempty"`
+	// Anonymous: the provider has no token, only anonymous access.
+	Anonymous bool `json:"anonymous,omitempty"`
 	// Resource is the provider's main resource (that of a GET of its
 	// base URL: GitHub's core, GitLab's api), and Remaining and Limit its
 	// numbers summed over the distinct buckets: credentials of one owner
@@ -96,13 +123,18 @@ type ProviderSummary struct {
 	ResetsIn  *float64   `json:"resets_in_seconds"`
 }
 
-// Report is Status wrapped with its time and its providers' overall lines.
+// Report is Status wrapped with its time, its providers' overall lines
+// and what the state holds that it does not show.
 func (t *Transport) Report(ctx context.Context, now time.Time, only ...string) (StatusReport, error) {
-	st, err := t.Status(ctx, now, only...)
-	if st == nil {
-		st = []CredentialStatus{}
+	rep := StatusReport{GeneratedAt: now.UTC(), Credentials: []CredentialStatus{}}
+	buckets, owners, err := t.stored(ctx)
+	if err == nil {
+		var st []CredentialStatus
+		if st, err = t.status(ctx, now, buckets, owners, only); st != nil {
+			rep.Credentials = st
+		}
+		rep.NotShown = t.notShown(buckets, only)
 	}
-	rep := StatusReport{GeneratedAt: now.UTC(), Credentials: st}
 	t.Summarize(&rep, only...)
 	return rep, err
 }
@@ -130,12 +162,16 @@ func summarize(mains []mainResource, creds []CredentialStatus, now time.Time) []
 		s := ProviderSummary{Provider: m.provider, Resource: m.resource}
 		var remaining, limit int64
 		known, limitKnown := false, true
+		anonymous := 0
 		seen := map[string]bool{}
 		for _, c := range creds {
 			if c.Provider != m.provider {
 				continue
 			}
 			s.Credentials++
+			if c.Anonymous {
+				anonymous++
+			}
 			if c.State == "invalid" {
 				s.Invalid++
 				continue
@@ -160,6 +196,7 @@ func summarize(mains []mainResource, creds []CredentialStatus, now time.Time) []
 				}
 			}
 		}
+		s.Anonymous = s.Credentials > 0 && anonymous == s.Credentials
 		switch {
 		case s.Credentials > 0 && s.Invalid == s.Credentials:
 			s.Health = string(quota.Exhausted)
@@ -187,14 +224,24 @@ func summarize(mains []mainResource, creds []CredentialStatus, now time.Time) []
 // named providers) and their buckets at now, from the state the transport
 // holds: it sends nothing.
 func (t *Transport) Status(ctx context.Context, now time.Time, only ...string) ([]CredentialStatus, error) {
+	buckets, owners, err := t.stored(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return t.status(ctx, now, buckets, owners, only)
+}
+
+// stored reads every bucket and owner of the state.
+func (t *Transport) stored(ctx context.Context) (map[BucketID]quota.Bucket, map[OwnerID]quota.Owner, error) {
 	buckets, err := t.state.Buckets(ctx)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	owners, err := t.state.Owners(ctx)
-	if err != nil {
-		return nil, err
-	}
+	return buckets, owners, err
+}
+
+func (t *Transport) status(ctx context.Context, now time.Time, buckets map[BucketID]quota.Bucket, owners map[OwnerID]quota.Owner, only []string) ([]CredentialStatus, error) {
 	ids := sortedBucketIDs(buckets)
 	var out []CredentialStatus
 	for _, p := range t.providers(only) {
@@ -205,7 +252,8 @@ func (t *Transport) Status(ctx context.Context, now time.Time, only ...string) (
 		t.restore(ctx, p, pool)
 		for _, c := range pool.Credentials() {
 			st := c.Status(now)
-			cs := CredentialStatus{Provider: p.Name, Credential: c.Masked(), State: st.State.String(), Reason: st.Reason, Resources: []ResourceStatus{}}
+			cs := CredentialStatus{Provider: p.Name, Credential: c.Masked(), State: st.State.String(), Reason: st.Reason,
+				Anonymous: c.Kind() == creds.Anonymous, Resources: []ResourceStatus{}}
 			if o := c.Owner(); o.Key() != "" {
 				cs.Owner = o.String()
 			}
@@ -253,7 +301,10 @@ func concurrencyStatus(o *quota.Owner, s quota.Secondary, now time.Time) *Concur
 	return cs
 }
 
-func resourceStatus(name string, b *quota.Bucket, now time.Time) ResourceStatus {
+// resourceStatus is bucket b at now: a window whose reset has passed is
+// shown rolled over (refilled, assumed), not as the last answer left it.
+func resourceStatus(name string, stored *quota.Bucket, now time.Time) ResourceStatus {
+	b := stored.At(now)
 	rs := ResourceStatus{Resource: name, Health: string(b.HealthAt(now)), Assumed: b.Assumed}
 	if b.Limit != quota.UnknownCount {
 		v := b.Limit
@@ -343,4 +394,46 @@ func (t *Transport) refreshOne(ctx context.Context, p *provider.Provider, c *cre
 		t.observe(ctx, p, Slot{Bucket: BucketID{Provider: t.stateKey(p), Owner: c.BucketOwner(), Resource: rl.Resource}}, &r, now, false)
 	}
 	return nil
+}
+
+// notShown groups the buckets a report of the given providers leaves out
+// (see StoredState) by provider and base URL, in that order: those of
+// providers served elsewhere or not selected, and those of credentials
+// the transport does not hold.
+func (t *Transport) notShown(buckets map[BucketID]quota.Bucket, only []string) []StoredState {
+	shown := map[string]map[string]bool{} // state key → bucket owners shown
+	for _, p := range t.providers(only) {
+		pool, err := t.poolFor(p)
+		if err != nil {
+			continue
+		}
+		own := map[string]bool{}
+		for _, c := range pool.Credentials() {
+			// A token's own identity too: its buckets from before
+			// its owner was learnt are its.
+			own[c.BucketOwner()], own[c.ID()] = true, true
+		}
+		shown[t.stateKey(p)] = own
+	}
+	groups := map[string]map[string]int{} // state key → buckets by owner
+	for id := range buckets {
+		if own, served := shown[id.Provider]; served && own[id.Owner] {
+			continue
+		}
+		if groups[id.Provider] == nil {
+			groups[id.Provider] = map[string]int{}
+		}
+		groups[id.Provider][id.Owner]++
+	}
+	var out []StoredState
+	for _, key := range slices.Sorted(maps.Keys(groups)) {
+		name, base, _ := strings.Cut(key, " ")
+		_, served := shown[key]
+		st := StoredState{Provider: name, BaseURL: base, Served: served, Owners: len(groups[key])}
+		for _, n := range groups[key] {
+			st.Buckets += n
+		}
+		out = append(out, st)
+	}
+	return out
 }

@@ -175,6 +175,7 @@ type Transport struct {
 	asking      sync.Map // *creds.Credential → chan struct{}, closed once its owner is asked
 	restored    sync.Map // *creds.Pool → *sync.Once
 	creds       sync.Map // *creds.Credential → *credInfo
+	callers     callerCredentials
 
 	shared    bool        // the state is shared with other processes (Heartbeats)
 	rtts      sync.Map    // *provider.Provider → *rttEstimate
@@ -432,6 +433,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		closeBody(req)
 		return nil, err
 	}
+	pool = t.callerPoolFor(p, req, pool)
 	class := p.Classify(req.Method, req.URL)
 	replayable := req.Body == nil || req.Body == http.NoBody || req.GetBody != nil
 	at := getAttempt()
@@ -734,6 +736,7 @@ func (t *Transport) outgoing(ctx context.Context, req *http.Request, p *provider
 		if token != "" && !hasAuth(req, p) {
 			t.authorize(out.Header, p, g.cred, token)
 		}
+		basicAuth(out.Header, req)
 	} else {
 		p.Deauthorize(out.Header)
 	}
@@ -807,8 +810,12 @@ func cloneHeader(h http.Header, extra int) http.Header {
 
 // sentOwnToken reports whether the request carried the credential's own
 // token, so that a 401 says something about the credential: not when the
-// caller authenticated the request with something else.
+// caller authenticated the request with something else, nor when the
+// credential is the caller's own (its 401 is the caller's answer).
 func (t *Transport) sentOwnToken(ctx context.Context, req *http.Request, p *provider.Provider, g *grant) bool {
+	if g.cred.Caller() {
+		return false
+	}
 	callers := req.Header.Get(p.Auth.Header)
 	if callers == "" {
 		return true
@@ -823,9 +830,10 @@ func (t *Transport) sentOwnToken(ctx context.Context, req *http.Request, p *prov
 }
 
 // hasAuth reports whether the caller already authenticated the request
-// itself; its own token is then left alone.
+// itself (see callerToken); its own credential is then left alone.
 func hasAuth(req *http.Request, p *provider.Provider) bool {
-	return req.Header.Get(p.Auth.Header) != ""
+	_, _, ok := callerToken(req, p)
+	return ok
 }
 
 // settle gives a grant's reservation back and applies its answer's

@@ -119,6 +119,12 @@ func runGet(cmd *cobra.Command, o *getOptions, rawURL string) error {
 		}
 		resp, err := client.Do(req)
 		if err != nil {
+			var ue *url.Error
+			if errors.As(err, &ue) {
+				// http.Client masks a password in the URL, not a
+				// token given as the user name.
+				ue.URL = redact(ue.URL)
+			}
 			var we *transport.WaitError
 			if errors.As(err, &we) {
 				return exitf(1, "%v", we)

@@ -73,7 +73,10 @@ within --interval-min/--interval-max, with hours in --tz. A change raises an
 activity score that keeps the interval short, empty polls lower it. The
 server's X-Poll-Interval is a floor. The budget guard keeps polling within
 --budget-share of the remaining quota, stretching the interval or pausing
-until the reset near exhaustion, and says so on stderr. Errors back off
+until the reset near exhaustion; it says so on stderr when it pauses or
+lengthens the interval by a tenth or more. Stderr says when the next poll is
+due after the first poll and whenever the interval or its rule changes (-v:
+at every poll). Errors back off
 exponentially with jitter (--backoff-base, capped at --backoff-max).
 
 --worker-id gives each poller of a fleet a stable offset, so they spread out.
@@ -270,13 +273,18 @@ func pollExit(err error) error {
 	return &ExitError{Code: 1, Err: err}
 }
 
-// printPollEvent writes what the user should know on stderr: budget
-// stretches and pauses, rate limits, errors and warnings always; every poll
-// and change with -v.
+// printPollEvent writes what the user should know on stderr: when the
+// next poll is due (once per change of interval), budget stretches and
+// pauses, rate limits, errors and warnings always; every poll and change
+// with -v (whose lines say when the next poll is due, every time).
 func printPollEvent(w io.Writer, e poll.Event, verbose bool) {
 	switch e.Kind {
 	case poll.EventPolled, poll.EventChanged, poll.EventTask:
 		if !verbose {
+			return
+		}
+	case poll.EventNext:
+		if verbose {
 			return
 		}
 	}

@@ -53,6 +53,11 @@ func TestPollIdleTimeoutExitStatusAndInitialLine(t *testing.T) {
 	if !strings.Contains(stderr, "no change for 400ms since the start (idle timeout)") {
 		t.Fatalf("stderr %q", stderr)
 	}
+	// Without -v, when the next poll is due is said once per interval,
+	// not at every poll.
+	if n := strings.Count(stderr, ": next poll in 50ms"); n == 0 || n > 3 {
+		t.Fatalf("%d lines saying when the next poll is, want 1 to 3: %q", n, stderr)
+	}
 	var line struct {
 		URL     string `json:"url"`
 		ETag    string `json:"etag"`

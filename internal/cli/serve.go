@@ -12,8 +12,10 @@ import (
 	"github.com/dustin/go-humanize"
 	"github.com/spf13/cobra"
 
+	"github.com/ratekeeper/ratekeeper/creds"
 	"github.com/ratekeeper/ratekeeper/gateway"
 	"github.com/ratekeeper/ratekeeper/internal/assemble"
+	"github.com/ratekeeper/ratekeeper/transport"
 )
 
 func init() { register(newServeCmd) }
@@ -30,6 +32,7 @@ type serveOptions struct {
 	upstreamTimeout    time.Duration
 	readTimeout        time.Duration
 	maxUnauthenticated int
+	maxPendingPerAddr  int
 	hosts              []string
 	publicURL          string
 	refresh            time.Duration
@@ -70,9 +73,15 @@ letters, digits and -._~+/=, e.g. from 'openssl rand -hex 24'); RATEKEEPER_GATEW
 may hold the same entries separated by commas. Clients send the key in the
 X-Ratekeeper-Key header (or, without --pass-through, as their token). The key is
 checked before a request's body is read; a request without a valid key gets 401
-and its connection is closed. At most --max-unauthenticated connections may be
-open without having presented a key (more get 503), a request header must
-arrive within 10 s and a body within --read-timeout (408 beyond). SIGINT or
+and its connection is closed. A request header must arrive within 10 s and a
+body within --read-timeout (408 beyond). With client keys, at most
+--max-unauthenticated connections may be open without having presented a key
+(more get 503). With or without keys, when one client address holds more than
+--max-pending-per-address connections that have sent no request for a second,
+each new connection from it closes the oldest of them: a client trickling
+headers loses its own connections, never locks others out. What is refused is
+counted in /metrics (ratekeeper_gateway_refused_connections_total by reason)
+and logged, a line per reason at most every 10 s. SIGINT or
 SIGTERM stops accepting and lets requests in flight finish (--shutdown-timeout).`,
 		Example: `  ratekeeper serve --provider github=https://api.github.com
   curl http://127.0.0.1:8080/github/repos/golang/go
@@ -98,7 +107,8 @@ SIGTERM stops accepting and lets requests in flight finish (--shutdown-timeout).
 	f.StringVar(&o.coalesceLimit, "coalesce-limit", "1MiB", "largest answer shared between identical concurrent GETs; 0 turns coalescing off")
 	f.DurationVar(&o.upstreamTimeout, "upstream-timeout", gateway.DefaultUpstreamTimeout, "longest wait for an upstream's response header once a request is sent (504 beyond)")
 	f.DurationVar(&o.readTimeout, "read-timeout", gateway.DefaultReadTimeout, "longest time to receive a request's body (408 beyond, connection closed)")
-	f.IntVar(&o.maxUnauthenticated, "max-unauthenticated", gateway.DefaultMaxUnauthenticated, "most connections open without having presented a client key (503 beyond)")
+	f.IntVar(&o.maxUnauthenticated, "max-unauthenticated", gateway.DefaultMaxUnauthenticated, "with client keys: most connections open without having presented a key (503 beyond)")
+	f.IntVar(&o.maxPendingPerAddr, "max-pending-per-address", gateway.DefaultMaxPendingPerAddress, "most connections from one client address without a request (with keys: a valid key) for a second or more; beyond it a new one closes the oldest")
 	f.StringSliceVar(&o.hosts, "host", nil, "HOST=PROVIDER routes requests whose Host header is HOST to PROVIDER, whole path (repeatable)")
 	f.StringVar(&o.publicURL, "public-url", "", "the gateway's URL as clients see it, for rewritten Link and Location headers (default: from the request)")
 	f.DurationVar(&o.refresh, "refresh", 15*time.Minute, "ask the servers about every credential at start and then this often, for the dashboard (0: never)")
@@ -148,22 +158,23 @@ func runServe(cmd *cobra.Command, o *serveOptions) error {
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
 	selected, _ := o.client.split()
 	gw, err := gateway.New(gateway.Options{
-		Client:             copts,
-		Providers:          selected,
-		Hosts:              hosts,
-		PassThrough:        o.passThrough,
-		Keys:               keys,
-		MaxBody:            maxBody,
-		CoalesceLimit:      coalesce,
-		UpstreamTimeout:    o.upstreamTimeout,
-		ReadTimeout:        o.readTimeout,
-		MaxUnauthenticated: o.maxUnauthenticated,
-		MaxPassThrough:     o.maxPassThrough,
-		PassThroughRefusal: refusal(o.passThroughRefusal),
-		PublicURL:          o.publicURL,
-		RefreshEvery:       o.refresh,
-		ShutdownTimeout:    o.shutdownTimeout,
-		Logger:             logger,
+		Client:               copts,
+		Providers:            selected,
+		Hosts:                hosts,
+		PassThrough:          o.passThrough,
+		Keys:                 keys,
+		MaxBody:              maxBody,
+		CoalesceLimit:        coalesce,
+		UpstreamTimeout:      o.upstreamTimeout,
+		ReadTimeout:          o.readTimeout,
+		MaxUnauthenticated:   o.maxUnauthenticated,
+		MaxPendingPerAddress: o.maxPendingPerAddr,
+		MaxPassThrough:       o.maxPassThrough,
+		PassThroughRefusal:   refusal(o.passThroughRefusal),
+		PublicURL:            o.publicURL,
+		RefreshEvery:         o.refresh,
+		ShutdownTimeout:      o.shutdownTimeout,
+		Logger:               logger,
 	})
 	var dbErr *assemble.DatabaseError
 	if errors.As(err, &dbErr) {
@@ -183,12 +194,7 @@ func runServe(cmd *cobra.Command, o *serveOptions) error {
 	reg := gw.Transport().Registry()
 	for _, name := range gw.Providers() {
 		p := reg.Lookup(name)
-		pool, err := gw.Transport().Pool(name)
-		n := 0
-		if err == nil {
-			n = pool.Len()
-		}
-		fmt.Fprintf(out, "  %s/%s/ → %s (%d credential%s)\n", base, name, p.BaseURL(), n, plural(n))
+		fmt.Fprintf(out, "  %s/%s/ → %s (%s)\n", base, name, p.BaseURL(), credentialCount(gw.Transport(), name))
 	}
 	if o.passThrough {
 		note := "a token the provider rejects is not refused locally"
@@ -205,6 +211,19 @@ func runServe(cmd *cobra.Command, o *serveOptions) error {
 	}
 	fmt.Fprintln(out, "ratekeeper gateway stopped")
 	return nil
+}
+
+// credentialCount says how many credentials the provider has: "anonymous"
+// when its only one sends no token.
+func credentialCount(t *transport.Transport, name string) string {
+	pool, err := t.Pool(name)
+	if err != nil {
+		return "0 credentials"
+	}
+	if cs := pool.Credentials(); len(cs) == 1 && cs[0].Kind() == creds.Anonymous {
+		return "anonymous"
+	}
+	return fmt.Sprintf("%d credential%s", pool.Len(), plural(pool.Len()))
 }
 
 // checkLimits refuses durations and counts that cannot work, saying what
@@ -225,6 +244,8 @@ func (o *serveOptions) checkLimits() error {
 		return fmt.Errorf("--pass-through-refusal %v: want 0 (never refuse) or a duration such as 10m", o.passThroughRefusal)
 	case o.maxUnauthenticated < 1:
 		return fmt.Errorf("--max-unauthenticated %d: want at least 1 connection, such as %d", o.maxUnauthenticated, gateway.DefaultMaxUnauthenticated)
+	case o.maxPendingPerAddr < 1:
+		return fmt.Errorf("--max-pending-per-address %d: want at least 1 connection, such as %d", o.maxPendingPerAddr, gateway.DefaultMaxPendingPerAddress)
 	case o.maxPassThrough < 1:
 		return fmt.Errorf("--max-pass-through %d: want at least 1 token, such as %d", o.maxPassThrough, gateway.DefaultMaxPassThrough)
 	}

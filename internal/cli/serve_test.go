@@ -41,6 +41,7 @@ func TestServeBadInput(t *testing.T) {
 		{[]string{"serve", "--read-timeout", "0s", "--db", "memory"}, "--read-timeout 0s: want a positive duration such as 30s"},
 		{[]string{"serve", "--upstream-timeout", "-1s", "--db", "memory"}, "--upstream-timeout -1s: want a positive duration"},
 		{[]string{"serve", "--max-unauthenticated", "0", "--db", "memory"}, "--max-unauthenticated 0: want at least 1 connection, such as 256"},
+		{[]string{"serve", "--max-pending-per-address", "0", "--db", "memory"}, "--max-pending-per-address 0: want at least 1 connection, such as 64"},
 		{[]string{"serve", "--max-pass-through", "0", "--db", "memory"}, "--max-pass-through 0: want at least 1 token, such as 1024"},
 		{[]string{"serve", "--pass-through-refusal", "-1m", "--db", "memory"}, "--pass-through-refusal -1m0s: want 0 (never refuse) or a duration such as 10m"},
 		{[]string{"serve", "--refresh", "-1s", "--db", "memory"}, "--refresh -1s: want 0 (never) or a duration such as 15m"},
@@ -66,7 +67,7 @@ func TestServeHelp(t *testing.T) {
 		t.Fatalf("exit %d", code)
 	}
 	for _, want := range []string{"--pass-through", "--client-keys", "--max-body", "--max-wait duration", "(default 30s)", "NAME KEY",
-		"queueing included", "--read-timeout duration", "--max-unauthenticated int", "--max-pass-through int", "--pass-through-refusal duration",
+		"queueing included", "--read-timeout duration", "--max-unauthenticated int", "--max-pending-per-address int", "--max-pass-through int", "--pass-through-refusal duration",
 		"checked before a request's body is read"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("help lacks %q", want)

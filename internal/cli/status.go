@@ -77,8 +77,8 @@ func runStatus(cmd *cobra.Command, o *statusOptions) error {
 	if err != nil {
 		return exitf(1, "%v", err)
 	}
-	if !o.live && !anyResource(rep.Credentials) {
-		fmt.Fprintf(cmd.ErrOrStderr(), "ratekeeper: %s holds no quota state yet; run with --live to ask the servers\n", o.client.db)
+	if !o.live {
+		writeNotShown(cmd.ErrOrStderr(), o.client.db, rep)
 	}
 	out := cmd.OutOrStdout()
 	if o.asJSON {
@@ -96,9 +96,10 @@ func runStatus(cmd *cobra.Command, o *statusOptions) error {
 func writeOverview(out io.Writer, ps []transport.ProviderSummary) {
 	for _, p := range ps {
 		var b strings.Builder
-		fmt.Fprintf(&b, "%s: %s, %d credential", p.Provider, p.Health, p.Credentials)
-		if p.Credentials != 1 {
-			b.WriteString("s")
+		if p.Anonymous {
+			fmt.Fprintf(&b, "%s: %s, anonymous", p.Provider, p.Health)
+		} else {
+			fmt.Fprintf(&b, "%s: %s, %d credential%s", p.Provider, p.Health, p.Credentials, plural(p.Credentials))
 		}
 		if p.Invalid > 0 {
 			fmt.Fprintf(&b, " (%d invalid)", p.Invalid)
@@ -202,6 +203,26 @@ func resetText(r transport.ResourceStatus) string {
 		return "-"
 	}
 	return (time.Duration(*r.ResetsIn * float64(time.Second))).Round(time.Second).String()
+}
+
+// writeNotShown says what the database holds that the report does not
+// show (state for a provider at another base URL, or of other tokens),
+// with the flag that shows it; or, when it holds nothing at all, says so.
+func writeNotShown(w io.Writer, db string, rep transport.StatusReport) {
+	if !anyResource(rep.Credentials) && len(rep.NotShown) == 0 {
+		fmt.Fprintf(w, "ratekeeper: %s holds no quota state yet; run with --live to ask the servers\n", db)
+		return
+	}
+	for _, st := range rep.NotShown {
+		held := fmt.Sprintf("%d bucket%s of %d owner%s", st.Buckets, plural(st.Buckets), st.Owners, plural(st.Owners))
+		if st.Served {
+			fmt.Fprintf(w, "ratekeeper: %s also holds %s for %s at %s not shown: other tokens than those given here, or requests that carried their own\n",
+				db, held, st.Provider, st.BaseURL)
+			continue
+		}
+		fmt.Fprintf(w, "ratekeeper: %s also holds %s for %s at %s; add --provider %s=%s to see them\n",
+			db, held, st.Provider, st.BaseURL, st.Provider, st.BaseURL)
+	}
 }
 
 func anyResource(st []transport.CredentialStatus) bool {

@@ -1,5 +1,6 @@
 // ratekeeper gateway dashboard: counts down each bucket's reset every
-// second, and reloads the server-rendered content every 10 seconds.
+// second, and reloads the server-rendered content every 10 seconds and
+// when a reset passes.
 (function () {
   "use strict";
   var skew = 0; // server clock minus this browser's clock, in ms
@@ -18,12 +19,24 @@
     if (now) skew = now - Date.now();
   }
 
+  // A reset that passes makes the page ask the server again (after the
+  // grace the gateway gives a reset, at most a second), which shows the
+  // window rolled over rather than "resets in 0s" until the next reload.
+  var rolling = false;
+
   function tick() {
     var now = Date.now() + skew;
+    var passed = false;
     var cells = document.querySelectorAll("td.resets-in[data-reset]");
     for (var i = 0; i < cells.length; i++) {
       var reset = Date.parse(cells[i].getAttribute("data-reset"));
-      if (!isNaN(reset)) cells[i].textContent = human((reset - now) / 1000);
+      if (isNaN(reset)) continue;
+      cells[i].textContent = human((reset - now) / 1000);
+      if (reset <= now) passed = true;
+    }
+    if (passed && !rolling) {
+      rolling = true;
+      setTimeout(function () { refresh(); rolling = false; }, 1500);
     }
   }
 
