@@ -66,6 +66,16 @@ func readThrice(tb testing.TB, urls int) repeats {
 	return repeats{charged: st.Total.Charged, notModified: st.Total.NotModified}
 }
 
+// On GitHub an entity tag is specific to the token, so a repeat that goes
+// out with another token than the first fetch is free only because the
+// client sends the tag GitHub would give that token.
+func TestRepeatsAreFreeWithAnyToken(t *testing.T) {
+	got := readThrice(t, 60)
+	if got.charged != 60 || got.notModified != 120 {
+		t.Errorf("charged %d with %d 304s, want 60 and 120: every repeat free, whichever token carries it", got.charged, got.notModified)
+	}
+}
+
 // BenchmarkRepeatsAcrossTokens: 600 URLs read three times through the
 // library with 4 tokens of 3 users. A perfect client is charged 600.
 //

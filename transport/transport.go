@@ -157,8 +157,11 @@ type Transport struct {
 	log    *slog.Logger
 	holder string
 
-	keys  map[*provider.Provider]string // state keys, fixed at New
-	hosts hosts                         // hosts no provider owns (see roundTripUnmatched)
+	keys map[*provider.Provider]string // state keys, fixed at New
+	// caches are the cache's views for each provider's entity-tag rule
+	// (see cacheFor), fixed at New.
+	caches map[*provider.Provider]*cache.Cache
+	hosts  hosts // hosts no provider owns (see roundTripUnmatched)
 
 	mu    sync.Mutex
 	pools map[string]*creds.Pool
@@ -257,8 +260,10 @@ func New(opts Options) (*Transport, error) {
 		t.pools[provider.CanonicalName(name)] = pool
 	}
 	t.keys = map[*provider.Provider]string{}
+	t.caches = map[*provider.Provider]*cache.Cache{}
 	for _, p := range t.reg.Providers() {
 		t.keys[p] = p.Name + " " + p.BaseURL().String()
+		t.caches[p] = t.cache.WithTagRule(p)
 	}
 	for _, p := range t.reg.Providers() {
 		if _, err := t.policyFor(p); err != nil {
@@ -287,6 +292,16 @@ func (t *Transport) stateKey(p *provider.Provider) string {
 		return k
 	}
 	return p.Name + " " + p.BaseURL().String()
+}
+
+// cacheFor is the cache as seen by requests to p: through p's entity-tag
+// rule (GitHub's tags mix the token in), so that a stored answer is
+// revalidated with the tag the server would give the credential sent.
+func (t *Transport) cacheFor(p *provider.Provider) *cache.Cache {
+	if c, ok := t.caches[p]; ok {
+		return c
+	}
+	return t.cache.WithTagRule(p)
 }
 
 // Close releases what the transport holds (a shared store's connections).
@@ -491,13 +506,16 @@ func (t *Transport) confirmRejection(ctx context.Context, req *http.Request, p *
 
 // sent is one attempt's request as sent and what came back.
 type sent struct {
-	out    *http.Request // nil when it could not be built
-	entry  *cache.Entry  // the stored answer its validators came from
-	cached bool          // the cache takes part ("who am I" is asked afresh)
-	resp   *http.Response
-	prefix []byte // the body's first bytes, for the dialects that need them
-	sentAt time.Time
-	now    time.Time // when the answer (or the error) came
+	out   *http.Request // nil when it could not be built
+	entry *cache.Entry  // the stored answer its validators came from
+	// callerTag is the caller's own If-None-Match tag when translate
+	// added the tag for the credential sent.
+	callerTag string
+	cached    bool // the cache takes part ("who am I" is asked afresh)
+	resp      *http.Response
+	prefix    []byte // the body's first bytes, for the dialects that need them
+	sentAt    time.Time
+	now       time.Time // when the answer (or the error) came
 }
 
 // send builds the attempt's request (the credential's token, the cache's
@@ -515,7 +533,10 @@ func (t *Transport) send(ctx context.Context, req *http.Request, p *provider.Pro
 	s.out = out
 	s.cached = t.cache != nil && !rt.validating
 	if s.cached {
-		s.entry = t.cache.Prepare(out, g.slot.Owner.Owner)
+		s.entry = t.cacheFor(p).Prepare(out, g.slot.Owner.Owner)
+	}
+	if s.entry == nil && !rt.validating {
+		s.callerTag = t.translate(out, p)
 	}
 	s.sentAt = t.opts.Now()
 	s.resp, err = t.base.RoundTrip(out)
@@ -557,15 +578,21 @@ func (t *Transport) deliver(req *http.Request, p *provider.Provider, g *grant, s
 	if resp.StatusCode < 400 {
 		g.cred.MarkValidated(s.now)
 	}
+	if s.callerTag != "" && resp.StatusCode == http.StatusNotModified {
+		// The caller keeps the tag it sent: the 304 names the one
+		// computed for this credential.
+		resp.Header["Etag"] = []string{s.callerTag}
+	}
 	if s.cached {
+		c := t.cacheFor(p)
 		if s.entry != nil && resp.StatusCode == http.StatusNotModified {
-			resp = t.cache.Revalidated(s.entry, resp)
+			resp = c.Revalidated(s.entry, resp)
 		} else if s.out.Method == http.MethodGet {
 			// Store reads the body whole; when that read fails the
 			// answer is lost like any failed round trip, and is
 			// reported as one.
 			var err error
-			if resp, err = t.cache.Store(s.out, g.slot.Owner.Owner, resp); err != nil {
+			if resp, err = c.Store(s.out, g.slot.Owner.Owner, resp); err != nil {
 				return nil, err
 			}
 		}
