@@ -34,3 +34,55 @@ func TestGitHubEntityTag(t *testing.T) {
 		t.Errorf("GitLab: %q %v, want no rule", tag, ok)
 	}
 }
+
+// GitHub's published formula, on its own example and a few more, and the
+// shape that names a query apart from its variables.
+func TestClassifyGraphQL(t *testing.T) {
+	gh, err := Defaults().Get("github")
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := gh.GraphQLURL()
+	cases := []struct {
+		name, body string
+		units      int
+		write      bool
+	}{
+		{"no connection", `{"query":"{ viewer { login } }"}`, 1, false},
+		{"GitHub's example: 1 + 100 + 5,000 requests", `{"query":"query { viewer { login repositories(first: 100) { edges { node { id issues(first: 50) { edges { node { id labels(first: 60) { edges { node { id name } } } } } } } } } } }"}`, 51, false},
+		{"sizes from variables", `{"query":"query Q($n: Int!) { viewer { repositories(first: $n) { nodes { issues(first: 9, orderBy: {field: CREATED_AT, direction: DESC}) { nodes { labels(last: 1) { nodes { name } } } } } } } }","variables":{"n":100}}`, 10, false},
+		{"through a fragment", `{"query":"query { viewer { ...R } } fragment R on User { repositories(first: 100) { nodes { issues(first: 20) { totalCount } } } }"}`, 1, false},
+		{"a fragment's connections multiply", `{"query":"query { viewer { repositories(first: 100) { nodes { ...I } } } } fragment I on Repository { issues(first: 100) { nodes { ... on Issue { comments(first: 10) { totalCount } } } } }"}`, 101, false},
+		{"aliases: 2 × 101 requests", `{"query":"{ a: repository(owner: \"o\", name: \"r\") { issues(first: 100) { nodes { comments(first: 100) { totalCount } } } } b: repository(owner: \"o\", name: \"s\") { issues(first: 100) { nodes { comments(first: 100) { totalCount } } } } }"}`, 2, false},
+		{"a mutation", `{"query":"mutation { addStar(input: {starrableId: \"x\"}) { clientMutationId } }"}`, 1, true},
+		{"the named operation", `{"query":"query A { viewer { repositories(first: 100) { nodes { issues(first: 100) { totalCount } } } } } mutation B { addStar(input: {}) { clientMutationId } }","operationName":"B"}`, 1, true},
+	}
+	for _, c := range cases {
+		r := gh.Classify(http.MethodPost, u)
+		if !gh.ClassifyGraphQL(&r, []byte(c.body)) || r.Units != c.units || r.Write != c.write || (c.write && r.Points != 5) {
+			t.Errorf("%s: units %d, write %v, points %d; want %d and %v", c.name, r.Units, r.Write, r.Points, c.units, c.write)
+		}
+	}
+	shape := func(body string) string {
+		r := gh.Classify(http.MethodPost, u)
+		gh.ClassifyGraphQL(&r, []byte(body))
+		return r.Shape
+	}
+	a := shape(`{"query":"query($c: String) {\n  viewer { login }\n}","variables":{"c":"x"}}`)
+	if b := shape(`{"query":"query($c: String) { viewer { login } }","variables":{"c":"y"}}`); a != b || a == "" {
+		t.Errorf("one query with other variables and spacing: shapes %q and %q", a, b)
+	}
+	if b := shape(`{"query":"query($c: String) { viewer { name } }"}`); a == b {
+		t.Error("two queries share a shape")
+	}
+	r := gh.Classify(http.MethodGet, gh.BaseURL())
+	if gh.ClassifyGraphQL(&r, []byte(`{"query":"{ viewer { login } }"}`)) || r.Units != 0 {
+		t.Error("a REST request classified as GraphQL")
+	}
+	if cost, ok := GraphQLCost([]byte(`{"data":{"viewer":{"login":"a"},"rateLimit":{"cost":7,"remaining":4990}}}`)); !ok || cost != 7 {
+		t.Errorf("GraphQLCost: %d %v, want 7", cost, ok)
+	}
+	if _, ok := GraphQLCost([]byte(`{"data":{"viewer":{"login":"a"}}}`)); ok {
+		t.Error("a cost read from an answer that states none")
+	}
+}

@@ -334,20 +334,35 @@ func (b *Bucket) Reserve(p Policy, l Lease, now time.Time) time.Duration {
 	return 0
 }
 
-// take commits a reservation the bucket allows at now.
+// take commits a reservation the bucket allows at now: its units are
+// spaced as that many requests.
 func (b *Bucket) take(p Policy, l Lease, now time.Time) {
 	b.prune(now)
 	b.roll(now)
-	b.TAT = maxTime(b.TAT, now).Add(b.interval(p, now))
+	b.TAT = maxTime(b.TAT, now).Add(time.Duration(l.units()) * b.interval(p, now))
 	b.Leases = append(b.Leases, l)
 }
 
 // Wait returns how long from now until the policy would let one request
 // go, without reserving anything. Zero means now.
-func (b *Bucket) Wait(p Policy, now time.Time) time.Duration {
+func (b *Bucket) Wait(p Policy, now time.Time) time.Duration { return b.waitUnits(p, 1, now) }
+
+// waitUnits is Wait for a request of n units (see Ask.Units).
+func (b *Bucket) waitUnits(p Policy, n int64, now time.Time) time.Duration {
 	c := *b // rolls scalars only: the shared Leases are just read
 	c.roll(now)
-	return c.wait(p, now)
+	return c.wait(p, n, now)
+}
+
+// fits caps n units at what the bucket can ever hold beyond the reserve,
+// so that a request costing more than a whole window still goes once the
+// window is full (and is refused by the server, which then says so)
+// instead of waiting for ever.
+func (b *Bucket) fits(p Policy, n int64) int64 {
+	if b.Limit > 0 {
+		n = min(n, max(b.Limit-p.reserveFor(b), 1))
+	}
+	return max(n, 1)
 }
 
 // spentElsewhere counts one request the server may have charged to the
@@ -370,8 +385,8 @@ func (b *Bucket) Release(id uint64) { b.Leases, _ = b.Leases.without(id) }
 // is known about: the first answer tells the limits.
 const probeInFlight = 1
 
-// wait is Wait on a refreshed bucket.
-func (b *Bucket) wait(p Policy, now time.Time) time.Duration {
+// wait is waitUnits on a refreshed bucket.
+func (b *Bucket) wait(p Policy, n int64, now time.Time) time.Duration {
 	var w time.Duration
 	if now.Before(b.BlockedUntil) {
 		w = b.BlockedUntil.Sub(now)
@@ -382,7 +397,7 @@ func (b *Bucket) wait(p Policy, now time.Time) time.Duration {
 		if b.InFlight(now) >= probeInFlight {
 			w = max(w, probeRetry)
 		}
-	case budget <= 0:
+	case budget < b.fits(p, n):
 		w = max(w, b.untilRefill(now))
 	default:
 		// GCRA with a tolerance of Burst intervals: that many may go

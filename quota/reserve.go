@@ -21,7 +21,15 @@ type Ask struct {
 	// Free marks a request the server does not charge (GitHub's
 	// /rate_limit): it needs no budget, only the owner's permission.
 	Free bool
+	// Units is how much of the bucket the request takes: 0 or 1 for a
+	// request, a GraphQL query's predicted points. The budget must hold
+	// them all (at most the bucket's limit less the reserve), and the
+	// lease holds them until the answer.
+	Units int64
 }
+
+// units is what a asks of its bucket: at least 1.
+func (a *Ask) units() int64 { return max(a.Units, 1) }
 
 // Option is one credential a request could go with: its owner's and its
 // bucket's state. Credentials of one owner share both.
@@ -42,7 +50,7 @@ type Option struct {
 func Wait(o *Owner, b *Bucket, a *Ask, now time.Time) time.Duration {
 	w := o.Wait(a.Secondary, a.Cost, now)
 	if !a.Free {
-		w = max(w, b.Wait(a.Policy, now))
+		w = max(w, b.waitUnits(a.Policy, a.units(), now))
 	}
 	return w
 }
@@ -57,7 +65,7 @@ func waitOption(opt *Option, a *Ask, now time.Time) time.Duration {
 			// shares it (and then that credential gets the
 			// *ReserveError).
 			if a.Policy.reachable(b) == nil {
-				w = max(w, b.Wait(a.Policy, now))
+				w = max(w, b.waitUnits(a.Policy, a.units(), now))
 			}
 		}
 	}
@@ -105,6 +113,9 @@ func Reserve(opts []Option, a *Ask, l Lease, now time.Time) (int, time.Duration,
 		return best, bestWait, nil
 	}
 	o, b := opts[best].Owner, opts[best].Bucket
+	if a.Units > 1 {
+		l.Units = a.Units
+	}
 	o.take(a.Secondary, a.Cost, l, now)
 	if !a.Free {
 		b.take(a.Policy, l, now)
@@ -141,6 +152,11 @@ type Answer struct {
 	// "Retry-After: 86400" stops nothing for a day; zero means
 	// DefaultMaxPause. A refusal past the pause only starts another.
 	MaxPause time.Duration
+	// Units is what the request really cost, when more than 1 (a GraphQL
+	// query's points, known from its answer); 0 means 1. It matters only
+	// when the reading states no remaining: the bucket then counts the
+	// units itself. A stated remaining already counts them.
+	Units int64
 }
 
 // Settle ends the reservation of lease id on owner o and bucket b (and the
@@ -173,8 +189,17 @@ func Settle(o *Owner, b *Bucket, id uint64, ans *Answer, now time.Time, also ...
 		b.Release(id)
 		if ans.Reading != nil {
 			b.observe(ans.Reading, now, ans.Counted, ans.Default, ans.MaxPause)
+			b.countUnits(ans)
 		} else {
 			b.prune(now)
 		}
+	}
+}
+
+// countUnits counts the units of a charged request beyond the one observe
+// counted, when the server stated no remaining.
+func (b *Bucket) countUnits(ans *Answer) {
+	if ans.Units > 1 && ans.Counted && ans.Reading.Remaining == UnknownCount && b.Remaining != UnknownCount {
+		b.Remaining = max(b.Remaining-(ans.Units-1), 0)
 	}
 }

@@ -174,6 +174,7 @@ type Transport struct {
 	creds       sync.Map // *creds.Credential → *credInfo
 
 	waiters   waiters
+	costs     graphqlCosts // GraphQL queries' costs, learnt per shape
 	leaseBase uint64
 	leaseSeq  atomic.Uint64
 }
@@ -404,6 +405,9 @@ type grant struct {
 	sent   time.Time // when the reservation was taken
 	class  provider.Request
 	waited time.Duration
+	// units is the real cost of the attempt's GraphQL query, once its
+	// answer told it (see learnGraphQL); 0 otherwise.
+	units int64
 }
 
 // RoundTrip implements http.RoundTripper. It does not modify req; the
@@ -422,6 +426,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		return nil, err
 	}
 	class := p.Classify(req.Method, req.URL)
+	t.classifyGraphQL(req, p, &class)
 	replayable := req.Body == nil || req.Body == http.NoBody || req.GetBody != nil
 	at := getAttempt()
 	defer putAttempt(at)
@@ -512,6 +517,7 @@ type sent struct {
 	// added the tag for the credential sent.
 	callerTag string
 	cached    bool // the cache takes part ("who am I" is asked afresh)
+	gql       graphqlSend
 	resp      *http.Response
 	prefix    []byte // the body's first bytes, for the dialects that need them
 	sentAt    time.Time
@@ -538,10 +544,14 @@ func (t *Transport) send(ctx context.Context, req *http.Request, p *provider.Pro
 	if s.entry == nil && !rt.validating {
 		s.callerTag = t.translate(out, p)
 	}
+	if g.class.Shape != "" {
+		s.gql = t.costs.sent(g.slot.Bucket)
+	}
 	s.sentAt = t.opts.Now()
 	s.resp, err = t.base.RoundTrip(out)
 	s.now = t.opts.Now()
 	if err != nil {
+		t.costs.answered(g.slot.Bucket, "", s.gql, nil, 0)
 		t.release(ctx, p, g, at)
 	}
 	return s, err
@@ -552,11 +562,17 @@ func (t *Transport) send(ctx context.Context, req *http.Request, p *provider.Pro
 // learning, taught to the learner; then the rate-limit refusal is told.
 func (t *Transport) read(ctx context.Context, p *provider.Provider, class provider.Request, rt route, turn *learning, at *attempt, s *sent, attempt int) {
 	g := &at.grant
-	if needsBody(s.resp.StatusCode) {
+	switch {
+	case needsBody(s.resp.StatusCode):
 		s.prefix, s.resp.Body = peekBody(s.resp.Body, 8<<10)
+	case s.gql.traced && s.resp.StatusCode == http.StatusOK:
+		// A spent GraphQL budget is a 200 with an error of type
+		// RATE_LIMITED; the body also tells the query's cost.
+		s.prefix, s.resp.Body = readGraphQLAnswer(s.resp.Body)
 	}
 	at.reading = quota.Read(s.resp.StatusCode, s.resp.Header, s.prefix, s.now, t.skew(p, s.resp.Header, s.sentAt, s.now))
 	reading := &at.reading
+	t.learnGraphQL(p, g, s, reading)
 	counted := s.resp.StatusCode != http.StatusNotModified && !class.Free
 	t.settle(ctx, p, g, at, reading, s.now, counted)
 	t.record(p, g, s.resp.StatusCode, cacheOutcome(s.out.Method, s.entry != nil, s.resp.StatusCode), reading)
@@ -782,6 +798,7 @@ func hasAuth(req *http.Request, p *provider.Provider) bool {
 // what it took.
 func (t *Transport) settle(ctx context.Context, p *provider.Provider, g *grant, at *attempt, r *headers.Reading, now time.Time, counted bool) {
 	at.settle = SettleParams{Slot: g.slot, Lease: g.lease, Now: now, Answer: t.answer(p, r, counted, g.sent)}
+	at.settle.Answer.Units = g.units
 	if err := t.state.Settle(context.WithoutCancel(ctx), &at.settle); err != nil {
 		t.log.Warn("quota state update failed; the reservation lapses with its lease", "bucket", g.slot.Bucket.String(), "err", err)
 	}

@@ -52,7 +52,7 @@ func (l *eventLog) count(k EventKind) int {
 	return n
 }
 
-func newSim(t *testing.T, api sim.APIConfig, tokens []string, tune func(*Options)) *simSetup {
+func newSim(t testing.TB, api sim.APIConfig, tokens []string, tune func(*Options)) *simSetup {
 	t.Helper()
 	api.Prefix = "/sim"
 	srv, err := sim.New(sim.Config{Seed: 1, APIs: []sim.APIConfig{api}})

@@ -67,6 +67,7 @@ func Run(t *testing.T, b Backend) {
 		{"NoResetReadingRefills", testNoResetRefills},
 		{"PauseCapped", testPauseCapped},
 		{"PercentageReserveAndReserveError", testReserve},
+		{"ReservationsHoldTheirUnits", testUnits},
 	}
 	if b.NewDSN != nil && b.Open != nil {
 		tests = append(tests, struct {
