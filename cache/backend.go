@@ -68,6 +68,9 @@ type wireEntry struct {
 	Owner        []byte // the party that stored it: a digest, never the owner
 	Shared       bool
 	Private      bool
+	// Ruled: the server's tag followed its TagRule when stored (a field
+	// older blobs lack, decoded as false: the stored tag is sent as is).
+	Ruled bool
 }
 
 // encodeRecord serializes r for a Backend.
@@ -89,6 +92,7 @@ func encodeRecord(r *record) ([]byte, error) {
 			Owner:        e.owner[:],
 			Shared:       e.shared,
 			Private:      e.private,
+			Ruled:        e.ruled,
 		}
 		if len(e.varyNames) > 0 {
 			w.Variants[i].VaryHash = e.varyHash[:]
@@ -167,6 +171,7 @@ func decodeEntry(k key, w *wireEntry) (*Entry, error) {
 		storedAt:     time.Unix(0, w.StoredAt),
 		shared:       w.Shared,
 		private:      w.Private,
+		ruled:        w.Ruled && w.ETag != "",
 	}
 	e.setHeader(w.Header)
 	copy(e.varyHash[:], w.VaryHash)

@@ -70,6 +70,9 @@ type Cache struct {
 	// privatePerOwner: answers marked Cache-Control: private are revalidated
 	// by their owner only (see PrivatePerOwner).
 	privatePerOwner bool
+	// rule is how the server computes its entity tags; nil: unknown (see
+	// WithTagRule).
+	rule TagRule
 }
 
 // core is what the views of one cache share: the entries and the counters.
@@ -144,7 +147,39 @@ func (c *Cache) PrivatePerOwner() *Cache {
 	if c == nil {
 		return nil
 	}
-	return &Cache{core: c.core, privatePerOwner: true}
+	return &Cache{core: c.core, privatePerOwner: true, rule: c.rule}
+}
+
+// TagRule is how a server computes the entity tags of its answers, where
+// that is known (package provider knows GitHub's).
+type TagRule interface {
+	// EntityTag returns the tag the server gives an answer whose body is
+	// body to a request carrying header h; ok is false when there is no
+	// rule to apply.
+	EntityTag(h http.Header, body []byte) (tag string, ok bool)
+}
+
+// WithTagRule returns a view of c, sharing its entries and counters (and
+// its PrivatePerOwner setting), for requests to a server whose entity
+// tags follow rule.
+//
+// A server that mixes the request into its tags (GitHub hashes the Accept,
+// Authorization and Cookie values with the body) answers a stored tag sent
+// with another credential with the full answer: the tag it would give that
+// credential is another. Through the view, Store checks each answer's tag
+// against the rule for the request that fetched it, and Prepare then sends
+// the tag the rule gives for the request being prepared and the stored
+// body, so a repeat with any credential — a rotated token too — gets the
+// free 304 when the representation is unchanged. An answer whose tag the
+// rule does not give (the server changed its rule, or the answer passed
+// through something that changed it) is kept and revalidated as without a
+// rule, with its stored tag: never worse than without the view. A nil rule
+// returns c.
+func (c *Cache) WithTagRule(rule TagRule) *Cache {
+	if c == nil || rule == nil {
+		return c
+	}
+	return &Cache{core: c.core, privatePerOwner: c.privatePerOwner, rule: rule}
 }
 
 // Stats counts what a Cache has done since New.
@@ -212,6 +247,10 @@ func (c *Cache) Stats() Stats {
 //     Last-Modified date confirms no such thing and goes only with its
 //     owner's requests.
 //
+// Through a WithTagRule view, If-None-Match carries the tag the server's
+// rule gives req for the stored body, when the stored answer's own tag
+// followed the rule; otherwise the stored tag.
+//
 // Through a PrivatePerOwner view, answers marked Cache-Control: private
 // are used by their owner only.
 //
@@ -248,7 +287,7 @@ func (c *Cache) Prepare(req *http.Request, owner string) *Entry {
 	// The value slices are the entry's own (capacity 1, so an Add makes a
 	// new one): setting them allocates nothing.
 	if e.inm != nil {
-		req.Header["If-None-Match"] = e.inm
+		req.Header["If-None-Match"] = c.validator(req.Header, e)
 	}
 	if e.ims != nil && e.owner == o {
 		req.Header["If-Modified-Since"] = e.ims
@@ -321,7 +360,14 @@ func (c *Cache) Revalidated(entry *Entry, resp304 *http.Response) *http.Response
 		Request:       resp304.Request,
 		TLS:           resp304.TLS,
 	}
-	if (etag != "" && etag != entry.etag) || (lm != "" && lm != entry.lastModified) {
+	confirmed := confirmsSent(entry, resp304.Request, etag)
+	if confirmed {
+		// The 304 names the tag computed for this credential; the
+		// caller gets the stored tag, one per representation, so its own
+		// conditional requests find the stored answer (see BodyTagged).
+		h["Etag"] = []string{entry.etag}
+	}
+	if (etag != "" && etag != entry.etag && !confirmed) || (lm != "" && lm != entry.lastModified) {
 		c.refresh(resp304.Request, entry, h, etag, lm)
 	}
 	return &r.Response
@@ -348,6 +394,7 @@ func (c *Cache) refresh(req *http.Request, entry *Entry, h http.Header, etag, lm
 		owner:        entry.owner,
 		shared:       entry.shared,
 		private:      entry.private,
+		ruled:        entry.ruled,
 	}
 	e.setHeader(h)
 	if etag != "" {
@@ -441,6 +488,7 @@ func (c *Cache) Store(req *http.Request, owner string, resp *http.Response) (*ht
 		owner:        o,
 		shared:       etag != "" && !(private && c.privatePerOwner),
 		private:      private,
+		ruled:        c.follows(req.Header, body, etag),
 	}
 	e.setHeader(resp.Header)
 	if len(varyNames) > 0 {
@@ -452,6 +500,79 @@ func (c *Cache) Store(req *http.Request, owner string, resp *http.Response) (*ht
 		resp.Header.Set(HeaderName, Miss)
 	}
 	return resp, nil
+}
+
+// BodyTagged returns the body of an answer stored for req whose entity tag
+// is etag (compared the weak way) and whose Vary fields req matches, or
+// nil. The bytes are the cache's own and must not be modified.
+//
+// It serves a request its caller made conditional with a tag it got from
+// this cache: with a server whose tags depend on the credential (see
+// WithTagRule), the tag the server gives the credential now sent is
+// computed from that body (see the transport).
+func (c *Cache) BodyTagged(req *http.Request, etag string) []byte {
+	if c == nil || etag == "" || req == nil || req.URL == nil || (req.Method != http.MethodGet && req.Method != "") {
+		return nil
+	}
+	r := c.lookup(req.Context(), requestKey(req))
+	if r == nil {
+		return nil
+	}
+	for _, v := range r.variants {
+		if sameETag(v.etag, etag) && v.matches(req) {
+			return v.body
+		}
+	}
+	return nil
+}
+
+// heldKey is the context key of WithHeldBody.
+type heldKey struct{}
+
+// WithHeldBody returns ctx carrying body: the answer the caller of a
+// request keeps itself (a previous run's output) for the tag it sends in
+// If-None-Match. A rate-keeping transport computes from it the tag a
+// server whose tags depend on the credential gives the credential it
+// sends (see WithTagRule), and adds it to the caller's. body must be the
+// bytes the server sent.
+func WithHeldBody(ctx context.Context, body []byte) context.Context {
+	return context.WithValue(ctx, heldKey{}, body)
+}
+
+// HeldBody returns the body WithHeldBody put in ctx, or nil.
+func HeldBody(ctx context.Context) []byte {
+	b, _ := ctx.Value(heldKey{}).([]byte)
+	return b
+}
+
+// validator is the If-None-Match value for a request with header h
+// revalidating e: the tag the server's rule gives this request for e's
+// body when e's tag followed the rule, else e's stored tag.
+func (c *Cache) validator(h http.Header, e *Entry) []string {
+	if e.ruled && c.rule != nil {
+		if tag, ok := c.rule.EntityTag(h, e.body); ok {
+			return []string{tag}
+		}
+	}
+	return e.inm
+}
+
+// follows reports whether etag, the tag of an answer whose body is body
+// to a request with header h, is the one the server's rule gives.
+func (c *Cache) follows(h http.Header, body []byte, etag string) bool {
+	if c.rule == nil || etag == "" {
+		return false
+	}
+	tag, ok := c.rule.EntityTag(h, body)
+	return ok && sameETag(tag, etag)
+}
+
+// confirmsSent reports whether a 304's tag is the one a ruled entry's
+// validator sent (the tag for this request's credential, not the stored
+// one): the entry is as it was, and rewriting it for every credential
+// would be a write per repeat.
+func confirmsSent(e *Entry, req *http.Request, etag string) bool {
+	return e.ruled && req != nil && sameETag(req.Header.Get("If-None-Match"), etag)
 }
 
 // forget drops what owner o stored under k.

@@ -26,9 +26,7 @@
 // A stored answer with an ETag is revalidated with whichever credential
 // the request carries, not only its owner's: the validator goes to the
 // server, and the server decides. It answers 304 only when the
-// representation it would send to this credential has the stored ETag
-// (GitHub's ETags are specific to the token, so there a repeat with
-// another token gets the full answer, as it would without the cache), and
+// representation it would send to this credential has the ETag sent, and
 // 403 or 404 to a credential that may not see the resource, which the
 // caller gets as is. So a stored body is only ever served after a 304 to
 // the request of the credential that asked, never from the cache alone,
@@ -36,6 +34,16 @@
 // tokens. A Last-Modified date says "unchanged", not "the same for you",
 // so If-Modified-Since goes only with the owner's own requests, and an
 // answer with no ETag is kept for its owner alone.
+//
+// A server that mixes the request into its tags never matches a stored tag
+// sent with another token: GitHub's tag is a SHA-256 of the request's
+// Accept, Authorization and Cookie values and the body. Where that rule is
+// known, use the view [Cache.WithTagRule]: an answer whose tag the rule
+// gives for the request that fetched it is revalidated with the tag the
+// rule gives each new request for the stored body, so a repeat with any
+// token — a rotated one included — is a free 304 when the representation
+// is unchanged. An answer whose tag does not follow the rule (the server
+// changed it) keeps its stored tag, as without the view.
 //
 // Each URL (with its Accept values) has one record: the shared answer and
 // answers kept for one owner each, at most one per owner and 8 in all.

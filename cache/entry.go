@@ -29,6 +29,10 @@ type Entry struct {
 	owner   party // the credential owner whose request stored it
 	shared  bool  // any credential may revalidate it (see record)
 	private bool  // the response said Cache-Control: private
+	// ruled: the server's ETag was the one its TagRule gives for the
+	// storing request, so Prepare sends the tag the rule gives for each
+	// request instead of the stored one.
+	ruled bool
 }
 
 // field is one stored header field.

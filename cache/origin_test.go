@@ -30,6 +30,9 @@ type resource struct {
 	// (a credential that may not see the resource), whatever validators
 	// it carries.
 	denied map[string]int
+	// tags, when set, computes the ETag from the request and the body,
+	// as GitHub does (see testRule).
+	tags func(h http.Header, body []byte) string
 }
 
 // origin is an httptest server answering conditional GETs the way GitHub
@@ -103,6 +106,9 @@ func (o *origin) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	if v, found := cp.byAuth[r.Header.Get("Authorization")]; found {
 		body, etag = v[0], v[1]
+	}
+	if cp.tags != nil {
+		etag = cp.tags(r.Header, []byte(body))
 	}
 	if etag != "" {
 		h.Set("ETag", etag)

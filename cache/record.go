@@ -1,6 +1,7 @@
 package cache
 
 import (
+	"bytes"
 	"net/http"
 	"strings"
 )
@@ -99,7 +100,9 @@ func (r *record) with(e *Entry, maxBytes int64) *record {
 			switch {
 			case v.owner == e.owner:
 				continue
-			case v.shared && e.shared && sameETag(v.etag, e.etag):
+			case v.shared && e.shared && (sameETag(v.etag, e.etag) || v.ruled && e.ruled && bytes.Equal(v.body, e.body)):
+				// The same representation (with a tag rule, the same
+				// body: the tags differ by credential only).
 				continue
 			case v.shared && e.shared:
 				v = v.ownedCopy()

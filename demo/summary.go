@@ -185,8 +185,8 @@ func (s *Summary) Write(w io.Writer) {
 	}
 	row("cache", "%d answered 304 Not Modified (free on GitHub) and served from ratekeeper's cache", s.NotModified)
 	if s.RepeatsOtherOwner > 0 {
-		more("%d of the %d repeats went out with another owner's token than their first fetch: the stored", s.RepeatsOtherOwner, s.Repeats)
-		more("ETag goes with whichever token is sent, and the server's 304 confirms the answer for that token")
+		more("%d of the %d repeats went out with another owner's token than their first fetch: GitHub's ETag hashes", s.RepeatsOtherOwner, s.Repeats)
+		more("the token, so ratekeeper sends the tag the server gives that token for the stored body, and the 304 confirms it")
 	}
 	row("waits", "%d requests waited for quota, %s in all (longest %s)", s.Waits, roundDuration(s.WaitTotal), roundDuration(s.LongestWait))
 	row("refusals", "%d rate-limit refusals reached the client, %d retries", s.Refusals, s.Retries)

@@ -27,6 +27,16 @@
 // earlier runs of the same file, gone — without waiting for River's
 // rescuer (RescueAfter), and never a task of another live process.
 //
+// # Re-syncs
+//
+// ReadPrevious reads a previous run's output and Resync gives each target
+// whose previous answer had a validator and a body that answer
+// (tasks.HTTPPrevious): the task sends its request conditional on it, a 304
+// repeats the answer's record marked NotModified, and Summary.Unchanged
+// counts them. A re-synced target's key names the task of the answer it
+// revalidates, so it finds neither that run's tasks nor older ones, and a
+// killed re-sync run finds its own again.
+//
 // # Outcomes come from servers
 //
 // A URL's record is its server's answer or a network failure that outlasted

@@ -22,6 +22,10 @@ type Record struct {
 	// FromCache is true when the answer came from a conditional request
 	// the server answered 304 (the stored body was reused).
 	FromCache bool `json:"from_cache"`
+	// NotModified is true when the URL was revalidated against a previous
+	// run's answer (fetch --since) and the server answered 304: Status,
+	// ETag, SHA256, Size and Body or BodyFile repeat that answer.
+	NotModified bool `json:"not_modified,omitempty"`
 	// Attempts counts the task's attempts (reschedules included).
 	Attempts int `json:"attempts"`
 	// Reschedules counts the times the task slept until quota returned.
@@ -62,6 +66,7 @@ func RecordOf(url string, t *tasks.Task) Record {
 		r.FromCache = res.Headers.Get("X-Ratekeeper-Cache") == "revalidated"
 		r.Credential = res.Headers.Get("X-Ratekeeper-Credential")
 		r.SHA256, r.Size, r.Body, r.BodyFile = res.SHA256, res.Size, res.Body, res.BodyFile
+		r.NotModified = res.NotModified
 		if !success(res.Status) {
 			r.Error = fmt.Sprintf("HTTP %d %s", res.Status, http.StatusText(res.Status))
 		}

@@ -141,6 +141,11 @@ type Summary struct {
 	// Reclaimed counts the tasks an earlier run of this output (killed)
 	// left running, which this run took back at once.
 	Reclaimed int
+	// Unchanged counts this run's records that repeat a previous run's
+	// answer after a 304 (see Resync), and UnchangedBytes their bodies'
+	// size: what was not downloaded again (nor charged, on GitHub).
+	Unchanged      int
+	UnchangedBytes int64
 }
 
 // Done reports whether every URL has its record.
@@ -648,6 +653,10 @@ func (r *runner) collect(ctx context.Context) error {
 	for _, rec := range recs {
 		if rec.Failed() {
 			r.sum.Failed++
+		}
+		if rec.NotModified {
+			r.sum.Unchanged++
+			r.sum.UnchangedBytes += rec.Size
 		}
 	}
 	// Forget finished tasks only once their records are written.

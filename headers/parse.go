@@ -487,9 +487,11 @@ func classifyRefusal(status int, r *Reading, sig bodySignal) Limited {
 		return NotLimited
 	case sig.secondary:
 		return Secondary
-	case r.Remaining > 0:
+	case r.Remaining > 0 && status != http.StatusOK:
 		// The headers describe a quota that still has room, so what
-		// refused the request is some other limit.
+		// refused the request is some other limit. (GraphQL's
+		// RATE_LIMITED comes with points left that do not pay for the
+		// query: its own budget refused it.)
 		return Secondary
 	default:
 		return Primary

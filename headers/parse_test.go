@@ -218,6 +218,13 @@ func TestGitHub(t *testing.T) {
 			x-ratelimit-resource: graphql`,
 			body: `{"errors":[{"type":"RATE_LIMITED","message":"API rate limit already exceeded for user ID 1."}]}`,
 			want: want{resource: str("graphql"), limited: Primary, wait: 754 * time.Second}},
+		{name: "graphql query costing more than the points left", status: 200, header: `
+			x-ratelimit-limit: 5000
+			x-ratelimit-remaining: 5
+			x-ratelimit-reset: 1767229200
+			x-ratelimit-resource: graphql`,
+			body: `{"errors":[{"type":"RATE_LIMITED","code":"graphql_rate_limit","message":"API rate limit already exceeded for user ID 1."}]}`,
+			want: want{resource: str("graphql"), limited: Primary, wait: 754 * time.Second}},
 		{name: "graphql data mentioning rate limit is content", status: 200, header: `x-ratelimit-remaining: 4000`,
 			body: `{"data":{"repository":{"description":"a RATE_LIMITED demo"}}}`,
 			want: want{limited: NotLimited}},

@@ -60,6 +60,16 @@
 // already exists replaces only its base URL and keeps the rest of its
 // configuration.
 //
+// # GitHub: entity tags and GraphQL costs
+//
+// github.go holds what the GitHub API does beyond its headers:
+// [Provider.EntityTag], the tag api.github.com gives an answer (a SHA-256
+// of the request's Accept, Authorization and Cookie values and the body,
+// so it differs per token), which lets a client revalidate a stored answer
+// with any token; and [Provider.ClassifyGraphQL] with [GraphQLCost], what a
+// GraphQL query costs in points (its shape, the published formula's cost,
+// whether it is a mutation) and what an answer says it cost.
+//
 // Layer 0 of docs/architecture.md: it owns what is known of each API, and
 // must not send requests.
 package provider

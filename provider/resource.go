@@ -33,6 +33,13 @@ type Request struct {
 	// CreatesContent is true for requests that may create content (REST POST
 	// and PUT), which GitHub caps separately.
 	CreatesContent bool
+	// Units is what the request takes from its bucket: 0 or 1 for a
+	// request, a GitHub GraphQL query's points (see ClassifyGraphQL).
+	Units int
+	// Shape names a GraphQL query apart from its variables (see
+	// ClassifyGraphQL): queries of one shape cost alike. Empty for other
+	// requests.
+	Shape string
 }
 
 // Resource returns the name of the rate-limit bucket a request with this

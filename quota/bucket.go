@@ -62,9 +62,10 @@ func NewBucket() Bucket {
 // is left.
 func (b *Bucket) Known() bool { return b.Remaining != UnknownCount }
 
-// InFlight is the number of reservations not yet answered whose lease
-// has not lapsed at now.
-func (b *Bucket) InFlight(now time.Time) int64 { return b.Leases.Live(now) }
+// InFlight is the quota held by reservations not yet answered whose lease
+// has not lapsed at now: their units (one per request, or a GraphQL
+// query's predicted points).
+func (b *Bucket) InFlight(now time.Time) int64 { return b.Leases.LiveUnits(now) }
 
 // Budget is what may be spent at now: remaining, less what is in flight
 // and the reserve, and whether it is known at all. It is negative when the

@@ -20,7 +20,10 @@
 // limit makes Reserve return a [ReserveError] rather than a wait that
 // would never end. Each reservation
 // holds its own [Lease] and lapses at its own time, so a crashed process
-// cannot pin a bucket and no reservation renews another. Readings may
+// cannot pin a bucket and no reservation renews another. A request may
+// take several units of its bucket (Ask.Units: a GraphQL query's points):
+// its lease holds them, the budget must hold them all, and the GCRA spaces
+// them as that many requests; its owner counts it once. Readings may
 // arrive out of order; within one window (same reset, give or take a
 // second) remaining only falls, and a later reset starts a new window. A
 // bucket counts as refilled to its limit at one moment, the same one a wait

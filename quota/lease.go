@@ -30,7 +30,14 @@ type Lease struct {
 	Spacing    time.Duration `json:"spacing,omitempty"`
 	PointsSpan time.Duration `json:"points_span,omitempty"`
 	Endpoint   string        `json:"endpoint,omitempty"`
+	// Units is how much of its bucket the reservation holds: a GraphQL
+	// query's predicted points; 0 means 1, a request (see Ask.Units). An
+	// owner counts each lease once, whatever its units.
+	Units int64 `json:"units,omitempty"`
 }
+
+// units is what the lease holds of its bucket: at least 1.
+func (l Lease) units() int64 { return max(l.Units, 1) }
 
 // Leases is a set of leases, small (requests in flight) and kept as a
 // slice so that it serialises as a short JSON array.
@@ -60,6 +67,17 @@ func (ls Leases) firstLapse(now time.Time) time.Duration {
 		return 0
 	}
 	return first.Sub(now)
+}
+
+// LiveUnits sums the units of the leases that have not lapsed at now.
+func (ls Leases) LiveUnits(now time.Time) int64 {
+	var n int64
+	for _, l := range ls {
+		if now.Before(l.Until) {
+			n += l.units()
+		}
+	}
+	return n
 }
 
 // without returns ls less the lease id, and whether it was there. A lease

@@ -331,18 +331,19 @@ func (b *Bucket) observe(r *headers.Reading, now time.Time, counted bool, def De
 // nothing of the owner's secondary limits: a request reserves both at once
 // with the package-level Reserve.
 func (b *Bucket) Reserve(p Policy, l Lease, now time.Time) time.Duration {
-	if w, _ := b.waitRolled(p, now); w > 0 {
+	if w, _ := b.waitUnits(p, 1, now); w > 0 {
 		return w
 	}
 	b.take(p, l, now)
 	return 0
 }
 
-// take commits a reservation the bucket allows at now.
+// take commits a reservation the bucket allows at now: its units are
+// spaced as that many requests.
 func (b *Bucket) take(p Policy, l Lease, now time.Time) {
 	b.prune(now)
 	b.roll(now)
-	l.Spacing = b.interval(p, now)
+	l.Spacing = time.Duration(l.units()) * b.interval(p, now)
 	b.TAT = maxTime(b.TAT, now).Add(l.Spacing)
 	b.Leases = append(b.Leases, l)
 }
@@ -350,16 +351,27 @@ func (b *Bucket) take(p Policy, l Lease, now time.Time) {
 // Wait returns how long from now until the policy would let one request
 // go, without reserving anything. Zero means now.
 func (b *Bucket) Wait(p Policy, now time.Time) time.Duration {
-	w, _ := b.waitRolled(p, now)
+	w, _ := b.waitUnits(p, 1, now)
 	return w
 }
 
-// waitRolled is Wait, and whether the wait is on requests in flight (see
-// wait).
-func (b *Bucket) waitRolled(p Policy, now time.Time) (time.Duration, bool) {
+// waitUnits is Wait for a request of n units (see Ask.Units), and whether
+// the wait is on requests in flight (see wait).
+func (b *Bucket) waitUnits(p Policy, n int64, now time.Time) (time.Duration, bool) {
 	c := *b // rolls scalars only: the shared Leases are just read
 	c.roll(now)
-	return c.wait(p, now)
+	return c.wait(p, n, now)
+}
+
+// fits caps n units at what the bucket can ever hold beyond the reserve,
+// so that a request costing more than a whole window still goes once the
+// window is full (and is refused by the server, which then says so)
+// instead of waiting for ever.
+func (b *Bucket) fits(p Policy, n int64) int64 {
+	if b.Limit > 0 {
+		n = min(n, max(b.Limit-p.reserveFor(b), 1))
+	}
+	return max(n, 1)
 }
 
 // spentElsewhere counts one request the server may have charged to the
@@ -392,12 +404,12 @@ func (b *Bucket) refund(id uint64) {
 // is known about: the first answer tells the limits.
 const probeInFlight = 1
 
-// wait is Wait on a refreshed bucket, and whether the wait is on requests
-// in flight: the first probe of a bucket nothing is known about, or a
-// spent bucket whose refill only their answers can tell. Such a wait is
-// until the earliest lease lapses, the latest their answer can come; an
-// answer ends it sooner (see Decide).
-func (b *Bucket) wait(p Policy, now time.Time) (time.Duration, bool) {
+// wait is waitUnits on a refreshed bucket: how long until n units may go,
+// and whether the wait is on requests in flight — the first probe of a
+// bucket nothing is known about, or a spent bucket whose refill only their
+// answers can tell. Such a wait is until the earliest lease lapses, the
+// latest their answer can come; an answer ends it sooner (see Decide).
+func (b *Bucket) wait(p Policy, n int64, now time.Time) (time.Duration, bool) {
 	var w, inFlight time.Duration
 	if now.Before(b.BlockedUntil) {
 		w = b.BlockedUntil.Sub(now)
@@ -408,7 +420,7 @@ func (b *Bucket) wait(p Policy, now time.Time) (time.Duration, bool) {
 		if b.InFlight(now) >= probeInFlight {
 			inFlight = b.Leases.firstLapse(now)
 		}
-	case budget <= 0:
+	case budget < b.fits(p, n):
 		if at := b.refillAt(); !at.IsZero() {
 			w = max(w, at.Sub(now))
 		} else if b.InFlight(now) > 0 {

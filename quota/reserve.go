@@ -21,7 +21,15 @@ type Ask struct {
 	// Free marks a request the server does not charge (GitHub's
 	// /rate_limit): it needs no budget, only the owner's permission.
 	Free bool
+	// Units is how much of the bucket the request takes: 0 or 1 for a
+	// request, a GraphQL query's predicted points. The budget must hold
+	// them all (at most the bucket's limit less the reserve), and the
+	// lease holds them until the answer.
+	Units int64
 }
+
+// units is what a asks of its bucket: at least 1.
+func (a *Ask) units() int64 { return max(a.Units, 1) }
 
 // Option is one credential a request could go with: its owner's and its
 // bucket's state. Credentials of one owner share both.
@@ -43,7 +51,7 @@ func Wait(o *Owner, b *Bucket, a *Ask, now time.Time) time.Duration {
 	var w waitFor
 	w.add(o.wait(a.Secondary, a.Cost, now))
 	if !a.Free {
-		w.add(b.waitRolled(a.Policy, now))
+		w.add(b.waitUnits(a.Policy, a.units(), now))
 	}
 	return w.d
 }
@@ -69,14 +77,14 @@ func waitOption(opt *Option, a *Ask, now time.Time) waitFor {
 	var w waitFor
 	w.add(opt.Owner.wait(a.Secondary, a.Cost, now))
 	if !a.Free {
-		w.add(opt.Bucket.waitRolled(a.Policy, now))
+		w.add(opt.Bucket.waitUnits(a.Policy, a.units(), now))
 		for _, b := range opt.Also {
 			// A bucket the reserve leaves nothing of would make the wait
 			// never end; the answer will tell whether the credential
 			// shares it (and then that credential gets the
 			// *ReserveError).
 			if a.Policy.reachable(b) == nil {
-				w.add(b.waitRolled(a.Policy, now))
+				w.add(b.waitUnits(a.Policy, a.units(), now))
 			}
 		}
 	}
@@ -147,6 +155,9 @@ func Decide(opts []Option, a *Ask, l Lease, now time.Time) Decision {
 		return Decision{Index: best, Wait: bestWait.d, OnAnswer: bestWait.onAnswer}
 	}
 	o, b := opts[best].Owner, opts[best].Bucket
+	if a.Units > 1 {
+		l.Units = a.Units
+	}
 	o.take(a.Secondary, a.Cost, l, now)
 	if !a.Free {
 		b.take(a.Policy, l, now)
@@ -183,6 +194,11 @@ type Answer struct {
 	// "Retry-After: 86400" stops nothing for a day; zero means
 	// DefaultMaxPause. A refusal past the pause only starts another.
 	MaxPause time.Duration
+	// Units is what the request really cost, when more than 1 (a GraphQL
+	// query's points, known from its answer); 0 means 1. It matters only
+	// when the reading states no remaining: the bucket then counts the
+	// units itself. A stated remaining already counts them.
+	Units int64
 }
 
 // Settle ends the reservation of lease id on owner o and bucket b (and the
@@ -227,8 +243,17 @@ func Settle(o *Owner, b *Bucket, id uint64, ans *Answer, now time.Time, also ...
 		}
 		if ans.Reading != nil {
 			b.observe(ans.Reading, now, ans.Counted, ans.Default, ans.MaxPause)
+			b.countUnits(ans)
 		} else {
 			b.prune(now)
 		}
+	}
+}
+
+// countUnits counts the units of a charged request beyond the one observe
+// counted, when the server stated no remaining.
+func (b *Bucket) countUnits(ans *Answer) {
+	if ans.Units > 1 && ans.Counted && ans.Reading.Remaining == UnknownCount && b.Remaining != UnknownCount {
+		b.Remaining = max(b.Remaining-(ans.Units-1), 0)
 	}
 }

@@ -195,39 +195,46 @@ type secondary struct {
 	penaltyUntil time.Time
 	wrote        bool
 	lastWrite    time.Time
-	// points spent in each of the last 60 seconds: slot i holds second
-	// slotSec[i]; sum is their total over the current minute.
+	points       pointWindow // REST, and GraphQL without a budget of its own
+	graphql      pointWindow // GraphQL, when GraphQLPointsPerMinute is set
+}
+
+// pointWindow counts points over a sliding minute: slot i holds the
+// points of second slotSec[i]; sum is their total over the minute.
+type pointWindow struct {
 	slots   [60]int64
 	slotSec [60]int64
 	sum     int64
 }
 
-// admit decides whether a request of points points (a write if write) may
-// go, with inFlight requests of the owner in flight including this one. A
-// refusal during a penalty leaves the penalty as it is; tripping a limit
-// starts one. It returns how long until the penalty ends when refused.
-func (s *secondary) admit(now time.Time, inFlight, points int64, write bool) (bool, time.Duration) {
+// admit decides whether a request of points points (a write if write; to
+// the GraphQL endpoint if graphql) may go, with inFlight requests of the
+// owner in flight including this one. A refusal during a penalty leaves
+// the penalty as it is; tripping a limit starts one. It returns how long
+// until the penalty ends when refused.
+func (s *secondary) admit(now time.Time, inFlight, points int64, write, graphql bool) (bool, time.Duration) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if now.Before(s.penaltyUntil) {
 		return false, s.penaltyUntil.Sub(now)
 	}
 	sec := now.Unix()
-	if s.cfg.PointsPerMinute > 0 {
-		s.expire(sec)
+	w, budget := &s.points, int64(s.cfg.PointsPerMinute)
+	if graphql && s.cfg.GraphQLPointsPerMinute > 0 {
+		w, budget = &s.graphql, int64(s.cfg.GraphQLPointsPerMinute)
+	}
+	if budget > 0 {
+		w.expire(sec)
 	}
 	trip := (s.cfg.MaxConcurrent > 0 && inFlight > int64(s.cfg.MaxConcurrent)) ||
-		(s.cfg.PointsPerMinute > 0 && s.sum+points > int64(s.cfg.PointsPerMinute)) ||
+		(budget > 0 && w.sum+points > budget) ||
 		(write && s.cfg.WriteSpacing > 0 && s.wrote && now.Sub(s.lastWrite) < s.cfg.WriteSpacing)
 	if trip {
 		s.penaltyUntil = now.Add(s.cfg.Penalty)
 		return false, s.cfg.Penalty
 	}
-	if s.cfg.PointsPerMinute > 0 {
-		i := mod(sec, 60)
-		s.slots[i] += points
-		s.slotSec[i] = sec
-		s.sum += points
+	if budget > 0 {
+		w.add(sec, points)
 	}
 	if write {
 		s.wrote, s.lastWrite = true, now
@@ -235,12 +242,19 @@ func (s *secondary) admit(now time.Time, inFlight, points int64, write bool) (bo
 	return true, 0
 }
 
-// expire drops the points of seconds older than a minute. Must hold s.mu.
-func (s *secondary) expire(sec int64) {
-	for i := range s.slots {
-		if s.slots[i] != 0 && s.slotSec[i] <= sec-60 {
-			s.sum -= s.slots[i]
-			s.slots[i] = 0
+func (w *pointWindow) add(sec, points int64) {
+	i := mod(sec, 60)
+	w.slots[i] += points
+	w.slotSec[i] = sec
+	w.sum += points
+}
+
+// expire drops the points of seconds older than a minute.
+func (w *pointWindow) expire(sec int64) {
+	for i := range w.slots {
+		if w.slots[i] != 0 && w.slotSec[i] <= sec-60 {
+			w.sum -= w.slots[i]
+			w.slots[i] = 0
 		}
 	}
 }
@@ -249,7 +263,7 @@ func (s *secondary) reset() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.penaltyUntil, s.wrote, s.lastWrite = time.Time{}, false, time.Time{}
-	s.slots, s.slotSec, s.sum = [60]int64{}, [60]int64{}, 0
+	s.points, s.graphql = pointWindow{}, pointWindow{}
 }
 
 // mod is the non-negative remainder, so windows align before 1970 too.

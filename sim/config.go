@@ -142,6 +142,10 @@ type SecondaryConfig struct {
 	// GET, HEAD and OPTIONS cost 1, other methods 5 (GitHub's table);
 	// a GraphQL query 1 and a mutation 5.
 	PointsPerMinute int `toml:"points_per_minute" json:"points_per_minute"`
+	// GraphQLPointsPerMinute is the GraphQL endpoint's own budget of
+	// those points (GitHub: 2,000, apart from REST's 900); 0 counts
+	// GraphQL requests in PointsPerMinute.
+	GraphQLPointsPerMinute int `toml:"graphql_points_per_minute" json:"graphql_points_per_minute"`
 	// WriteSpacing is the least time between two writes of one owner.
 	WriteSpacing time.Duration `toml:"write_spacing" json:"write_spacing"`
 	// Penalty is how long an owner is refused after tripping a secondary
@@ -264,6 +268,9 @@ func (c Config) Validate() error {
 			}
 			if s.PointsPerMinute < 0 {
 				errs = append(errs, fieldErr(sp+".points_per_minute", "%d is negative (want 0 for no limit, or a positive count)", s.PointsPerMinute))
+			}
+			if s.GraphQLPointsPerMinute < 0 {
+				errs = append(errs, fieldErr(sp+".graphql_points_per_minute", "%d is negative (want 0 to count GraphQL in points_per_minute, or a positive count)", s.GraphQLPointsPerMinute))
 			}
 			if s.WriteSpacing < 0 {
 				errs = append(errs, fieldErr(sp+".write_spacing", "%v is negative (want 0 for none, or a duration like \"1s\")", s.WriteSpacing))

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -62,7 +63,7 @@ var (
 			{name: "graphql", limit: 5000, anonLimit: -1, window: time.Hour, mode: WindowRolling},
 		},
 		exhaustedStatus: 403,
-		secondary:       &SecondaryConfig{MaxConcurrent: 100, PointsPerMinute: 900, Penalty: time.Minute, RetryAfter: true, Status: 403},
+		secondary:       &SecondaryConfig{MaxConcurrent: 100, PointsPerMinute: 900, GraphQLPointsPerMinute: 2000, Penalty: time.Minute, RetryAfter: true, Status: 403},
 		freeNotModified: true,
 		rateHeaders:     true,
 	}
@@ -129,8 +130,12 @@ type dialect interface {
 	exhausted(c *call, st bucketState) *rendered
 	// secondaryRefusal answers a request refused by a secondary limit.
 	secondaryRefusal(c *call, status int) *rendered
-	// etag formats the entity tag of body.
+	// etag formats the entity tag of body as sent to a request carrying
+	// none of the headers a dialect may mix into it.
 	etag(body []byte) string
+	// tagFor is the entity tag of rd as answered to r: rd.etag, except
+	// where the API mixes the request into its tags (GitHub).
+	tagFor(r *http.Request, rd *rendered) string
 }
 
 // endpoint says how to answer one request.
@@ -139,8 +144,14 @@ type endpoint struct {
 	needsAuth bool // anonymous requests get 401
 	write     bool // counts for write spacing
 	points    int64
-	free      bool // costs no primary quota (GitHub /rate_limit)
-	events    bool // an events feed: X-Poll-Interval and scheduled changes
+	// cost is what the request takes from its bucket: 1 (the default),
+	// or a GraphQL query's points.
+	cost int64
+	// graphql: the secondary points go to the GraphQL budget, when the
+	// API has one.
+	graphql bool
+	free    bool // costs no primary quota (GitHub /rate_limit)
+	events  bool // an events feed: X-Poll-Interval and scheduled changes
 	// The content depends on the version of the request's own path, which
 	// touches, writes and (for events) the schedule advance.
 	// ownerDependent: the content differs per owner (/user).
@@ -165,6 +176,9 @@ type rendered struct {
 	etag        string
 	header      [][2]string // extra headers, canonical keys
 	length      string      // len(body), formatted once
+	// tags memoizes request-dependent entity tags (see tagFor): the
+	// request part of the hash, as a string, to the tag.
+	tags sync.Map
 }
 
 func newRendered(status int, contentType string, body []byte) *rendered {

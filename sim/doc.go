@@ -55,15 +55,24 @@
 // Secondary limits (SecondaryConfig) are kept per owner across all of its
 // resources: MaxConcurrent requests in flight, PointsPerMinute over any
 // sliding 60 seconds (GET/HEAD/OPTIONS and GraphQL queries 1 point, other
-// methods and GraphQL mutations 5), and WriteSpacing between two writes.
+// methods and GraphQL mutations 5; GraphQL in a budget of its own when
+// GraphQLPointsPerMinute is set), and WriteSpacing between two writes.
 // Tripping one starts a Penalty during which every request of the owner is
 // refused (each a violation) with Status and, if RetryAfter, a retry-after
 // of the seconds left. GitHub's defaults apply when Secondary is nil: 100
-// concurrent, 900 points a minute, 60 s penalty with retry-after, 403.
+// concurrent, 900 points a minute for REST and 2,000 for GraphQL, 60 s
+// penalty with retry-after, 403.
 //
-// Conditional requests: every GET answer carries an ETag; If-None-Match
-// with a matching tag is answered 304 without a body (free on GitHub, as
-// documented; charged elsewhere unless FreeNotModified). Content changes
+// Conditional requests: every GET answer carries an ETag, computed as each
+// API computes it: GitHub's is W/" + hex SHA-256 of the request's Accept,
+// Authorization and Cookie values, each followed by ":" and only when
+// present, then the body + " (so it differs per token, as api.github.com's
+// do); GitLab's (Rack::ETag) the first 32 hex digits of the body's
+// SHA-256; Hugging Face's API (Express) the length in hex and the body's
+// base64 SHA-1; its resolver and Gitea's a strong tag of the content's
+// hash. If-None-Match with a matching tag is answered 304 without a body
+// (free on GitHub, as documented; charged elsewhere unless
+// FreeNotModified). Content changes
 // when it is touched (POST /_sim/touch or Server.Touch), when a write
 // creates something (POST .../issues also changes the issue list and the
 // repository's events), and for events feeds every EventsEvery.
@@ -94,7 +103,12 @@
 // "https://docs.github.com/rest/overview/rate-limits-for-the-rest-api",
 // "status":"403"} (for an IP: "API rate limit exceeded for 127.0.0.1. (But
 // here's the good news: …)"); GraphQL exhaustion is a 200 with a
-// RATE_LIMITED error, as documented. Secondary refusals say "You have
+// RATE_LIMITED error, as documented. A GraphQL query costs points, as
+// GitHub documents: each connection (a field with first or last) needs one
+// request per node of the connections above it (one at the top level);
+// the sum ÷ 100, rounded, at least 1. x-ratelimit-used and -remaining of
+// the graphql resource count those points, and a query the points left
+// cannot pay is refused. Secondary refusals say "You have
 // exceeded a secondary rate limit. Please wait a few minutes before you try
 // again." with the #about-secondary-rate-limits documentation_url.
 // Authentication: "Authorization: token T", "Bearer T", or Basic with T as
@@ -112,7 +126,15 @@
 //	POST /repos/{o}/{r}/issues            201; a write (5 points)
 //	GET  /search/repositories|issues|users|commits|topics|labels   search
 //	GET  /search/code                     code_search
-//	POST /graphql                         graphql; answers viewer and rateLimit
+//	POST /graphql                         graphql: viewer, user(login),
+//	                                      repository(owner, name) with issues,
+//	                                      labels, comments and repositories as
+//	                                      connections (first/last ≤ 100,
+//	                                      after/before cursors, pageInfo,
+//	                                      totalCount), rateLimit { limit cost
+//	                                      remaining used resetAt nodeCount };
+//	                                      a mutation of any name answers its
+//	                                      clientMutationId
 //
 // gitlab (GitLab docs "User and IP rate limits", and the headers of
 // Gitlab::RackAttack):
@@ -200,8 +222,9 @@
 //	skew, latency                             server clock offset; added delay
 //	[[apis.tokens]] token, owner, user_id, limit
 //	[apis.resources.NAME] limit, window, window_mode, anonymous_limit
-//	[apis.secondary] max_concurrent, points_per_minute, write_spacing,
-//	                 penalty, retry_after, status
+//	[apis.secondary] max_concurrent, points_per_minute,
+//	                 graphql_points_per_minute, write_spacing, penalty,
+//	                 retry_after, status
 //	[apis.faults] error_rate, unavailable_rate, unavailable_retry_after,
 //	              drop_rate, slow_rate, slow_delay
 //

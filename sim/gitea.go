@@ -53,6 +53,8 @@ func (giteaDialect) rateHeaders(_ *call, h http.Header, st bucketState) {
 
 func (giteaDialect) etag(body []byte) string { return `"` + sha256Hex(body)[:40] + `"` }
 
+func (giteaDialect) tagFor(_ *http.Request, rd *rendered) string { return rd.etag }
+
 func gtError(c *call, status int, msg string) *rendered {
 	return jsonBody(status, map[string]any{"message": msg, "url": c.base() + "/api/swagger"})
 }

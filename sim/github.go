@@ -1,6 +1,8 @@
 package sim
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -81,7 +83,42 @@ func (githubDialect) rateHeaders(c *call, h http.Header, st bucketState) {
 	h["X-Ratelimit-Resource"] = ghResourceNames[c.ep.res]
 }
 
+// etag is GitHub's tag for a request without Accept, Authorization or
+// Cookie: the body's hash alone (see tagFor).
 func (githubDialect) etag(body []byte) string { return `W/"` + sha256Hex(body) + `"` }
+
+// ghTagHeaders are the request fields api.github.com mixes into its
+// entity tags, in order.
+var ghTagHeaders = [...]string{"Accept", "Authorization", "Cookie"}
+
+// tagFor is the entity tag api.github.com gives a JSON answer (observed
+// and published, not documented): W/" + hex SHA-256 of the request's
+// Accept value, ":", its Authorization value, ":", its Cookie value, ":"
+// (each only when present) and then the body + ". So a tag stored for
+// one token never matches a request made with another, and a client can
+// only get a free 304 for another token by computing that token's tag.
+// Tags are memoized per answer and request part.
+func (githubDialect) tagFor(r *http.Request, rd *rendered) string {
+	var prefix []byte
+	for _, name := range ghTagHeaders {
+		if vs, ok := r.Header[name]; ok {
+			prefix = append(prefix, strings.Join(vs, ", ")...)
+			prefix = append(prefix, ':')
+		}
+	}
+	if len(prefix) == 0 {
+		return rd.etag
+	}
+	if tag, ok := rd.tags.Load(string(prefix)); ok {
+		return tag.(string)
+	}
+	h := sha256.New()
+	h.Write(prefix)
+	h.Write(rd.body)
+	tag := `W/"` + hex.EncodeToString(h.Sum(nil)) + `"`
+	rd.tags.Store(string(prefix), tag)
+	return tag
+}
 
 // ghError is GitHub's error body.
 func ghError(status int, message, docs string) *rendered {
@@ -456,36 +493,4 @@ func ghRateLimit(c *call, core bucketState) *rendered {
 		resources[c.a.res[i].name] = map[string]int64{"limit": st.limit, "used": st.used, "remaining": st.remaining, "reset": st.reset}
 	}
 	return jsonBody(http.StatusOK, map[string]any{"resources": resources, "rate": resources["core"]})
-}
-
-// ghGraphQLEndpoint reads the query to price it: a mutation costs 5
-// secondary points and counts as a write, a query 1.
-func ghGraphQLEndpoint(c *call) endpoint {
-	body, _ := io.ReadAll(io.LimitReader(c.r.Body, 1<<20))
-	var in struct {
-		Query string `json:"query"`
-	}
-	if err := json.Unmarshal(body, &in); err != nil || strings.TrimSpace(in.Query) == "" {
-		return endpoint{res: 3, dynamic: func(*call, bucketState) *rendered {
-			return ghError(http.StatusBadRequest, "Problems parsing JSON", "https://docs.github.com/graphql")
-		}}
-	}
-	mutation := strings.HasPrefix(strings.TrimSpace(in.Query), "mutation")
-	return endpoint{res: 3, write: mutation, dynamic: func(c *call, st bucketState) *rendered {
-		return ghGraphQL(c, st, in.Query)
-	}}
-}
-
-// ghGraphQL answers the parts of a query the simulator knows: viewer and
-// rateLimit; other fields are absent from data. Every query costs 1 point.
-func ghGraphQL(c *call, st bucketState, query string) *rendered {
-	data := map[string]any{}
-	if strings.Contains(query, "viewer") {
-		data["viewer"] = map[string]any{"login": c.own.name, "databaseId": c.own.id, "id": "U_kgDO" + hexID(uint64(c.own.id), 6)}
-	}
-	if strings.Contains(query, "rateLimit") {
-		data["rateLimit"] = map[string]any{"limit": st.limit, "remaining": st.remaining, "used": st.used, "cost": 1, "nodeCount": 0,
-			"resetAt": isoTime(time.Unix(st.reset, 0))}
-	}
-	return jsonBody(http.StatusOK, map[string]any{"data": data})
 }

@@ -63,6 +63,8 @@ func (gitlabDialect) rateHeaders(c *call, h http.Header, st bucketState) {
 
 func (gitlabDialect) etag(body []byte) string { return `W/"` + sha256Hex(body)[:32] + `"` }
 
+func (gitlabDialect) tagFor(_ *http.Request, rd *rendered) string { return rd.etag }
+
 func (gitlabDialect) unauthorized(*call, bool) *rendered {
 	return newRendered(http.StatusUnauthorized, ctJSON, []byte(`{"message":"401 Unauthorized"}`))
 }

@@ -1,7 +1,7 @@
 package sim
 
 import (
-	"crypto/sha256"
+	"crypto/sha1"
 	"encoding/base64"
 	"fmt"
 	"net/http"
@@ -41,12 +41,15 @@ func (huggingfaceDialect) rateHeaders(c *call, h http.Header, st bucketState) {
 	h["Ratelimit-Policy"] = []string{mode + ";" + name + ";q=" + itoa(st.limit) + ";w=" + itoa(st.window)}
 }
 
-// etag is what the Hub's API (an Express app) sends: a weak tag of the
-// length in hex and a base64 digest.
+// etag is what the Hub's API (an Express app) sends, from the etag
+// package Express uses: a weak tag of the length in hex and the first 27
+// characters of the body's base64 SHA-1, the body alone.
 func (huggingfaceDialect) etag(body []byte) string {
-	sum := sha256.Sum256(body)
-	return `W/"` + strconv.FormatInt(int64(len(body)), 16) + "-" + base64.RawStdEncoding.EncodeToString(sum[:])[:27] + `"`
+	sum := sha1.Sum(body)
+	return `W/"` + strconv.FormatInt(int64(len(body)), 16) + "-" + base64.StdEncoding.EncodeToString(sum[:])[:27] + `"`
 }
+
+func (huggingfaceDialect) tagFor(_ *http.Request, rd *rendered) string { return rd.etag }
 
 func hfError(status int, msg string) *rendered {
 	return jsonBody(status, map[string]string{"error": msg})

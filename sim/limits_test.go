@@ -511,3 +511,50 @@ func TestHTTPSLinksThroughTransport(t *testing.T) {
 		t.Errorf("repo url %v (%v)", repo["url"], err)
 	}
 }
+
+// GitHub mixes the request's Accept, Authorization and Cookie into its
+// entity tags, so a tag stored for one token never matches another's
+// request: only the tag computed for the token sent gets the free 304.
+func TestGitHubEntityTagsFollowTheRequest(t *testing.T) {
+	srv := mustNew(t, Config{APIs: []APIConfig{{Dialect: "github", Secondary: noSecondary(),
+		Tokens: []TokenConfig{{Token: "tok-a", Owner: "alice"}, {Token: "tok-b", Owner: "alice"}, {Token: "tok-c", Owner: "carol"}}}}})
+	c := newClient(t, srv)
+	a := c.get("/repos/o/r", "tok-a", "Accept", "application/vnd.github+json")
+	rule := func(body string, parts ...string) string {
+		s := ""
+		for _, p := range parts {
+			s += p + ":"
+		}
+		return `W/"` + sha256Hex([]byte(s+body)) + `"`
+	}
+	if want := rule(a.body, "application/vnd.github+json", "Bearer tok-a"); a.h("ETag") != want {
+		t.Fatalf("ETag %s, want %s (Accept:Authorization:body)", a.h("ETag"), want)
+	}
+	if anon := c.get("/repos/o/r", ""); anon.h("ETag") != rule(anon.body) || anon.body != a.body {
+		t.Errorf("anonymous ETag %s, want the body's hash alone %s", anon.h("ETag"), rule(anon.body))
+	}
+	cookie := c.get("/repos/o/r", "tok-a", "Cookie", "k=v")
+	if want := rule(cookie.body, "Bearer tok-a", "k=v"); cookie.h("ETag") != want {
+		t.Errorf("with a cookie and no Accept: %s, want %s", cookie.h("ETag"), want)
+	}
+	// Another token of the same owner: the stored tag is a full answer,
+	// the tag computed for it a free 304.
+	stale := c.get("/repos/o/r", "tok-b", "Accept", "application/vnd.github+json", "If-None-Match", a.h("ETag"))
+	if stale.status != 200 {
+		t.Errorf("another token's tag: %d, want 200", stale.status)
+	}
+	mine := rule(a.body, "application/vnd.github+json", "Bearer tok-b")
+	for _, tok := range []string{"tok-b", "tok-c"} {
+		want := rule(a.body, "application/vnd.github+json", "Bearer "+tok)
+		if nm := c.get("/repos/o/r", tok, "Accept", "application/vnd.github+json", "If-None-Match", want); nm.status != 304 || nm.h("ETag") != want {
+			t.Errorf("%s with its own tag: %d ETag %s, want 304 and %s", tok, nm.status, nm.h("ETag"), want)
+		}
+	}
+	if stale.h("ETag") != mine {
+		t.Errorf("full answer's ETag %s, want %s", stale.h("ETag"), mine)
+	}
+	st := srv.Stats()
+	if st.Total.NotModified != 2 {
+		t.Errorf("%d 304s, want 2", st.Total.NotModified)
+	}
+}

@@ -93,6 +93,7 @@ type call struct {
 	now     time.Time // the server's (skewed) clock
 	own     *owner
 	ep      endpoint
+	tag     string // the entity tag of a static answer, as given to this request
 }
 
 // New builds a simulator from cfg after validating it (see Config.Validate).
@@ -178,7 +179,7 @@ func newAPI(s *Server, i int, ac APIConfig, apis int, seed int64) (*api, error) 
 	switch {
 	case ac.Secondary != nil:
 		sc := *ac.Secondary
-		if sc.MaxConcurrent > 0 || sc.PointsPerMinute > 0 || sc.WriteSpacing > 0 {
+		if sc.MaxConcurrent > 0 || sc.PointsPerMinute > 0 || sc.GraphQLPointsPerMinute > 0 || sc.WriteSpacing > 0 {
 			sc.Penalty = cmpOr(sc.Penalty, time.Minute)
 			sc.Status = cmpOr(sc.Status, 403)
 			a.secondary = &sc
@@ -305,6 +306,7 @@ func (a *api) serve(w http.ResponseWriter, r *http.Request, rel string) {
 			c.ep.points = 5
 		}
 	}
+	c.ep.cost = cmpOr(c.ep.cost, 1)
 	tok, present := a.d.credential(r)
 	if present {
 		c.own = a.tokens[tok]
@@ -350,7 +352,7 @@ func (a *api) serve(w http.ResponseWriter, r *http.Request, rel string) {
 		}
 	}
 	if sec := c.own.sec; sec != nil {
-		if ok, wait := sec.admit(c.now, inFlight, c.ep.points, c.ep.write); !ok {
+		if ok, wait := sec.admit(c.now, inFlight, c.ep.points, c.ep.write, c.ep.graphql); !ok {
 			st := b.record(c.now, inFlight, outSecondary)
 			rd := a.d.secondaryRefusal(c, a.secondary.Status)
 			if a.secondary.RetryAfter {
@@ -364,11 +366,14 @@ func (a *api) serve(w http.ResponseWriter, r *http.Request, rel string) {
 	notModified := false
 	if c.ep.static != nil {
 		rd = a.content(c)
+		if rd.etag != "" {
+			c.tag = a.d.tagFor(r, rd)
+		}
 		notModified = rd.status == http.StatusOK && (r.Method == http.MethodGet || r.Method == http.MethodHead) &&
-			etagMatches(r.Header.Get("If-None-Match"), rd.etag)
+			etagMatches(r.Header.Get("If-None-Match"), c.tag)
 	}
 	free := c.ep.free || (notModified && a.freeNotModified)
-	st, verdict := b.admit(c.now, realNow, inFlight, 1, free, notModified, a.spec.countRefused)
+	st, verdict := b.admit(c.now, realNow, inFlight, c.ep.cost, free, notModified, a.spec.countRefused)
 	if verdict == refused {
 		a.reply(c, a.d.exhausted(c, st), st, false, delay)
 		return
@@ -404,7 +409,9 @@ func (a *api) reply(c *call, rd *rendered, st bucketState, notModified bool, del
 		h[kv[0]] = []string{kv[1]}
 	}
 	if rd.etag != "" {
-		h["Etag"] = []string{rd.etag}
+		// c.tag is rd's tag as given to this request (set only for
+		// the static answer rd then is).
+		h["Etag"] = []string{cmpOr(c.tag, rd.etag)}
 	}
 	if notModified {
 		c.w.WriteHeader(http.StatusNotModified)

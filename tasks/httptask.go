@@ -35,6 +35,33 @@ type HTTPInput struct {
 	Method  string            `json:"method,omitempty"`
 	Headers map[string]string `json:"headers,omitempty"`
 	Body    string            `json:"body,omitempty"`
+	// Previous is an earlier answer to the same GET, kept by the caller
+	// (a previous run's output): the request is sent conditional on it,
+	// and a 304 completes the task with that answer (see HTTPPrevious).
+	Previous *HTTPPrevious `json:"previous,omitempty"`
+}
+
+// HTTPPrevious is an earlier answer an http task revalidates: its
+// validator and where its body is. The request carries If-None-Match (and
+// If-Modified-Since) from it, and, with a rate-keeping client, the body so
+// that a server whose tags depend on the credential (GitHub) gets the tag
+// it gives the credential sent now. If the server answers 304 the result
+// repeats this answer — its status, sha256, size and body or body_file —
+// with NotModified set; any other answer is the result as usual. A body
+// that is gone or no longer matches SHA256 is not trusted: the request
+// then goes unconditional.
+type HTTPPrevious struct {
+	// Status is the earlier answer's status (2xx).
+	Status int `json:"status"`
+	// ETag and LastModified are its validators; at least one is needed.
+	ETag         string `json:"etag,omitempty"`
+	LastModified string `json:"last_modified,omitempty"`
+	// SHA256 and Size describe its body, which is Body, or the file
+	// BodyFile.
+	SHA256   string  `json:"sha256"`
+	Size     int64   `json:"size"`
+	Body     *string `json:"body,omitempty"`
+	BodyFile string  `json:"body_file,omitempty"`
 }
 
 // HTTPResult is the result of a completed http task. Every response
@@ -51,6 +78,9 @@ type HTTPResult struct {
 	// of a file holding it, named by its SHA-256.
 	Body     *string `json:"body,omitempty"`
 	BodyFile string  `json:"body_file,omitempty"`
+	// NotModified says the server answered 304 to the input's Previous:
+	// the fields above repeat that answer.
+	NotModified bool `json:"not_modified,omitempty"`
 }
 
 func parseHTTPInput(raw json.RawMessage) (HTTPInput, error) {
@@ -61,6 +91,9 @@ func parseHTTPInput(raw json.RawMessage) (HTTPInput, error) {
 		return in, fmt.Errorf(`want {"url": "https://…", "method": "GET", "headers": {"Name": "value"}, "body": "…"}: %v`, err)
 	}
 	if _, err := in.request(context.Background()); err != nil {
+		return in, err
+	}
+	if err := in.Previous.check(in); err != nil {
 		return in, err
 	}
 	return in, nil
@@ -147,6 +180,7 @@ func httpHandler(client *http.Client, bodyDir string, inlineLimit int64, failOn 
 		if err != nil {
 			return nil, Permanent(err)
 		}
+		req, prev := in.Previous.usable(req)
 		resp, err := client.Do(req)
 		if err != nil {
 			// An error carrying RetryAt (the rate-limit-aware client's "quota
@@ -167,6 +201,9 @@ func httpHandler(client *http.Client, bodyDir string, inlineLimit int64, failOn 
 		if v.err != nil {
 			_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
 			return nil, v.describe(what, resp.Status)
+		}
+		if prev != nil && resp.StatusCode == http.StatusNotModified {
+			return json.Marshal(in.Previous.repeated(resp.Header))
 		}
 		res := HTTPResult{Status: resp.StatusCode, Headers: resp.Header}
 		if err := storeBody(io.MultiReader(bytes.NewReader(prefix), resp.Body), bodyDir, inlineLimit, &res); err != nil {

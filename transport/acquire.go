@@ -61,7 +61,7 @@ func (t *Transport) acquire(ctx context.Context, req *http.Request, p *provider.
 	policy, _ := t.policyFor(p)
 	sec, cost := t.secondaryFor(p, class)
 	maxWait := t.maxWait(p)
-	at.reserve.Ask = quota.Ask{Policy: policy, Secondary: sec, Cost: cost, Free: class.Free}
+	at.reserve.Ask = quota.Ask{Policy: policy, Secondary: sec, Cost: cost, Free: class.Free, Units: int64(class.Units)}
 	t.startHolding(ctx)
 	waited := at.waited
 	var baton uint64

@@ -68,6 +68,12 @@ type ResourceStatus struct {
 	// Assumed is true when the numbers are a default or an assumed
 	// refill, not the server's word.
 	Assumed bool `json:"assumed,omitempty"`
+	// Unit is what the numbers count: "points" for GitHub's GraphQL,
+	// "requests" otherwise.
+	Unit string `json:"unit"`
+	// InFlight is what reservations not yet answered hold of the bucket,
+	// in its unit (a GraphQL query holds its predicted points).
+	InFlight int64 `json:"in_flight"`
 }
 
 // StatusReport is what `ratekeeper status --json` prints and the gateway's
@@ -305,7 +311,10 @@ func concurrencyStatus(o *quota.Owner, s quota.Secondary, now time.Time) *Concur
 // shown rolled over (refilled, assumed), not as the last answer left it.
 func resourceStatus(name string, stored *quota.Bucket, now time.Time) ResourceStatus {
 	b := stored.At(now)
-	rs := ResourceStatus{Resource: name, Health: string(b.HealthAt(now)), Assumed: b.Assumed}
+	rs := ResourceStatus{Resource: name, Health: string(b.HealthAt(now)), Assumed: b.Assumed, Unit: "requests", InFlight: b.InFlight(now)}
+	if name == provider.ResourceGraphQL {
+		rs.Unit = "points"
+	}
 	if b.Limit != quota.UnknownCount {
 		v := b.Limit
 		rs.Limit = &v

@@ -163,7 +163,10 @@ type Transport struct {
 	log    *slog.Logger
 	holder string
 
-	keys  map[*provider.Provider]string // state keys, fixed at New
+	keys map[*provider.Provider]string // state keys, fixed at New
+	// caches are the cache's views for each provider's entity-tag rule
+	// (see cacheFor), fixed at New.
+	caches map[*provider.Provider]*cache.Cache
 
 	mu    sync.Mutex
 	auto  map[string]*provider.Provider // origin → generic provider made on first use
@@ -185,6 +188,7 @@ type Transport struct {
 	closed    bool
 
 	waiters   waiters
+	costs     graphqlCosts // GraphQL queries' costs, learnt per shape
 	leaseBase uint64
 	leaseSeq  atomic.Uint64
 }
@@ -272,8 +276,10 @@ func New(opts Options) (*Transport, error) {
 		t.pools[provider.CanonicalName(name)] = pool
 	}
 	t.keys = map[*provider.Provider]string{}
+	t.caches = map[*provider.Provider]*cache.Cache{}
 	for _, p := range t.reg.Providers() {
 		t.keys[p] = p.Name + " " + p.BaseURL().String()
+		t.caches[p] = t.cache.WithTagRule(p)
 	}
 	for _, p := range t.reg.Providers() {
 		if _, err := t.policyFor(p); err != nil {
@@ -295,6 +301,16 @@ func (t *Transport) stateKey(p *provider.Provider) string {
 		return k
 	}
 	return p.Name + " " + p.BaseURL().String()
+}
+
+// cacheFor is the cache as seen by requests to p: through p's entity-tag
+// rule (GitHub's tags mix the token in), so that a stored answer is
+// revalidated with the tag the server would give the credential sent.
+func (t *Transport) cacheFor(p *provider.Provider) *cache.Cache {
+	if c, ok := t.caches[p]; ok {
+		return c
+	}
+	return t.cache.WithTagRule(p)
 }
 
 // Close releases what the transport holds (a shared store's connections).
@@ -413,6 +429,9 @@ type grant struct {
 	sent   time.Time // when the reservation was taken
 	class  provider.Request
 	waited time.Duration
+	// units is the real cost of the attempt's GraphQL query, once its
+	// answer told it (see learnGraphQL); 0 otherwise.
+	units int64
 }
 
 // RoundTrip implements http.RoundTripper. It does not modify req; the
@@ -435,6 +454,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	pool = t.callerPoolFor(p, req, pool)
 	class := p.Classify(req.Method, req.URL)
+	t.classifyGraphQL(req, p, &class)
 	replayable := req.Body == nil || req.Body == http.NoBody || req.GetBody != nil
 	at := getAttempt()
 	defer putAttempt(at)
@@ -545,13 +565,17 @@ func (t *Transport) confirmRejection(ctx context.Context, req *http.Request, p *
 
 // sent is one attempt's request as sent and what came back.
 type sent struct {
-	out    *http.Request // nil when it could not be built
-	entry  *cache.Entry  // the stored answer its validators came from
-	cached bool          // the cache takes part ("who am I" is asked afresh)
-	resp   *http.Response
-	prefix []byte // the body's first bytes, for the dialects that need them
-	sentAt time.Time
-	now    time.Time // when the answer (or the error) came
+	out   *http.Request // nil when it could not be built
+	entry *cache.Entry  // the stored answer its validators came from
+	// callerTag is the caller's own If-None-Match tag when translate
+	// added the tag for the credential sent.
+	callerTag string
+	cached    bool // the cache takes part ("who am I" is asked afresh)
+	gql       graphqlSend
+	resp      *http.Response
+	prefix    []byte // the body's first bytes, for the dialects that need them
+	sentAt    time.Time
+	now       time.Time // when the answer (or the error) came
 }
 
 // send builds the attempt's request (the credential's token, the cache's
@@ -569,12 +593,19 @@ func (t *Transport) send(ctx context.Context, req *http.Request, p *provider.Pro
 	s.out = out
 	s.cached = t.cache != nil && !rt.validating
 	if s.cached {
-		s.entry = t.cache.Prepare(out, g.slot.Owner.Owner)
+		s.entry = t.cacheFor(p).Prepare(out, g.slot.Owner.Owner)
+	}
+	if s.entry == nil && !rt.validating {
+		s.callerTag = t.translate(out, p)
+	}
+	if g.class.Shape != "" {
+		s.gql = t.costs.sent(g.slot.Bucket)
 	}
 	s.sentAt = t.opts.Now()
 	s.resp, err = t.base.RoundTrip(out)
 	s.now = t.opts.Now()
 	if err != nil {
+		t.costs.answered(g.slot.Bucket, "", s.gql, nil, 0)
 		t.release(ctx, p, g, at)
 	}
 	return s, err
@@ -585,12 +616,18 @@ func (t *Transport) send(ctx context.Context, req *http.Request, p *provider.Pro
 // learning, taught to the learner; then the rate-limit refusal is told.
 func (t *Transport) read(ctx context.Context, p *provider.Provider, class provider.Request, rt route, turn *learning, at *attempt, s *sent, attempt int) {
 	g := &at.grant
-	if needsBody(s.resp.StatusCode) {
+	switch {
+	case needsBody(s.resp.StatusCode):
 		s.prefix, s.resp.Body = peekBody(s.resp.Body, 8<<10)
+	case s.gql.traced && s.resp.StatusCode == http.StatusOK:
+		// A spent GraphQL budget is a 200 with an error of type
+		// RATE_LIMITED; the body also tells the query's cost.
+		s.prefix, s.resp.Body = readGraphQLAnswer(s.resp.Body)
 	}
 	at.reading = quota.Read(s.resp.StatusCode, s.resp.Header, s.prefix, s.now, t.skew(p, s.resp.Header, s.sentAt, s.now))
 	t.observeRoundTrip(p, s.now.Sub(s.sentAt))
 	reading := &at.reading
+	t.learnGraphQL(p, g, s, reading)
 	counted := s.resp.StatusCode != http.StatusNotModified && !class.Free
 	t.settle(ctx, p, g, at, reading, s.now, counted)
 	t.record(p, g, s.resp.StatusCode, cacheOutcome(s.out.Method, s.entry != nil, s.resp.StatusCode), reading)
@@ -612,15 +649,21 @@ func (t *Transport) deliver(req *http.Request, p *provider.Provider, g *grant, s
 	if resp.StatusCode < 400 {
 		g.cred.MarkValidated(s.now)
 	}
+	if s.callerTag != "" && resp.StatusCode == http.StatusNotModified {
+		// The caller keeps the tag it sent: the 304 names the one
+		// computed for this credential.
+		resp.Header["Etag"] = []string{s.callerTag}
+	}
 	if s.cached {
+		c := t.cacheFor(p)
 		if s.entry != nil && resp.StatusCode == http.StatusNotModified {
-			resp = t.cache.Revalidated(s.entry, resp)
+			resp = c.Revalidated(s.entry, resp)
 		} else if s.out.Method == http.MethodGet {
 			// Store reads the body whole; when that read fails the
 			// answer is lost like any failed round trip, and is
 			// reported as one.
 			var err error
-			if resp, err = t.cache.Store(s.out, g.slot.Owner.Owner, resp); err != nil {
+			if resp, err = c.Store(s.out, g.slot.Owner.Owner, resp); err != nil {
 				return nil, err
 			}
 		}
@@ -844,6 +887,7 @@ func hasAuth(req *http.Request, p *provider.Provider) bool {
 func (t *Transport) settle(ctx context.Context, p *provider.Provider, g *grant, at *attempt, r *headers.Reading, now time.Time, counted bool) {
 	g.held = false
 	at.settle = SettleParams{Slot: g.slot, Lease: g.lease, Now: now, Answer: t.answer(p, r, counted, g.sent)}
+	at.settle.Answer.Units = g.units
 	if err := t.state.Settle(context.WithoutCancel(ctx), &at.settle); err != nil {
 		t.log.Warn("quota state update failed; the reservation lapses with its lease", "bucket", g.slot.Bucket.String(), "err", err)
 	}

@@ -52,7 +52,7 @@ func (l *eventLog) count(k EventKind) int {
 	return n
 }
 
-func newSim(t *testing.T, api sim.APIConfig, tokens []string, tune func(*Options)) *simSetup {
+func newSim(t testing.TB, api sim.APIConfig, tokens []string, tune func(*Options)) *simSetup {
 	t.Helper()
 	api.Prefix = "/sim"
 	srv, err := sim.New(sim.Config{Seed: 1, APIs: []sim.APIConfig{api}})
@@ -645,7 +645,9 @@ func TestHiddenLimitsStillFinish(t *testing.T) {
 // alice's token and repeated with bob's (two transports sharing one cache,
 // so which token goes is certain) is a conditional request: the simulator
 // answers 304, charges nothing to bob's bucket, and the caller gets the
-// stored body.
+// stored body. The simulator's tags are GitHub's (they hash the token), so
+// the 304 comes only because bob's request carries the tag GitHub gives
+// bob, computed from the stored body.
 func TestRepeatWithAnotherOwnersTokenIsFree(t *testing.T) {
 	api := sim.APIConfig{Dialect: "github", Limit: 100, Window: time.Hour,
 		Tokens: []sim.TokenConfig{{Token: "tok-alice-0001", Owner: "alice"}, {Token: "tok-bob-0002", Owner: "bob"}}}

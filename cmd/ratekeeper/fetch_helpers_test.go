@@ -104,10 +104,16 @@ func (l *lockedBuffer) String() string {
 
 func startFetch(t testing.TB, dir string, args ...string) *fetchRun {
 	t.Helper()
+	return startFetchAs(t, dir, "tok-alice-1", args...)
+}
+
+// startFetchAs starts `ratekeeper fetch` with token as GITHUB_TOKEN.
+func startFetchAs(t testing.TB, dir, token string, args ...string) *fetchRun {
+	t.Helper()
 	r := &fetchRun{exited: make(chan struct{})}
 	r.cmd = exec.Command(binary, append([]string{"fetch"}, args...)...)
 	r.cmd.Dir = dir
-	r.cmd.Env = append(os.Environ(), "GITHUB_TOKEN=tok-alice-1")
+	r.cmd.Env = append(os.Environ(), "GITHUB_TOKEN="+token)
 	r.cmd.Stdout, r.cmd.Stderr = &r.output, &r.output
 	r.started = time.Now()
 	if err := r.cmd.Start(); err != nil {

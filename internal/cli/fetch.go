@@ -38,18 +38,19 @@ type fetchOptions struct {
 	progressEvery time.Duration
 	priority      int
 	retryFailed   bool
+	since         string
 	metrics       metricsFlags
 }
 
 func newFetchCmd() *cobra.Command {
 	var o fetchOptions
 	cmd := &cobra.Command{
-		Use:   "fetch [-i FILE | URL…] [-o results.jsonl] [--db DSN] [--concurrency N] [--policy P] [--provider NAME=BASEURL…] [--readme]",
+		Use:   "fetch [-i FILE | URL…] [-o results.jsonl] [--db DSN] [--concurrency N] [--policy P] [--provider NAME=BASEURL…] [--readme] [--since previous.jsonl]",
 		Short: "Fetch a batch of URLs through the rate-keeping client, resumably",
 		Long: `fetch sends one GET per URL as a durable http task in --db and writes one
 JSON line per URL: url, status, etag, from_cache, attempts, reschedules,
 credential (masked), sha256, size, body (small UTF-8 bodies) or body_file,
-error (when the URL failed) and task_id.
+error (when the URL failed), task_id, and in a re-sync not_modified.
 
 URLs come from the arguments or from -i FILE ("-i -" reads stdin), one a line;
 blank lines and # comments are ignored. Every line is checked before anything
@@ -68,6 +69,16 @@ outcome. The tasks a killed run of the same -o file was running are taken
 back at once: its lock on the file proves that run is gone. Without -o
 results go to stdout, each URL once per run, and a killed run's tasks come
 back after --timeout plus a grace period (River's rescuer).
+
+Re-syncs: --since FILE takes a previous run's output. Each URL whose answer
+there had an etag and a body (inline or body_file) is sent conditional on it:
+unchanged, the server answers 304 (free on GitHub) and the URL's line repeats
+the previous answer — same status, etag, sha256, body or body_file — with
+"not_modified": true; changed, the line is the new answer. On GitHub the
+validator goes as the tag GitHub gives the token sent now, computed from the
+previous body, so tokens rotated since (App installations) cost nothing. A
+body that is gone or no longer matches its sha256 is fetched afresh. Write the
+re-sync to another -o; the summary says how many were unchanged.
 
 Only an answer of the server (any status) or a network failure that
 outlasted --retries is written as a URL's outcome. --db is checked first
@@ -88,7 +99,8 @@ command resumes once it is fixed), 2 for bad input (nothing is submitted), and
 running requests get a few seconds to finish and the same command resumes.`,
 		Example: `  ratekeeper fetch -i urls.txt -o results.jsonl
   ratekeeper fetch --readme -i repos.txt -o readmes.jsonl --concurrency 20
-  cat urls.txt | ratekeeper fetch -i - --db postgres://rk@db/ratekeeper > results.jsonl`,
+  cat urls.txt | ratekeeper fetch -i - --db postgres://rk@db/ratekeeper > results.jsonl
+  ratekeeper fetch -i urls.txt --since yesterday.jsonl -o today.jsonl`,
 		RunE: func(cmd *cobra.Command, args []string) error { return runFetch(cmd, &o, args) },
 	}
 	o.client.add(cmd)
@@ -109,6 +121,7 @@ running requests get a few seconds to finish and the same command resumes.`,
 	fl.DurationVar(&o.progressEvery, "progress-every", 10*time.Second, "interval of progress lines")
 	fl.IntVar(&o.priority, "priority", tasks.DefaultPriority, "priority of the batch's tasks: 1 (runs first) to 4 (runs last)")
 	fl.BoolVar(&o.retryFailed, "retry-failed", false, "fetch again the URLs whose outcome was a failure")
+	fl.StringVar(&o.since, "since", "", "a previous run's output: revalidate its answers, paying only for what changed")
 	o.metrics.add(cmd)
 	return adviseOnDamage(cmd, fetchDamagedAdvice)
 }
@@ -121,6 +134,9 @@ func runFetch(cmd *cobra.Command, o *fetchOptions, args []string) error {
 	entries, source, err := o.readEntries(cmd.InOrStdin(), args)
 	if err != nil {
 		return &ExitError{Code: 2, Err: err}
+	}
+	if o.since != "" && sameFile(o.since, o.output) {
+		return exitf(2, "--since %s is the output too: write the re-sync to another -o (its URLs are already written there)", o.since)
 	}
 
 	reporter, logTo := o.reporter(stdout, stderr)
@@ -147,6 +163,13 @@ func runFetch(cmd *cobra.Command, o *fetchOptions, args []string) error {
 	targets, err := fetch.Plan(entries, source, o.readme, tr.Registry())
 	if err != nil {
 		return &ExitError{Code: 2, Err: err}
+	}
+	if o.since != "" {
+		prev, err := fetch.ReadPreviousFile(o.since)
+		if err != nil {
+			return &ExitError{Code: 2, Err: err}
+		}
+		fetch.Resync(targets, prev)
 	}
 	out, err := o.openOutput(stdout)
 	if err != nil {
@@ -331,7 +354,24 @@ func describeSummary(s fetch.Summary, output string) string {
 	if s.Reclaimed > 0 {
 		msg += fmt.Sprintf(", taking back at once %s a killed run had left running", countOf(s.Reclaimed, "task"))
 	}
+	if s.Unchanged > 0 {
+		msg += fmt.Sprintf("; %s unchanged since the previous run, answered 304: %s not downloaded again (and not charged, on GitHub)",
+			c(s.Unchanged), humanize.IBytes(uint64(s.UnchangedBytes)))
+	}
 	return msg
+}
+
+// sameFile reports whether paths a and b name one existing file.
+func sameFile(a, b string) bool {
+	if b == "" || b == "-" {
+		return false
+	}
+	sa, err := os.Stat(a)
+	if err != nil {
+		return false
+	}
+	sb, err := os.Stat(b)
+	return err == nil && os.SameFile(sa, sb)
 }
 
 // countOf says n things: "1 URL", "1,200 URLs".

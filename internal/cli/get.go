@@ -39,11 +39,17 @@ conditional request, retries what is safe to retry, and prints the body.
 Tokens come from the provider's environment variables (GITHUB_TOKEN, GH_TOKEN,
 GITLAB_TOKEN, HF_TOKEN, CODEBERG_TOKEN, …), several separated by commas.
 --paginate follows Link: rel="next" (GitHub, GitLab, Gitea) and joins the pages'
-JSON arrays into one array, as 'gh api --paginate' does.
+JSON arrays into one array, as 'gh api --paginate' does. For a GraphQL query
+(POST to .../graphql with -d '{"query": …}') it follows the first
+pageInfo { hasNextPage endCursor } of each answer through the query's
+$endCursor variable, as 'gh api graphql --paginate' does, and prints each
+page's JSON on its own line. A GraphQL query reserves its cost in points
+(see README).
 The exit status is 1 when the final response is an HTTP error (4xx, 5xx).`,
 		Example: `  ratekeeper get https://api.github.com/repos/golang/go
   ratekeeper get --paginate https://api.github.com/repos/golang/go/issues?per_page=100 -o issues.json
-  ratekeeper get -X POST -d '{"title":"hi"}' https://api.github.com/repos/o/r/issues -v`,
+  ratekeeper get -X POST -d '{"title":"hi"}' https://api.github.com/repos/o/r/issues -v
+  ratekeeper get --paginate -d '{"query":"query($endCursor: String) { viewer { repositories(first: 100, after: $endCursor) { nodes { name } pageInfo { hasNextPage endCursor } } } }"}' https://api.github.com/graphql`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error { return runGet(cmd, &o, args[0]) },
 	}
@@ -105,6 +111,10 @@ func runGet(cmd *cobra.Command, o *getOptions, rawURL string) error {
 		out = f
 	}
 
+	gql, err := newGraphQLPaging(u, method, body)
+	if err != nil && o.paginate {
+		return exitf(2, "%v", err)
+	}
 	var pages []json.RawMessage
 	allArrays := true
 	next := u.String()
@@ -156,6 +166,16 @@ func runGet(cmd *cobra.Command, o *getOptions, rawURL string) error {
 		}
 		allArrays = allArrays && bytes.HasPrefix(bytes.TrimSpace(data), []byte("["))
 		pages = append(pages, data)
+		if gql != nil {
+			// The same query again with $endCursor after this page.
+			if body, err = gql.next(data); err != nil {
+				return exitf(1, "--paginate: page %d: %v", len(pages), err)
+			}
+			if body == nil {
+				next = ""
+			}
+			continue
+		}
 		next = nextLink(resp.Header, resp.Request.URL)
 		method, body = http.MethodGet, nil
 	}

@@ -162,6 +162,9 @@ func remainingText(r transport.ResourceStatus, verbose bool) string {
 	default:
 		fmt.Fprintf(&b, "%d/%d", *r.Remaining, *r.Limit)
 	}
+	if r.Unit == "points" {
+		b.WriteString(" points")
+	}
 	if r.Percent != nil {
 		fmt.Fprintf(&b, " (%.0f%%)", *r.Percent)
 	}

@@ -70,6 +70,7 @@ func Run(t *testing.T, b Backend) {
 		{"FreeHolders", testFreeHolders},
 		{"TransportFreesDeadHolders", testTransportFreesDeadHolders},
 		{"RemoteHolderFreedWhenSilent", testRemoteHolderSilent},
+		{"ReservationsHoldTheirUnits", testUnits},
 	}
 	if b.NewDSN != nil && b.Open != nil {
 		tests = append(tests, struct {
