@@ -231,7 +231,7 @@ func rescheduledTotal(t *testing.T, url string) (float64, bool) {
 	return v, err == nil
 }
 
-func getJSON(t *testing.T, url string, v any) {
+func getJSON(t testing.TB, url string, v any) {
 	t.Helper()
 	resp, err := http.Get(url)
 	if err != nil {
@@ -256,7 +256,7 @@ func compact(vs []float64) []float64 {
 
 // mustRun runs the binary to completion and returns its stdout; a failure
 // ends the test with its stderr.
-func mustRun(t *testing.T, env []string, args ...string) string {
+func mustRun(t testing.TB, env []string, args ...string) string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -281,7 +281,7 @@ type process struct {
 	lines  chan string
 }
 
-func startProcess(t *testing.T, env []string, args ...string) *process {
+func startProcess(t testing.TB, env []string, args ...string) *process {
 	t.Helper()
 	p := &process{args: args, done: make(chan error, 1), lines: make(chan string, 1024)}
 	p.cmd = exec.Command(binary, args...)
@@ -309,7 +309,7 @@ func startProcess(t *testing.T, env []string, args ...string) *process {
 }
 
 // waitFor returns the first submatch of re in the process's output.
-func (p *process) waitFor(t *testing.T, re *regexp.Regexp) string {
+func (p *process) waitFor(t testing.TB, re *regexp.Regexp) string {
 	t.Helper()
 	timeout := time.After(30 * time.Second)
 	for {
@@ -331,7 +331,7 @@ func (p *process) out() string {
 }
 
 // stop interrupts the process (as Ctrl-C does) and waits for it to end.
-func (p *process) stop(t *testing.T) {
+func (p *process) stop(t testing.TB) {
 	if p.cmd.ProcessState != nil {
 		return
 	}
