@@ -64,7 +64,7 @@ func BenchmarkFetchSecondaryRealTime(b *testing.B) {
 		}
 		st := s.readStats(b)
 		refused := s.refusals()
-		b.Logf("makespan %v (ideal %v), %d requests at the simulator, %d secondary refusals, most in flight %d; refusals arrived at %v",
+		b.Logf("makespan %v (ideal %v), %d requests at the simulator, %d secondary refusals, most in flight %d; refusals (arrived→answered) %v",
 			makespan.Round(time.Millisecond), ideal, st.Total.Requests, st.Total.SecondaryViolations, st.Total.MaxInFlight, offsets(refused, start))
 		b.ReportMetric(makespan.Seconds(), "makespan-s")
 		b.ReportMetric(makespan.Seconds()/ideal.Seconds(), "x-ideal")
@@ -73,11 +73,12 @@ func BenchmarkFetchSecondaryRealTime(b *testing.B) {
 	}
 }
 
-// offsets shows when each refusal arrived, counted from start.
-func offsets(refused []proxied, start time.Time) []time.Duration {
-	out := make([]time.Duration, len(refused))
+// offsets shows when each refusal arrived and was answered, counted from
+// start.
+func offsets(refused []proxied, start time.Time) []string {
+	out := make([]string, len(refused))
 	for i, r := range refused {
-		out[i] = r.arrived.Sub(start).Round(time.Millisecond)
+		out[i] = fmt.Sprintf("%v→%v", r.arrived.Sub(start).Round(time.Millisecond), r.answered.Sub(start).Round(time.Millisecond))
 	}
 	return out
 }
