@@ -161,7 +161,12 @@ func (r *restartRun) worker(tb testing.TB, limit time.Duration) time.Duration {
 	// database finds it gone, not necessarily within this test: the
 	// others must all complete with the server's answer.
 	q := openTasks(tb, r.db)
-	left := len(running(tb, q))
+	left, killed := 0, fmt.Sprintf("-%d-", first.cmd.Process.Pid)
+	for _, task := range running(tb, q) {
+		if strings.Contains(task.Worker, killed) {
+			left++
+		}
+	}
 	for deadline := time.Now().Add(time.Minute); ; {
 		done := list(tb, q, tasks.StateCompleted)
 		if len(done) >= restartURLs-left {
