@@ -231,7 +231,7 @@ func rescheduledTotal(t *testing.T, url string) (float64, bool) {
 	return v, err == nil
 }
 
-func getJSON(t *testing.T, url string, v any) {
+func getJSON(t testing.TB, url string, v any) {
 	t.Helper()
 	resp, err := http.Get(url)
 	if err != nil {
@@ -256,7 +256,7 @@ func compact(vs []float64) []float64 {
 
 // mustRun runs the binary to completion and returns its stdout; a failure
 // ends the test with its stderr.
-func mustRun(t *testing.T, env []string, args ...string) string {
+func mustRun(t testing.TB, env []string, args ...string) string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
