@@ -19,8 +19,9 @@ import (
 // GITLAB_TOKEN, HF_TOKEN, …) is never read for it, so github.evil.example
 // gets nothing. Its answers' rate-limit headers pace it like any
 // provider's; a host that states none is held to the generic default, 60
-// requests a minute. Options.NoAutoProviders turns both off: no token, and
-// no pacing but what its own headers say.
+// requests a minute, and at most 10 in flight, like a configured generic
+// provider. Options.NoAutoProviders turns both off: no token, and no
+// pacing but what its own headers say.
 
 // autoProvider returns the provider made for u's host, making it on first
 // use; nil when none can be made (a URL without a host).
@@ -64,8 +65,11 @@ func (t *Transport) newAutoProvider(u *url.URL, origin string) (*provider.Provid
 		return nil, ""
 	}
 	if t.opts.NoAutoProviders {
+		// Nothing but its own headers: no token, no default quota, no
+		// cap on requests in flight.
 		p.TokenEnv = nil
 		p.Limits.DefaultLimit, p.Limits.DefaultWindow = 0, 0
+		p.Secondary = provider.Secondary{}
 		return p, ""
 	}
 	p.TokenEnv = t.autoTokenEnv(u.Hostname(), name)

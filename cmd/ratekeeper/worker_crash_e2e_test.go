@@ -76,14 +76,17 @@ func killWorkerAndRestart(t *testing.T, db, workerID string) {
 	}
 	<-first.done
 	sentBefore := s.pathsHit(taskPaths)
+	// The 10 in flight, and on PostgreSQL now and then one more that the
+	// worker had claimed but not sent when it was killed: it is taken back
+	// like the others, and sent once.
 	left = running(t, q)
-	if len(left) != inFlight {
-		t.Fatalf("%d tasks left running by the kill, want %d", len(left), inFlight)
+	if len(left) < inFlight {
+		t.Fatalf("%d tasks left running by the kill, want the %d in flight at least", len(left), inFlight)
 	}
 
 	list := mustRun(t, nil, "tasks", "--db", db, "list", "--state", "running")
-	if gone := regexp.MustCompile(`worker \S+ is gone \(its process \(PID \d+\) has ended\)`).FindAllString(list, -1); len(gone) != inFlight {
-		t.Errorf("tasks list marks %d tasks as a gone worker's, want %d:\n%s", len(gone), inFlight, list)
+	if gone := regexp.MustCompile(`worker \S+ is gone \(its process \(PID \d+\) has ended\)`).FindAllString(list, -1); len(gone) != len(left) {
+		t.Errorf("tasks list marks %d tasks as a gone worker's, want %d:\n%s", len(gone), len(left), list)
 	}
 	cancelled := left[0].ID
 	if out := mustRun(t, nil, "tasks", "--db", db, "cancel", strconv.FormatInt(cancelled, 10)); out != fmt.Sprintf("task %d cancelled\n", cancelled) {

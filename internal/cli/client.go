@@ -315,6 +315,8 @@ func describeEvent(e transport.Event) string {
 			base = (&url.URL{Scheme: u.Scheme, Host: u.Host}).String()
 		}
 		return describeUnmatched(e, base)
+	case transport.EventHoldersFreed:
+		return fmt.Sprintf("ratekeeper: freed %d reservations of ratekeeper processes that are gone (killed with requests in flight)", e.Attempt)
 	case transport.EventRetried:
 		cause := fmt.Sprintf("HTTP %d", e.Status)
 		if e.Err != nil {
