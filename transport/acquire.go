@@ -8,35 +8,9 @@ import (
 	"time"
 
 	"github.com/ratekeeper/ratekeeper/creds"
-	"github.com/ratekeeper/ratekeeper/headers"
 	"github.com/ratekeeper/ratekeeper/provider"
 	"github.com/ratekeeper/ratekeeper/quota"
 )
-
-// attempt is one request's reservation bookkeeping, taken from a pool for
-// each RoundTrip and put back when it returns: the parameters handed to
-// the State point into it (no State keeps them past the call), so the hot
-// path allocates nothing for them.
-type attempt struct {
-	reserve ReserveParams
-	settle  SettleParams
-	reading headers.Reading
-	cands   [4]*creds.Credential
-	slots   [4]Slot
-	grant   grant
-	// waited is what the request already waited for its pool's learning
-	// turn: the max wait bounds the two together.
-	waited time.Duration
-}
-
-var attempts = sync.Pool{New: func() any { return new(attempt) }}
-
-func getAttempt() *attempt { return attempts.Get().(*attempt) }
-
-func putAttempt(at *attempt) {
-	*at = attempt{}
-	attempts.Put(at)
-}
 
 // route says how one request chooses its credential: pinned to one (the
 // "who am I" request, a learner's choice), or among the pool with one put
@@ -50,73 +24,74 @@ type route struct {
 	validating bool
 }
 
-// acquire picks the credential whose quota lets it go soonest, waits until
-// then and reserves the quota, recording the grant in at. Among
+// acquire picks the credential whose quota lets the request go soonest,
+// waits until then and reserves the quota, recording the grant. Among
 // credentials that can go equally soon they take turns. It returns a
-// *WaitError instead of waiting longer than the max wait, and ctx's error as
-// soon as ctx ends. Every credential that is not invalid is a candidate,
-// those whose quota is spent included: the state knows when each returns,
-// and the request waits for the earliest.
-func (t *Transport) acquire(ctx context.Context, req *http.Request, p *provider.Provider, pool *creds.Pool, class provider.Request, rt route, at *attempt) error {
-	policy, _ := t.policyFor(p)
-	sec, cost := t.secondaryFor(p, class)
-	maxWait := t.maxWait(p)
-	at.reserve.Ask = quota.Ask{Policy: policy, Secondary: sec, Cost: cost, Free: class.Free, Units: int64(class.Units)}
-	t.startHolding(ctx)
-	waited := at.waited
+// *WaitError instead of waiting longer than the max wait, and the
+// context's error as soon as it ends. Every credential that is not invalid
+// is a candidate, those whose quota is spent included: the state knows
+// when each returns, and the request waits for the earliest.
+func (x *exchange) acquire() error {
+	t, l := x.t, x.l
+	if l.policyErr != nil {
+		return l.policyErr
+	}
+	x.reserve.Ask = l.ask(x.class)
+	t.startHolding(x.ctx)
 	var baton uint64
 	for {
-		if err := ctx.Err(); err != nil {
+		if err := x.ctx.Err(); err != nil {
 			t.waiters.pass(baton)
 			return err
 		}
 		now := t.opts.Now()
-		cands := t.candidates(req, pool, at.cands[:0], rt, now)
+		cands := t.candidates(x.req, x.pool, x.cands[:0], x.rt, now)
 		if len(cands) == 0 {
 			t.waiters.pass(baton)
-			return t.noCredential(p, pool)
+			return t.noCredential(l.p, x.pool)
 		}
-		slots := at.slots[:0]
+		slots := x.slots[:0]
 		for _, c := range cands {
-			sl := t.slot(p, c, class)
+			sl := l.slot(c, x.class)
 			if !c.BucketKnown() {
-				sl.Also = t.knownBuckets(p, pool, c, class)
+				sl.Also = l.knownBuckets(x.pool, c, x.class)
 			}
 			slots = append(slots, sl)
 		}
-		at.reserve.Slots = slots
-		at.reserve.Lease = quota.Lease{ID: t.leaseID(), Until: now.Add(t.opts.Lease), Holder: t.holder}
-		at.reserve.Now = now
-		at.reserve.Waited = waited > 0
-		// The reservation runs to its end even if ctx ends meanwhile: a
-		// transaction cut short could have committed without the caller
-		// knowing, and its lease would be held until it lapsed. (A State
-		// that does I/O bounds it with a timeout of its own.)
-		i, w, err := t.state.Reserve(context.WithoutCancel(ctx), &at.reserve)
+		x.reserve.Slots = slots
+		x.reserve.Lease = quota.Lease{ID: t.leaseID(), Until: now.Add(t.opts.Lease), Holder: t.holder}
+		x.reserve.Now = now
+		x.reserve.Waited = x.waited > 0
+		// The reservation runs to its end even if the context ends
+		// meanwhile: a transaction cut short could have committed
+		// without the caller knowing, and its lease would be held until
+		// it lapsed. (A State that does I/O bounds it with a timeout of
+		// its own.)
+		i, w, err := t.state.Reserve(context.WithoutCancel(x.ctx), &x.reserve)
 		if err != nil {
 			t.waiters.pass(baton)
-			return reserveFailed(p, class, err)
+			return reserveFailed(l.p, x.class, err)
 		}
 		c := cands[i]
 		if w == 0 {
-			at.grant = grant{cred: c, slot: slots[i], lease: at.reserve.Lease.ID, held: true, sent: now, class: class, waited: waited}
-			if err := ctx.Err(); err != nil {
-				t.release(ctx, p, &at.grant, at)
+			x.grant = grant{cred: c, slot: slots[i], lease: x.reserve.Lease.ID, held: true, sent: now, class: x.class, waited: x.waited}
+			if err := x.ctx.Err(); err != nil {
+				x.release()
 				return err
 			}
-			if !rt.validating && t.whoAmIDue(p, c, now) {
+			if !x.rt.validating && t.whoAmIDue(l.p, c, now) {
 				// The owner is to be asked first (a shared database,
 				// pass-through), or an earlier "who am I" failed and
 				// its time to try again has come: give the reservation
 				// back, ask, and choose again.
-				t.release(ctx, p, &at.grant, at)
-				t.askOwner(ctx, p, c, rt.turnHeld)
-				rt.first = c
+				x.release()
+				t.askOwner(x.ctx, l.p, c, x.rt.turnHeld)
+				x.rt.first = c
 				continue
 			}
-			if waited > 0 {
-				t.emit(Event{Kind: EventWaited, Provider: p.Name, Resource: class.Resource, Credential: c.Masked(), Wait: waited})
-				t.log.Debug("waited for quota", "provider", p.Name, "resource", class.Resource, "credential", c.Masked(), "wait", waited)
+			if x.waited > 0 {
+				t.emit(Event{Kind: EventWaited, Provider: l.p.Name, Resource: x.class.Resource, Credential: c.Masked(), Wait: x.waited})
+				t.log.Debug("waited for quota", "provider", l.p.Name, "resource", x.class.Resource, "credential", c.Masked(), "wait", x.waited)
 			}
 			return nil
 		}
@@ -124,48 +99,48 @@ func (t *Transport) acquire(ctx context.Context, req *http.Request, p *provider.
 		// to the next waiter.
 		t.waiters.pass(baton)
 		baton = 0
-		sleep, werr := t.nextWait(p, class, c, w, at.reserve.OnAnswer, waited, maxWait, now)
+		sleep, werr := x.nextWait(c, w, now)
 		if werr != nil {
 			return werr
 		}
-		if baton, err = t.waitFor(ctx, sleep, &waited); err != nil {
+		if baton, err = t.waitFor(x.ctx, sleep, &x.waited); err != nil {
 			return err
 		}
 	}
 }
 
-// nextWait says how long a request that cannot go yet sleeps before it
-// asks again, having waited waited of its maxWait, or the *WaitError to
-// return instead. MaxWait bounds the whole wait, not each step: a wait
-// that keeps coming back (a bucket refilled at each reset but never
-// enough) still ends.
+// nextWait says how long the request, which cannot go yet, sleeps before
+// it asks again, or the *WaitError to return instead. The max wait bounds
+// the whole wait, not each step: a wait that keeps coming back (a bucket
+// refilled at each reset but never enough) still ends.
 //
 // A wait until a known time (a reset, a penalty, pacing) that ends past
 // the max wait returns at once, carrying that time. A wait on requests in
-// flight (a concurrency slot, a first probe: onAnswer) ends at an answer,
-// which wakes the request, and at the latest when their earliest lease
-// lapses (w): it is waited for until the max wait runs out, and its
-// WaitError then carries when an answer is expected, one round trip from
-// now. On a state shared with other processes, whose answers wake nobody
-// here, such a wait asks again every round trip.
-func (t *Transport) nextWait(p *provider.Provider, class provider.Request, c *creds.Credential, w time.Duration, onAnswer bool, waited, maxWait time.Duration, now time.Time) (time.Duration, error) {
+// flight (a concurrency slot, a first probe: ReserveParams.OnAnswer) ends
+// at an answer, which wakes the request, and at the latest when their
+// earliest lease lapses (w): it is waited for until the max wait runs out,
+// and its WaitError then carries when an answer is expected, one round
+// trip from now. On a state shared with other processes, whose answers
+// wake nobody here, such a wait asks again every round trip.
+func (x *exchange) nextWait(c *creds.Credential, w time.Duration, now time.Time) (time.Duration, error) {
+	maxWait := x.l.maxWait
 	waitErr := func(d time.Duration) error {
-		return &WaitError{Provider: p.Name, Resource: class.Resource, Credential: c.Masked(),
+		return &WaitError{Provider: x.l.p.Name, Resource: x.class.Resource, Credential: c.Masked(),
 			Until: now.Add(d), Wait: d, MaxWait: maxWait}
 	}
-	if !onAnswer {
-		if waited+w > maxWait {
+	if !x.reserve.OnAnswer {
+		if x.waited+w > maxWait {
 			return 0, waitErr(w)
 		}
 		return w, nil
 	}
-	rtt := t.roundTrip(p)
-	left := maxWait - waited
+	rtt := x.l.roundTrip()
+	left := maxWait - x.waited
 	if left <= 0 {
 		return 0, waitErr(min(rtt, w))
 	}
 	sleep := min(w, left)
-	if t.shared {
+	if x.t.shared {
 		sleep = min(sleep, rtt)
 	}
 	return sleep, nil
@@ -241,9 +216,9 @@ func moveToFront(s []*creds.Credential, i, front int) {
 // knownBuckets are the buckets of the pool's credentials whose bucket is
 // known, other than c's, for the resource: those c may turn out to share
 // while its own is unknown, which its requests must not overspend either.
-func (t *Transport) knownBuckets(p *provider.Provider, pool *creds.Pool, c *creds.Credential, class provider.Request) []BucketID {
+func (l *lane) knownBuckets(pool *creds.Pool, c *creds.Credential, class provider.Request) []BucketID {
 	var out []BucketID
-	key := t.stateKey(p)
+	key := l.key
 	for _, o := range pool.Credentials() {
 		if o == c || !o.BucketKnown() || o.Kind() == creds.Anonymous {
 			continue
@@ -256,9 +231,9 @@ func (t *Transport) knownBuckets(p *provider.Provider, pool *creds.Pool, c *cred
 	return out
 }
 
-func (t *Transport) slot(p *provider.Provider, c *creds.Credential, class provider.Request) Slot {
+func (l *lane) slot(c *creds.Credential, class provider.Request) Slot {
 	owner := c.BucketOwner()
-	key := t.stateKey(p)
+	key := l.key
 	return Slot{Owner: OwnerID{Provider: key, Owner: owner}, Bucket: BucketID{Provider: key, Owner: owner, Resource: class.Resource}}
 }
 

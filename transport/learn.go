@@ -144,49 +144,28 @@ func usageOf(r *headers.Reading, resource string, now time.Time) creds.Usage {
 	return u
 }
 
-// A pin sends one request with one credential: the "who am I" request,
-// and a learner's chosen credential.
-type pinKey struct{}
-
-type pin struct {
-	cred *creds.Credential
-	// turnHeld: the request that sends this one holds its pool's
-	// learning turn already.
-	turnHeld bool
-	// validating: this is the "who am I" request itself; its 401 is
-	// its answer, not something to confirm.
-	validating bool
-}
-
-func withPin(ctx context.Context, p pin) context.Context { return context.WithValue(ctx, pinKey{}, p) }
-
-func pinOf(ctx context.Context) (pin, bool) {
-	p, ok := ctx.Value(pinKey{}).(pin)
-	return p, ok
-}
-
 // whoAmI asks the provider who owns c with its "who am I" request, sent
-// through this transport pinned to c: reserved, paced and read like any
-// other request, so learning an owner never overspends a bucket. A 401
-// marks c invalid until Options.InvalidRetry from now. It returns
-// Validate's error.
+// as an exchange of its own pinned to c (see Transport.pinned): reserved,
+// paced and read like any other request, so learning an owner never
+// overspends a bucket. A 401 marks c invalid until Options.InvalidRetry
+// from now. It returns Validate's error.
 func (t *Transport) whoAmI(ctx context.Context, p *provider.Provider, c *creds.Credential, turnHeld bool) error {
 	// The answer was settled into c's bucket as it stood when the request
-	// went: its own, not yet its owner's. Kept to be applied to the
-	// owner's bucket once the answer names the owner, which the request
-	// spent too.
+	// went: its own, not yet its owner's. Its reading (read once, by the
+	// exchange) is kept to be applied to the owner's bucket once the
+	// answer names the owner, which the request spent too.
+	l := t.laneFor(p)
 	var answer struct {
-		header     http.Header
-		status     int
-		sent, at   time.Time
+		reading    headers.Reading
+		got        bool
 		resource   string
 		wasUnknown bool
 	}
 	rt := rtFunc(func(req *http.Request) (*http.Response, error) {
-		sent, unknown := t.opts.Now(), !c.BucketKnown()
-		resp, err := t.RoundTrip(req.WithContext(withPin(req.Context(), pin{cred: c, turnHeld: turnHeld, validating: true})))
+		unknown := !c.BucketKnown()
+		resp, r, err := t.pinned(req, l, c, turnHeld)
 		if err == nil {
-			answer.header, answer.status, answer.sent, answer.at = resp.Header.Clone(), resp.StatusCode, sent, t.opts.Now()
+			answer.reading, answer.got = r, true
 			answer.resource, answer.wasUnknown = p.Classify(req.Method, req.URL).Resource, unknown
 		}
 		return resp, err
@@ -196,9 +175,9 @@ func (t *Transport) whoAmI(ctx context.Context, p *provider.Provider, c *creds.C
 	switch {
 	case err == nil:
 		t.validations.Delete(c)
-		if answer.wasUnknown && c.BucketKnown() {
-			r := quota.Read(answer.status, answer.header, nil, answer.at, t.skew(p, answer.header, answer.sent, answer.at))
-			t.observe(ctx, p, Slot{Bucket: BucketID{Provider: t.stateKey(p), Owner: c.BucketOwner(), Resource: answer.resource}}, &r, answer.at, true)
+		if answer.got && answer.wasUnknown && c.BucketKnown() {
+			r := answer.reading
+			t.observe(ctx, p, Slot{Bucket: BucketID{Provider: l.key, Owner: c.BucketOwner(), Resource: answer.resource}}, &r, now, true)
 		}
 	case errors.Is(err, creds.ErrInvalid):
 		c.RetryInvalidAt(now.Add(t.opts.InvalidRetry))

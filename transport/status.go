@@ -266,8 +266,7 @@ func (t *Transport) status(ctx context.Context, now time.Time, buckets map[Bucke
 			owner := c.BucketOwner()
 			cs.bucket = owner
 			if o, ok := owners[OwnerID{Provider: t.stateKey(p), Owner: owner}]; ok {
-				sec, _ := t.secondaryFor(p, provider.Request{})
-				cs.Concurrency = concurrencyStatus(&o, sec, now)
+				cs.Concurrency = concurrencyStatus(&o, t.laneFor(p).secondary, now)
 			}
 			for _, id := range ids {
 				if id.Provider != t.stateKey(p) || id.Owner != owner {
@@ -374,13 +373,13 @@ func (t *Transport) refreshOne(ctx context.Context, p *provider.Provider, c *cre
 	if !ok {
 		return nil
 	}
-	req, err := http.NewRequestWithContext(withPin(ctx, pin{cred: c, validating: true}), http.MethodGet, u.String(), nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
 	if err != nil {
 		return err
 	}
 	req.Header.Set("Accept", "application/json")
-	sent := t.opts.Now()
-	resp, err := t.RoundTrip(req)
+	l := t.laneFor(p)
+	resp, _, err := t.pinned(req, l, c, false)
 	if err != nil {
 		return fmt.Errorf("%s %s: %w", p.Name, c.Masked(), err)
 	}
@@ -394,7 +393,7 @@ func (t *Transport) refreshOne(ctx context.Context, p *provider.Provider, c *cre
 		return nil
 	}
 	now := t.opts.Now()
-	skew := t.skew(p, resp.Header, sent, now)
+	skew := l.skewNow() // the exchange read its Date already
 	for _, rl := range limits {
 		r := headers.Reading{Status: 200, Limit: int64(rl.Limit), Remaining: int64(rl.Remaining), Used: int64(rl.Used)}
 		if !rl.Reset.IsZero() {

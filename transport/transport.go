@@ -2,7 +2,6 @@ package transport
 
 import (
 	"bytes"
-	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/binary"
@@ -163,15 +162,11 @@ type Transport struct {
 	log    *slog.Logger
 	holder string
 
-	keys map[*provider.Provider]string // state keys, fixed at New
-	// caches are the cache's views for each provider's entity-tag rule
-	// (see cacheFor), fixed at New.
-	caches map[*provider.Provider]*cache.Cache
+	lanes sync.Map // *provider.Provider → *lane: what is fixed per provider
 
 	mu    sync.Mutex
 	auto  map[string]*provider.Provider // origin → generic provider made on first use
 	pools map[string]*creds.Pool
-	skews map[string]*quota.Skew
 
 	learnings   sync.Map // *creds.Pool → *learning
 	validations sync.Map // *creds.Credential → *validationRetry
@@ -181,7 +176,6 @@ type Transport struct {
 	callers     callerCredentials
 
 	shared    bool        // the state is shared with other processes (Heartbeats)
-	rtts      sync.Map    // *provider.Provider → *rttEstimate
 	holding   sync.Once   // startHolding
 	beatTimer *time.Timer // the heartbeat on a shared state
 	beats     int
@@ -197,7 +191,7 @@ type Transport struct {
 // loaded (an empty or whitespace-padded token, an unreadable App key) or a
 // policy is invalid.
 func New(opts Options) (*Transport, error) {
-	t := &Transport{opts: opts, pools: map[string]*creds.Pool{}, skews: map[string]*quota.Skew{}}
+	t := &Transport{opts: opts, pools: map[string]*creds.Pool{}}
 	if t.opts.Providers == nil {
 		t.opts.Providers = provider.Defaults()
 	}
@@ -275,14 +269,8 @@ func New(opts Options) (*Transport, error) {
 	for name, pool := range opts.Pools {
 		t.pools[provider.CanonicalName(name)] = pool
 	}
-	t.keys = map[*provider.Provider]string{}
-	t.caches = map[*provider.Provider]*cache.Cache{}
 	for _, p := range t.reg.Providers() {
-		t.keys[p] = p.Name + " " + p.BaseURL().String()
-		t.caches[p] = t.cache.WithTagRule(p)
-	}
-	for _, p := range t.reg.Providers() {
-		if _, err := t.policyFor(p); err != nil {
+		if err := t.laneFor(p).policyErr; err != nil {
 			return nil, err
 		}
 		if _, ok := t.pools[p.Name]; ok {
@@ -295,22 +283,28 @@ func New(opts Options) (*Transport, error) {
 	return t, nil
 }
 
-// stateKey is the provider's part of bucket and owner keys.
-func (t *Transport) stateKey(p *provider.Provider) string {
-	if k, ok := t.keys[p]; ok {
-		return k
+// RoundTrip implements http.RoundTripper. It does not modify req; the
+// response's Request is req. It finds the request's provider (making a
+// generic one for a host no provider owns, see autoProvider) and the pool
+// of credentials it may go with (the caller's own credential when it
+// carries one), then runs its exchange: route, and for each attempt
+// acquire, send, read, decide — deliver, or go again (see exchange).
+func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
+	p := t.reg.Match(req.URL)
+	if p == nil {
+		if p = t.autoProvider(req.URL); p == nil {
+			closeBody(req)
+			return nil, fmt.Errorf("ratekeeper: %s: no provider owns this URL and none can be made for it (want an http or https URL with a host)", redactURL(req))
+		}
 	}
-	return p.Name + " " + p.BaseURL().String()
-}
-
-// cacheFor is the cache as seen by requests to p: through p's entity-tag
-// rule (GitHub's tags mix the token in), so that a stored answer is
-// revalidated with the tag the server would give the credential sent.
-func (t *Transport) cacheFor(p *provider.Provider) *cache.Cache {
-	if c, ok := t.caches[p]; ok {
-		return c
+	pool, err := t.poolFor(p)
+	if err != nil {
+		closeBody(req)
+		return nil, err
 	}
-	return t.cache.WithTagRule(p)
+	x := t.newExchange(req, p, t.callerPoolFor(p, req, pool), route{})
+	defer x.close()
+	return x.run()
 }
 
 // Close releases what the transport holds (a shared store's connections).
@@ -366,59 +360,6 @@ func (t *Transport) poolFor(p *provider.Provider) (*creds.Pool, error) {
 	return pool, nil
 }
 
-func (t *Transport) policyFor(p *provider.Provider) (quota.Policy, error) {
-	pol := t.opts.Policy
-	if p.Limits.Policy != "" {
-		k, err := quota.ParseKind(p.Limits.Policy)
-		if err != nil {
-			return pol, fmt.Errorf("provider %s: %w", p.Name, err)
-		}
-		pol.Kind = k
-	}
-	if p.Limits.Reserve > 0 || p.Limits.ReservePercent > 0 {
-		pol.Reserve, pol.ReservePercent = int64(p.Limits.Reserve), p.Limits.ReservePercent
-	}
-	pol.Velocity = cmp.Or(p.Limits.Velocity, pol.Velocity)
-	pol.MinDelay = cmp.Or(p.Limits.MinInterval, pol.MinDelay)
-	pol.MaxDelay = cmp.Or(p.Limits.MaxInterval, pol.MaxDelay)
-	pol.Burst = cmp.Or(p.Limits.Burst, pol.Burst)
-	if err := pol.Validate(); err != nil {
-		return pol, fmt.Errorf("provider %s: %w", p.Name, err)
-	}
-	return pol, nil
-}
-
-func (t *Transport) maxWait(p *provider.Provider) time.Duration {
-	if p.Limits.MaxWait > 0 {
-		return p.Limits.MaxWait
-	}
-	return t.opts.MaxWait
-}
-
-// maxPause is the cap on the pauses p's answers impose.
-func (t *Transport) maxPause(p *provider.Provider) time.Duration {
-	return cmp.Or(p.Limits.MaxPause, t.opts.MaxPause)
-}
-
-func (t *Transport) secondaryFor(p *provider.Provider, class provider.Request) (quota.Secondary, quota.Cost) {
-	s := quota.Secondary{
-		MaxConcurrent:    int64(p.Secondary.MaxConcurrency),
-		Wait:             cmp.Or(p.Secondary.Wait, t.opts.SecondaryWait),
-		WriteSpacing:     p.Secondary.WriteSpacing,
-		PointsPerMinute:  int64(p.Secondary.EndpointPointsPerMinute),
-		ContentPerMinute: int64(p.Secondary.ContentCreationPerMinute),
-		ContentPerHour:   int64(p.Secondary.ContentCreationPerHour),
-	}
-	if class.Resource == provider.ResourceGraphQL && p.Secondary.GraphQLPointsPerMinute > 0 {
-		s.PointsPerMinute = int64(p.Secondary.GraphQLPointsPerMinute)
-	}
-	return s, quota.Cost{Write: class.Write, Points: int64(class.Points), Endpoint: class.Endpoint, CreatesContent: class.CreatesContent}
-}
-
-func defaultsFor(p *provider.Provider) quota.Default {
-	return quota.Default{Limit: int64(p.Limits.DefaultLimit), Window: p.Limits.DefaultWindow}
-}
-
 // grant is a reservation: the credential chosen for one send, and the
 // quota it holds.
 type grant struct {
@@ -432,329 +373,6 @@ type grant struct {
 	// units is the real cost of the attempt's GraphQL query, once its
 	// answer told it (see learnGraphQL); 0 otherwise.
 	units int64
-}
-
-// RoundTrip implements http.RoundTripper. It does not modify req; the
-// response's Request is req. A request to a URL no provider owns goes to
-// the base transport without a credential, paced only by its host's own
-// rate-limit headers (see roundTripUnmatched).
-func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
-	p := t.reg.Match(req.URL)
-	if p == nil {
-		if p = t.autoProvider(req.URL); p == nil {
-			closeBody(req)
-			return nil, fmt.Errorf("ratekeeper: %s: no provider owns this URL and none can be made for it (want an http or https URL with a host)", redactURL(req))
-		}
-	}
-	ctx := req.Context()
-	pool, err := t.poolFor(p)
-	if err != nil {
-		closeBody(req)
-		return nil, err
-	}
-	pool = t.callerPoolFor(p, req, pool)
-	class := p.Classify(req.Method, req.URL)
-	t.classifyGraphQL(req, p, &class)
-	replayable := req.Body == nil || req.Body == http.NoBody || req.GetBody != nil
-	at := getAttempt()
-	defer putAttempt(at)
-	// Runs on every exit, a panic in the base transport, the cache or an
-	// OnEvent callback included (net/http recovers a handler's panic and
-	// the process goes on): a reservation still held is given back, or
-	// its quota and concurrency slot would stay taken for the whole lease.
-	defer t.giveBack(ctx, p, at)
-	g := &at.grant
-	rt, turn, err := t.route(ctx, p, pool, class, at)
-	if err != nil {
-		closeBody(req)
-		return nil, err
-	}
-	if turn != nil {
-		defer turn.give()
-	}
-	o := outcome{replayable: replayable, idempotent: isIdempotent(req), maxRetries: t.opts.MaxRetries,
-		maxLimitRetries: t.opts.MaxRateLimitRetries, retryCap: t.opts.RetryCap}
-	for attempt := 1; ; attempt++ {
-		if turn != nil {
-			// Learning: the learner's choice goes first; if it
-			// cannot go now, another does, and its answer teaches
-			// too.
-			rt.first = turn.next()
-		}
-		if err := t.acquire(ctx, req, p, pool, class, rt, at); err != nil {
-			closeBody(req)
-			return nil, err
-		}
-		s, err := t.send(ctx, req, p, rt, at, attempt)
-		if s.out == nil { // the request could not be built
-			closeBody(req)
-			return nil, err
-		}
-		o.attemptOutcome = attemptOutcome{sendFailed: err != nil, cancelled: ctx.Err() != nil}
-		if err == nil {
-			t.read(ctx, p, class, rt, turn, at, &s, attempt)
-			o.status, o.limited = s.resp.StatusCode, at.reading.Limited != headers.NotLimited
-			o.retryAfter, o.hasRetryAfter = at.reading.RetryAfter, at.reading.HasRetryAfter
-			o.rejected, o.noneLeft = t.confirmRejection(ctx, req, p, pool, rt, g, &s)
-		}
-		d := decide(o)
-		switch d.verdict {
-		case failWith:
-			return nil, err
-		case noCredentialLeft:
-			// Every token is rejected: say so, as the next request would.
-			discard(s.resp)
-			closeBody(req)
-			return nil, t.noCredential(p, pool)
-		case anotherCredential:
-			discard(s.resp)
-			continue
-		case waitAndRetry:
-			o.limitRetries++
-			discard(s.resp)
-			continue
-		case backOffAndRetry:
-			if s.resp != nil {
-				discard(s.resp)
-			}
-			if serr := t.backOff(ctx, p, &o, d, g, attempt, err); serr != nil {
-				return nil, serr
-			}
-			continue
-		}
-		resp, err := t.deliver(req, p, g, &s, attempt)
-		if err == nil {
-			return resp, nil
-		}
-		// The body broke off while the cache read it: for the caller a
-		// network failure like any other, retried as one (its charge
-		// is already settled from the answer's headers).
-		o.attemptOutcome = attemptOutcome{sendFailed: true, cancelled: ctx.Err() != nil}
-		if d := decide(o); d.verdict == backOffAndRetry {
-			if serr := t.backOff(ctx, p, &o, d, g, attempt, err); serr != nil {
-				return nil, serr
-			}
-			continue
-		}
-		closeBody(req)
-		return nil, err
-	}
-}
-
-// backOff counts an error retry and sleeps its delay: the decision's, or a
-// full-jitter backoff.
-func (t *Transport) backOff(ctx context.Context, p *provider.Provider, o *outcome, d decision, g *grant, attempt int, err error) error {
-	o.errRetries++
-	delay := d.delay
-	if d.jitter {
-		delay = t.backoff(o.errRetries)
-	}
-	t.emit(Event{Kind: EventRetried, Provider: p.Name, Resource: g.class.Resource, Credential: g.cred.Masked(), Status: o.status, Wait: delay, Attempt: attempt, Err: err})
-	return t.sleep(ctx, delay)
-}
-
-// confirmRejection decides whether a 401 is about the credential the
-// transport sent (see rejected), and whether the pool has any other left.
-func (t *Transport) confirmRejection(ctx context.Context, req *http.Request, p *provider.Provider, pool *creds.Pool, rt route, g *grant, s *sent) (rejected, noneLeft bool) {
-	if s.resp.StatusCode != http.StatusUnauthorized || rt.validating || g.cred.Kind() == creds.Anonymous || !t.sentOwnToken(ctx, req, p, g) {
-		return false, false
-	}
-	rejected = t.rejected(ctx, p, g.cred, req, s.resp, s.prefix, rt.turnHeld, s.now)
-	return rejected, rejected && len(pool.Eligible(t.opts.Now())) == 0
-}
-
-// sent is one attempt's request as sent and what came back.
-type sent struct {
-	out   *http.Request // nil when it could not be built
-	entry *cache.Entry  // the stored answer its validators came from
-	// callerTag is the caller's own If-None-Match tag when translate
-	// added the tag for the credential sent.
-	callerTag string
-	cached    bool // the cache takes part ("who am I" is asked afresh)
-	gql       graphqlSend
-	resp      *http.Response
-	prefix    []byte // the body's first bytes, for the dialects that need them
-	sentAt    time.Time
-	now       time.Time // when the answer (or the error) came
-}
-
-// send builds the attempt's request (the credential's token, the cache's
-// validators) and sends it through the base transport. On an error the
-// reservation is given back; s.out is nil when the request could not be
-// built at all.
-func (t *Transport) send(ctx context.Context, req *http.Request, p *provider.Provider, rt route, at *attempt, attempt int) (sent, error) {
-	g := &at.grant
-	var s sent
-	out, err := t.outgoing(ctx, req, p, g, attempt)
-	if err != nil {
-		t.release(ctx, p, g, at)
-		return s, err
-	}
-	s.out = out
-	s.cached = t.cache != nil && !rt.validating
-	if s.cached {
-		s.entry = t.cacheFor(p).Prepare(out, g.slot.Owner.Owner)
-	}
-	if s.entry == nil && !rt.validating {
-		s.callerTag = t.translate(out, p)
-	}
-	if g.class.Shape != "" {
-		s.gql = t.costs.sent(g.slot.Bucket)
-	}
-	s.sentAt = t.opts.Now()
-	s.resp, err = t.base.RoundTrip(out)
-	s.now = t.opts.Now()
-	if err != nil {
-		t.costs.answered(g.slot.Bucket, "", s.gql, nil, 0)
-		t.release(ctx, p, g, at)
-	}
-	return s, err
-}
-
-// read takes what the answer says: its reading (on our clock) is settled
-// into the quota state, recorded in the metrics, and, while the pool is
-// learning, taught to the learner; then the rate-limit refusal is told.
-func (t *Transport) read(ctx context.Context, p *provider.Provider, class provider.Request, rt route, turn *learning, at *attempt, s *sent, attempt int) {
-	g := &at.grant
-	switch {
-	case needsBody(s.resp.StatusCode):
-		s.prefix, s.resp.Body = peekBody(s.resp.Body, 8<<10)
-	case s.gql.traced && s.resp.StatusCode == http.StatusOK:
-		// A spent GraphQL budget is a 200 with an error of type
-		// RATE_LIMITED; the body also tells the query's cost.
-		s.prefix, s.resp.Body = readGraphQLAnswer(s.resp.Body)
-	}
-	at.reading = quota.Read(s.resp.StatusCode, s.resp.Header, s.prefix, s.now, t.skew(p, s.resp.Header, s.sentAt, s.now))
-	t.observeRoundTrip(p, s.now.Sub(s.sentAt))
-	reading := &at.reading
-	t.learnGraphQL(p, g, s, reading)
-	counted := s.resp.StatusCode != http.StatusNotModified && !class.Free
-	t.settle(ctx, p, g, at, reading, s.now, counted)
-	t.record(p, g, s.resp.StatusCode, cacheOutcome(s.out.Method, s.entry != nil, s.resp.StatusCode), reading)
-	if turn != nil && !rt.validating {
-		t.learnFrom(ctx, p, turn, g.cred, reading, class.Resource,
-			counted && reading.Limited == headers.NotLimited && s.resp.StatusCode < 500, s.now)
-	}
-	if reading.Limited != headers.NotLimited {
-		t.emit(Event{Kind: EventRateLimited, Provider: p.Name, Resource: class.Resource, Credential: g.cred.Masked(),
-			Status: s.resp.StatusCode, Limit: reading.Limited.String(), Wait: reading.Wait, Attempt: attempt})
-	}
-}
-
-// deliver hands the answer to the caller: a 304 to a revalidation becomes
-// the stored answer, a new GET answer is stored, and the response carries
-// the credential's masked name and the attempt count.
-func (t *Transport) deliver(req *http.Request, p *provider.Provider, g *grant, s *sent, attempt int) (*http.Response, error) {
-	resp := s.resp
-	if resp.StatusCode < 400 {
-		g.cred.MarkValidated(s.now)
-	}
-	if s.callerTag != "" && resp.StatusCode == http.StatusNotModified {
-		// The caller keeps the tag it sent: the 304 names the one
-		// computed for this credential.
-		resp.Header["Etag"] = []string{s.callerTag}
-	}
-	if s.cached {
-		c := t.cacheFor(p)
-		if s.entry != nil && resp.StatusCode == http.StatusNotModified {
-			resp = c.Revalidated(s.entry, resp)
-		} else if s.out.Method == http.MethodGet {
-			// Store reads the body whole; when that read fails the
-			// answer is lost like any failed round trip, and is
-			// reported as one.
-			var err error
-			if resp, err = c.Store(s.out, g.slot.Owner.Owner, resp); err != nil {
-				return nil, err
-			}
-		}
-	}
-	// A slice of its own: a caller writing into one response's header
-	// must not change another's.
-	resp.Header[HeaderCredential] = []string{t.credInfo(p, g.cred, "").masked}
-	if attempt > 1 {
-		resp.Header.Set(HeaderAttempts, strconv.Itoa(attempt))
-	}
-	// The base transport's request carries the token; the caller gets
-	// its own back.
-	resp.Request = req
-	return resp, nil
-}
-
-// route works out how a request chooses its credential: pinned by its
-// context (the "who am I" request), or from the pool. While the pool is
-// learning which credentials share a bucket, it waits for the pool's turn
-// (one request at a time) and returns it, for the caller to give back when
-// the request is done.
-func (t *Transport) route(ctx context.Context, p *provider.Provider, pool *creds.Pool, class provider.Request, at *attempt) (route, *learning, error) {
-	var rt route
-	if pn, ok := pinOf(ctx); ok {
-		rt = route{only: pn.cred, turnHeld: pn.turnHeld, validating: pn.validating}
-	}
-	lg := t.learningFor(ctx, p, pool)
-	if lg.done.Load() || rt.turnHeld {
-		return rt, nil, nil
-	}
-	if err := t.takeTurn(ctx, p, class, lg, at); err != nil {
-		return rt, nil, err
-	}
-	if lg.done.Load() {
-		// Learnt while this request waited for its turn.
-		lg.give()
-		return rt, nil, nil
-	}
-	rt.turnHeld = true
-	return rt, lg, nil
-}
-
-// takeTurn waits for the pool's learning turn like any wait for quota:
-// within the max wait, which it spends (at.waited), returning a *WaitError
-// beyond it. The turn comes back when the request holding it is answered,
-// about one round trip from now.
-func (t *Transport) takeTurn(ctx context.Context, p *provider.Provider, class provider.Request, lg *learning, at *attempt) error {
-	select {
-	case lg.turn <- struct{}{}:
-		return nil
-	default:
-	}
-	maxWait := t.maxWait(p)
-	start := t.opts.Now()
-	timer := t.opts.Clock.NewTimer(maxWait)
-	defer timer.Stop()
-	select {
-	case lg.turn <- struct{}{}:
-		at.waited = t.opts.Now().Sub(start)
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-timer.C():
-		now := t.opts.Now()
-		rtt := t.roundTrip(p)
-		return &WaitError{Provider: p.Name, Resource: class.Resource, Until: now.Add(rtt), Wait: rtt, MaxWait: maxWait}
-	}
-}
-
-// rejected decides what a 401 to a request sent with c's own token means.
-// The provider says whether it may be about the token at all (Hugging Face
-// answers 401 for a missing repository); if so, the "who am I" request
-// confirms it before c is marked invalid, for Options.InvalidRetry. It
-// reports whether c was rejected (the request may then go again with
-// another credential); otherwise the 401 is the request's answer.
-func (t *Transport) rejected(ctx context.Context, p *provider.Provider, c *creds.Credential, req *http.Request, resp *http.Response, prefix []byte, turnHeld bool, now time.Time) bool {
-	if !p.MayRejectCredential(resp.StatusCode, resp.Header, prefix) {
-		return false
-	}
-	if _, ok := p.ValidationURL(); ok && !t.opts.SkipValidation && c.Kind() == creds.Static {
-		t.whoAmI(ctx, p, c, turnHeld)
-		return c.State(t.opts.Now()) == creds.Invalid
-	}
-	reason := fmt.Sprintf("%s %s answered 401", req.Method, redactURL(req))
-	if c.MarkInvalid(reason, now, now.Add(t.opts.InvalidRetry)) {
-		t.unlearn(p, c)
-		t.remember(ctx, p, c, now)
-		t.emit(Event{Kind: EventCredentialInvalid, Provider: p.Name, Credential: c.Masked(), Status: http.StatusUnauthorized})
-		t.log.Warn("credential rejected", "provider", p.Name, "credential", c.Masked(), "retry_at", now.Add(t.opts.InvalidRetry))
-	}
-	return true
 }
 
 // outgoing builds the request to send: a copy of req with its own header,
@@ -879,66 +497,14 @@ func hasAuth(req *http.Request, p *provider.Provider) bool {
 	return ok
 }
 
-// settle gives a grant's reservation back and applies its answer's
-// reading (r nil: release only), on a context the request's cancellation
-// does not end (a State that does I/O bounds it with a timeout of its
-// own): a request cut short by its deadline or its caller still returns
-// what it took.
-func (t *Transport) settle(ctx context.Context, p *provider.Provider, g *grant, at *attempt, r *headers.Reading, now time.Time, counted bool) {
-	g.held = false
-	at.settle = SettleParams{Slot: g.slot, Lease: g.lease, Now: now, Answer: t.answer(p, r, counted, g.sent)}
-	at.settle.Answer.Units = g.units
-	if err := t.state.Settle(context.WithoutCancel(ctx), &at.settle); err != nil {
-		t.log.Warn("quota state update failed; the reservation lapses with its lease", "bucket", g.slot.Bucket.String(), "err", err)
-	}
-	t.waiters.wake()
-}
-
-// giveBack releases the attempt's reservation if it is still held.
-func (t *Transport) giveBack(ctx context.Context, p *provider.Provider, at *attempt) {
-	if at.grant.held {
-		t.release(ctx, p, &at.grant, at)
-	}
-}
-
-// release gives a grant's reservation back unused.
-func (t *Transport) release(ctx context.Context, p *provider.Provider, g *grant, at *attempt) {
-	t.settle(ctx, p, g, at, nil, t.opts.Now(), false)
-}
-
 // observe applies a reading learnt outside any reservation (a validation
 // answer, a status endpoint) to slot's bucket (and owner, when named).
 func (t *Transport) observe(ctx context.Context, p *provider.Provider, slot Slot, r *headers.Reading, now time.Time, counted bool) {
-	sp := &SettleParams{Slot: slot, Now: now, Answer: t.answer(p, r, counted, time.Time{})}
+	sp := &SettleParams{Slot: slot, Now: now, Answer: t.laneFor(p).answer(r, counted, time.Time{}, t.opts.Rand())}
 	if err := t.state.Settle(context.WithoutCancel(ctx), sp); err != nil {
 		t.log.Warn("quota state update failed", "bucket", slot.Bucket.String(), "err", err)
 	}
 	t.waiters.wake()
-}
-
-// answer is what reading r (nil: none) of a request to p sent at sent
-// tells the quota state, with what applying it needs to know of p.
-func (t *Transport) answer(p *provider.Provider, r *headers.Reading, counted bool, sent time.Time) quota.Answer {
-	sec, _ := t.secondaryFor(p, provider.Request{})
-	return quota.Answer{Reading: r, Counted: counted, Default: defaultsFor(p), Jitter: t.opts.Rand(), Sent: sent,
-		Secondary: sec, MaxPause: t.maxPause(p)}
-}
-
-// skew records the response's Date, for a request sent at sent and
-// answered at now, and returns the provider's clock skew.
-func (t *Transport) skew(p *provider.Provider, h http.Header, sent, now time.Time) time.Duration {
-	st, ok := headers.ServerTime(h)
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	s := t.skews[p.Name]
-	if s == nil {
-		s = &quota.Skew{}
-		t.skews[p.Name] = s
-	}
-	if ok {
-		s.Add(st, sent, now)
-	}
-	return s.Estimate()
 }
 
 // backoff is the n-th retry's wait: full jitter up to RetryBase·2^(n−1),

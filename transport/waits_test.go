@@ -103,9 +103,9 @@ func TestCapWaitReportsWhenASlotReturns(t *testing.T) {
 			o.SkipValidation = true
 			o.DisableCache = true
 			o.MaxWait = 100 * time.Millisecond
+			// Settings are fixed per provider when its lane is made.
+			o.Providers.Lookup("github").Secondary = provider.Secondary{MaxConcurrency: 2}
 		})
-		p, _ := tr.reg.Get("github")
-		p.Secondary = provider.Secondary{MaxConcurrency: 2}
 		if o := concurrently(tr, 1); o[0].err != nil { // learns the bucket and the round trip
 			t.Fatal(o[0].err)
 		}
