@@ -229,6 +229,19 @@ func encodeAll(l *loaded, recs []*kv.Record) error {
 	return nil
 }
 
+// decide runs quota.Decide for p on the loaded owners and buckets (okeys
+// and bkeys are each slot's keys).
+func (l *loaded) decide(okeys, bkeys []string, p *transport.ReserveParams) quota.Decision {
+	opts := make([]quota.Option, len(p.Slots))
+	for i, s := range p.Slots {
+		opts[i] = quota.Option{Owner: l.owners[okeys[i]], Bucket: l.buckets[bkeys[i]]}
+		for _, id := range s.Also {
+			opts[i].Also = append(opts[i].Also, l.buckets[bucketKey(id)])
+		}
+	}
+	return quota.Decide(opts, &p.Ask, p.Lease, p.Now)
+}
+
 // applySettles runs quota.Settle for each settle on the loaded values.
 func applySettles(l *loaded, settles []*transport.SettleParams) {
 	for _, p := range settles {
@@ -285,14 +298,7 @@ func (st *State) Reserve(ctx context.Context, p *transport.ReserveParams) (int, 
 	err := st.s.UpdateMany(ctx, l.keys, func(recs []*kv.Record) error {
 		st.decodeAll(l, recs)
 		applySettles(l, settles)
-		opts := make([]quota.Option, len(p.Slots))
-		for i, s := range p.Slots {
-			opts[i] = quota.Option{Owner: l.owners[okeys[i]], Bucket: l.buckets[bkeys[i]]}
-			for _, id := range s.Also {
-				opts[i].Also = append(opts[i].Also, l.buckets[bucketKey(id)])
-			}
-		}
-		d := quota.Decide(opts, &p.Ask, p.Lease, p.Now)
+		d := l.decide(okeys, bkeys, p)
 		chosen, wait, refused, p.OnAnswer = d.Index, d.Wait, d.Err, d.OnAnswer
 		return encodeAll(l, recs)
 	})
@@ -319,14 +325,7 @@ func (st *State) lookFirst(ctx context.Context, l *loaded, okeys, bkeys []string
 		recs = append(recs, &rec)
 	}
 	st.decodeAll(l, recs)
-	opts := make([]quota.Option, len(p.Slots))
-	for i, s := range p.Slots {
-		opts[i] = quota.Option{Owner: l.owners[okeys[i]], Bucket: l.buckets[bkeys[i]]}
-		for _, id := range s.Also {
-			opts[i].Also = append(opts[i].Also, l.buckets[bucketKey(id)])
-		}
-	}
-	d := quota.Decide(opts, &p.Ask, p.Lease, p.Now)
+	d := l.decide(okeys, bkeys, p)
 	if d.Wait == 0 && d.Err == nil {
 		return d, false
 	}
