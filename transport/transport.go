@@ -191,19 +191,12 @@ type Transport struct {
 // loaded (an empty or whitespace-padded token, an unreadable App key) or a
 // policy is invalid.
 func New(opts Options) (*Transport, error) {
-	t := &Transport{opts: opts, pools: map[string]*creds.Pool{}}
-	if t.opts.Providers == nil {
-		t.opts.Providers = provider.Defaults()
+	opts, err := opts.withDefaults()
+	if err != nil {
+		return nil, err
 	}
-	t.reg = t.opts.Providers
-	t.base = opts.Base
-	if t.base == nil {
-		t.base = http.DefaultTransport.(*http.Transport).Clone()
-	}
-	t.state = opts.State
-	if t.state == nil {
-		t.state = NewMemoryState()
-	}
+	t := &Transport{opts: opts, reg: opts.Providers, base: opts.Base, state: opts.State, log: opts.Logger,
+		holder: opts.Holder, pools: map[string]*creds.Pool{}}
 	_, t.shared = t.state.(Heartbeats)
 	if !opts.DisableCache {
 		t.cache = opts.Cache
@@ -211,64 +204,14 @@ func New(opts Options) (*Transport, error) {
 			t.cache = cache.New(cache.Options{Logger: opts.Logger})
 		}
 	}
-	if t.opts.Policy.Kind == "" {
-		t.opts.Policy = quota.DefaultPolicy()
-	}
-	if err := t.opts.Policy.Validate(); err != nil {
-		return nil, err
-	}
-	if t.opts.MaxWait <= 0 {
-		t.opts.MaxWait = DefaultMaxWait
-	}
-	if t.opts.MaxRetries == 0 {
-		t.opts.MaxRetries = DefaultMaxRetries
-	}
-	if t.opts.RetryBase <= 0 {
-		t.opts.RetryBase = DefaultRetryBase
-	}
-	if t.opts.RetryCap <= 0 {
-		t.opts.RetryCap = DefaultRetryCap
-	}
-	if t.opts.MaxRateLimitRetries == 0 {
-		t.opts.MaxRateLimitRetries = DefaultMaxRateLimitRetries
-	}
-	if t.opts.Lease <= 0 {
-		t.opts.Lease = DefaultLease
-	}
-	if t.opts.InvalidRetry <= 0 {
-		t.opts.InvalidRetry = DefaultInvalidRetry
-	}
-	if t.opts.MaxPause <= 0 {
-		t.opts.MaxPause = quota.DefaultMaxPause
-	}
-	if t.opts.SecondaryWait <= 0 {
-		t.opts.SecondaryWait = quota.SecondaryBase
-	}
-	if t.opts.Clock == nil {
-		now := t.opts.Now
-		if now == nil {
-			now = time.Now
-		}
-		t.opts.Clock = systemClock{now: now}
-	}
-	t.opts.Now = t.opts.Clock.Now
-	if t.opts.Rand == nil {
-		t.opts.Rand = mrand.Float64
-	}
-	t.holder = opts.Holder
-	if t.holder == "" {
-		t.holder = holder.Self().String()
-	}
 	var seed [8]byte
 	_, _ = rand.Read(seed[:])
 	t.leaseBase = binary.LittleEndian.Uint64(seed[:])
-	t.log = opts.Logger
-	if t.log == nil {
-		t.log = slog.New(slog.DiscardHandler)
-	}
 	for name, pool := range opts.Pools {
 		t.pools[provider.CanonicalName(name)] = pool
 	}
+	// Every provider's settings and credentials are checked now: a bad
+	// policy or token is New's error, not the first request's.
 	for _, p := range t.reg.Providers() {
 		if err := t.laneFor(p).policyErr; err != nil {
 			return nil, err
@@ -281,6 +224,62 @@ func New(opts Options) (*Transport, error) {
 		}
 	}
 	return t, nil
+}
+
+// withDefaults fills what o leaves zero with the documented defaults, and
+// reports a policy that cannot work.
+func (o Options) withDefaults() (Options, error) {
+	if o.Providers == nil {
+		o.Providers = provider.Defaults()
+	}
+	if o.Base == nil {
+		o.Base = http.DefaultTransport.(*http.Transport).Clone()
+	}
+	if o.State == nil {
+		o.State = NewMemoryState()
+	}
+	if o.Policy.Kind == "" {
+		o.Policy = quota.DefaultPolicy()
+	}
+	if err := o.Policy.Validate(); err != nil {
+		return o, err
+	}
+	positive := func(d *time.Duration, def time.Duration) {
+		if *d <= 0 {
+			*d = def
+		}
+	}
+	positive(&o.MaxWait, DefaultMaxWait)
+	positive(&o.RetryBase, DefaultRetryBase)
+	positive(&o.RetryCap, DefaultRetryCap)
+	positive(&o.Lease, DefaultLease)
+	positive(&o.InvalidRetry, DefaultInvalidRetry)
+	positive(&o.MaxPause, quota.DefaultMaxPause)
+	positive(&o.SecondaryWait, quota.SecondaryBase)
+	if o.MaxRetries == 0 {
+		o.MaxRetries = DefaultMaxRetries
+	}
+	if o.MaxRateLimitRetries == 0 {
+		o.MaxRateLimitRetries = DefaultMaxRateLimitRetries
+	}
+	if o.Clock == nil {
+		now := o.Now
+		if now == nil {
+			now = time.Now
+		}
+		o.Clock = systemClock{now: now}
+	}
+	o.Now = o.Clock.Now
+	if o.Rand == nil {
+		o.Rand = mrand.Float64
+	}
+	if o.Holder == "" {
+		o.Holder = holder.Self().String()
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	return o, nil
 }
 
 // RoundTrip implements http.RoundTripper. It does not modify req; the
