@@ -1,6 +1,7 @@
 package provider
 
 import (
+	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -154,7 +155,32 @@ func Register(api API) error {
 			return fmt.Errorf("provider name %q is taken by the built-in provider %s", name, other.Name)
 		}
 	}
+	if err := checkBuiltin(b); err != nil {
+		return fmt.Errorf("kind %s: built-in provider %s: %v", k, b.Name, err)
+	}
 	apis.list = append(apis.list, api)
+	return nil
+}
+
+// checkBuiltin checks a new API's built-in provider, which [Defaults] will
+// build: a valid name and base URL that no other built-in provider has.
+// The caller holds apis' lock.
+func checkBuiltin(b Builtin) error {
+	if b.Name == "" {
+		return nil
+	}
+	if !validName(b.Name) {
+		return errors.New("the name may contain only letters, digits, '-', '_' and '.'")
+	}
+	base, err := ParseBaseURL(b.BaseURL)
+	if err != nil {
+		return err
+	}
+	for _, a := range apis.list {
+		if o := a.Builtin(); o.Name != "" && o.BaseURL == base.String() {
+			return fmt.Errorf("base URL %s is the built-in provider %s's", base, o.Name)
+		}
+	}
 	return nil
 }
 
