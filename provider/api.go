@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 )
 
 // Kind is the API dialect a provider speaks: how a token is sent, how paths
@@ -23,7 +24,7 @@ type Kind string
 //
 // The methods answer for the API, not for one provider of it: they are
 // given the provider's base URL (or a path below it) and know nothing of
-// its name's configuration. A [Provider] asks its API once when it is
+// how the provider is configured. A [Provider] asks its API once when it is
 // built (auth, token variables, secondary limits, URLs) and on every
 // request for what depends on the request (resource, costs, tags).
 //
@@ -120,19 +121,29 @@ type Query struct {
 	Mutation bool
 }
 
-// apis lists the APIs ratekeeper knows, in the order messages name them.
-// Adding one is a file implementing API and one line here (and, for the
-// simulator, one dialect file in package sim).
-var apis = struct {
-	sync.RWMutex
-	list []API
-}{list: []API{
+// builtinAPIs lists the APIs ratekeeper knows, in the order messages name
+// them. Adding one is a file implementing API and one line here (and, for
+// the simulator, one dialect file in package sim).
+var builtinAPIs = []API{
 	githubAPI{},
 	gitlabAPI{},
 	huggingFaceAPI{},
 	giteaAPI{},
 	GenericAPI{},
-}}
+}
+
+// apis holds the built-in APIs and those registered since. Lookups read it
+// without a lock (a gateway asks for every request); Register replaces it
+// whole under registering.
+var (
+	apis        atomic.Pointer[[]API]
+	registering sync.Mutex
+)
+
+func init() { apis.Store(&builtinAPIs) }
+
+// registered returns the known APIs in order. The slice is never modified.
+func registered() []API { return *apis.Load() }
 
 // Register adds an API to the kinds every registry knows. Call it before
 // building providers, typically from an init function. Its kind, its
@@ -142,30 +153,31 @@ func Register(api API) error {
 	if !validName(string(k)) {
 		return fmt.Errorf("kind %q may contain only letters, digits, '-', '_' and '.'", k)
 	}
-	apis.Lock()
-	defer apis.Unlock()
+	registering.Lock()
+	defer registering.Unlock()
+	known := registered()
 	for _, name := range append([]string{string(k)}, api.Aliases()...) {
-		if other, ok := apiNamed(name); ok {
+		if other, ok := apiNamed(known, name); ok {
 			return fmt.Errorf("kind name %q is taken by kind %s", name, other.Kind())
 		}
 	}
 	b := api.Builtin()
 	for _, name := range append([]string{b.Name}, b.Aliases...) {
-		if other, ok := builtinNamed(strings.ToLower(name)); ok && name != "" {
+		if other, ok := builtinNamed(known, strings.ToLower(name)); ok && name != "" {
 			return fmt.Errorf("provider name %q is taken by the built-in provider %s", name, other.Name)
 		}
 	}
-	if err := checkBuiltin(b); err != nil {
+	if err := checkBuiltin(known, b); err != nil {
 		return fmt.Errorf("kind %s: built-in provider %s: %v", k, b.Name, err)
 	}
-	apis.list = append(apis.list, api)
+	next := append(slices.Clip(known), api)
+	apis.Store(&next)
 	return nil
 }
 
 // checkBuiltin checks a new API's built-in provider, which [Defaults] will
-// build: a valid name and base URL that no other built-in provider has.
-// The caller holds apis' lock.
-func checkBuiltin(b Builtin) error {
+// build: a valid name and a base URL that no other built-in provider has.
+func checkBuiltin(known []API, b Builtin) error {
 	if b.Name == "" {
 		return nil
 	}
@@ -176,7 +188,7 @@ func checkBuiltin(b Builtin) error {
 	if err != nil {
 		return err
 	}
-	for _, a := range apis.list {
+	for _, a := range known {
 		if o := a.Builtin(); o.Name != "" && o.BaseURL == base.String() {
 			return fmt.Errorf("base URL %s is the built-in provider %s's", base, o.Name)
 		}
@@ -184,17 +196,9 @@ func checkBuiltin(b Builtin) error {
 	return nil
 }
 
-// registered returns the APIs in order.
-func registered() []API {
-	apis.RLock()
-	defer apis.RUnlock()
-	return slices.Clone(apis.list)
-}
-
-// apiNamed finds the API a kind name or alias (lower case) names; the
-// caller holds apis' lock.
-func apiNamed(name string) (API, bool) {
-	for _, a := range apis.list {
+// apiNamed finds the API a kind name or alias (lower case) names.
+func apiNamed(known []API, name string) (API, bool) {
+	for _, a := range known {
 		if string(a.Kind()) == name || slices.Contains(a.Aliases(), name) {
 			return a, true
 		}
@@ -202,11 +206,7 @@ func apiNamed(name string) (API, bool) {
 	return nil, false
 }
 
-func lookupAPI(name string) (API, bool) {
-	apis.RLock()
-	defer apis.RUnlock()
-	return apiNamed(strings.ToLower(name))
-}
+func lookupAPI(name string) (API, bool) { return apiNamed(registered(), strings.ToLower(name)) }
 
 // KindOf returns the kind a provider name implies: the kind itself or one of
 // its aliases (hf; codeberg, forgejo), else Generic. Case is ignored.
@@ -249,24 +249,17 @@ func KnownKinds() string {
 // and another spelling of a built-in provider's name ("hf") spelt as that
 // provider is ("huggingface").
 func CanonicalName(name string) string {
-	apis.RLock()
-	defer apis.RUnlock()
-	return canonicalName(name)
-}
-
-// canonicalName is CanonicalName for a caller holding apis' lock.
-func canonicalName(name string) string {
 	n := strings.ToLower(strings.TrimSpace(name))
-	if b, ok := builtinNamed(n); ok {
+	if b, ok := builtinNamed(registered(), n); ok {
 		return b.Name
 	}
 	return n
 }
 
 // builtinNamed finds the built-in provider a (lower-case) name or alias
-// names; the caller holds apis' lock.
-func builtinNamed(name string) (Builtin, bool) {
-	for _, a := range apis.list {
+// names.
+func builtinNamed(known []API, name string) (Builtin, bool) {
+	for _, a := range known {
 		if b := a.Builtin(); b.Name != "" && (b.Name == name || slices.Contains(b.Aliases, name)) {
 			return b, true
 		}
