@@ -22,7 +22,7 @@ import (
 // Each installation is its own bucket: its [Credential.BucketOwner] is
 // "app:APPID/installation:ID".
 func NewAppInstallations(p *provider.Provider, app provider.AppConfig, firstIndex int, rt http.RoundTripper) ([]*Credential, error) {
-	if p.Kind != provider.GitHub {
+	if !p.SupportsApps() {
 		return nil, fmt.Errorf("%s: GitHub App installations need a provider of kind github, not %s", p.Name, p.Kind)
 	}
 	if app.AppID <= 0 {

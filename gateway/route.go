@@ -106,7 +106,7 @@ func checkSegments(p *provider.Provider, rel string) *requestError {
 	if !strings.Contains(rel, "%2F") && !strings.Contains(rel, "%2f") {
 		return nil
 	}
-	if p.Kind != provider.GitLab {
+	if !p.AllowsEncodedSlashes() {
 		return badRequest("encoded_slash", "path contains an encoded slash (%%2F), which provider %s does not use; send '/' as it is", p.Name)
 	}
 	for _, seg := range strings.Split(strings.TrimPrefix(rel, "/"), "/") {
@@ -124,10 +124,11 @@ func checkSegments(p *provider.Provider, rel string) *requestError {
 }
 
 // credentialParams are query parameters that carry tokens for some
-// providers (GitLab's private_token, access_token and job_token; Gitea's
-// access_token and token). The gateway refuses them: a token in the URL
-// bypasses both the gateway's credentials and pass-through accounting, and
-// ends up in logs.
+// providers (GitLab's private_token, access_token and job_token), refused
+// whatever the provider; each provider's API adds its own
+// (Provider.TokenParams: Gitea's token). The gateway refuses them: a token
+// in the URL bypasses both the gateway's credentials and pass-through
+// accounting, and ends up in logs.
 var credentialParams = []string{"private_token", "access_token", "job_token"}
 
 // checkQuery refuses credential query parameters for provider p.
@@ -136,10 +137,7 @@ func checkQuery(p *provider.Provider, rawQuery string) *requestError {
 		return nil
 	}
 	q, _ := url.ParseQuery(rawQuery) // parseTarget checked it
-	names := credentialParams
-	if p.Kind == provider.Gitea {
-		names = append(names[:len(names):len(names)], "token")
-	}
+	names := append(credentialParams[:len(credentialParams):len(credentialParams)], p.TokenParams()...)
 	for _, n := range names {
 		if q.Has(n) {
 			return badRequest("token_in_query", "query parameter %q carries a token; the gateway adds credentials itself (with --pass-through, send your token in the %s header)", n, p.Auth.Header)

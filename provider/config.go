@@ -409,8 +409,8 @@ func (s *providerSettings) build(r *Registry) (*Provider, error) {
 			if err := p.SetBaseURL(*s.baseURL); err != nil {
 				return nil, fmt.Errorf("%s: %v", s.at("base_url"), err)
 			}
-			if slices.Equal(old.TokenEnv, defaultTokenEnv(old.Name, old.Kind, old.base)) {
-				p.TokenEnv = defaultTokenEnv(p.Name, p.Kind, p.base)
+			if slices.Equal(old.TokenEnv, old.defaultTokenEnv()) {
+				p.TokenEnv = p.defaultTokenEnv()
 			}
 		}
 	}
@@ -449,7 +449,7 @@ func (s *providerSettings) build(r *Registry) (*Provider, error) {
 	setIf(&p.Secondary.MaxConcurrency, s.maxConcurrency)
 	setIf(&p.Secondary.WriteSpacing, s.writeSpacing)
 	if s.app != nil {
-		if p.Kind != GitHub {
+		if !p.SupportsApps() {
 			return nil, fmt.Errorf("%s: GitHub App installations need a provider of kind github, and %s is %s", s.at("app"), p.Name, p.Kind)
 		}
 		app := *s.app

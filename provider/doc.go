@@ -6,6 +6,16 @@
 // The package is pure data and decisions. It builds requests but never sends
 // one; the transport and the credential validation in package creds do.
 //
+// # One file per API
+//
+// What is known of each kind of API is one value implementing [API], in a
+// file of its own: github.go, gitlab.go, huggingface.go, gitea.go, and
+// generic.go for everything else. The registry of APIs (api.go) is the one
+// place a kind is looked up; a [Provider] keeps its API and asks it, so no
+// code elsewhere compares kinds. A new API is a new file and one line in
+// that registry, or, from outside the package, a type embedding
+// [GenericAPI] given to [Register].
+//
 // # Kinds and built-in providers
 //
 // A provider has a name (what users type) and a kind (what dialect it speaks):
@@ -62,7 +72,8 @@
 //
 // # GitHub: entity tags and GraphQL costs
 //
-// github.go holds what the GitHub API does beyond its headers:
+// github.go (with the cost formula in github_graphql.go) holds what the
+// GitHub API does beyond its headers:
 // [Provider.EntityTag], the tag api.github.com gives an answer (a SHA-256
 // of the request's Accept, Authorization and Cookie values and the body,
 // so it differs per token), which lets a client revalidate a stored answer

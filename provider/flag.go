@@ -55,9 +55,9 @@ func (r *Registry) ApplyFlag(value string) error {
 		if err := moved.SetBaseURL(p.base.String()); err != nil {
 			return fmt.Errorf("--provider %s=%s: %v", p.Name, p.base, err)
 		}
-		if slices.Equal(old.TokenEnv, defaultTokenEnv(old.Name, old.Kind, old.base)) {
+		if slices.Equal(old.TokenEnv, old.defaultTokenEnv()) {
 			// A generic provider's variable follows its host unless configured.
-			moved.TokenEnv = defaultTokenEnv(moved.Name, moved.Kind, moved.base)
+			moved.TokenEnv = moved.defaultTokenEnv()
 		}
 		p = &moved
 	}

@@ -4,43 +4,107 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"math"
+	"errors"
+	"fmt"
 	"net/http"
-	"strconv"
+	"net/url"
+	"slices"
 	"strings"
+	"time"
 )
 
-// What the GitHub API does that no header states: how it computes the
-// entity tags of its answers (undocumented; observed on api.github.com and
-// published), and what a GraphQL query costs (documented). The transport
-// and the cache ask through the methods below, which answer for
-// GitHub-kind providers only.
+// GitHub is the kind of api.github.com and GitHub Enterprise Server.
+const GitHub Kind = "github"
+
+// GitHubAPI is the built-in github provider's base URL.
+const GitHubAPI = "https://api.github.com"
+
+// githubAPI is what ratekeeper knows of GitHub's REST and GraphQL APIs:
+// a Bearer token from GITHUB_TOKEN or GH_TOKEN; the documented secondary
+// limits; GraphQL beside the REST root on Enterprise Server; the resource
+// each path spends from (/rate_limit's names); "who am I" at /user and
+// every bucket at /rate_limit; entity tags computed per credential;
+// GraphQL queries priced in points (github_graphql.go); GitHub App
+// installations as credentials.
+type githubAPI struct{ GenericAPI }
+
+func (githubAPI) Kind() Kind { return GitHub }
+
+func (githubAPI) Builtin() Builtin { return Builtin{Name: "github", BaseURL: GitHubAPI} }
+
+var githubTokenEnv = []string{"GITHUB_TOKEN", "GH_TOKEN"}
+
+func (githubAPI) TokenEnv(string, *url.URL) []string { return slices.Clone(githubTokenEnv) }
+
+// Secondary follows GitHub's documented secondary limits: at most 100
+// requests in flight (20 stays well clear), 900 points a minute per REST
+// endpoint (a read 1, a write 5), 2,000 a minute for GraphQL, a second
+// between writes, 80 content-creating requests a minute and 500 an hour.
+func (githubAPI) Secondary() Secondary {
+	return Secondary{
+		MaxConcurrency:           20,
+		WriteSpacing:             time.Second,
+		ReadPoints:               1,
+		WritePoints:              5,
+		EndpointPointsPerMinute:  900,
+		GraphQLPointsPerMinute:   2000,
+		ContentCreationPerMinute: 80,
+		ContentCreationPerHour:   500,
+	}
+}
+
+// GraphQLURL is {base}/graphql, except on GitHub Enterprise Server, which
+// serves GraphQL beside the REST root (/api/graphql), not under it.
+func (githubAPI) GraphQLURL(base *url.URL) *url.URL {
+	if root, ok := strings.CutSuffix(base.Path, "/api/v3"); ok {
+		return withPath(base, root+"/api/graphql")
+	}
+	return below(base, "/graphql")
+}
+
+// WebURL is github.com for api.github.com, the host's root for
+// Enterprise Server (/api/v3), and the base itself for anything else (a
+// simulator serving both under one path).
+func (githubAPI) WebURL(base *url.URL) *url.URL {
+	if base.Host == "api.github.com" && base.Path == "" {
+		return &url.URL{Scheme: base.Scheme, Host: "github.com"}
+	}
+	return webBelow(base, "/api/v3")
+}
+
+// Classify follows /rate_limit's resources (githubResource). POST
+// /graphql counts as a read until its body says it is a mutation
+// (PriceQuery), and GET /rate_limit is free.
+func (githubAPI) Classify(method, rel string) Request {
+	return Request{
+		Resource: githubResource(method, rel),
+		Write:    isWrite(method) && rel != "/graphql",
+		Free:     method == http.MethodGet && rel == "/rate_limit",
+	}
+}
+
+// PriceQuery prices a query to the graphql resource in points by GitHub's
+// published formula (github_graphql.go).
+func (githubAPI) PriceQuery(resource string, body []byte) (Query, bool) {
+	if resource != ResourceGraphQL {
+		return Query{}, false
+	}
+	return priceGraphQL(body)
+}
+
+// StatedCost reads the cost a GraphQL answer states ([GraphQLCost]).
+func (githubAPI) StatedCost(body []byte) (int64, bool) { return GraphQLCost(body) }
 
 // githubTagFields are the request fields api.github.com mixes into an
 // entity tag, in order.
 var githubTagFields = [...]string{"Accept", "Authorization", "Cookie"}
 
-// EntityTag returns the entity tag the provider's server gives an answer
-// whose body is body to a request carrying header h, and whether the
-// provider knows how its server computes them.
-//
-// GitHub's tag for a JSON answer is W/" + the hex SHA-256 of the
-// request's Accept value, ":", its Authorization value, ":", its Cookie
-// value, ":" (each only when the request carries it; several values of
-// one field joined by ", ") and then the body, + ". So the tag stored for
-// one token never matches a request made with another: the server
-// answers another token's repeat with the full answer, charged, unless
-// the client sends the tag it would give that token — which it can
-// compute from the stored body. body must be the bytes the server sent.
-//
-// The rule is undocumented and may change: a client must check it against
-// each answer it stores (the tag the answer carries must be the one the
-// rule gives for the request that fetched it) and fall back to sending
-// the stored tag as it is when it does not hold. Other kinds return false.
-func (p *Provider) EntityTag(h http.Header, body []byte) (string, bool) {
-	if p.Kind != GitHub {
-		return "", false
-	}
+// EntityTag computes GitHub's tag for a JSON answer: W/" + the hex SHA-256
+// of the request's Accept value, ":", its Authorization value, ":", its
+// Cookie value, ":" (each only when the request carries it; several values
+// of one field joined by ", ") and then the body, + ". Observed on
+// api.github.com and published, not documented: see [Provider.EntityTag].
+func (githubAPI) EntityTag(h http.Header, body []byte) (string, bool) {
 	sum := sha256.New()
 	for _, name := range githubTagFields {
 		if vs, ok := h[name]; ok {
@@ -54,295 +118,127 @@ func (p *Provider) EntityTag(h http.Header, body []byte) (string, bool) {
 	return `W/"` + string(hexSum[:]) + `"`, true
 }
 
-// GitHub's GraphQL API counts points, not requests ("Rate limits and query
-// limits for the GraphQL API"): a query costs one point per 100 requests
-// its connections need — every connection (a field with a first or last
-// argument) one request per node of the connections above it, one at the
-// top — rounded to the nearest whole number, at least 1; x-ratelimit-used
-// and -remaining of the graphql resource count those points. For the
-// secondary limits a query costs 1 point and a mutation 5, against a
-// budget of their own (Secondary.GraphQLPointsPerMinute).
+// WhoAmIURL is GET /user, answered {"login", "id"}.
+func (githubAPI) WhoAmIURL(base *url.URL) *url.URL { return below(base, "/user") }
 
-// graphqlRequest is the body of a POST to a GraphQL endpoint.
-type graphqlRequest struct {
-	Query         string         `json:"query"`
-	Variables     map[string]any `json:"variables"`
-	OperationName string         `json:"operationName"`
+func (githubAPI) ParseOwner(body []byte) (Owner, error) {
+	return parseOwner(body, func(v ownerJSON) string { return v.Login })
 }
 
-// ClassifyGraphQL fills in r, a request to p's GraphQL endpoint as
-// Classify describes it, from its body: Shape (the query text with
-// whitespace folded and the operation name, not the variables), Units
-// (what GitHub's published formula gives for the query and its
-// variables, at least 1: the cost to reserve until answers tell the
-// shape's real cost) and, for a mutation, Write with the write Points of
-// the secondary limits. It reports false, leaving r alone, for another
-// kind, another endpoint, or a body that is not a GraphQL request.
-func (p *Provider) ClassifyGraphQL(r *Request, body []byte) bool {
-	if p.Kind != GitHub || r.Resource != ResourceGraphQL {
-		return false
+// StatusURL is GET /rate_limit, free for the primary limit.
+func (githubAPI) StatusURL(base *url.URL) *url.URL { return below(base, "/rate_limit") }
+
+func (githubAPI) ParseStatus(body []byte) (map[string]ResourceLimit, error) { return ParseStatus(body) }
+
+// ReadmeURL is GET {api}/repos/{owner}/{repo}/readme with Accept:
+// application/vnd.github.raw: GitHub picks whichever README file the
+// repository has.
+func (githubAPI) ReadmeURL(page RepoPage) (*url.URL, string, error) {
+	owner, repo, err := page.OwnerRepo()
+	if err != nil {
+		return nil, "", err
 	}
-	var in graphqlRequest
-	if json.Unmarshal(body, &in) != nil || strings.TrimSpace(in.Query) == "" {
-		return false
-	}
-	doc := lexGraphQL(in.Query)
-	cost, mutation := doc.estimate(in.OperationName, in.Variables)
-	r.Shape = strings.Join(doc.words, " ") + "\x00" + in.OperationName
-	r.Units = int(cost)
-	if mutation {
-		r.Write, r.Points = true, p.Secondary.WritePoints
-	}
-	return true
+	return below(page.Base, "/repos/"+owner+"/"+repo+"/readme"), "application/vnd.github.raw", nil
 }
 
-// GraphQLCost returns the cost a GitHub GraphQL answer states, when its
-// query asked for it (rateLimit { cost }).
-func GraphQLCost(body []byte) (int64, bool) {
-	var out struct {
-		Data struct {
-			RateLimit *struct {
-				Cost *int64 `json:"cost"`
-			} `json:"rateLimit"`
-		} `json:"data"`
+func (githubAPI) AppInstallations() bool { return true }
+
+// GitHub's resource names, as /rate_limit and x-ratelimit-resource report
+// them.
+const (
+	ResourceCore                      = "core"
+	ResourceSearch                    = "search"
+	ResourceCodeSearch                = "code_search"
+	ResourceGraphQL                   = "graphql"
+	ResourceIntegrationManifest       = "integration_manifest"
+	ResourceSourceImport              = "source_import"
+	ResourceCodeScanningUpload        = "code_scanning_upload"
+	ResourceActionsRunnerRegistration = "actions_runner_registration"
+	ResourceSCIM                      = "scim"
+	ResourceDependencySnapshots       = "dependency_snapshots"
+	ResourceDependencySBOM            = "dependency_sbom"
+	ResourceAuditLog                  = "audit_log"
+)
+
+// githubResource maps a path below the API root to the resource GitHub's
+// /rate_limit documentation assigns it. Anything unlisted is core.
+func githubResource(method, rel string) string {
+	var seg pathSegments
+	seg.split(rel)
+	n, last := seg.n, seg.last
+	at := seg.at
+	switch {
+	case rel == "/graphql":
+		return ResourceGraphQL
+	case at(0) == "search" && at(1) == "code":
+		return ResourceCodeSearch
+	case at(0) == "search":
+		return ResourceSearch
+	case at(0) == "scim":
+		return ResourceSCIM
+	case at(0) == "app-manifests" && n == 3 && last == "conversions" && method == http.MethodPost:
+		return ResourceIntegrationManifest
+	case at(0) == "repos" && at(3) == "import":
+		// The source imports API: /repos/{o}/{r}/import and its sub-paths.
+		return ResourceSourceImport
+	case at(0) == "repos" && n == 5 && at(3) == "code-scanning" && last == "sarifs" && method == http.MethodPost:
+		return ResourceCodeScanningUpload
+	case at(0) == "repos" && n == 5 && at(3) == "dependency-graph" && last == "snapshots" && method == http.MethodPost:
+		return ResourceDependencySnapshots
+	case at(0) == "repos" && n == 5 && at(3) == "dependency-graph" && last == "sbom":
+		return ResourceDependencySBOM
+	case (at(0) == "repos" && n == 6 || (at(0) == "orgs" || at(0) == "enterprises") && n == 5) &&
+		at(n-3) == "actions" && at(n-2) == "runners" && last == "registration-token" && method == http.MethodPost:
+		return ResourceActionsRunnerRegistration
+	case (at(0) == "orgs" || at(0) == "enterprises") && n == 3 && last == "audit-log":
+		return ResourceAuditLog
 	}
-	if json.Unmarshal(body, &out) != nil || out.Data.RateLimit == nil || out.Data.RateLimit.Cost == nil {
-		return 0, false
-	}
-	return *out.Data.RateLimit.Cost, true
+	return ResourceCore
 }
 
-// graphqlDoc is a GraphQL document as tokens: names, numbers, variables
-// ($name, one token), punctuation and "..."; strings are dropped.
-type graphqlDoc struct {
-	words []string
-}
-
-// lexGraphQL splits a GraphQL document into tokens, dropping commas,
-// comments and string values (which never decide a cost).
-func lexGraphQL(src string) graphqlDoc {
-	var d graphqlDoc
-	for i := 0; i < len(src); {
-		c := src[i]
-		switch {
-		case c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == ',':
-			i++
-		case c == '#':
-			for i < len(src) && src[i] != '\n' {
-				i++
-			}
-		case c == '"':
-			i = skipGraphQLString(src, i)
-			d.words = append(d.words, `""`)
-		case strings.HasPrefix(src[i:], "..."):
-			d.words, i = append(d.words, "..."), i+3
-		case isNameByte(c) || c == '$' || c == '-':
-			j := i + 1
-			for j < len(src) && (isNameByte(src[j]) || src[j] == '.') {
-				j++
-			}
-			d.words, i = append(d.words, src[i:j]), j
-		default:
-			d.words, i = append(d.words, src[i:i+1]), i+1
+// ParseStatus reads a GitHub /rate_limit body into its buckets, keyed by
+// resource name. The deprecated top-level "rate" object duplicates "core"
+// and is used only when "resources" lacks core.
+func ParseStatus(body []byte) (map[string]ResourceLimit, error) {
+	type rate struct {
+		Limit     *int   `json:"limit"`
+		Remaining *int   `json:"remaining"`
+		Used      *int   `json:"used"`
+		Reset     *int64 `json:"reset"`
+	}
+	var v struct {
+		Resources map[string]rate `json:"resources"`
+		Rate      *rate           `json:"rate"`
+	}
+	if err := json.Unmarshal(body, &v); err != nil {
+		return nil, fmt.Errorf("rate-limit status is not the expected JSON object: %v", err)
+	}
+	if v.Resources == nil && v.Rate == nil {
+		return nil, errors.New(`rate-limit status has neither "resources" nor "rate"`)
+	}
+	out := make(map[string]ResourceLimit, len(v.Resources)+1)
+	add := func(name string, r rate) error {
+		if r.Limit == nil || r.Remaining == nil || r.Reset == nil {
+			return fmt.Errorf("rate-limit status: resource %q lacks limit, remaining or reset", name)
+		}
+		rl := ResourceLimit{Resource: name, Limit: *r.Limit, Remaining: *r.Remaining, Reset: time.Unix(*r.Reset, 0)}
+		if r.Used != nil {
+			rl.Used = *r.Used
+		} else {
+			rl.Used = rl.Limit - rl.Remaining
+		}
+		out[name] = rl
+		return nil
+	}
+	for name, r := range v.Resources {
+		if err := add(name, r); err != nil {
+			return nil, err
 		}
 	}
-	return d
-}
-
-func isNameByte(c byte) bool {
-	return c == '_' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
-}
-
-// skipGraphQLString returns the index after the string or block string
-// starting at i.
-func skipGraphQLString(src string, i int) int {
-	if strings.HasPrefix(src[i:], `"""`) {
-		if end := strings.Index(src[i+3:], `"""`); end >= 0 {
-			return i + 3 + end + 3
-		}
-		return len(src)
-	}
-	for i++; i < len(src) && src[i] != '"'; i++ {
-		if src[i] == '\\' {
-			i++
+	if _, ok := out[ResourceCore]; !ok && v.Rate != nil {
+		if err := add(ResourceCore, *v.Rate); err != nil {
+			return nil, err
 		}
 	}
-	return min(i+1, len(src))
-}
-
-// estimate prices the operation named op (the first when op is empty) by
-// GitHub's formula and says whether it is a mutation.
-func (d graphqlDoc) estimate(op string, vars map[string]any) (cost int64, mutation bool) {
-	w := d.words
-	start := -1
-	for i := 0; i < len(w) && start < 0; i++ {
-		switch {
-		case w[i] == "fragment":
-			i = d.skipBlock(i)
-		case w[i] == "{" && op == "":
-			start = i
-		case w[i] == "query" || w[i] == "mutation" || w[i] == "subscription":
-			name := ""
-			if i+1 < len(w) && w[i+1] != "(" && w[i+1] != "{" && w[i+1] != "@" {
-				name = w[i+1]
-			}
-			if op == "" || name == op {
-				mutation = w[i] == "mutation"
-				start = d.next(i, "{")
-			} else {
-				i = d.skipBlock(i)
-			}
-		}
-	}
-	if start < 0 {
-		return 1, mutation
-	}
-	e := estimator{d: d, vars: vars}
-	e.selection(start, 1, 0)
-	return max(int64(math.Round(float64(e.requests)/100)), 1), mutation
-}
-
-// next returns the index of the first tok at or after i, or -1.
-func (d graphqlDoc) next(i int, tok string) int {
-	for ; i < len(d.words); i++ {
-		if d.words[i] == tok {
-			return i
-		}
-	}
-	return -1
-}
-
-// skipBlock returns the index of the "}" closing the first block at or
-// after i (len(words) when unclosed).
-func (d graphqlDoc) skipBlock(i int) int {
-	i = d.next(i, "{")
-	if i < 0 {
-		return len(d.words)
-	}
-	return d.close(i)
-}
-
-// close returns the index of the "}" (or ")") matching the opening token
-// at i.
-func (d graphqlDoc) close(i int) int {
-	open, shut := d.words[i], "}"
-	if open == "(" {
-		shut = ")"
-	}
-	depth := 0
-	for ; i < len(d.words); i++ {
-		switch d.words[i] {
-		case open:
-			depth++
-		case shut:
-			if depth--; depth == 0 {
-				return i
-			}
-		}
-	}
-	return len(d.words)
-}
-
-// estimator sums the requests a query's connections need.
-type estimator struct {
-	d        graphqlDoc
-	vars     map[string]any
-	requests int64
-}
-
-// selection walks the selection set opening at i, under parents nodes;
-// it returns the index of its closing "}".
-func (e *estimator) selection(i int, parents int64, depth int) int {
-	w := e.d.words
-	end := e.d.close(i)
-	if depth > 30 {
-		return end
-	}
-	for i++; i < end; i++ {
-		switch {
-		case w[i] == "...":
-			i = e.fragment(i, parents, depth)
-		case isNameByte(w[i][0]) && i+1 < end && w[i+1] == ":":
-			// An alias: the field follows.
-		case isNameByte(w[i][0]):
-			i = e.field(i, end, parents, depth)
-		}
-	}
-	return end
-}
-
-// fragment walks a spread (... Name) or an inline fragment (... on T {})
-// at i as part of the selection around it, and returns the index of its
-// last token.
-func (e *estimator) fragment(i int, parents int64, depth int) int {
-	w := e.d.words
-	if i+1 >= len(w) {
-		return i
-	}
-	if w[i+1] == "on" || w[i+1] == "{" || w[i+1] == "@" {
-		if open := e.d.next(i, "{"); open >= 0 {
-			return e.selection(open, parents, depth+1)
-		}
-		return len(w)
-	}
-	for j := 0; j+2 < len(w); j++ {
-		if w[j] == "fragment" && w[j+1] == w[i+1] {
-			if open := e.d.next(j, "{"); open >= 0 {
-				e.selection(open, parents, depth+1)
-			}
-			break
-		}
-	}
-	return i + 1
-}
-
-// field walks the field named at i (arguments, directives, selection) and
-// returns the index of its last token.
-func (e *estimator) field(i, end int, parents int64, depth int) int {
-	w := e.d.words
-	size, connection := int64(0), false
-	if i+1 < end && w[i+1] == "(" {
-		shut := e.d.close(i + 1)
-		size, connection = e.connectionSize(i+1, shut)
-		i = shut
-	}
-	for i+1 < end && w[i+1] == "@" { // directives
-		i += 2
-		if i+1 < end && w[i+1] == "(" {
-			i = e.d.close(i + 1)
-		}
-	}
-	children := parents
-	if connection {
-		e.requests += parents
-		children = parents * max(size, 1)
-	}
-	if i+1 < end && w[i+1] == "{" {
-		i = e.selection(i+1, children, depth+1)
-	}
-	return i
-}
-
-// connectionSize reads first: or last: among the arguments between the
-// parentheses at open and shut: a number, or a variable's value.
-func (e *estimator) connectionSize(open, shut int) (int64, bool) {
-	w := e.d.words
-	for j := open + 1; j+2 < shut+1; j++ {
-		if (w[j] != "first" && w[j] != "last") || w[j+1] != ":" {
-			continue
-		}
-		v := w[j+2]
-		if strings.HasPrefix(v, "$") {
-			switch n := e.vars[v[1:]].(type) {
-			case float64:
-				return int64(n), true
-			case int:
-				return int64(n), true
-			}
-			return 0, true
-		}
-		n, _ := strconv.ParseInt(v, 10, 64)
-		return n, true
-	}
-	return 0, false
+	return out, nil
 }

@@ -47,15 +47,10 @@ var ErrNoValidation = errors.New("provider has no validation endpoint")
 
 // ValidationURL returns the endpoint that tells who owns a token: GET /user
 // for GitHub, GitLab and Gitea, GET /api/whoami-v2 for Hugging Face. ok is
-// false for generic providers.
+// false for an API without one (generic ones).
 func (p *Provider) ValidationURL() (u *url.URL, ok bool) {
-	switch p.Kind {
-	case GitHub, GitLab, Gitea:
-		return withPath(p.base, p.base.Path+"/user"), true
-	case HuggingFace:
-		return withPath(p.base, p.base.Path+"/api/whoami-v2"), true
-	}
-	return nil, false
+	u = p.api.WhoAmIURL(p.base)
+	return u, u != nil
 }
 
 // ValidationRequest builds (but does not send or authorize) the request that
@@ -78,29 +73,31 @@ func (p *Provider) ValidationRequest(ctx context.Context) (*http.Request, error)
 // Gitea {"login", "id"}, GitLab {"username", "id"}, Hugging Face whoami-v2
 // {"name", "id"}. It fails when the body is not JSON or names nobody.
 func (p *Provider) ParseOwner(body []byte) (Owner, error) {
-	var v struct {
-		Login    string          `json:"login"`
-		Username string          `json:"username"`
-		Name     string          `json:"name"`
-		ID       json.RawMessage `json:"id"`
+	o, err := p.api.ParseOwner(body)
+	if err != nil {
+		return Owner{}, fmt.Errorf("%s: %w", p.Name, err)
 	}
+	return o, nil
+}
+
+// ownerJSON holds the fields "who am I" answers name an owner with.
+type ownerJSON struct {
+	Login    string          `json:"login"`
+	Username string          `json:"username"`
+	Name     string          `json:"name"`
+	ID       json.RawMessage `json:"id"`
+}
+
+// parseOwner reads a "who am I" answer whose owner's name is the field
+// name picks, and its id.
+func parseOwner(body []byte, name func(ownerJSON) string) (Owner, error) {
+	var v ownerJSON
 	if err := json.Unmarshal(body, &v); err != nil {
-		return Owner{}, fmt.Errorf("%s: validation response is not the expected JSON object: %v", p.Name, err)
+		return Owner{}, fmt.Errorf("validation response is not the expected JSON object: %v", err)
 	}
-	var o Owner
-	switch p.Kind {
-	case GitHub, Gitea:
-		o.Name = v.Login
-	case GitLab:
-		o.Name = v.Username
-	case HuggingFace:
-		o.Name = v.Name
-	default:
-		o.Name = firstNonEmpty(v.Login, v.Username, v.Name)
-	}
-	o.ID = rawID(v.ID)
+	o := Owner{Name: name(v), ID: rawID(v.ID)}
 	if o.Key() == "" {
-		return Owner{}, fmt.Errorf("%s: validation response names no owner (no login, username, name or id)", p.Name)
+		return Owner{}, errors.New("validation response names no owner (no login, username, name or id)")
 	}
 	return o, nil
 }
@@ -141,68 +138,20 @@ type ResourceLimit struct {
 }
 
 // StatusURL returns an endpoint that reports every bucket's state without
-// spending any: GitHub's GET /rate_limit. ok is false for kinds without one.
+// spending any: GitHub's GET /rate_limit. ok is false for APIs without one.
 func (p *Provider) StatusURL() (u *url.URL, ok bool) {
-	if p.Kind != GitHub {
-		return nil, false
-	}
-	return withPath(p.base, p.base.Path+"/rate_limit"), true
+	u = p.api.StatusURL(p.base)
+	return u, u != nil
 }
 
-// ParseStatus reads a GitHub /rate_limit body into its buckets, keyed by
-// resource name. The deprecated top-level "rate" object duplicates "core"
-// and is used only when "resources" lacks core.
-func ParseStatus(body []byte) (map[string]ResourceLimit, error) {
-	type rate struct {
-		Limit     *int   `json:"limit"`
-		Remaining *int   `json:"remaining"`
-		Used      *int   `json:"used"`
-		Reset     *int64 `json:"reset"`
-	}
-	var v struct {
-		Resources map[string]rate `json:"resources"`
-		Rate      *rate           `json:"rate"`
-	}
-	if err := json.Unmarshal(body, &v); err != nil {
-		return nil, fmt.Errorf("rate-limit status is not the expected JSON object: %v", err)
-	}
-	if v.Resources == nil && v.Rate == nil {
-		return nil, errors.New(`rate-limit status has neither "resources" nor "rate"`)
-	}
-	out := make(map[string]ResourceLimit, len(v.Resources)+1)
-	add := func(name string, r rate) error {
-		if r.Limit == nil || r.Remaining == nil || r.Reset == nil {
-			return fmt.Errorf("rate-limit status: resource %q lacks limit, remaining or reset", name)
-		}
-		rl := ResourceLimit{Resource: name, Limit: *r.Limit, Remaining: *r.Remaining, Reset: time.Unix(*r.Reset, 0)}
-		if r.Used != nil {
-			rl.Used = *r.Used
-		} else {
-			rl.Used = rl.Limit - rl.Remaining
-		}
-		out[name] = rl
-		return nil
-	}
-	for name, r := range v.Resources {
-		if err := add(name, r); err != nil {
-			return nil, err
-		}
-	}
-	if _, ok := out[ResourceCore]; !ok && v.Rate != nil {
-		if err := add(ResourceCore, *v.Rate); err != nil {
-			return nil, err
-		}
-	}
-	return out, nil
+// ParseStatus reads the answer of the provider's [Provider.StatusURL] into
+// its buckets, keyed by resource name.
+func (p *Provider) ParseStatus(body []byte) (map[string]ResourceLimit, error) {
+	return p.api.ParseStatus(body)
 }
-
-// hfInvalidCredentials is the message Hugging Face gives (in X-Error-Message
-// and the body) when it refuses the token itself; its own client reads any
-// other 401 as "repository not found".
-const hfInvalidCredentials = "Invalid credentials in Authorization header"
 
 // MayRejectCredential reports whether a 401 answer may mean the token
-// itself was refused, as each provider says it: any 401 on GitHub ("Bad
+// itself was refused, as each API says it: any 401 on GitHub ("Bad
 // credentials"), GitLab ("401 Unauthorized", invalid_token), Gitea and
 // generic APIs; on Hugging Face only with its invalid-credentials message,
 // since it answers 401 for a repository that does not exist or is private.
@@ -210,11 +159,5 @@ const hfInvalidCredentials = "Invalid credentials in Authorization header"
 // suspicion: the transport confirms it with the "who am I" request before
 // marking the token invalid.
 func (p *Provider) MayRejectCredential(status int, h http.Header, body []byte) bool {
-	if status != http.StatusUnauthorized {
-		return false
-	}
-	if p.Kind == HuggingFace {
-		return h.Get("X-Error-Message") == hfInvalidCredentials || bytes.Contains(body, []byte(hfInvalidCredentials))
-	}
-	return true
+	return status == http.StatusUnauthorized && p.api.RejectsToken(h, body)
 }

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/url"
 	"path"
+	"slices"
 	"strings"
 	"time"
 )
@@ -104,6 +105,7 @@ type Provider struct {
 	Secondary Secondary
 	App       *AppConfig // GitHub App installations to use as credentials; nil for none
 
+	api         API      // what is known of Kind
 	base        *url.URL // API root, normalised
 	graphql     *url.URL // GitHub GraphQL endpoint; nil for other kinds
 	web         *url.URL // where repository web pages live; nil when unknown
@@ -118,113 +120,37 @@ const (
 	DefaultWindow = time.Minute
 )
 
-// New returns a provider of the given kind with that kind's defaults, rooted
-// at baseURL (see [ParseBaseURL] for what is accepted). The name is lower-cased
-// ("hf" becomes "huggingface") and may contain letters, digits, '-', '_' and
-// '.'.
+// New returns a provider of the given kind (or an alias of it) with that
+// kind's defaults, rooted at baseURL (see [ParseBaseURL] for what is
+// accepted). The name is lower-cased ("hf" becomes "huggingface") and may
+// contain letters, digits, '-', '_' and '.'.
 func New(name string, kind Kind, baseURL string) (*Provider, error) {
 	name = CanonicalName(name)
 	if !validName(name) {
 		return nil, fmt.Errorf("provider name %q may contain only letters, digits, '-', '_' and '.', starting with a letter or digit", name)
 	}
-	if _, ok := kindNames[string(kind)]; !ok {
-		return nil, fmt.Errorf("unknown kind %q; known kinds: %s", kind, KnownKinds)
+	api, ok := lookupAPI(string(kind))
+	if !ok {
+		return nil, fmt.Errorf("unknown kind %q; known kinds: %s", kind, KnownKinds())
 	}
 	p := &Provider{
-		Name:   name,
-		Kind:   kind,
-		Auth:   defaultAuth(kind),
-		Limits: Limits{DefaultLimit: DefaultLimit, DefaultWindow: DefaultWindow},
-		Secondary: Secondary{
-			MaxConcurrency: 10,
-			ReadPoints:     1,
-			WritePoints:    1,
-		},
-	}
-	if kind == GitHub {
-		p.Secondary = Secondary{
-			MaxConcurrency:           20,
-			WriteSpacing:             time.Second,
-			ReadPoints:               1,
-			WritePoints:              5,
-			EndpointPointsPerMinute:  900,
-			GraphQLPointsPerMinute:   2000,
-			ContentCreationPerMinute: 80,
-			ContentCreationPerHour:   500,
-		}
+		Name:      name,
+		Kind:      api.Kind(),
+		Auth:      api.Auth(),
+		Limits:    Limits{DefaultLimit: DefaultLimit, DefaultWindow: DefaultWindow},
+		Secondary: api.Secondary(),
+		api:       api,
 	}
 	if err := p.SetBaseURL(baseURL); err != nil {
 		return nil, err
 	}
-	p.TokenEnv = defaultTokenEnv(name, kind, p.base)
+	p.TokenEnv = p.defaultTokenEnv()
 	return p, nil
 }
 
-func defaultAuth(kind Kind) Auth {
-	switch kind {
-	case GitLab:
-		// Personal, project and group access tokens go in PRIVATE-TOKEN;
-		// OAuth tokens need Authorization: Bearer (set auth_header and
-		// auth_prefix in the config file).
-		return Auth{Header: "PRIVATE-TOKEN"}
-	case Gitea:
-		return Auth{Header: "Authorization", Prefix: "token"}
-	default:
-		return Auth{Header: "Authorization", Prefix: "Bearer"}
-	}
-}
-
-func defaultTokenEnv(name string, kind Kind, base *url.URL) []string {
-	switch kind {
-	case GitHub:
-		return []string{"GITHUB_TOKEN", "GH_TOKEN"}
-	case GitLab:
-		return []string{"GITLAB_TOKEN"}
-	case HuggingFace:
-		return []string{"HF_TOKEN", "HUGGINGFACE_TOKEN"}
-	case Gitea:
-		return []string{"CODEBERG_TOKEN", "GITEA_TOKEN", "FORGEJO_TOKEN"}
-	}
-	return []string{GenericTokenEnv(name, base.Hostname())}
-}
-
-// GenericTokenEnv returns the token environment variable of a generic
-// provider: the host's first label upper-cased plus _TOKEN
-// (git.example.com → GIT_TOKEN), or, when the host is an IP address or a
-// single label such as localhost, the provider name instead (corp →
-// CORP_TOKEN). Characters other than ASCII letters and digits become '_', and
-// a leading digit gets a '_' in front, so the result is a valid variable name.
-func GenericTokenEnv(name, host string) string {
-	label := name
-	if host != "" && strings.Contains(host, ".") && !isIP(host) {
-		label, _, _ = strings.Cut(host, ".")
-	}
-	var b strings.Builder
-	for _, r := range strings.ToUpper(label) {
-		if (r >= 'A' && r <= 'Z') || (r >= '0' && r <= '9') {
-			b.WriteRune(r)
-		} else {
-			b.WriteByte('_')
-		}
-	}
-	s := b.String()
-	if s == "" || (s[0] >= '0' && s[0] <= '9') {
-		s = "_" + s
-	}
-	return s + "_TOKEN"
-}
-
-func isIP(host string) bool {
-	if strings.Contains(host, ":") {
-		return true // only IPv6 literals contain colons in a hostname
-	}
-	for _, r := range host {
-		if (r < '0' || r > '9') && r != '.' {
-			return false
-		}
-	}
-	return true
-}
+// defaultTokenEnv is the list of token variables the provider's API gives
+// it, which follows its base URL for a generic provider.
+func (p *Provider) defaultTokenEnv() []string { return p.api.TokenEnv(p.Name, p.base) }
 
 // SetBaseURL moves the provider to a new API root and re-derives the URLs that
 // follow from it (GitHub's GraphQL endpoint, the web root), keeping a web root
@@ -236,19 +162,14 @@ func (p *Provider) SetBaseURL(raw string) error {
 	}
 	p.base = base
 	p.owned = []prefix{newPrefix(base)}
-	p.graphql = nil
-	if p.Kind == GitHub {
-		if root, ok := strings.CutSuffix(base.Path, "/api/v3"); ok {
-			// GitHub Enterprise Server serves GraphQL beside the REST root,
-			// not under it.
-			p.graphql = withPath(base, root+"/api/graphql")
+	p.graphql = p.api.GraphQLURL(base)
+	if p.graphql != nil {
+		if _, under := p.owned[0].match(p.graphql); !under {
 			p.owned = append(p.owned, newPrefix(p.graphql))
-		} else {
-			p.graphql = withPath(base, base.Path+"/graphql")
 		}
 	}
 	if !p.webExplicit {
-		p.web = deriveWeb(p.Kind, base)
+		p.web = p.api.WebURL(base)
 		p.webPrefix = nil
 		if p.web != nil {
 			wp := newPrefix(p.web)
@@ -272,40 +193,12 @@ func (p *Provider) SetWebURL(raw string) error {
 	return nil
 }
 
-// deriveWeb guesses the web root from the API root: github.com for
-// api.github.com, the API root without its /api/vN suffix for self-hosted
-// instances, the root itself for Hugging Face and for anything else (such as a
-// simulator that serves both under one path). Generic providers have none.
-func deriveWeb(kind Kind, base *url.URL) *url.URL {
-	switch kind {
-	case GitHub:
-		if base.Host == "api.github.com" && base.Path == "" {
-			return &url.URL{Scheme: base.Scheme, Host: "github.com"}
-		}
-		if root, ok := strings.CutSuffix(base.Path, "/api/v3"); ok {
-			return withPath(base, root)
-		}
-	case GitLab:
-		if root, ok := strings.CutSuffix(base.Path, "/api/v4"); ok {
-			return withPath(base, root)
-		}
-	case Gitea:
-		if root, ok := strings.CutSuffix(base.Path, "/api/v1"); ok {
-			return withPath(base, root)
-		}
-	case HuggingFace:
-	default:
-		return nil
-	}
-	return withPath(base, base.Path)
-}
-
 // BaseURL returns a copy of the API root, such as https://api.github.com or
 // https://ghe.example.com/api/v3, without a trailing slash.
 func (p *Provider) BaseURL() *url.URL { return clone(p.base) }
 
-// GraphQLURL returns a copy of GitHub's GraphQL endpoint, or nil for other
-// kinds.
+// GraphQLURL returns a copy of the API's GraphQL endpoint (GitHub's), or
+// nil for an API without one.
 func (p *Provider) GraphQLURL() *url.URL { return clone(p.graphql) }
 
 // WebURL returns a copy of the root of the provider's repository web pages,
@@ -383,6 +276,18 @@ func (p *Provider) Authorize(h http.Header, token string) {
 // the provider does not own.
 func (p *Provider) Deauthorize(h http.Header) { h.Del(p.Auth.Header) }
 
+// SupportsApps reports whether GitHub App installations can be the
+// provider's credentials (a github-kind provider).
+func (p *Provider) SupportsApps() bool { return p.api.AppInstallations() }
+
+// AllowsEncodedSlashes reports whether the provider's API uses encoded
+// slashes (%2F) within one path segment, as GitLab's project paths do.
+func (p *Provider) AllowsEncodedSlashes() bool { return p.api.EncodedSlashes() }
+
+// TokenParams lists the query parameters that carry a token to the
+// provider's API (GitLab's private_token, Gitea's token, …).
+func (p *Provider) TokenParams() []string { return slices.Clone(p.api.TokenParams()) }
+
 // String returns "name (kind, base URL)".
 func (p *Provider) String() string {
 	return fmt.Sprintf("%s (%s, %s)", p.Name, p.Kind, p.base)
@@ -457,6 +362,16 @@ func cleanPath(p string) string {
 		p = "/" + p
 	}
 	return p
+}
+
+// below returns the URL rel (empty, or starting with '/') below base.
+func below(base *url.URL, rel string) *url.URL { return withPath(base, base.Path+rel) }
+
+// webBelow returns base without the API suffix it ends in (/api/v4), or
+// base itself when it has none (a simulator serving both under one path).
+func webBelow(base *url.URL, suffix string) *url.URL {
+	root, _ := strings.CutSuffix(base.Path, suffix)
+	return withPath(base, root)
 }
 
 func withPath(u *url.URL, p string) *url.URL {

@@ -2,6 +2,7 @@ package provider
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -38,7 +39,8 @@ func (r *Registry) ReadmeRequest(ctx context.Context, repoURL string) (*http.Req
 }
 
 // ReadmeRequest builds the request for the README of the repository whose web
-// page is repo, which must lie under the provider's web root:
+// page is repo, which must lie under the provider's web root. The API says
+// which request that is (see each API's ReadmeURL):
 //
 //	github       GET {api}/repos/{owner}/{repo}/readme with Accept: application/vnd.github.raw
 //	             (GitHub picks whichever README file the repository has)
@@ -58,49 +60,14 @@ func (p *Provider) ReadmeRequest(ctx context.Context, repo *url.URL) (*http.Requ
 	if _, ok := p.webPrefix.match(repo); !ok {
 		return nil, fmt.Errorf("repository URL %s is not under %s's web root %s", repo.Redacted(), p.Name, p.web)
 	}
-	seg := segments(strings.TrimPrefix(cleanPath(repo.Path), p.webPrefix.path))
-	example := p.web.String() + "/owner/repo"
-	var u *url.URL
-	accept := ""
-	switch p.Kind {
-	case GitHub:
-		if len(seg) < 2 {
-			return nil, fmt.Errorf("repository URL %s names no owner/repo; expected e.g. %s", repo.Redacted(), example)
-		}
-		u = withPath(p.base, p.base.Path+"/repos/"+seg[0]+"/"+trimGit(seg[1])+"/readme")
-		accept = "application/vnd.github.raw"
-	case GitLab:
-		// A project path may have nested groups; GitLab ends it at "/-/".
-		proj := seg
-		for i, s := range seg {
-			if s == "-" {
-				proj = seg[:i]
-				break
-			}
-		}
-		if len(proj) < 2 {
-			return nil, fmt.Errorf("repository URL %s names no group/project; expected e.g. %s", repo.Redacted(), strings.Replace(example, "owner/repo", "group/project", 1))
-		}
-		proj[len(proj)-1] = trimGit(proj[len(proj)-1])
-		id := strings.Join(proj, "/")
-		const tail = "/repository/files/README.md/raw"
-		u = withPath(p.base, p.base.Path+"/projects/"+id+tail)
-		// The project path travels as one segment, its slashes encoded.
-		u.RawPath = p.base.EscapedPath() + "/projects/" + url.PathEscape(id) + tail
-		u.RawQuery = "ref=HEAD"
-	case HuggingFace:
-		id, err := huggingFaceRepoID(seg)
-		if err != nil {
-			return nil, fmt.Errorf("repository URL %s: %v; expected e.g. %s", repo.Redacted(), err, example)
-		}
-		u = withPath(p.base, p.base.Path+"/"+id+"/resolve/main/README.md")
-	case Gitea:
-		if len(seg) < 2 {
-			return nil, fmt.Errorf("repository URL %s names no owner/repo; expected e.g. %s", repo.Redacted(), example)
-		}
-		u = withPath(p.base, p.base.Path+"/repos/"+seg[0]+"/"+trimGit(seg[1])+"/raw/README.md")
-	default:
-		return nil, fmt.Errorf("provider %s is generic: ratekeeper does not know its README endpoint; set kind in the config file", p.Name)
+	page := RepoPage{Base: clone(p.base), Web: clone(p.web), URL: repo,
+		Path: segments(strings.TrimPrefix(cleanPath(repo.Path), p.webPrefix.path))}
+	u, accept, err := p.api.ReadmeURL(page)
+	if errors.Is(err, errors.ErrUnsupported) {
+		return nil, fmt.Errorf("provider %s is %s: ratekeeper does not know its README endpoint; set kind in the config file", p.Name, p.Kind)
+	}
+	if err != nil {
+		return nil, err
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
 	if err != nil {
@@ -112,33 +79,29 @@ func (p *Provider) ReadmeRequest(ctx context.Context, repo *url.URL) (*http.Requ
 	return req, nil
 }
 
-// huggingFaceRepoID extracts "owner/name", "datasets/owner/name" or
-// "spaces/owner/name" (or a legacy single-segment model id) from a Hub page's
-// path segments.
-func huggingFaceRepoID(seg []string) (string, error) {
-	if len(seg) == 0 {
-		return "", fmt.Errorf("names no repository")
-	}
-	if seg[0] == "datasets" || seg[0] == "spaces" {
-		if len(seg) < 3 {
-			return "", fmt.Errorf("names no %s repository (owner/name)", seg[0])
-		}
-		return seg[0] + "/" + seg[1] + "/" + seg[2], nil
-	}
-	if len(seg) == 1 || isHubPageSegment(seg[1]) {
-		return seg[0], nil // legacy model ids have no owner, e.g. gpt2
-	}
-	return seg[0] + "/" + seg[1], nil
+// RepoPage is a repository's web page under a provider's web root, as an
+// [API]'s ReadmeURL is given it.
+type RepoPage struct {
+	Base *url.URL // the provider's API root
+	Web  *url.URL // the provider's web root
+	URL  *url.URL // the page
+	Path []string // the page's path segments below Web
 }
 
-// isHubPageSegment reports whether s is a sub-page of a Hub repository rather
-// than the second half of its id.
-func isHubPageSegment(s string) bool {
-	switch s {
-	case "tree", "blob", "resolve", "raw", "commits", "commit", "discussions", "settings":
-		return true
+// OwnerRepo returns the first two segments of the page's path, the second
+// without a .git suffix, for APIs that name a repository owner/repo.
+func (r RepoPage) OwnerRepo() (owner, repo string, err error) {
+	if len(r.Path) < 2 {
+		return "", "", r.NamesNo("owner/repo")
 	}
-	return false
+	return r.Path[0], trimGit(r.Path[1]), nil
+}
+
+// NamesNo is the error for a page whose path does not name a repository
+// the way the API does: "repository URL … names no owner/repo; expected
+// e.g. https://github.com/owner/repo".
+func (r RepoPage) NamesNo(shape string) error {
+	return fmt.Errorf("repository URL %s names no %s; expected e.g. %s/%s", r.URL.Redacted(), shape, r.Web, shape)
 }
 
 func trimGit(s string) string { return strings.TrimSuffix(s, ".git") }

@@ -14,34 +14,21 @@ type Registry struct {
 	providers []*Provider // sorted by name
 }
 
-// The built-in providers' base URLs.
-const (
-	GitHubAPI      = "https://api.github.com"
-	GitLabAPI      = "https://gitlab.com/api/v4"
-	HuggingFaceAPI = "https://huggingface.co"
-	CodebergAPI    = "https://codeberg.org/api/v1"
-)
-
-// Defaults returns a registry holding the built-in providers: github, gitlab,
-// huggingface and codeberg (kind gitea).
+// Defaults returns a registry holding the built-in providers, one per API
+// that has one: github, gitlab, huggingface and codeberg (kind gitea).
 func Defaults() *Registry {
 	r := &Registry{}
-	for _, d := range []struct {
-		name string
-		kind Kind
-		base string
-	}{
-		{"github", GitHub, GitHubAPI},
-		{"gitlab", GitLab, GitLabAPI},
-		{"huggingface", HuggingFace, HuggingFaceAPI},
-		{"codeberg", Gitea, CodebergAPI},
-	} {
-		p, err := New(d.name, d.kind, d.base)
+	for _, api := range registered() {
+		b := api.Builtin()
+		if b.Name == "" {
+			continue
+		}
+		p, err := New(b.Name, api.Kind(), b.BaseURL)
 		if err != nil {
-			panic("provider: built-in " + d.name + ": " + err.Error()) // a constant above is wrong
+			panic("provider: built-in " + b.Name + ": " + err.Error()) // an API's Builtin is wrong
 		}
 		if err := r.Add(p); err != nil {
-			panic("provider: built-in " + d.name + ": " + err.Error())
+			panic("provider: built-in " + b.Name + ": " + err.Error())
 		}
 	}
 	return r

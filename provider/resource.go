@@ -45,27 +45,71 @@ type Request struct {
 // Resource returns the name of the rate-limit bucket a request with this
 // method and URL spends from. See [Request.Resource].
 func (p *Provider) Resource(method string, u *url.URL) string {
-	return p.resource(method, p.relPath(u))
+	return p.api.Classify(strings.ToUpper(method), p.relPath(u)).Resource
 }
 
-// Classify describes what a request with this method and URL spends.
+// Classify describes what a request with this method and URL spends: the
+// API says its resource, whether it writes and whether it is free; points
+// follow from the provider's secondary limits.
 func (p *Provider) Classify(method string, u *url.URL) Request {
 	method = strings.ToUpper(method)
 	rel := p.relPath(u)
-	r := Request{Resource: p.resource(method, rel), Write: isWrite(method)}
-	if p.Kind == GitHub && rel == "/graphql" {
-		r.Write = false
-	}
+	r := p.api.Classify(method, rel)
 	r.Points = p.Secondary.ReadPoints
 	if r.Write {
 		r.Points = p.Secondary.WritePoints
 	}
-	if p.Kind == GitHub && method == http.MethodGet && rel == "/rate_limit" {
-		r.Free, r.Points = true, 0
+	if r.Free {
+		r.Points = 0
 	}
 	r.CreatesContent = (method == http.MethodPost || method == http.MethodPut) && rel != "/graphql"
 	r.Endpoint = endpointKey(method, rel)
 	return r
+}
+
+// ClassifyGraphQL fills in r, a request to p's GraphQL endpoint as
+// Classify describes it, from its body, when the provider's API prices
+// queries by their content (GitHub's): Shape (the query text with
+// whitespace folded and the operation name, not the variables), Units
+// (what the API's formula gives for the query and its variables, at least
+// 1: the cost to reserve until answers tell the shape's real cost) and,
+// for a mutation, Write with the write Points of the secondary limits. It
+// reports false, leaving r alone, for an API that does not, another
+// resource, or a body that is not a GraphQL request.
+func (p *Provider) ClassifyGraphQL(r *Request, body []byte) bool {
+	q, ok := p.api.PriceQuery(r.Resource, body)
+	if !ok {
+		return false
+	}
+	r.Shape, r.Units = q.Shape, q.Units
+	if q.Mutation {
+		r.Write, r.Points = true, p.Secondary.WritePoints
+	}
+	return true
+}
+
+// StatedCost returns the cost an answer's body says its query had (on
+// GitHub, a GraphQL answer whose query asked for rateLimit { cost }).
+func (p *Provider) StatedCost(body []byte) (int64, bool) { return p.api.StatedCost(body) }
+
+// EntityTag returns the entity tag the provider's server gives an answer
+// whose body is body to a request carrying header h, and whether the
+// provider's API says how its server computes them.
+//
+// GitHub's tag for a JSON answer hashes the request's Accept,
+// Authorization and Cookie values with the body (github.go), so the tag
+// stored for one token never matches a request made with another: the
+// server answers another token's repeat with the full answer, charged,
+// unless the client sends the tag it would give that token — which it
+// can compute from the stored body. body must be the bytes the server
+// sent.
+//
+// Such a rule may be undocumented and change: a client must check it
+// against each answer it stores (the tag the answer carries must be the
+// one the rule gives for the request that fetched it) and fall back to
+// sending the stored tag as it is when it does not hold.
+func (p *Provider) EntityTag(h http.Header, body []byte) (string, bool) {
+	return p.api.EntityTag(h, body)
 }
 
 // IsWrite reports whether a method changes state on the server: POST, PATCH,
@@ -78,81 +122,6 @@ func isWrite(method string) bool {
 		return true
 	}
 	return false
-}
-
-func (p *Provider) resource(method, rel string) string {
-	switch p.Kind {
-	case GitHub:
-		return githubResource(strings.ToUpper(method), rel)
-	case HuggingFace:
-		return huggingFaceResource(rel)
-	}
-	return "api"
-}
-
-// GitHub's resource names, as /rate_limit and x-ratelimit-resource report
-// them.
-const (
-	ResourceCore                      = "core"
-	ResourceSearch                    = "search"
-	ResourceCodeSearch                = "code_search"
-	ResourceGraphQL                   = "graphql"
-	ResourceIntegrationManifest       = "integration_manifest"
-	ResourceSourceImport              = "source_import"
-	ResourceCodeScanningUpload        = "code_scanning_upload"
-	ResourceActionsRunnerRegistration = "actions_runner_registration"
-	ResourceSCIM                      = "scim"
-	ResourceDependencySnapshots       = "dependency_snapshots"
-	ResourceDependencySBOM            = "dependency_sbom"
-	ResourceAuditLog                  = "audit_log"
-)
-
-// githubResource maps a path below the API root to the resource GitHub's
-// /rate_limit documentation assigns it. Anything unlisted is core.
-func githubResource(method, rel string) string {
-	var seg pathSegments
-	seg.split(rel)
-	n, last := seg.n, seg.last
-	at := seg.at
-	switch {
-	case rel == "/graphql":
-		return ResourceGraphQL
-	case at(0) == "search" && at(1) == "code":
-		return ResourceCodeSearch
-	case at(0) == "search":
-		return ResourceSearch
-	case at(0) == "scim":
-		return ResourceSCIM
-	case at(0) == "app-manifests" && n == 3 && last == "conversions" && method == http.MethodPost:
-		return ResourceIntegrationManifest
-	case at(0) == "repos" && at(3) == "import":
-		// The source imports API: /repos/{o}/{r}/import and its sub-paths.
-		return ResourceSourceImport
-	case at(0) == "repos" && n == 5 && at(3) == "code-scanning" && last == "sarifs" && method == http.MethodPost:
-		return ResourceCodeScanningUpload
-	case at(0) == "repos" && n == 5 && at(3) == "dependency-graph" && last == "snapshots" && method == http.MethodPost:
-		return ResourceDependencySnapshots
-	case at(0) == "repos" && n == 5 && at(3) == "dependency-graph" && last == "sbom":
-		return ResourceDependencySBOM
-	case (at(0) == "repos" && n == 6 || (at(0) == "orgs" || at(0) == "enterprises") && n == 5) &&
-		at(n-3) == "actions" && at(n-2) == "runners" && last == "registration-token" && method == http.MethodPost:
-		return ResourceActionsRunnerRegistration
-	case (at(0) == "orgs" || at(0) == "enterprises") && n == 3 && last == "audit-log":
-		return ResourceAuditLog
-	}
-	return ResourceCore
-}
-
-// huggingFaceResource follows the Hub's three buckets: Hub APIs under /api,
-// resolvers (any path with a /resolve/ segment) and web pages.
-func huggingFaceResource(rel string) string {
-	if rel == "/api" || strings.HasPrefix(rel, "/api/") {
-		return "api"
-	}
-	if strings.Contains(rel, "/resolve/") || strings.HasSuffix(rel, "/resolve") {
-		return "resolvers"
-	}
-	return "pages"
 }
 
 // pathSegments splits a path without allocating: it keeps the first
