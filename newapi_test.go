@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -197,5 +198,18 @@ func checkToyStatus(t *testing.T, tr *transport.Transport, name string) {
 	}
 	if limits["repositories"] != 500 || limits["api"] != 1000 {
 		t.Errorf("limits by resource %v, want repositories 500 and api 1000", limits)
+	}
+}
+
+// A registered API's token variable is never sent to a host no provider
+// owns, even one named like it.
+func TestRegisteredAPIsVariableNotSentToALookAlike(t *testing.T) {
+	if !slices.Contains(provider.FixedTokenEnv(), "BITBUCKET_TOKEN") {
+		t.Fatalf("FixedTokenEnv %v lacks the registered API's BITBUCKET_TOKEN", provider.FixedTokenEnv())
+	}
+	for _, env := range []string{"GITHUB_TOKEN", "GH_TOKEN", "GITLAB_TOKEN", "HF_TOKEN"} {
+		if !slices.Contains(provider.FixedTokenEnv(), env) {
+			t.Errorf("FixedTokenEnv lacks %s", env)
+		}
 	}
 }

@@ -284,3 +284,25 @@ func validName(name string) bool {
 	}
 	return true
 }
+
+// FixedTokenEnv lists the token variables registered APIs read whatever
+// their host (GITHUB_TOKEN, GH_TOKEN, GITLAB_TOKEN, HF_TOKEN, …): a host
+// no provider owns must never be sent a token from one of them.
+func FixedTokenEnv() []string {
+	var out []string
+	for _, a := range registered() {
+		if a.Kind() == Generic {
+			continue // its variables come from the host
+		}
+		b := a.Builtin()
+		name, base := b.Name, &url.URL{}
+		if name == "" {
+			name = string(a.Kind())
+		}
+		if u, err := url.Parse(b.BaseURL); err == nil && b.BaseURL != "" {
+			base = u
+		}
+		out = append(out, a.TokenEnv(name, base)...)
+	}
+	return out
+}

@@ -101,15 +101,16 @@ func autoName(host string) string {
 }
 
 // autoTokenEnv lists the variables an unknown host's token may come from,
-// the unambiguous one first, leaving out every variable a built-in or
-// configured provider reads.
+// the unambiguous one first, leaving out every variable a registered API
+// or a configured provider reads.
 func (t *Transport) autoTokenEnv(hostname, name string) []string {
 	taken := map[string]bool{}
-	for _, reg := range []*provider.Registry{provider.Defaults(), t.reg} {
-		for _, p := range reg.Providers() {
-			for _, env := range p.TokenEnv {
-				taken[env] = true
-			}
+	for _, env := range provider.FixedTokenEnv() {
+		taken[env] = true
+	}
+	for _, p := range t.reg.Providers() {
+		for _, env := range p.TokenEnv {
+			taken[env] = true
 		}
 	}
 	var out []string

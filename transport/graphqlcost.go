@@ -167,7 +167,7 @@ func (t *Transport) learnGraphQL(p *provider.Provider, g *grant, s *sent, r *hea
 	}
 	var stated int64
 	if s.resp.StatusCode == http.StatusOK {
-		stated, _ = provider.GraphQLCost(s.prefix) // read by read
+		stated, _ = p.StatedCost(s.prefix) // read by read
 	}
 	g.units = t.costs.answered(g.slot.Bucket, t.stateKey(p)+"\x00"+g.class.Shape, s.gql, r, stated)
 	s.gql.traced = false

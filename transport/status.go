@@ -388,7 +388,7 @@ func (t *Transport) refreshOne(ctx context.Context, p *provider.Provider, c *cre
 	if err != nil || resp.StatusCode != http.StatusOK {
 		return nil // the status endpoint is a bonus; the validation already spoke
 	}
-	limits, err := provider.ParseStatus(body)
+	limits, err := p.ParseStatus(body)
 	if err != nil {
 		return nil
 	}
