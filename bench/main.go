@@ -66,6 +66,28 @@ func run() error {
 	defer stop()
 	machine := report.ThisMachine(time.Now())
 	began := time.Now()
+	ws, ran, rs, err := runAll(ctx, scale, *only)
+	if err != nil {
+		return err
+	}
+	machine.LoadAfter = report.LoadAverage()
+	saved := saved{Machine: machine, Took: time.Since(began), Results: rs}
+	// Keep the raw results first, so a failure below loses no run.
+	resultsPath := filepath.Join("bench", "out", "results.json")
+	if *out != "" {
+		resultsPath = filepath.Join(*out, "results.json")
+	}
+	if err := save(resultsPath, saved); err != nil {
+		return err
+	}
+	fmt.Fprintf(os.Stderr, "saved %s\n", resultsPath)
+	return write(ws, ran, saved, command, mdPath, pngPath, link)
+}
+
+// runAll runs every client on every workload of scale, or those whose
+// name contains only, telling each result on stderr. It returns the
+// workloads and the clients that ran, in their order, and the results.
+func runAll(ctx context.Context, scale harness.Scale, only string) ([]harness.Workload, []harness.Client, []harness.Result, error) {
 	var ws []harness.Workload
 	var rs []harness.Result
 	clients := harness.Clients()
@@ -73,16 +95,16 @@ func run() error {
 	for _, w := range harness.Workloads(scale) {
 		used := false
 		for _, c := range clients {
-			if *only != "" && !strings.Contains(w.Name, *only) && !strings.Contains(c.Name, *only) {
+			if only != "" && !strings.Contains(w.Name, only) && !strings.Contains(c.Name, only) {
 				continue
 			}
 			fmt.Fprintf(os.Stderr, "%-22s %-20s ", w.Name, c.Name)
 			r, err := harness.Run(ctx, w, c, harness.Options{})
 			if err != nil {
-				return err
+				return nil, nil, nil, err
 			}
 			if ctx.Err() != nil {
-				return ctx.Err()
+				return nil, nil, nil, ctx.Err()
 			}
 			fmt.Fprintf(os.Stderr, "%4d done %4d failed %4d unfinished  %6.1f s (%.2f× ideal)  %d violations\n",
 				r.Done, r.Failed, r.Unfinished, r.Makespan.Seconds(), r.Ratio(), r.Violations())
@@ -97,27 +119,21 @@ func run() error {
 		}
 	}
 	if len(rs) == 0 {
-		return fmt.Errorf("-only %q matches no workload or client", *only)
+		return nil, nil, nil, fmt.Errorf("-only %q matches no workload or client", only)
 	}
-	machine.LoadAfter = report.LoadAverage()
-	saved := saved{Machine: machine, Took: time.Since(began), Results: rs}
-	// Keep the raw results first, so a failure below loses no run.
-	resultsPath := filepath.Join("bench", "out", "results.json")
-	if *out != "" {
-		resultsPath = filepath.Join(*out, "results.json")
-	}
-	if err := os.MkdirAll(filepath.Dir(resultsPath), 0o755); err != nil {
+	return ws, ran, rs, nil
+}
+
+// save writes the results as JSON to path, making its directory.
+func save(path string, s saved) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return err
 	}
-	data, err := json.MarshalIndent(saved, "", "  ")
+	data, err := json.MarshalIndent(s, "", "  ")
 	if err != nil {
 		return err
 	}
-	if err := os.WriteFile(resultsPath, data, 0o644); err != nil {
-		return err
-	}
-	fmt.Fprintf(os.Stderr, "saved %s\n", resultsPath)
-	return write(ws, ran, saved, command, mdPath, pngPath, link)
+	return os.WriteFile(path, data, 0o644)
 }
 
 // saved is what results.json holds.

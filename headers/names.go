@@ -93,132 +93,175 @@ func mayMatter(name string) bool {
 // any order: x-ratelimit-limit-requests and anthropic-ratelimit-requests-limit
 // both mean "limit of the requests bucket".
 func classify(lower string) nameInfo {
+	if info, ok := classifyExact(lower); ok {
+		return info
+	}
+	return classifyFamily(lower)
+}
+
+// classifyExact knows the names that are not read word by word; false
+// when lower is none of them.
+func classifyExact(lower string) (nameInfo, bool) {
 	info := nameInfo{lower: lower}
 	switch lower {
 	case "retry-after":
 		info.field = fRetryAfter
-		return info
 	case "retry-after-ms", "x-ms-retry-after-ms":
 		info.field, info.millis = fRetryAfterMillis, true
-		return info
 	case "date":
 		info.field = fDate
-		return info
 	case "x-poll-interval":
 		info.field = fPollInterval
-		return info
 	case "ratelimit":
 		info.field = fStructured
-		return info
 	case "ratelimit-policy":
 		info.field = fStructuredPolicy
-		return info
+	default:
+		switch {
+		case strings.HasPrefix(lower, "x-github-"):
+			info.field = fGitHubMarker
+		case strings.HasSuffix(lower, "-api-call-limit"):
+			info.field = fCallLimit
+		default:
+			return info, false
+		}
 	}
-	if strings.HasPrefix(lower, "x-github-") {
-		info.field = fGitHubMarker
-		return info
-	}
-	if strings.HasSuffix(lower, "-api-call-limit") {
-		info.field = fCallLimit
-		return info
-	}
+	return info, true
+}
+
+// classifyFamily reads a [vendor-]ratelimit-<words> name word by word.
+func classifyFamily(lower string) nameInfo {
 	i, n := strings.Index(lower, "ratelimit"), len("ratelimit")
 	if j := strings.Index(lower, "rate-limit"); j >= 0 && (i < 0 || j < i) {
 		i, n = j, len("rate-limit")
 	}
 	if i < 0 || (i > 0 && lower[i-1] != '-') {
-		return info
+		return nameInfo{lower: lower}
 	}
 	rest := lower[i+n:]
 	if rest == "" && i > 0 {
 		// Zendesk's X-Rate-Limit: 700 states the limit alone.
-		info.field = fLimit
-		return info
+		return nameInfo{lower: lower, field: fLimit}
 	}
 	if len(rest) < 2 || rest[0] != '-' {
-		return info
+		return nameInfo{lower: lower}
 	}
-	info.legacy = i == 0
-	var f field
-	after, retry := false, false
-	qualStart, qualEnd, qualParts := -1, -1, 0
-	var qualJoined []string
+	info := nameInfo{lower: lower, legacy: i == 0}
+	w := familyWords{lower: lower, qualStart: -1, qualEnd: -1}
 	pos := i + n + 1
 	for _, tok := range strings.Split(rest[1:], "-") {
-		start := pos
-		pos += len(tok) + 1
-		var tf field
-		switch tok {
-		case "limit", "max":
-			tf = fLimit
-		case "remaining":
-			tf = fRemaining
-		case "used", "consumed":
-			tf = fUsed
-		case "observed":
-			tf = fUsed
-			info.gitlab = true
-		case "reset":
-			tf = fReset
-		case "resettime":
-			tf = fReset
-			info.gitlab = true
-		case "resource", "bucket":
-			tf = fResource
-		case "name":
-			tf = fResource
-			info.gitlab = i == 0
-		case "after":
-			after = true
-			continue
-		case "retry":
-			retry = true
-			continue
-		case "ms":
-			info.millis = true
-			continue
-		case "policy", "scope", "global", "":
-			// Discord's scope and global flags and vendor policy names
-			// do not change a count; ignore the whole header.
+		if !w.add(tok, pos, &info, i == 0) {
 			return nameInfo{lower: lower}
-		default:
-			if qualStart >= 0 && qualEnd != start-1 {
-				qualJoined = append(qualJoined, lower[qualStart:qualEnd])
-				qualStart = start
-			} else if qualStart < 0 {
-				qualStart = start
-			}
-			qualEnd = start + len(tok)
-			qualParts++
-			continue
 		}
-		if f != fNone && f != tf {
-			return nameInfo{lower: lower} // two field words: not a name we understand
-		}
-		f = tf
+		pos += len(tok) + 1
 	}
-	switch {
-	case retry && after && f == fNone:
-		f = fFamilyRetryAfter
-	case f == fReset && after:
-		f = fResetAfter
-	case after || retry:
-		return nameInfo{lower: lower}
-	case f == fNone && qualStart >= 0:
-		f = fQualifierOnly
-	}
+	f := w.resolve()
 	if f == fNone {
 		return nameInfo{lower: lower}
 	}
-	info.field = f
-	if qualStart >= 0 {
-		if len(qualJoined) > 0 {
-			info.qual = strings.Join(append(qualJoined, lower[qualStart:qualEnd]), "-")
-		} else {
-			info.qual = lower[qualStart:qualEnd]
-		}
-	}
+	info.field, info.qual = f, w.qualifier()
 	return info
+}
+
+// familyWords collects what the words of a family name say. Qualifier
+// words are kept as byte ranges of the name, so the usual one-run
+// qualifier costs no allocation.
+type familyWords struct {
+	lower        string
+	field        field
+	after, retry bool
+	qualStart    int // start of the current run of qualifier words; -1 for none yet
+	qualEnd      int
+	qualJoined   []string // earlier runs, when field words split the qualifier
+}
+
+// add reads one word, which starts at byte start of the name, into w and
+// info; bare says the name has no vendor prefix. It reports false when the
+// name is not one we understand.
+func (w *familyWords) add(tok string, start int, info *nameInfo, bare bool) bool {
+	var tf field
+	switch tok {
+	case "limit", "max":
+		tf = fLimit
+	case "remaining":
+		tf = fRemaining
+	case "used", "consumed":
+		tf = fUsed
+	case "observed":
+		tf = fUsed
+		info.gitlab = true
+	case "reset":
+		tf = fReset
+	case "resettime":
+		tf = fReset
+		info.gitlab = true
+	case "resource", "bucket":
+		tf = fResource
+	case "name":
+		tf = fResource
+		info.gitlab = bare
+	case "after":
+		w.after = true
+		return true
+	case "retry":
+		w.retry = true
+		return true
+	case "ms":
+		info.millis = true
+		return true
+	case "policy", "scope", "global", "":
+		// Discord's scope and global flags and vendor policy names
+		// do not change a count; ignore the whole header.
+		return false
+	default:
+		w.addQualifier(start, len(tok))
+		return true
+	}
+	if w.field != fNone && w.field != tf {
+		return false // two field words: not a name we understand
+	}
+	w.field = tf
+	return true
+}
+
+// addQualifier adds the qualifier word at lower[start:start+n], extending
+// the current run when it follows it directly.
+func (w *familyWords) addQualifier(start, n int) {
+	if w.qualStart >= 0 && w.qualEnd != start-1 {
+		w.qualJoined = append(w.qualJoined, w.lower[w.qualStart:w.qualEnd])
+		w.qualStart = start
+	} else if w.qualStart < 0 {
+		w.qualStart = start
+	}
+	w.qualEnd = start + n
+}
+
+// resolve is the field the words name together; fNone when they name
+// none, or one we do not understand.
+func (w *familyWords) resolve() field {
+	switch {
+	case w.retry && w.after && w.field == fNone:
+		return fFamilyRetryAfter
+	case w.field == fReset && w.after:
+		return fResetAfter
+	case w.after || w.retry:
+		return fNone
+	case w.field == fNone && w.qualStart >= 0:
+		return fQualifierOnly
+	}
+	return w.field
+}
+
+// qualifier is the qualifier words in order, joined by "-".
+func (w *familyWords) qualifier() string {
+	if w.qualStart < 0 {
+		return ""
+	}
+	last := w.lower[w.qualStart:w.qualEnd]
+	if len(w.qualJoined) > 0 {
+		return strings.Join(append(w.qualJoined, last), "-")
+	}
+	return last
 }
 
 // indexFold is strings.Index ignoring ASCII case, without allocating, for

@@ -196,21 +196,39 @@ func Parse(status int, h http.Header, body []byte, now time.Time) Reading {
 // read applies one header's values; it reports whether any value was
 // usable.
 func (p *parser) read(info nameInfo, values []string, r *Reading) bool {
-	now := p.now
-	unit := time.Second
-	if info.millis {
-		unit = time.Millisecond
-	}
 	switch info.field {
-	case fRetryAfter, fRetryAfterMillis, fFamilyRetryAfter:
-		return eachValue(values, func(s string) bool {
-			d, ok := parseDelay(s, now, unit)
-			if ok {
-				p.addRetryAfter(d)
-			}
-			return ok
-		})
+	case fRetryAfter, fRetryAfterMillis, fFamilyRetryAfter, fDate, fPollInterval:
+		return p.readResponseWide(info, values, r)
+	case fStructured, fStructuredPolicy:
+		return false // read together once every header has been seen
+	}
+	g := p.group(info.qual)
+	if g == nil {
+		return false
+	}
+	ok := p.readBucket(g, info, values)
+	if ok {
+		p.noteFamily(info)
+	}
+	return ok
+}
+
+// unit is what a bare delta value of the header counts.
+func (info nameInfo) unit() time.Duration {
+	if info.millis {
+		return time.Millisecond
+	}
+	return time.Second
+}
+
+// readResponseWide reads the headers that speak for the whole response
+// rather than for one bucket: the retry-after family, Date and
+// X-Poll-Interval. Each merges conservatively into r or the parser.
+func (p *parser) readResponseWide(info nameInfo, values []string, r *Reading) bool {
+	now := p.now
+	switch info.field {
 	case fDate:
+		// A response has one Date; of repeated ones the first is read.
 		return eachValue(values[:1], func(s string) bool {
 			t, ok := parseDate(cleanValue(s))
 			if ok {
@@ -228,22 +246,26 @@ func (p *parser) read(info nameInfo, values []string, r *Reading) bool {
 			}
 			return ok
 		})
-	case fStructured, fStructuredPolicy:
-		return false // read together once every header has been seen
 	}
+	unit := info.unit()
+	return eachValue(values, func(s string) bool {
+		d, ok := parseDelay(s, now, unit)
+		if ok {
+			p.addRetryAfter(d)
+		}
+		return ok
+	})
+}
 
-	g := p.group(info.qual)
-	if g == nil {
-		return false
-	}
-	ok := false
+// readBucket reads a header that describes one bucket into g.
+func (p *parser) readBucket(g *group, info nameInfo, values []string) bool {
 	switch info.field {
 	case fCallLimit:
-		ok = p.readCallLimit(g, values)
+		return p.readCallLimit(g, values)
 	case fQualifierOnly:
-		ok = p.readQualifierOnly(g, values)
+		return p.readQualifierOnly(g, values)
 	case fLimit:
-		ok = eachValue(values, func(s string) bool {
+		ok := eachValue(values, func(s string) bool {
 			v, ok := parseCount(s, false)
 			if ok {
 				g.limit = minCount(g.limit, v)
@@ -253,8 +275,9 @@ func (p *parser) read(info nameInfo, values []string, r *Reading) bool {
 		if w := windowParam(values); w > 0 && g.window == 0 {
 			g.window = w
 		}
+		return ok
 	case fRemaining:
-		ok = eachValue(values, func(s string) bool {
+		return eachValue(values, func(s string) bool {
 			v, ok := parseCount(s, false)
 			if ok {
 				g.remaining = minCount(g.remaining, v)
@@ -262,7 +285,7 @@ func (p *parser) read(info nameInfo, values []string, r *Reading) bool {
 			return ok
 		})
 	case fUsed:
-		ok = eachValue(values, func(s string) bool {
+		return eachValue(values, func(s string) bool {
 			v, ok := parseCount(s, true)
 			if ok {
 				g.used = maxCount(g.used, v)
@@ -270,51 +293,72 @@ func (p *parser) read(info nameInfo, values []string, r *Reading) bool {
 			return ok
 		})
 	case fReset, fResetAfter:
-		ok = eachValue(values, func(s string) bool {
-			var t time.Time
-			var ok bool
-			if info.field == fResetAfter {
-				var d time.Duration
-				if d, ok = parseDelay(s, now, unit); ok {
-					t = now.Add(d)
-				}
-			} else {
-				t, ok = parseInstant(s, now, unit)
-			}
-			if ok {
-				g.reset = laterTime(g.reset, t)
-			}
-			return ok
-		})
-		if ok && info.field == fResetAfter {
-			p.discord = true
-		}
+		return p.readReset(g, info, values)
 	case fResource:
-		for _, v := range values {
-			v = cleanValue(v)
-			if v != "" && len(v) <= 128 && (g.resource == "" || v < g.resource) {
-				g.resource = v
-				ok = true
-			}
-		}
-		if ok && info.lower == "x-ratelimit-bucket" {
-			p.discord = true
-		}
-		if ok && info.lower == "x-ratelimit-resource" {
-			p.github = true
-		}
+		return p.readResource(g, info, values)
 	}
-	if ok {
-		switch {
-		case info.gitlab:
-			p.gitlab = true
-		case info.qual != "":
-			p.qualified = true
-		case info.legacy:
-			p.legacy = true
+	return false
+}
+
+// readReset reads a reset header: an instant by the bare-number rule, or,
+// for the reset-after form, always a delay from now (which only Discord
+// sends).
+func (p *parser) readReset(g *group, info nameInfo, values []string) bool {
+	now, unit := p.now, info.unit()
+	ok := eachValue(values, func(s string) bool {
+		var t time.Time
+		var ok bool
+		if info.field == fResetAfter {
+			var d time.Duration
+			if d, ok = parseDelay(s, now, unit); ok {
+				t = now.Add(d)
+			}
+		} else {
+			t, ok = parseInstant(s, now, unit)
 		}
+		if ok {
+			g.reset = laterTime(g.reset, t)
+		}
+		return ok
+	})
+	if ok && info.field == fResetAfter {
+		p.discord = true
 	}
 	return ok
+}
+
+// readResource reads the bucket's name. Of several, the least in byte
+// order is kept, so the header order cannot change the reading.
+func (p *parser) readResource(g *group, info nameInfo, values []string) bool {
+	ok := false
+	for _, v := range values {
+		v = cleanValue(v)
+		if v != "" && len(v) <= 128 && (g.resource == "" || v < g.resource) {
+			g.resource = v
+			ok = true
+		}
+	}
+	// Of the names this field has, these two are each one dialect's.
+	if ok && info.lower == "x-ratelimit-bucket" {
+		p.discord = true
+	}
+	if ok && info.lower == "x-ratelimit-resource" {
+		p.github = true
+	}
+	return ok
+}
+
+// noteFamily records which family of names a usable bucket header came
+// from, for the reading's Dialect.
+func (p *parser) noteFamily(info nameInfo) {
+	switch {
+	case info.gitlab:
+		p.gitlab = true
+	case info.qual != "":
+		p.qualified = true
+	case info.legacy:
+		p.legacy = true
+	}
 }
 
 // readCallLimit reads Shopify's "used/limit" leaky-bucket header.

@@ -482,11 +482,25 @@ func (p *Poller) event(e Event) {
 
 // fetch sends one conditional GET and classifies the answer.
 func (p *Poller) fetch(ctx context.Context, tg *target) answer {
-	var a answer
+	req, err := p.newRequest(ctx, tg)
+	if err != nil {
+		return answer{obs: Observation{Outcome: Failed}, err: err}
+	}
+	resp, err := p.client.Do(req)
+	if err != nil {
+		return unanswered(tg, err)
+	}
+	defer resp.Body.Close()
+	body, readErr := io.ReadAll(io.LimitReader(resp.Body, p.maxBody+1))
+	return p.classify(tg, resp, body, readErr, time.Now())
+}
+
+// newRequest makes the GET of tg with the configured headers, conditional
+// on the version last seen.
+func (p *Poller) newRequest(ctx context.Context, tg *target) (*http.Request, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, tg.raw, nil)
 	if err != nil {
-		a.obs.Outcome, a.err = Failed, err
-		return a
+		return nil, err
 	}
 	for k, vs := range p.opts.Header {
 		req.Header[k] = append([]string(nil), vs...)
@@ -504,27 +518,35 @@ func (p *Poller) fetch(ctx context.Context, tg *target) answer {
 			req.Header.Set("If-Modified-Since", tg.base.LastModified)
 		}
 	}
-	resp, err := p.client.Do(req)
-	if err != nil {
-		var ue *url.Error
-		if errors.As(err, &ue) {
-			// http.Client masks a password in the URL, not a token
-			// given as the user name.
-			ue.URL = tg.shown
-		}
-		var ra interface{ RetryAt() time.Time }
-		if errors.As(err, &ra) {
-			a.obs.Outcome, a.obs.RetryAt, a.obs.Unsent = RateLimited, ra.RetryAt(), true
-		} else {
-			a.obs.Outcome = Failed
-		}
-		a.err = err
-		return a
+	return req, nil
+}
+
+// unanswered is the answer for a request that got no response: rate
+// limited and never sent when the error says when to retry (its
+// RetryAt, as the rate-keeping transport's WaitError has), else failed.
+func unanswered(tg *target, err error) answer {
+	var a answer
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		// http.Client masks a password in the URL, not a token
+		// given as the user name.
+		ue.URL = tg.shown
 	}
-	defer resp.Body.Close()
-	a.status = resp.StatusCode
-	body, readErr := io.ReadAll(io.LimitReader(resp.Body, p.maxBody+1))
-	now := time.Now()
+	var ra interface{ RetryAt() time.Time }
+	if errors.As(err, &ra) {
+		a.obs.Outcome, a.obs.RetryAt, a.obs.Unsent = RateLimited, ra.RetryAt(), true
+	} else {
+		a.obs.Outcome = Failed
+	}
+	a.err = err
+	return a
+}
+
+// classify reads a response received at now, with body its first
+// maxBody+1 bytes: its quota, then whether it is a refusal, a failure, the
+// version last seen or a new one.
+func (p *Poller) classify(tg *target, resp *http.Response, body []byte, readErr error, now time.Time) answer {
+	a := answer{status: resp.StatusCode}
 	reading := headers.Parse(resp.StatusCode, resp.Header, body[:min(len(body), 8<<10)], now)
 	a.obs.PollInterval = reading.PollInterval
 	a.obs.Quota = quotaOf(&reading, now)
@@ -541,27 +563,34 @@ func (p *Poller) fetch(ctx context.Context, tg *target) answer {
 		revalidated && tg.base.Seen && resp.StatusCode == http.StatusOK:
 		a.obs.Outcome, a.obs.NotModified = Unchanged, true
 	case resp.StatusCode >= 200 && resp.StatusCode < 300:
-		etag, lastMod := resp.Header.Get("ETag"), resp.Header.Get("Last-Modified")
-		base, diff := Compare(tg.base, etag, lastMod, body)
-		first := !tg.base.Seen
-		tg.base = base
-		switch {
-		case first:
-			a.obs.Outcome = First
-			if p.opts.EmitInitial {
-				a.change = &Change{URL: tg.shown, ETag: etag, ChangedAt: now, Initial: true, Body: body, ContentType: resp.Header.Get("Content-Type")}
-			}
-		case diff.Changed:
-			a.obs.Outcome = Changed
-			a.change = &Change{URL: tg.shown, ETag: etag, ChangedAt: now, Body: body, ContentType: resp.Header.Get("Content-Type"),
-				NewItems: diff.NewItems, Items: diff.Items}
-		default:
-			a.obs.Outcome = Unchanged
-		}
+		p.compare(tg, resp, body, now, &a)
 	default:
 		a.obs.Outcome, a.err = Failed, fmt.Errorf("GET %s: %s", tg.shown, resp.Status)
 	}
 	return a
+}
+
+// compare sets a's outcome for a successful response against the version
+// last seen, with the change to emit, and makes the response the version
+// last seen.
+func (p *Poller) compare(tg *target, resp *http.Response, body []byte, now time.Time, a *answer) {
+	etag, lastMod := resp.Header.Get("ETag"), resp.Header.Get("Last-Modified")
+	base, diff := Compare(tg.base, etag, lastMod, body)
+	first := !tg.base.Seen
+	tg.base = base
+	switch {
+	case first:
+		a.obs.Outcome = First
+		if p.opts.EmitInitial {
+			a.change = &Change{URL: tg.shown, ETag: etag, ChangedAt: now, Initial: true, Body: body, ContentType: resp.Header.Get("Content-Type")}
+		}
+	case diff.Changed:
+		a.obs.Outcome = Changed
+		a.change = &Change{URL: tg.shown, ETag: etag, ChangedAt: now, Body: body, ContentType: resp.Header.Get("Content-Type"),
+			NewItems: diff.NewItems, Items: diff.Items}
+	default:
+		a.obs.Outcome = Unchanged
+	}
 }
 
 // quotaOf turns a reading into a Quota on the local clock: the time to

@@ -226,44 +226,81 @@ func (b *Bucket) observe(r *headers.Reading, now time.Time, counted bool, def De
 	if r.Window > 0 {
 		b.Window = r.Window
 	}
-	stated := r.Remaining != UnknownCount
-	switch {
-	case stated:
-		newWindow := b.Remaining == UnknownCount || b.Assumed ||
-			r.HasReset() && (b.Reset.IsZero() || r.Reset.After(b.Reset.Add(sameWindowTolerance(b.Window))))
-		staleWindow := !newWindow && r.HasReset() && !b.Reset.IsZero() &&
-			r.Reset.Before(b.Reset.Add(-sameWindowTolerance(b.Window)))
-		switch {
-		case newWindow:
-			b.Remaining = r.Remaining
-			b.Reset = r.Reset // zero when not stated: see below
-		case staleWindow:
-			// A response from the previous window, overtaken by
-			// one from the current window: nothing to learn, not
-			// even a refusal — the window it refused has ended,
-			// and taking it would idle the token through the whole
-			// new one.
+	if r.Remaining != UnknownCount {
+		if !b.observeStated(r, now, def) {
 			return
-		default:
-			b.Remaining = min(b.Remaining, r.Remaining)
-			if r.HasReset() && (r.Reset.After(b.Reset) || b.Inferred) {
-				b.Reset = r.Reset
+		}
+	} else {
+		b.observeUnstated(r, now, counted, def)
+	}
+
+	switch r.Limited {
+	case headers.Primary:
+		b.observeRefusal(r, now, maxPause)
+	case headers.NotLimited:
+		if r.HasRetryAfter && r.RetryAfter > 0 {
+			// A 503 (or any response) asking for a pause.
+			if until := now.Add(capPause(r.RetryAfter, maxPause)); until.After(b.BlockedUntil) {
+				b.BlockedUntil = until
 			}
 		}
-		if r.Limit != UnknownCount {
-			b.Limit = r.Limit
+	}
+}
+
+// observeStated folds in a reading that states remaining: taken as it is
+// when it starts a new window, kept to the least remaining within the
+// current one. It reports false, having changed nothing of the counts,
+// for a reading from a window already overtaken.
+func (b *Bucket) observeStated(r *headers.Reading, now time.Time, def Default) bool {
+	newWindow := b.Remaining == UnknownCount || b.Assumed ||
+		r.HasReset() && (b.Reset.IsZero() || r.Reset.After(b.Reset.Add(sameWindowTolerance(b.Window))))
+	staleWindow := !newWindow && r.HasReset() && !b.Reset.IsZero() &&
+		r.Reset.Before(b.Reset.Add(-sameWindowTolerance(b.Window)))
+	switch {
+	case newWindow:
+		b.Remaining = r.Remaining
+		b.Reset = r.Reset // zero when not stated: see below
+	case staleWindow:
+		// A response from the previous window, overtaken by
+		// one from the current window: nothing to learn, not
+		// even a refusal — the window it refused has ended,
+		// and taking it would idle the token through the whole
+		// new one.
+		return false
+	default:
+		b.Remaining = min(b.Remaining, r.Remaining)
+		if r.HasReset() && (r.Reset.After(b.Reset) || b.Inferred) {
+			b.Reset = r.Reset
 		}
-		if r.HasReset() {
-			b.Inferred = false
+	}
+	if r.Limit != UnknownCount {
+		b.Limit = r.Limit
+	}
+	if r.HasReset() {
+		b.Inferred = false
+	}
+	if w := cmp.Or(r.Window, b.Window, def.Window); b.Reset.IsZero() && w > 0 && r.Limited != headers.Primary {
+		// No reset stated: every request the window counts was
+		// sent before now, so all have left it a window from now,
+		// fixed or sliding. Without this the bucket would never
+		// refill once spent. (A refusal sets its own: see
+		// observeRefusal.)
+		b.Reset, b.Inferred = now.Add(w), true
+	}
+	b.Assumed = false
+	if r.HasReset() && b.Reset.Equal(r.Reset) {
+		if span := r.Reset.Sub(now); span > b.Span {
+			b.Span = span
 		}
-		if w := cmp.Or(r.Window, b.Window, def.Window); b.Reset.IsZero() && w > 0 && r.Limited != headers.Primary {
-			// No reset stated: every request the window counts was
-			// sent before now, so all have left it a window from now,
-			// fixed or sliding. Without this the bucket would never
-			// refill once spent. (A refusal sets its own below.)
-			b.Reset, b.Inferred = now.Add(w), true
-		}
-		b.Assumed = false
+	}
+	return true
+}
+
+// observeUnstated folds in a reading that states no remaining: a stated
+// limit is kept until counts come; with nothing stated at all the bucket
+// counts by itself, against def from the first response on.
+func (b *Bucket) observeUnstated(r *headers.Reading, now time.Time, counted bool, def Default) {
+	switch {
 	case r.Limit != UnknownCount && b.Remaining == UnknownCount:
 		b.Limit = r.Limit
 	case b.Remaining == UnknownCount && def.Limit > 0 && r.Limited == headers.NotLimited:
@@ -281,47 +318,37 @@ func (b *Bucket) observe(r *headers.Reading, now time.Time, counted bool, def De
 		// count it ourselves until it speaks again.
 		b.Remaining--
 	}
-	if stated && r.HasReset() && b.Reset.Equal(r.Reset) {
-		if span := r.Reset.Sub(now); span > b.Span {
-			b.Span = span
-		}
-	}
+}
 
-	switch r.Limited {
-	case headers.Primary:
-		b.Remaining = 0
-		var until time.Time
-		switch {
-		case r.HasRetryAfter:
-			until = now.Add(capPause(r.RetryAfter, maxPause)) // the server's word: exact, up to the cap
-		case r.HasReset():
-			// Waited for like any reset, with the grace. A reset
-			// already past (a server rounding down, or behind us)
-			// is retried once after the grace, not at once.
-			until = maxTime(r.Reset, now).Add(b.grace())
-		default:
-			until = now.Add(headers.DefaultWait)
-		}
-		if r.HasReset() && r.Reset.After(b.Reset) {
-			b.Reset = r.Reset
-		}
-		if b.Reset.Before(until) && !b.Reset.Add(b.grace()).Equal(until) || b.Inferred && r.HasRetryAfter {
-			// Nothing says when the bucket refills but the refusal's
-			// own wait (a reset inferred from a window is only a
-			// bound): assume it refills then (exactly, since the
-			// wait already holds any grace).
-			b.Reset, b.Assumed, b.Inferred = until, true, false
-		}
-		if until.After(b.BlockedUntil) {
-			b.BlockedUntil = until
-		}
-	case headers.NotLimited:
-		if r.HasRetryAfter && r.RetryAfter > 0 {
-			// A 503 (or any response) asking for a pause.
-			if until := now.Add(capPause(r.RetryAfter, maxPause)); until.After(b.BlockedUntil) {
-				b.BlockedUntil = until
-			}
-		}
+// observeRefusal empties the bucket on a primary-limit refusal and blocks
+// it until the refusal's wait: its Retry-After (capped at maxPause), else
+// its reset plus the grace, else headers.DefaultWait.
+func (b *Bucket) observeRefusal(r *headers.Reading, now time.Time, maxPause time.Duration) {
+	b.Remaining = 0
+	var until time.Time
+	switch {
+	case r.HasRetryAfter:
+		until = now.Add(capPause(r.RetryAfter, maxPause)) // the server's word: exact, up to the cap
+	case r.HasReset():
+		// Waited for like any reset, with the grace. A reset
+		// already past (a server rounding down, or behind us)
+		// is retried once after the grace, not at once.
+		until = maxTime(r.Reset, now).Add(b.grace())
+	default:
+		until = now.Add(headers.DefaultWait)
+	}
+	if r.HasReset() && r.Reset.After(b.Reset) {
+		b.Reset = r.Reset
+	}
+	if b.Reset.Before(until) && !b.Reset.Add(b.grace()).Equal(until) || b.Inferred && r.HasRetryAfter {
+		// Nothing says when the bucket refills but the refusal's
+		// own wait (a reset inferred from a window is only a
+		// bound): assume it refills then (exactly, since the
+		// wait already holds any grace).
+		b.Reset, b.Assumed, b.Inferred = until, true, false
+	}
+	if until.After(b.BlockedUntil) {
+		b.BlockedUntil = until
 	}
 }
 

@@ -3,7 +3,6 @@ package sim
 import (
 	"errors"
 	"fmt"
-	"sort"
 	"strings"
 	"time"
 )
@@ -209,8 +208,7 @@ func (c Config) Validate() error {
 	if len(c.APIs) == 0 {
 		errs = append(errs, errors.New(`apis: no API configured (want at least one, e.g. [[apis]] dialect = "github")`))
 	}
-	names := map[string]int{}
-	prefixes := map[string]int{}
+	m := mounts{names: map[string]int{}, prefixes: map[string]int{}}
 	for i, a := range c.APIs {
 		p := fmt.Sprintf("apis[%d]", i)
 		d, ok := canonicalDialect(a.Dialect)
@@ -221,79 +219,111 @@ func (c Config) Validate() error {
 				errs = append(errs, fieldErr(p+".dialect", "unknown dialect %q (want github, gitlab, huggingface or gitea)", a.Dialect))
 			}
 		}
-		name := apiName(a)
-		if name != "" {
-			if j, dup := names[name]; dup {
-				errs = append(errs, fieldErr(p+".name", "%q is also the name of apis[%d] (names must be unique)", name, j))
-			}
-			names[name] = i
-		}
-		if prefix, err := effectivePrefix(a, len(c.APIs)); err != nil {
-			errs = append(errs, fieldErr(p+".prefix", "%v", err))
-		} else {
-			if j, dup := prefixes[prefix]; dup {
-				errs = append(errs, fieldErr(p+".prefix", "%q is also the prefix of apis[%d] (each API needs its own; set prefix)", displayPrefix(prefix), j))
-			}
-			prefixes[prefix] = i
-		}
+		errs = append(errs, m.add(p, i, a, len(c.APIs))...)
 		errs = append(errs, validateLimits(p, a.Limit, a.AnonymousLimit, a.Window, a.WindowMode)...)
 		if a.ExhaustedStatus != 0 && a.ExhaustedStatus != 403 && a.ExhaustedStatus != 429 {
 			errs = append(errs, fieldErr(p+".exhausted_status", "%d is not a rate-limit status (want 403 or 429)", a.ExhaustedStatus))
 		}
+		// Resources are named by the dialect: without one they cannot
+		// be checked.
 		if ok {
-			spec := dialectSpec(d)
-			keys := make([]string, 0, len(a.Resources))
-			for k := range a.Resources {
-				keys = append(keys, k)
-			}
-			sort.Strings(keys)
-			for _, k := range keys {
-				rp := p + ".resources." + k
-				idx := spec.resourceIndex(k)
-				switch {
-				case idx < 0:
-					errs = append(errs, fieldErr(rp, "unknown resource for %s (want %s)", d, strings.Join(spec.otherResourceNames(), ", ")))
-				case idx == 0:
-					errs = append(errs, fieldErr(rp, "%s is the main resource: set it with limit, window and window_mode of the API", k))
-				}
-				r := a.Resources[k]
-				errs = append(errs, validateLimits(rp, r.Limit, r.AnonymousLimit, r.Window, r.WindowMode)...)
-			}
+			errs = append(errs, validateResources(p, d, a.Resources)...)
 		}
 		errs = append(errs, validateTokens(p, a.Tokens)...)
-		if s := a.Secondary; s != nil {
-			sp := p + ".secondary"
-			if s.MaxConcurrent < 0 {
-				errs = append(errs, fieldErr(sp+".max_concurrent", "%d is negative (want 0 for no limit, or a positive count)", s.MaxConcurrent))
-			}
-			if s.PointsPerMinute < 0 {
-				errs = append(errs, fieldErr(sp+".points_per_minute", "%d is negative (want 0 for no limit, or a positive count)", s.PointsPerMinute))
-			}
-			if s.GraphQLPointsPerMinute < 0 {
-				errs = append(errs, fieldErr(sp+".graphql_points_per_minute", "%d is negative (want 0 to count GraphQL in points_per_minute, or a positive count)", s.GraphQLPointsPerMinute))
-			}
-			if s.WriteSpacing < 0 {
-				errs = append(errs, fieldErr(sp+".write_spacing", "%v is negative (want 0 for none, or a duration like \"1s\")", s.WriteSpacing))
-			}
-			if s.Penalty < 0 {
-				errs = append(errs, fieldErr(sp+".penalty", "%v is negative (want a duration like \"60s\")", s.Penalty))
-			}
-			if s.Status != 0 && s.Status != 403 && s.Status != 429 {
-				errs = append(errs, fieldErr(sp+".status", "%d is not a rate-limit status (want 403 or 429)", s.Status))
-			}
+		if a.Secondary != nil {
+			errs = append(errs, validateSecondary(p+".secondary", *a.Secondary)...)
 		}
-		if a.PollInterval < 0 || a.PollInterval%time.Second != 0 {
-			errs = append(errs, fieldErr(p+".poll_interval", "%v is not a whole, non-negative number of seconds (want e.g. \"60s\")", a.PollInterval))
-		}
-		if a.EventsEvery < 0 {
-			errs = append(errs, fieldErr(p+".events_every", "%v is negative (want 0 for never, or a duration like \"30s\")", a.EventsEvery))
-		}
-		if a.Latency < 0 {
-			errs = append(errs, fieldErr(p+".latency", "%v is negative (want 0 or a duration like \"50ms\")", a.Latency))
-		}
+		errs = append(errs, validateTimings(p, a)...)
 		errs = append(errs, validateFaults(p+".faults", a.Faults)...)
 	}
 	return errors.Join(errs...)
+}
+
+// mounts are the names and prefixes of the APIs checked so far, each with
+// the index of the API that has it.
+type mounts struct {
+	names, prefixes map[string]int
+}
+
+// add checks that API i's name and prefix are not taken by an earlier
+// one, then records them.
+func (m mounts) add(p string, i int, a APIConfig, apis int) []error {
+	var errs []error
+	if name := apiName(a); name != "" {
+		if j, dup := m.names[name]; dup {
+			errs = append(errs, fieldErr(p+".name", "%q is also the name of apis[%d] (names must be unique)", name, j))
+		}
+		m.names[name] = i
+	}
+	prefix, err := effectivePrefix(a, apis)
+	if err != nil {
+		return append(errs, fieldErr(p+".prefix", "%v", err))
+	}
+	if j, dup := m.prefixes[prefix]; dup {
+		errs = append(errs, fieldErr(p+".prefix", "%q is also the prefix of apis[%d] (each API needs its own; set prefix)", displayPrefix(prefix), j))
+	}
+	m.prefixes[prefix] = i
+	return errs
+}
+
+// validateResources checks the overrides of dialect d's other resources,
+// in name order.
+func validateResources(p, d string, resources map[string]ResourceConfig) []error {
+	var errs []error
+	spec := dialectSpec(d)
+	for _, k := range sortedKeys(resources) {
+		rp := p + ".resources." + k
+		idx := spec.resourceIndex(k)
+		switch {
+		case idx < 0:
+			errs = append(errs, fieldErr(rp, "unknown resource for %s (want %s)", d, strings.Join(spec.otherResourceNames(), ", ")))
+		case idx == 0:
+			errs = append(errs, fieldErr(rp, "%s is the main resource: set it with limit, window and window_mode of the API", k))
+		}
+		r := resources[k]
+		errs = append(errs, validateLimits(rp, r.Limit, r.AnonymousLimit, r.Window, r.WindowMode)...)
+	}
+	return errs
+}
+
+// validateSecondary checks the secondary limits at path sp.
+func validateSecondary(sp string, s SecondaryConfig) []error {
+	var errs []error
+	if s.MaxConcurrent < 0 {
+		errs = append(errs, fieldErr(sp+".max_concurrent", "%d is negative (want 0 for no limit, or a positive count)", s.MaxConcurrent))
+	}
+	if s.PointsPerMinute < 0 {
+		errs = append(errs, fieldErr(sp+".points_per_minute", "%d is negative (want 0 for no limit, or a positive count)", s.PointsPerMinute))
+	}
+	if s.GraphQLPointsPerMinute < 0 {
+		errs = append(errs, fieldErr(sp+".graphql_points_per_minute", "%d is negative (want 0 to count GraphQL in points_per_minute, or a positive count)", s.GraphQLPointsPerMinute))
+	}
+	if s.WriteSpacing < 0 {
+		errs = append(errs, fieldErr(sp+".write_spacing", "%v is negative (want 0 for none, or a duration like \"1s\")", s.WriteSpacing))
+	}
+	if s.Penalty < 0 {
+		errs = append(errs, fieldErr(sp+".penalty", "%v is negative (want a duration like \"60s\")", s.Penalty))
+	}
+	if s.Status != 0 && s.Status != 403 && s.Status != 429 {
+		errs = append(errs, fieldErr(sp+".status", "%d is not a rate-limit status (want 403 or 429)", s.Status))
+	}
+	return errs
+}
+
+// validateTimings checks the API's poll interval, event interval and
+// latency.
+func validateTimings(p string, a APIConfig) []error {
+	var errs []error
+	if a.PollInterval < 0 || a.PollInterval%time.Second != 0 {
+		errs = append(errs, fieldErr(p+".poll_interval", "%v is not a whole, non-negative number of seconds (want e.g. \"60s\")", a.PollInterval))
+	}
+	if a.EventsEvery < 0 {
+		errs = append(errs, fieldErr(p+".events_every", "%v is negative (want 0 for never, or a duration like \"30s\")", a.EventsEvery))
+	}
+	if a.Latency < 0 {
+		errs = append(errs, fieldErr(p+".latency", "%v is negative (want 0 or a duration like \"50ms\")", a.Latency))
+	}
+	return errs
 }
 
 func validateLimits(p string, limit, anon int64, window time.Duration, mode string) []error {

@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
-	"sort"
 	"strings"
 	"time"
 
@@ -128,104 +127,135 @@ func normalizeJSON(v any, t reflect.Type, path string) (any, error) {
 		return nil, nil
 	}
 	if t == durationType {
-		s, ok := v.(string)
-		if !ok {
-			return nil, fmt.Errorf("%s: want a duration string like \"1h\", \"5m\" or \"90s\"", name)
-		}
-		d, err := time.ParseDuration(s)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %q is not a duration (want e.g. \"1h\", \"5m\", \"90s\")", name, s)
-		}
-		return int64(d), nil
+		return normalizeDuration(v, name)
 	}
 	switch t.Kind() {
 	case reflect.Pointer:
 		return normalizeJSON(v, t.Elem(), path)
 	case reflect.Struct:
-		m, ok := v.(map[string]any)
-		if !ok {
-			return nil, fmt.Errorf("%s: want an object", name)
-		}
-		fields := map[string]reflect.StructField{}
-		for i := range t.NumField() {
-			f := t.Field(i)
-			if tag, _, _ := strings.Cut(f.Tag.Get("json"), ","); tag != "" && tag != "-" {
-				fields[tag] = f
-			}
-		}
-		out := map[string]any{}
-		var errs []error
-		for _, k := range sortedKeys(m) {
-			f, ok := fields[k]
-			if !ok {
-				errs = append(errs, fmt.Errorf("%s: unknown field (known: %s)", join(path, k), strings.Join(sortedKeys(fields), ", ")))
-				continue
-			}
-			nv, err := normalizeJSON(m[k], f.Type, join(path, k))
-			if err != nil {
-				errs = append(errs, err)
-				continue
-			}
-			out[k] = nv
-		}
-		return out, errors.Join(errs...)
+		return normalizeStruct(v, t, path, name)
 	case reflect.Slice:
-		l, ok := v.([]any)
-		if !ok {
-			return nil, fmt.Errorf("%s: want an array", name)
-		}
-		out := make([]any, len(l))
-		var errs []error
-		for i, e := range l {
-			nv, err := normalizeJSON(e, t.Elem(), fmt.Sprintf("%s[%d]", path, i))
-			errs = append(errs, err)
-			out[i] = nv
-		}
-		return out, errors.Join(errs...)
+		return normalizeSlice(v, t, path, name)
 	case reflect.Map:
-		m, ok := v.(map[string]any)
+		return normalizeMap(v, t, path, name)
+	}
+	if err := checkScalar(v, t.Kind(), name); err != nil {
+		return nil, err
+	}
+	return v, nil
+}
+
+// normalizeDuration reads a duration string ("90s") as nanoseconds, what
+// time.Duration's JSON form is.
+func normalizeDuration(v any, name string) (any, error) {
+	s, ok := v.(string)
+	if !ok {
+		return nil, fmt.Errorf("%s: want a duration string like \"1h\", \"5m\" or \"90s\"", name)
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %q is not a duration (want e.g. \"1h\", \"5m\", \"90s\")", name, s)
+	}
+	return int64(d), nil
+}
+
+// normalizeStruct checks an object against struct t's json fields. Every
+// unknown field and every bad value is reported, in key order, so one run
+// shows all of a file's mistakes.
+func normalizeStruct(v any, t reflect.Type, path, name string) (any, error) {
+	m, ok := v.(map[string]any)
+	if !ok {
+		return nil, fmt.Errorf("%s: want an object", name)
+	}
+	fields := map[string]reflect.StructField{}
+	for i := range t.NumField() {
+		f := t.Field(i)
+		if tag, _, _ := strings.Cut(f.Tag.Get("json"), ","); tag != "" && tag != "-" {
+			fields[tag] = f
+		}
+	}
+	out := map[string]any{}
+	var errs []error
+	for _, k := range sortedKeys(m) {
+		f, ok := fields[k]
 		if !ok {
-			return nil, fmt.Errorf("%s: want an object", name)
+			errs = append(errs, fmt.Errorf("%s: unknown field (known: %s)", join(path, k), strings.Join(sortedKeys(fields), ", ")))
+			continue
 		}
-		out := map[string]any{}
-		var errs []error
-		keys := make([]string, 0, len(m))
-		for k := range m {
-			keys = append(keys, k)
-		}
-		sort.Strings(keys)
-		for _, k := range keys {
-			nv, err := normalizeJSON(m[k], t.Elem(), join(path, k))
+		nv, err := normalizeJSON(m[k], f.Type, join(path, k))
+		if err != nil {
 			errs = append(errs, err)
-			out[k] = nv
+			continue
 		}
-		return out, errors.Join(errs...)
+		out[k] = nv
+	}
+	return out, errors.Join(errs...)
+}
+
+// normalizeSlice checks each element of an array against t's element
+// type.
+func normalizeSlice(v any, t reflect.Type, path, name string) (any, error) {
+	l, ok := v.([]any)
+	if !ok {
+		return nil, fmt.Errorf("%s: want an array", name)
+	}
+	out := make([]any, len(l))
+	var errs []error
+	for i, e := range l {
+		nv, err := normalizeJSON(e, t.Elem(), fmt.Sprintf("%s[%d]", path, i))
+		errs = append(errs, err)
+		out[i] = nv
+	}
+	return out, errors.Join(errs...)
+}
+
+// normalizeMap checks each value of an object against t's element type,
+// in key order so the errors come in a stable order.
+func normalizeMap(v any, t reflect.Type, path, name string) (any, error) {
+	m, ok := v.(map[string]any)
+	if !ok {
+		return nil, fmt.Errorf("%s: want an object", name)
+	}
+	out := map[string]any{}
+	var errs []error
+	for _, k := range sortedKeys(m) {
+		nv, err := normalizeJSON(m[k], t.Elem(), join(path, k))
+		errs = append(errs, err)
+		out[k] = nv
+	}
+	return out, errors.Join(errs...)
+}
+
+// checkScalar checks that v, as decoded with UseNumber, fits a value of
+// kind k; other kinds pass unchecked.
+func checkScalar(v any, k reflect.Kind, name string) error {
+	switch k {
 	case reflect.String:
 		if _, ok := v.(string); !ok {
-			return nil, fmt.Errorf("%s: want a string", name)
+			return fmt.Errorf("%s: want a string", name)
 		}
 	case reflect.Bool:
 		if _, ok := v.(bool); !ok {
-			return nil, fmt.Errorf("%s: want true or false", name)
+			return fmt.Errorf("%s: want true or false", name)
 		}
 	case reflect.Int, reflect.Int64, reflect.Int32:
 		n, ok := v.(json.Number)
 		if !ok {
-			return nil, fmt.Errorf("%s: want a whole number", name)
+			return fmt.Errorf("%s: want a whole number", name)
 		}
 		if _, err := n.Int64(); err != nil {
-			return nil, fmt.Errorf("%s: %s is not a whole number", name, n)
+			return fmt.Errorf("%s: %s is not a whole number", name, n)
 		}
 	case reflect.Float64:
 		n, ok := v.(json.Number)
 		if !ok {
-			return nil, fmt.Errorf("%s: want a number", name)
+			return fmt.Errorf("%s: want a number", name)
 		}
 		if _, err := n.Float64(); err != nil {
-			return nil, fmt.Errorf("%s: %s is not a number", name, n)
+			return fmt.Errorf("%s: %s is not a number", name, n)
 		}
 	}
-	return v, nil
+	return nil
 }
 
 func join(path, key string) string {

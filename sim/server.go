@@ -125,6 +125,7 @@ func newAPI(s *Server, i int, ac APIConfig, apis int, seed int64) (*api, error) 
 	}
 	a := &api{
 		srv: s, index: i, name: apiName(ac), kind: kind, prefix: prefix, spec: sp,
+		d:               dialectOf(kind),
 		requireAuth:     ac.RequireAuth,
 		exhaustedStatus: cmpOr(ac.ExhaustedStatus, sp.exhaustedStatus),
 		freeNotModified: boolOr(ac.FreeNotModified, sp.freeNotModified),
@@ -135,21 +136,38 @@ func newAPI(s *Server, i int, ac APIConfig, apis int, seed int64) (*api, error) 
 		latency:         ac.Latency,
 		faults:          ac.Faults,
 		seed:            splitmix64(uint64(seed) ^ uint64(i+1)*0x9e3779b97f4a7c15),
+		res:             resolveResources(kind, sp, ac),
+		secondary:       secondaryConfig(ac, sp),
 		tokens:          map[string]*owner{},
 		anon:            map[string]*owner{},
 	}
 	a.faults.UnavailableRetryAfter = cmpOr(a.faults.UnavailableRetryAfter, time.Second)
 	a.faults.SlowDelay = cmpOr(a.faults.SlowDelay, 2*time.Second)
+	// Owners are made last: their buckets copy the resources and the
+	// secondary limits.
+	a.addTokens(ac.Tokens)
+	return a, nil
+}
+
+// dialectOf is the dialect that renders answers of kind.
+func dialectOf(kind string) dialect {
 	switch kind {
 	case DialectGitHub:
-		a.d = githubDialect{}
+		return githubDialect{}
 	case DialectGitLab:
-		a.d = gitlabDialect{}
+		return gitlabDialect{}
 	case DialectHuggingFace:
-		a.d = huggingfaceDialect{}
+		return huggingfaceDialect{}
 	default:
-		a.d = giteaDialect{}
+		return giteaDialect{}
 	}
+}
+
+// resolveResources is the dialect's resources with the configuration's
+// overrides applied: the API's own limit and window override the first
+// resource, Resources the others by name.
+func resolveResources(kind string, sp *spec, ac APIConfig) []resolvedResource {
+	var res []resolvedResource
 	for ri, r := range sp.resources {
 		rr := resolvedResource{name: r.name, limit: r.limit, anonLimit: r.anonLimit, window: int64(r.window / time.Second), fixed: r.mode == WindowFixed}
 		var over ResourceConfig
@@ -174,22 +192,34 @@ func newAPI(s *Server, i int, ac APIConfig, apis int, seed int64) (*api, error) 
 		if over.WindowMode != "" {
 			rr.fixed = strings.EqualFold(over.WindowMode, WindowFixed)
 		}
-		a.res = append(a.res, rr)
+		res = append(res, rr)
 	}
+	return res
+}
+
+// secondaryConfig is the secondary limits the API enforces, nil for none:
+// the configuration's, when it sets any limit, else the dialect's own.
+func secondaryConfig(ac APIConfig, sp *spec) *SecondaryConfig {
 	switch {
 	case ac.Secondary != nil:
 		sc := *ac.Secondary
 		if sc.MaxConcurrent > 0 || sc.PointsPerMinute > 0 || sc.GraphQLPointsPerMinute > 0 || sc.WriteSpacing > 0 {
 			sc.Penalty = cmpOr(sc.Penalty, time.Minute)
 			sc.Status = cmpOr(sc.Status, 403)
-			a.secondary = &sc
+			return &sc
 		}
 	case sp.secondary != nil:
 		sc := *sp.secondary
-		a.secondary = &sc
+		return &sc
 	}
+	return nil
+}
+
+// addTokens makes the named owners of the configured tokens, one per
+// owner however many tokens it has, in token order.
+func (a *api) addTokens(tokens []TokenConfig) {
 	byName := map[string]*owner{}
-	for ti, t := range ac.Tokens {
+	for ti, t := range tokens {
 		name := tokenOwner(t, ti)
 		o := byName[name]
 		if o == nil {
@@ -211,7 +241,6 @@ func newAPI(s *Server, i int, ac APIConfig, apis int, seed int64) (*api, error) 
 		a.tokenOwners = append(a.tokenOwners, o)
 		a.tokenTexts = append(a.tokenTexts, t.Token)
 	}
-	return a, nil
 }
 
 func (a *api) newOwner(name string, id int64, anonymous bool) *owner {
@@ -297,6 +326,27 @@ func (s *Server) mount(p string) (*api, string) {
 // limits, then the bucket (a 304 may be free), render, and reply after the
 // latency.
 func (a *api) serve(w http.ResponseWriter, r *http.Request, rel string) {
+	c := a.newCall(w, r, rel)
+	if !a.authenticate(c) {
+		return
+	}
+	b := c.own.buckets[c.ep.res]
+	inFlight := c.own.inFlight.Add(1)
+	defer c.own.inFlight.Add(-1)
+
+	delay, failed := a.injectFault(c, b, inFlight)
+	if failed {
+		return
+	}
+	if a.refuseSecondary(c, b, inFlight, delay) {
+		return
+	}
+	a.answer(c, b, inFlight, delay)
+}
+
+// newCall makes the call for a request and finds its endpoint, filling in
+// the default secondary points (5 for a write, else 1) and cost (1).
+func (a *api) newCall(w http.ResponseWriter, r *http.Request, rel string) *call {
 	realNow := time.Now()
 	c := &call{a: a, w: w, r: r, rel: rel, segs: splitPath(rel), realNow: realNow, now: realNow.Add(a.skew)}
 	c.ep = a.d.route(c)
@@ -307,73 +357,100 @@ func (a *api) serve(w http.ResponseWriter, r *http.Request, rel string) {
 		}
 	}
 	c.ep.cost = cmpOr(c.ep.cost, 1)
-	tok, present := a.d.credential(r)
+	return c
+}
+
+// authenticate sets the call's owner: the token's, or the client IP's
+// anonymous one. It answers 401 itself and reports false for an unknown
+// token, and for no token where the API or endpoint needs one.
+func (a *api) authenticate(c *call) bool {
+	tok, present := a.d.credential(c.r)
 	if present {
 		c.own = a.tokens[tok]
 		if c.own == nil {
 			// A bad token is charged to nobody, but counted on the client
 			// IP's anonymous bucket, whose state the answer carries.
-			anon := a.anonOwner(clientIP(r))
+			anon := a.anonOwner(clientIP(c.r))
 			st := anon.buckets[c.ep.res].record(c.now, anon.inFlight.Load(), outUnauthorized)
 			a.reply(c, a.d.unauthorized(c, false), st, false, 0)
-			return
+			return false
 		}
-	} else {
-		c.own = a.anonOwner(clientIP(r))
-		if a.requireAuth || c.ep.needsAuth || a.res[c.ep.res].anonLimit < 0 {
-			st := c.own.buckets[c.ep.res].record(c.now, c.own.inFlight.Load(), outUnauthorized)
-			a.reply(c, a.d.unauthorized(c, true), st, false, 0)
-			return
-		}
+		return true
 	}
-	b := c.own.buckets[c.ep.res]
-	inFlight := c.own.inFlight.Add(1)
-	defer c.own.inFlight.Add(-1)
+	c.own = a.anonOwner(clientIP(c.r))
+	if a.requireAuth || c.ep.needsAuth || a.res[c.ep.res].anonLimit < 0 {
+		st := c.own.buckets[c.ep.res].record(c.now, c.own.inFlight.Load(), outUnauthorized)
+		a.reply(c, a.d.unauthorized(c, true), st, false, 0)
+		return false
+	}
+	return true
+}
 
-	var delay time.Duration
-	if a.faults.any() {
-		switch f, pick := a.drawFault(); f {
-		case faultError:
-			st := b.record(c.now, inFlight, outServerError)
-			a.reply(c, serverError(pick), st, false, 0)
-			return
-		case faultUnavailable:
-			st := b.record(c.now, inFlight, outServerError)
-			rd := newRendered(http.StatusServiceUnavailable, ctText, []byte("Service Unavailable\n")).
-				with("Retry-After", itoa(int64(a.faults.UnavailableRetryAfter/time.Second)))
-			a.reply(c, rd, st, false, 0)
-			return
-		case faultDrop:
-			b.record(c.now, inFlight, outDropped)
-			drop(w)
-			return
-		case faultSlow:
-			delay = a.faults.SlowDelay
-		}
+// injectFault draws the configured faults for one request. A server
+// error, an unavailable answer or a dropped connection is answered here
+// (failed is true); a slow answer only adds delay.
+func (a *api) injectFault(c *call, b *bucket, inFlight int64) (delay time.Duration, failed bool) {
+	if !a.faults.any() {
+		return 0, false
 	}
-	if sec := c.own.sec; sec != nil {
-		if ok, wait := sec.admit(c.now, inFlight, c.ep.points, c.ep.write, c.ep.graphql); !ok {
-			st := b.record(c.now, inFlight, outSecondary)
-			rd := a.d.secondaryRefusal(c, a.secondary.Status)
-			if a.secondary.RetryAfter {
-				rd = rd.with("Retry-After", itoa(ceilSeconds(wait)))
-			}
-			a.reply(c, rd, st, false, delay)
-			return
-		}
+	switch f, pick := a.drawFault(); f {
+	case faultError:
+		st := b.record(c.now, inFlight, outServerError)
+		a.reply(c, serverError(pick), st, false, 0)
+		return 0, true
+	case faultUnavailable:
+		st := b.record(c.now, inFlight, outServerError)
+		rd := newRendered(http.StatusServiceUnavailable, ctText, []byte("Service Unavailable\n")).
+			with("Retry-After", itoa(int64(a.faults.UnavailableRetryAfter/time.Second)))
+		a.reply(c, rd, st, false, 0)
+		return 0, true
+	case faultDrop:
+		b.record(c.now, inFlight, outDropped)
+		drop(c.w)
+		return 0, true
+	case faultSlow:
+		return a.faults.SlowDelay, false
 	}
+	return 0, false
+}
+
+// refuseSecondary answers the secondary-limit refusal, and reports true,
+// when the owner's secondary limits do not admit the call.
+func (a *api) refuseSecondary(c *call, b *bucket, inFlight int64, delay time.Duration) bool {
+	sec := c.own.sec
+	if sec == nil {
+		return false
+	}
+	ok, wait := sec.admit(c.now, inFlight, c.ep.points, c.ep.write, c.ep.graphql)
+	if ok {
+		return false
+	}
+	st := b.record(c.now, inFlight, outSecondary)
+	rd := a.d.secondaryRefusal(c, a.secondary.Status)
+	if a.secondary.RetryAfter {
+		rd = rd.with("Retry-After", itoa(ceilSeconds(wait)))
+	}
+	a.reply(c, rd, st, false, delay)
+	return true
+}
+
+// answer charges the bucket and replies: the exhausted answer when it
+// refuses, else the endpoint's content. A static answer is rendered first
+// so that a matching If-None-Match can make it a 304, free where the API
+// says so.
+func (a *api) answer(c *call, b *bucket, inFlight int64, delay time.Duration) {
 	var rd *rendered
 	notModified := false
 	if c.ep.static != nil {
 		rd = a.content(c)
 		if rd.etag != "" {
-			c.tag = a.d.tagFor(r, rd)
+			c.tag = a.d.tagFor(c.r, rd)
 		}
-		notModified = rd.status == http.StatusOK && (r.Method == http.MethodGet || r.Method == http.MethodHead) &&
-			etagMatches(r.Header.Get("If-None-Match"), c.tag)
+		notModified = rd.status == http.StatusOK && (c.r.Method == http.MethodGet || c.r.Method == http.MethodHead) &&
+			etagMatches(c.r.Header.Get("If-None-Match"), c.tag)
 	}
 	free := c.ep.free || (notModified && a.freeNotModified)
-	st, verdict := b.admit(c.now, realNow, inFlight, c.ep.cost, free, notModified, a.spec.countRefused)
+	st, verdict := b.admit(c.now, c.realNow, inFlight, c.ep.cost, free, notModified, a.spec.countRefused)
 	if verdict == refused {
 		a.reply(c, a.d.exhausted(c, st), st, false, delay)
 		return

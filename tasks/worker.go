@@ -166,51 +166,13 @@ func (w *taskWorker[TD, TTx]) cancelRunning(_ context.Context, id int64) {
 
 func (b *riverBackend[TD, TTx]) work(ctx context.Context, q *Queue, handlers map[string]HandlerFunc, wo WorkOptions) error {
 	w := &taskWorker[TD, TTx]{q: q, b: b, handlers: handlers, rule: wo.RateLimitedPriority, faulted: make(chan struct{})}
-	workers := river.NewWorkers()
 	types := slices.Sorted(maps.Keys(handlers))
-	queues := make(map[string]river.QueueConfig, len(types))
-	for _, typ := range types {
-		river.AddWorkerArgs(workers, jobArgs{kind: typ}, river.Worker[jobArgs](w)) // types are distinct map keys: no duplicate panic
-		queues[queueFor(typ)] = river.QueueConfig{MaxWorkers: wo.Concurrency}
-	}
-	retention := q.opts.Retention
-	if retention <= 0 {
-		retention = -1 // River: never delete
-	}
-	client, err := river.NewClient[TTx](b.driver, &river.Config{
-		ID:     wo.WorkerID,
-		Logger: q.opts.Logger,
-		Queues: queues,
-		// Throughput settings: see Options.FetchCooldown and
-		// FetchPollInterval for why they differ from River's defaults.
-		FetchCooldown:     q.opts.FetchCooldown,
-		FetchPollInterval: q.opts.FetchPollInterval,
-		// Each task carries its own timeout (taskWorker.Timeout); -1 means
-		// no client-wide one on top.
-		JobTimeout:                  -1,
-		RescueStuckJobsAfter:        q.opts.RescueStuckAfter,
-		CompletedJobRetentionPeriod: retention,
-		CancelledJobRetentionPeriod: retention,
-		DiscardedJobRetentionPeriod: retention,
-		PollOnly:                    !b.postgres,
-		Workers:                     workers,
-	})
+	client, err := b.newClient(q, w, types, wo)
 	if err != nil {
 		return fmt.Errorf("tasks: start worker: %w", err)
 	}
-	finished, unsubscribe := client.SubscribeConfig(&river.SubscribeConfig{
-		Kinds: []river.EventKind{river.EventKindJobCompleted, river.EventKindJobSnoozed,
-			river.EventKindJobFailed, river.EventKindJobCancelled},
-		// Events beyond the buffer are dropped by River; their history
-		// then waits for the next claim or sweep, so make that rare.
-		ChanSize: 20_000,
-	})
-	var projector sync.WaitGroup
-	projector.Go(func() { w.project(finished) })
-	defer func() {
-		unsubscribe() // closes finished once River has stopped sending
-		projector.Wait()
-	}()
+	stopProjecting := w.startProjecting(client)
+	defer stopProjecting()
 
 	// Record this worker before it claims anything, so that a task it
 	// finishes never reads as waiting for a worker of its type, and take
@@ -246,8 +208,69 @@ func (b *riverBackend[TD, TTx]) work(ctx context.Context, q *Queue, handlers map
 	case <-ctx.Done():
 	case <-w.faulted:
 	}
-	stopCtx, cancelStop := context.WithTimeout(context.Background(), wo.ShutdownTimeout)
-	err = client.Stop(stopCtx)
+	err = w.stopClient(client, wo.ShutdownTimeout)
+	stopRun()
+	bg.Wait()
+	return w.stopError(wo.WorkerID, err)
+}
+
+// newClient makes River's client working the given task types, each on
+// its own queue with wo.Concurrency workers.
+func (b *riverBackend[TD, TTx]) newClient(q *Queue, w *taskWorker[TD, TTx], types []string, wo WorkOptions) (*river.Client[TTx], error) {
+	workers := river.NewWorkers()
+	queues := make(map[string]river.QueueConfig, len(types))
+	for _, typ := range types {
+		river.AddWorkerArgs(workers, jobArgs{kind: typ}, river.Worker[jobArgs](w)) // types are distinct map keys: no duplicate panic
+		queues[queueFor(typ)] = river.QueueConfig{MaxWorkers: wo.Concurrency}
+	}
+	retention := q.opts.Retention
+	if retention <= 0 {
+		retention = -1 // River: never delete
+	}
+	return river.NewClient[TTx](b.driver, &river.Config{
+		ID:     wo.WorkerID,
+		Logger: q.opts.Logger,
+		Queues: queues,
+		// Throughput settings: see Options.FetchCooldown and
+		// FetchPollInterval for why they differ from River's defaults.
+		FetchCooldown:     q.opts.FetchCooldown,
+		FetchPollInterval: q.opts.FetchPollInterval,
+		// Each task carries its own timeout (taskWorker.Timeout); -1 means
+		// no client-wide one on top.
+		JobTimeout:                  -1,
+		RescueStuckJobsAfter:        q.opts.RescueStuckAfter,
+		CompletedJobRetentionPeriod: retention,
+		CancelledJobRetentionPeriod: retention,
+		DiscardedJobRetentionPeriod: retention,
+		PollOnly:                    !b.postgres,
+		Workers:                     workers,
+	})
+}
+
+// startProjecting subscribes to the client's events of finished attempts
+// and projects them into task histories; the returned func stops it once
+// every event River sent is projected.
+func (w *taskWorker[TD, TTx]) startProjecting(client *river.Client[TTx]) (stop func()) {
+	finished, unsubscribe := client.SubscribeConfig(&river.SubscribeConfig{
+		Kinds: []river.EventKind{river.EventKindJobCompleted, river.EventKindJobSnoozed,
+			river.EventKindJobFailed, river.EventKindJobCancelled},
+		// Events beyond the buffer are dropped by River; their history
+		// then waits for the next claim or sweep, so make that rare.
+		ChanSize: 20_000,
+	})
+	var projector sync.WaitGroup
+	projector.Go(func() { w.project(finished) })
+	return func() {
+		unsubscribe() // closes finished once River has stopped sending
+		projector.Wait()
+	}
+}
+
+// stopClient stops River's client, letting running handlers finish within
+// timeout.
+func (w *taskWorker[TD, TTx]) stopClient(client *river.Client[TTx], timeout time.Duration) error {
+	stopCtx, cancelStop := context.WithTimeout(context.Background(), timeout)
+	err := client.Stop(stopCtx)
 	cancelStop()
 	if err != nil {
 		// Time is up: cancel the handlers still running; their tasks go
@@ -257,14 +280,19 @@ func (b *riverBackend[TD, TTx]) work(ctx context.Context, q *Queue, handlers map
 		err = client.StopAndCancel(hardCtx)
 		cancelHard()
 	}
-	stopRun()
-	bg.Wait()
-	if err != nil {
-		err = fmt.Errorf("tasks: worker %s did not stop cleanly: %w", wo.WorkerID, err)
+	return err
+}
+
+// stopError is what Work returns once stopped: the local fault that made
+// it stop, if any, joined with stopErr, the client's failure to stop.
+func (w *taskWorker[TD, TTx]) stopError(workerID string, stopErr error) error {
+	var err error
+	if stopErr != nil {
+		err = fmt.Errorf("tasks: worker %s did not stop cleanly: %w", workerID, stopErr)
 	}
 	select {
 	case <-w.faulted:
-		return errors.Join(fmt.Errorf("tasks: worker %s stopped: %w", wo.WorkerID, w.faultErr), err)
+		return errors.Join(fmt.Errorf("tasks: worker %s stopped: %w", workerID, w.faultErr), err)
 	default:
 	}
 	return err

@@ -124,24 +124,9 @@ func Transport(opts Options) (*transport.Transport, error) {
 // them. If the result is not given to a transport, call its OnClose to
 // release the database.
 func Build(opts Options) (transport.Options, error) {
-	reg := provider.Defaults()
-	noAuto := opts.NoAutoHosts
-	if opts.ConfigFile != "" {
-		cfg, err := provider.LoadConfig(opts.ConfigFile)
-		if err != nil {
-			return transport.Options{}, err
-		}
-		if err := reg.ApplyConfig(cfg); err != nil {
-			return transport.Options{}, err
-		}
-		if cfg.AutoHosts != nil && !*cfg.AutoHosts {
-			noAuto = true
-		}
-	}
-	for _, f := range opts.Providers {
-		if err := reg.ApplyFlag(f); err != nil {
-			return transport.Options{}, err
-		}
+	reg, noAuto, err := registry(opts)
+	if err != nil {
+		return transport.Options{}, err
 	}
 	to := transport.Options{
 		Providers: reg,
@@ -151,53 +136,18 @@ func Build(opts Options) (transport.Options, error) {
 		MaxPause:  opts.MaxPause,
 		Logger:    opts.Logger,
 		OnEvent:   opts.OnEvent,
-		Pools:     map[string]*creds.Pool{},
 
 		NoAutoProviders: noAuto,
 	}
-	to.Policy = quota.DefaultPolicy()
-	if opts.Policy != "" {
-		k, err := quota.ParseKind(opts.Policy)
-		if err != nil {
-			return transport.Options{}, fmt.Errorf("policy: %w", err)
-		}
-		to.Policy.Kind = k
-	}
-	if opts.Reserve < 0 {
-		return transport.Options{}, fmt.Errorf("reserve %d: want 0 or more requests", opts.Reserve)
-	}
-	to.Policy.Reserve, to.Policy.ReservePercent = int64(opts.Reserve), opts.ReservePercent
-	to.Policy.Velocity = cmp.Or(opts.Velocity, to.Policy.Velocity)
-	to.Policy.MinDelay = cmp.Or(opts.MinInterval, to.Policy.MinDelay)
-	to.Policy.MaxDelay = cmp.Or(opts.MaxInterval, to.Policy.MaxDelay)
-	to.Policy.Burst = opts.Burst
-	if err := to.Policy.Validate(); err != nil {
+	if to.Policy, err = policy(opts); err != nil {
 		return transport.Options{}, err
 	}
 	if opts.MaxPause < 0 || opts.SecondaryWait < 0 {
 		return transport.Options{}, fmt.Errorf("max pause %v, secondary wait %v: want positive durations (0 for the defaults)", opts.MaxPause, opts.SecondaryWait)
 	}
 	to.SecondaryWait = opts.SecondaryWait
-	for name, tokens := range opts.Tokens {
-		p, err := reg.Get(name)
-		if err != nil {
-			return transport.Options{}, fmt.Errorf("tokens: %w", err)
-		}
-		var cs []*creds.Credential
-		for i, tok := range tokens {
-			source := fmt.Sprintf("Options.Tokens[%q] entry #%d", name, i+1)
-			list, err := creds.ParseTokenList(source, tok)
-			if err != nil {
-				return transport.Options{}, err
-			}
-			for _, t := range list {
-				cs = append(cs, creds.NewToken(p.Name, len(cs)+1, t, source))
-			}
-		}
-		if len(cs) == 0 {
-			cs = append(cs, creds.NewAnonymous(p.Name, 1))
-		}
-		to.Pools[p.Name] = creds.NewPool(p.Name, cs...)
+	if to.Pools, err = pools(opts.Tokens, reg); err != nil {
+		return transport.Options{}, err
 	}
 	if opts.Registerer != nil {
 		m, err := transport.NewMetrics(opts.Registerer)
@@ -208,20 +158,8 @@ func Build(opts Options) (transport.Options, error) {
 	}
 	cacheOpts := cache.Options{MaxBytes: opts.CacheBytes, Logger: opts.Logger}
 	if opts.DB != "" && opts.DB != "memory" {
-		st, err := kv.Open(context.Background(), stateDSN(opts.DB), kv.Options{BlobLimit: opts.CacheBytes, Logger: opts.Logger})
-		if err != nil {
-			return transport.Options{}, &DatabaseError{DSN: redactDSN(opts.DB), Err: err}
-		}
-		shared := sharedstate.New(st, opts.Logger)
-		if to.State == nil {
-			to.State = shared
-		}
-		to.Credentials = shared
-		cacheOpts.Backend = st
-		to.OnClose = func() error {
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			defer cancel()
-			return errors.Join(shared.Close(ctx), st.Close())
+		if err := openDatabase(opts, &to, &cacheOpts); err != nil {
+			return transport.Options{}, err
 		}
 	}
 	to.Cache = cache.New(cacheOpts)
@@ -232,6 +170,109 @@ func Build(opts Options) (transport.Options, error) {
 		opts.Tune(&to)
 	}
 	return to, nil
+}
+
+// registry is the built-in providers with the configuration file and the
+// provider flags applied, in that order, so a flag overrides the file.
+// noAuto reports whether hosts no provider owns are left alone, by the
+// options or by the file's auto_hosts: false.
+func registry(opts Options) (reg *provider.Registry, noAuto bool, err error) {
+	reg = provider.Defaults()
+	noAuto = opts.NoAutoHosts
+	if opts.ConfigFile != "" {
+		cfg, err := provider.LoadConfig(opts.ConfigFile)
+		if err != nil {
+			return nil, false, err
+		}
+		if err := reg.ApplyConfig(cfg); err != nil {
+			return nil, false, err
+		}
+		if cfg.AutoHosts != nil && !*cfg.AutoHosts {
+			noAuto = true
+		}
+	}
+	for _, f := range opts.Providers {
+		if err := reg.ApplyFlag(f); err != nil {
+			return nil, false, err
+		}
+	}
+	return reg, noAuto, nil
+}
+
+// policy is the default quota policy with the options' choices on top;
+// a zero option keeps the default.
+func policy(opts Options) (quota.Policy, error) {
+	p := quota.DefaultPolicy()
+	if opts.Policy != "" {
+		k, err := quota.ParseKind(opts.Policy)
+		if err != nil {
+			return quota.Policy{}, fmt.Errorf("policy: %w", err)
+		}
+		p.Kind = k
+	}
+	if opts.Reserve < 0 {
+		return quota.Policy{}, fmt.Errorf("reserve %d: want 0 or more requests", opts.Reserve)
+	}
+	p.Reserve, p.ReservePercent = int64(opts.Reserve), opts.ReservePercent
+	p.Velocity = cmp.Or(opts.Velocity, p.Velocity)
+	p.MinDelay = cmp.Or(opts.MinInterval, p.MinDelay)
+	p.MaxDelay = cmp.Or(opts.MaxInterval, p.MaxDelay)
+	p.Burst = opts.Burst
+	if err := p.Validate(); err != nil {
+		return quota.Policy{}, err
+	}
+	return p, nil
+}
+
+// pools makes one credential pool per provider named in byProvider (a
+// provider given no token gets an anonymous credential), numbering the
+// credentials in the order given.
+func pools(byProvider map[string][]string, reg *provider.Registry) (map[string]*creds.Pool, error) {
+	out := map[string]*creds.Pool{}
+	for name, tokens := range byProvider {
+		p, err := reg.Get(name)
+		if err != nil {
+			return nil, fmt.Errorf("tokens: %w", err)
+		}
+		var cs []*creds.Credential
+		for i, tok := range tokens {
+			source := fmt.Sprintf("Options.Tokens[%q] entry #%d", name, i+1)
+			list, err := creds.ParseTokenList(source, tok)
+			if err != nil {
+				return nil, err
+			}
+			for _, t := range list {
+				cs = append(cs, creds.NewToken(p.Name, len(cs)+1, t, source))
+			}
+		}
+		if len(cs) == 0 {
+			cs = append(cs, creds.NewAnonymous(p.Name, 1))
+		}
+		out[p.Name] = creds.NewPool(p.Name, cs...)
+	}
+	return out, nil
+}
+
+// openDatabase opens opts.DB and puts it behind the quota state (unless
+// the options bring their own), the credentials' shared state and the
+// cache; to.OnClose closes it.
+func openDatabase(opts Options, to *transport.Options, cacheOpts *cache.Options) error {
+	st, err := kv.Open(context.Background(), stateDSN(opts.DB), kv.Options{BlobLimit: opts.CacheBytes, Logger: opts.Logger})
+	if err != nil {
+		return &DatabaseError{DSN: redactDSN(opts.DB), Err: err}
+	}
+	shared := sharedstate.New(st, opts.Logger)
+	if to.State == nil {
+		to.State = shared
+	}
+	to.Credentials = shared
+	cacheOpts.Backend = st
+	to.OnClose = func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		return errors.Join(shared.Close(ctx), st.Close())
+	}
+	return nil
 }
 
 // DatabaseError reports a database that cannot be used: unreachable, or at

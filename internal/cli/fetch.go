@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -20,6 +21,7 @@ import (
 	"github.com/ratekeeper/ratekeeper/internal/assemble"
 	"github.com/ratekeeper/ratekeeper/internal/sqlitedb"
 	"github.com/ratekeeper/ratekeeper/tasks"
+	"github.com/ratekeeper/ratekeeper/transport"
 )
 
 func init() { register(newFetchCmd) }
@@ -128,15 +130,9 @@ running requests get a few seconds to finish and the same command resumes.`,
 
 func runFetch(cmd *cobra.Command, o *fetchOptions, args []string) error {
 	stdout, stderr := cmd.OutOrStdout(), cmd.ErrOrStderr()
-	if err := o.check(args); err != nil {
-		return &ExitError{Code: 2, Err: err}
-	}
-	entries, source, err := o.readEntries(cmd.InOrStdin(), args)
+	entries, source, err := o.entries(cmd.InOrStdin(), args)
 	if err != nil {
-		return &ExitError{Code: 2, Err: err}
-	}
-	if o.since != "" && sameFile(o.since, o.output) {
-		return exitf(2, "--since %s is the output too: write the re-sync to another -o (its URLs are already written there)", o.since)
+		return err
 	}
 
 	reporter, logTo := o.reporter(stdout, stderr)
@@ -160,16 +156,9 @@ func runFetch(cmd *cobra.Command, o *fetchOptions, args []string) error {
 		return &ExitError{Code: 1, Err: err}
 	}
 	defer stopMetrics()
-	targets, err := fetch.Plan(entries, source, o.readme, tr.Registry())
+	targets, err := o.plan(entries, source, tr)
 	if err != nil {
 		return &ExitError{Code: 2, Err: err}
-	}
-	if o.since != "" {
-		prev, err := fetch.ReadPreviousFile(o.since)
-		if err != nil {
-			return &ExitError{Code: 2, Err: err}
-		}
-		fetch.Resync(targets, prev)
 	}
 	out, err := o.openOutput(stdout)
 	if err != nil {
@@ -180,6 +169,50 @@ func runFetch(cmd *cobra.Command, o *fetchOptions, args []string) error {
 		fmt.Fprintf(logTo, "ratekeeper: %s ended with a torn line (%d bytes, left by an interrupted run); cut it off, its URL will be written again\n", o.output, j.Truncated)
 	}
 
+	started = true
+	sum, err := fetch.Run(cmd.Context(), targets, o.runOptions(targets, tr, out, reporter, reg, logTo))
+	if o.progress != "off" {
+		fmt.Fprintln(stderr, "ratekeeper fetch:", describeSummary(sum, out.Name()))
+	}
+	return o.outcome(cmd.Context(), sum, err, out.Name())
+}
+
+// entries checks the flags and reads the input lines; every problem is an
+// input error (exit status 2), found before anything is submitted.
+func (o *fetchOptions) entries(stdin io.Reader, args []string) ([]fetch.Entry, string, error) {
+	if err := o.check(args); err != nil {
+		return nil, "", &ExitError{Code: 2, Err: err}
+	}
+	entries, source, err := o.readEntries(stdin, args)
+	if err != nil {
+		return nil, "", &ExitError{Code: 2, Err: err}
+	}
+	if o.since != "" && sameFile(o.since, o.output) {
+		return nil, "", exitf(2, "--since %s is the output too: write the re-sync to another -o (its URLs are already written there)", o.since)
+	}
+	return entries, source, nil
+}
+
+// plan makes the targets of the entries, conditional on the answers of
+// --since when given.
+func (o *fetchOptions) plan(entries []fetch.Entry, source string, tr *transport.Transport) ([]fetch.Target, error) {
+	targets, err := fetch.Plan(entries, source, o.readme, tr.Registry())
+	if err != nil {
+		return nil, err
+	}
+	if o.since != "" {
+		prev, err := fetch.ReadPreviousFile(o.since)
+		if err != nil {
+			return nil, err
+		}
+		fetch.Resync(targets, prev)
+	}
+	return targets, nil
+}
+
+// runOptions are the options of the run: the flags, and the providers
+// the targets go to, whose credentials the progress display shows.
+func (o *fetchOptions) runOptions(targets []fetch.Target, tr *transport.Transport, out fetch.Output, reporter fetch.Reporter, reg *prometheus.Registry, logTo io.Writer) fetch.Options {
 	var providers []string
 	for _, t := range targets {
 		if t.Provider != "" && !slices.Contains(providers, t.Provider) {
@@ -190,8 +223,7 @@ func runFetch(cmd *cobra.Command, o *fetchOptions, args []string) error {
 	if retries == 0 {
 		retries = tasks.NoRetries
 	}
-	started = true
-	sum, err := fetch.Run(cmd.Context(), targets, fetch.Options{
+	return fetch.Options{
 		DSN:             o.client.db,
 		Client:          &http.Client{Transport: tr},
 		Output:          out,
@@ -208,20 +240,23 @@ func runFetch(cmd *cobra.Command, o *fetchOptions, args []string) error {
 		Registerer:      reg,
 		WireMarked:      true,
 		Logger:          slog.New(slog.NewTextHandler(logTo, &slog.HandlerOptions{Level: slog.LevelWarn})),
-	})
-	if o.progress != "off" {
-		fmt.Fprintln(stderr, "ratekeeper fetch:", describeSummary(sum, out.Name()))
 	}
+}
+
+// outcome is the command's result for a finished run: its exit status
+// (see the command's help) with what to do, or nil when every URL
+// succeeded.
+func (o *fetchOptions) outcome(ctx context.Context, sum fetch.Summary, err error, output string) error {
 	switch {
 	case errors.Is(err, fetch.ErrInterrupted):
-		return exitf(interruptedCode(cmd.Context()), "%v", err)
+		return exitf(interruptedCode(ctx), "%v", err)
 	case errors.Is(err, tasks.ErrInvalid):
 		// Options the flags' checks let through: nothing was submitted.
 		return &ExitError{Code: 2, Err: err}
 	case err != nil:
 		return &ExitError{Code: 1, Err: describeLocalFault(err, o.client.db)}
 	case sum.Failed > 0:
-		return exitf(1, "%s of %s failed; see %s", humanize.Comma(int64(sum.Failed)), countOf(sum.Total, "URL"), out.Name())
+		return exitf(1, "%s of %s failed; see %s", humanize.Comma(int64(sum.Failed)), countOf(sum.Total, "URL"), output)
 	}
 	return nil
 }

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -64,31 +65,9 @@ The exit status is 1 when the final response is an HTTP error (4xx, 5xx).`,
 }
 
 func runGet(cmd *cobra.Command, o *getOptions, rawURL string) error {
-	u, err := url.Parse(rawURL)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return exitf(2, "%q is not an http(s) URL such as https://api.github.com/user", rawURL)
-	}
-	method := strings.ToUpper(o.method)
-	var body []byte
-	if o.data != "" {
-		body, err = readData(cmd.InOrStdin(), o.data)
-		if err != nil {
-			return exitf(2, "--data: %v", err)
-		}
-		if method == "" {
-			method = http.MethodPost
-		}
-	}
-	if method == "" {
-		method = http.MethodGet
-	}
-	hdr := http.Header{}
-	for _, h := range o.headers {
-		k, v, ok := strings.Cut(h, ":")
-		if !ok || strings.TrimSpace(k) == "" {
-			return exitf(2, "--header %q: want 'Name: value'", h)
-		}
-		hdr.Add(strings.TrimSpace(k), strings.TrimSpace(v))
+	rq, err := o.request(cmd.InOrStdin(), rawURL)
+	if err != nil {
+		return err
 	}
 	stderr := cmd.ErrOrStderr()
 	t, err := o.client.transport(stderr)
@@ -96,65 +75,90 @@ func runGet(cmd *cobra.Command, o *getOptions, rawURL string) error {
 		return err
 	}
 	defer t.Close()
-	if t.Registry().Match(u) == nil && o.client.verbose {
-		fmt.Fprintf(stderr, "ratekeeper: no configured provider owns %s; sending it without a credential or pacing\n", u.Host)
+	if t.Registry().Match(rq.url) == nil && o.client.verbose {
+		fmt.Fprintf(stderr, "ratekeeper: no configured provider owns %s; sending it without a credential or pacing\n", rq.url.Host)
 	}
 	client := &http.Client{Transport: t}
 
-	var out io.Writer = cmd.OutOrStdout()
-	if o.output != "" {
-		f, err := os.Create(o.output)
-		if err != nil {
-			return exitf(1, "--output: %v", err)
-		}
-		defer f.Close()
-		out = f
+	out, closeOut, err := o.createOutput(cmd.OutOrStdout())
+	if err != nil {
+		return err
 	}
+	defer closeOut()
 
-	gql, err := newGraphQLPaging(u, method, body)
+	gql, err := newGraphQLPaging(rq.url, rq.method, rq.body)
 	if err != nil && o.paginate {
 		return exitf(2, "%v", err)
 	}
+	return o.send(cmd.Context(), client, rq, gql, out, stderr)
+}
+
+// getRequest is the first request get sends, as the flags describe it.
+type getRequest struct {
+	url    *url.URL
+	method string
+	body   []byte // nil without --data
+	header http.Header
+}
+
+// request reads the URL, --request, --data and --header into the first
+// request; a bad one is an input error (exit status 2).
+func (o *getOptions) request(stdin io.Reader, rawURL string) (getRequest, error) {
+	u, err := url.Parse(rawURL)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return getRequest{}, exitf(2, "%q is not an http(s) URL such as https://api.github.com/user", rawURL)
+	}
+	rq := getRequest{url: u, method: strings.ToUpper(o.method), header: http.Header{}}
+	if o.data != "" {
+		rq.body, err = readData(stdin, o.data)
+		if err != nil {
+			return getRequest{}, exitf(2, "--data: %v", err)
+		}
+		if rq.method == "" {
+			rq.method = http.MethodPost
+		}
+	}
+	if rq.method == "" {
+		rq.method = http.MethodGet
+	}
+	for _, h := range o.headers {
+		k, v, ok := strings.Cut(h, ":")
+		if !ok || strings.TrimSpace(k) == "" {
+			return getRequest{}, exitf(2, "--header %q: want 'Name: value'", h)
+		}
+		rq.header.Add(strings.TrimSpace(k), strings.TrimSpace(v))
+	}
+	return rq, nil
+}
+
+// createOutput opens --output, or gives stdout; the closer is to be
+// deferred either way.
+func (o *getOptions) createOutput(stdout io.Writer) (io.Writer, func(), error) {
+	if o.output == "" {
+		return stdout, func() {}, nil
+	}
+	f, err := os.Create(o.output)
+	if err != nil {
+		return nil, nil, exitf(1, "--output: %v", err)
+	}
+	return f, func() { f.Close() }, nil
+}
+
+// send sends the request and writes the body to out. With --paginate it
+// follows each page (by Link: rel="next", or gql's cursor) and writes the
+// pages together at the end; an HTTP error stops it with that page's body
+// written as it came.
+func (o *getOptions) send(ctx context.Context, client *http.Client, rq getRequest, gql *graphqlPaging, out, stderr io.Writer) error {
 	var pages []json.RawMessage
 	allArrays := true
-	next := u.String()
+	method, body, next := rq.method, rq.body, rq.url.String()
 	for next != "" {
-		req, err := http.NewRequestWithContext(cmd.Context(), method, next, bytes.NewReader(body))
+		resp, err := o.do(ctx, client, method, next, body, rq.header, stderr)
 		if err != nil {
-			return exitf(2, "%v", err)
-		}
-		req.Header = hdr.Clone()
-		if body == nil {
-			req.Body, req.GetBody, req.ContentLength = nil, nil, 0
-		}
-		resp, err := client.Do(req)
-		if err != nil {
-			var ue *url.Error
-			if errors.As(err, &ue) {
-				// http.Client masks a password in the URL, not a
-				// token given as the user name.
-				ue.URL = redact(ue.URL)
-			}
-			var we *transport.WaitError
-			if errors.As(err, &we) {
-				return exitf(1, "%v", we)
-			}
-			return exitf(1, "%v", err)
-		}
-		if o.client.verbose {
-			fmt.Fprintf(stderr, "ratekeeper: %s %s → %s via %s%s\n", method, redact(next), resp.Status,
-				resp.Header.Get(transport.HeaderCredential), cacheNote(resp))
+			return err
 		}
 		if !o.paginate || resp.StatusCode >= 400 {
-			_, err := io.Copy(out, resp.Body)
-			resp.Body.Close()
-			if err != nil {
-				return exitf(1, "reading the response: %v", err)
-			}
-			if resp.StatusCode >= 400 {
-				return exitf(1, "%s %s: %s", method, redact(next), resp.Status)
-			}
-			return nil
+			return copyAnswer(out, resp, method, next)
 		}
 		data, err := io.ReadAll(resp.Body)
 		resp.Body.Close()
@@ -162,7 +166,7 @@ func runGet(cmd *cobra.Command, o *getOptions, rawURL string) error {
 			return exitf(1, "reading the response: %v", err)
 		}
 		if !json.Valid(data) {
-			return exitf(1, "--paginate: page %d of %s is not JSON", len(pages)+1, redact(u.String()))
+			return exitf(1, "--paginate: page %d of %s is not JSON", len(pages)+1, redact(rq.url.String()))
 		}
 		allArrays = allArrays && bytes.HasPrefix(bytes.TrimSpace(data), []byte("["))
 		pages = append(pages, data)
@@ -180,6 +184,53 @@ func runGet(cmd *cobra.Command, o *getOptions, rawURL string) error {
 		method, body = http.MethodGet, nil
 	}
 	return writePages(out, pages, allArrays)
+}
+
+// do sends one request to target, telling it on stderr with --verbose.
+// A failure is returned as the exit error to print, with any credential
+// in its URL masked.
+func (o *getOptions) do(ctx context.Context, client *http.Client, method, target string, body []byte, header http.Header, stderr io.Writer) (*http.Response, error) {
+	req, err := http.NewRequestWithContext(ctx, method, target, bytes.NewReader(body))
+	if err != nil {
+		return nil, exitf(2, "%v", err)
+	}
+	req.Header = header.Clone()
+	if body == nil {
+		req.Body, req.GetBody, req.ContentLength = nil, nil, 0
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			// http.Client masks a password in the URL, not a
+			// token given as the user name.
+			ue.URL = redact(ue.URL)
+		}
+		var we *transport.WaitError
+		if errors.As(err, &we) {
+			return nil, exitf(1, "%v", we)
+		}
+		return nil, exitf(1, "%v", err)
+	}
+	if o.client.verbose {
+		fmt.Fprintf(stderr, "ratekeeper: %s %s → %s via %s%s\n", method, redact(target), resp.Status,
+			resp.Header.Get(transport.HeaderCredential), cacheNote(resp))
+	}
+	return resp, nil
+}
+
+// copyAnswer writes a response's body to out as it came; an HTTP error
+// status is the command's failure.
+func copyAnswer(out io.Writer, resp *http.Response, method, target string) error {
+	_, err := io.Copy(out, resp.Body)
+	resp.Body.Close()
+	if err != nil {
+		return exitf(1, "reading the response: %v", err)
+	}
+	if resp.StatusCode >= 400 {
+		return exitf(1, "%s %s: %s", method, redact(target), resp.Status)
+	}
+	return nil
 }
 
 // writePages joins the pages' arrays into one array, or, when some page

@@ -3,6 +3,7 @@ package cli
 import (
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"os"
@@ -117,47 +118,70 @@ SIGTERM stops accepting and lets requests in flight finish (--shutdown-timeout).
 }
 
 func runServe(cmd *cobra.Command, o *serveOptions) error {
-	stderr := cmd.ErrOrStderr()
-	keys, err := serveKeys(o.clientKeys)
+	gopts, err := o.gatewayOptions(cmd.ErrOrStderr())
+	if err != nil {
+		return err
+	}
+	gw, err := gateway.New(gopts)
+	var dbErr *assemble.DatabaseError
+	if errors.As(err, &dbErr) {
+		return exitf(1, "--db: %v", err)
+	}
 	if err != nil {
 		return exitf(2, "%v", err)
 	}
+	defer gw.Close()
+	ln, err := net.Listen("tcp", o.listen)
+	if err != nil {
+		return exitf(1, "listen on %s: %v", o.listen, err)
+	}
+	out := cmd.OutOrStdout()
+	o.announce(out, "http://"+ln.Addr().String(), gw, gopts.Keys)
+	if err := gw.Serve(cmd.Context(), ln); err != nil {
+		return exitf(1, "%v", err)
+	}
+	fmt.Fprintln(out, "ratekeeper gateway stopped")
+	return nil
+}
+
+// gatewayOptions reads the flags into the gateway's options; each problem
+// is an input error (exit status 2).
+func (o *serveOptions) gatewayOptions(stderr io.Writer) (gateway.Options, error) {
+	keys, err := serveKeys(o.clientKeys)
+	if err != nil {
+		return gateway.Options{}, exitf(2, "%v", err)
+	}
 	if err := gateway.CheckListen(o.listen, keys.Len()); err != nil {
-		return exitf(2, "--listen: %v", err)
+		return gateway.Options{}, exitf(2, "--listen: %v", err)
 	}
 	maxBody, err := parseSize("--max-body", o.maxBody, 1)
 	if err != nil {
-		return exitf(2, "%v", err)
+		return gateway.Options{}, exitf(2, "%v", err)
 	}
 	coalesce, err := parseSize("--coalesce-limit", o.coalesceLimit, 0)
 	if err != nil {
-		return exitf(2, "%v", err)
+		return gateway.Options{}, exitf(2, "%v", err)
 	}
 	if coalesce == 0 {
-		coalesce = -1
+		coalesce = -1 // the gateway's "off"; its 0 is the default
 	}
 	if err := o.checkLimits(); err != nil {
-		return exitf(2, "%v", err)
+		return gateway.Options{}, exitf(2, "%v", err)
 	}
-	hosts := map[string]string{}
-	for _, h := range o.hosts {
-		host, name, ok := strings.Cut(h, "=")
-		if !ok || strings.TrimSpace(host) == "" || strings.TrimSpace(name) == "" {
-			return exitf(2, "--host %q: expected HOST=PROVIDER, e.g. api.github.local=github", h)
-		}
-		hosts[strings.TrimSpace(host)] = strings.TrimSpace(name)
+	hosts, err := o.hostRoutes()
+	if err != nil {
+		return gateway.Options{}, err
 	}
 	copts, err := o.client.options(stderr)
 	if err != nil {
-		return exitf(2, "%v", err)
+		return gateway.Options{}, exitf(2, "%v", err)
 	}
 	level := slog.LevelInfo
 	if o.client.verbose {
 		level = slog.LevelDebug
 	}
-	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
 	selected, _ := o.client.split()
-	gw, err := gateway.New(gateway.Options{
+	return gateway.Options{
 		Client:               copts,
 		Providers:            selected,
 		Hosts:                hosts,
@@ -174,22 +198,26 @@ func runServe(cmd *cobra.Command, o *serveOptions) error {
 		PublicURL:            o.publicURL,
 		RefreshEvery:         o.refresh,
 		ShutdownTimeout:      o.shutdownTimeout,
-		Logger:               logger,
-	})
-	var dbErr *assemble.DatabaseError
-	if errors.As(err, &dbErr) {
-		return exitf(1, "--db: %v", err)
+		Logger:               slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level})),
+	}, nil
+}
+
+// hostRoutes reads the --host HOST=PROVIDER routes.
+func (o *serveOptions) hostRoutes() (map[string]string, error) {
+	hosts := map[string]string{}
+	for _, h := range o.hosts {
+		host, name, ok := strings.Cut(h, "=")
+		if !ok || strings.TrimSpace(host) == "" || strings.TrimSpace(name) == "" {
+			return nil, exitf(2, "--host %q: expected HOST=PROVIDER, e.g. api.github.local=github", h)
+		}
+		hosts[strings.TrimSpace(host)] = strings.TrimSpace(name)
 	}
-	if err != nil {
-		return exitf(2, "%v", err)
-	}
-	defer gw.Close()
-	ln, err := net.Listen("tcp", o.listen)
-	if err != nil {
-		return exitf(1, "listen on %s: %v", o.listen, err)
-	}
-	base := "http://" + ln.Addr().String()
-	out := cmd.OutOrStdout()
+	return hosts, nil
+}
+
+// announce tells on out where the gateway listens, each provider's route
+// and credentials, and how clients are admitted.
+func (o *serveOptions) announce(out io.Writer, base string, gw *gateway.Gateway, keys *gateway.Keys) {
 	fmt.Fprintf(out, "ratekeeper gateway on %s (dashboard %s/, status %s/status, metrics %s/metrics); Ctrl-C stops it\n", base, base, base, base)
 	reg := gw.Transport().Registry()
 	for _, name := range gw.Providers() {
@@ -206,11 +234,6 @@ func runServe(cmd *cobra.Command, o *serveOptions) error {
 	if keys.Len() > 0 {
 		fmt.Fprintf(out, "  client keys required (%d client%s)\n", keys.Len(), plural(keys.Len()))
 	}
-	if err := gw.Serve(cmd.Context(), ln); err != nil {
-		return exitf(1, "%v", err)
-	}
-	fmt.Fprintln(out, "ratekeeper gateway stopped")
-	return nil
 }
 
 // credentialCount says how many credentials the provider has: "anonymous"
