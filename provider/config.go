@@ -212,82 +212,14 @@ func (c *Config) parseProvider(name string, v any, at func(...string) string) (p
 	}
 	for _, k := range inFileOrder(t, c.lines, "providers", name) {
 		val := t[k]
-		var err error
-		switch k {
-		case "kind":
-			var str string
-			if str, err = asString(val); err == nil {
-				var kind Kind
-				if kind, err = ParseKind(str); err == nil {
-					s.kind = &kind
-				}
-			}
-		case "base_url", "web_url":
-			var str string
-			if str, err = asString(val); err == nil {
-				if _, err = ParseBaseURL(str); err == nil {
-					if k == "base_url" {
-						s.baseURL = &str
-					} else {
-						s.webURL = &str
-					}
-				}
-			}
-		case "token_env":
-			s.tokenEnv, err = asEnvNames(val)
-			s.tokenEnvSet = err == nil
-		case "auth_header":
-			var str string
-			if str, err = asString(val); err == nil {
-				if !isHeaderName(str) {
-					err = fmt.Errorf("%q is not a valid HTTP header name; expected e.g. \"Authorization\" or \"PRIVATE-TOKEN\"", str)
-				} else {
-					s.authHeader = &str
-				}
-			}
-		case "auth_prefix":
-			var str string
-			if str, err = asString(val); err == nil {
-				if strings.ContainsFunc(str, func(r rune) bool { return r <= ' ' || r == 0x7f }) {
-					err = fmt.Errorf("%q must be one word without spaces, such as \"Bearer\" or \"token\", or empty", str)
-				} else {
-					s.authPrefix = &str
-				}
-			}
-		case "default_limit":
-			s.defaultLimit, err = asInt(val, 1)
-		case "reserve":
-			s.reserve, s.reservePercent, err = asReserve(val)
-		case "max_concurrency":
-			s.maxConcurrency, err = asInt(val, 0)
-		case "default_window":
-			s.defaultWindow, err = asDuration(val, time.Second)
-		case "write_spacing":
-			s.writeSpacing, err = asDuration(val, 0)
-		case "max_wait":
-			s.maxWait, err = asDuration(val, 0)
-		case "max_pause":
-			s.maxPause, err = asDuration(val, time.Second)
-		case "secondary_wait":
-			s.secondaryWait, err = asDuration(val, time.Second)
-		case "velocity":
-			s.velocity, err = asVelocity(val)
-		case "min_interval":
-			s.minInterval, err = asDuration(val, 0)
-		case "max_interval":
-			s.maxInterval, err = asDuration(val, 0)
-		case "burst":
-			s.burst, err = asInt(val, 0)
-		case "policy":
-			var str string
-			if str, err = asString(val); err == nil {
-				if str, err = ParsePolicy(str); err == nil {
-					s.policy = &str
-				}
-			}
-		case "app":
-			s.app, err = c.parseApp(name, val, s.at)
-			if err != nil {
+		known, err := s.parseText(k, val)
+		if !known {
+			known, err = s.parseNumber(k, val)
+		}
+		switch {
+		case known:
+		case k == "app":
+			if s.app, err = c.parseApp(name, val, s.at); err != nil {
 				return s, err // already names its key
 			}
 		default:
@@ -298,6 +230,95 @@ func (c *Config) parseProvider(name string, v any, at func(...string) string) (p
 		}
 	}
 	return s, nil
+}
+
+// parseText reads key k, when it is one of the settings given as text
+// (kind, URLs, token variables, auth, policy), into s; known is false for
+// any other key.
+func (s *providerSettings) parseText(k string, val any) (known bool, err error) {
+	var str string
+	switch k {
+	case "kind":
+		if str, err = asString(val); err == nil {
+			var kind Kind
+			if kind, err = ParseKind(str); err == nil {
+				s.kind = &kind
+			}
+		}
+	case "base_url", "web_url":
+		if str, err = asString(val); err == nil {
+			if _, err = ParseBaseURL(str); err == nil {
+				if k == "base_url" {
+					s.baseURL = &str
+				} else {
+					s.webURL = &str
+				}
+			}
+		}
+	case "token_env":
+		s.tokenEnv, err = asEnvNames(val)
+		s.tokenEnvSet = err == nil
+	case "auth_header":
+		if str, err = asString(val); err == nil {
+			if !isHeaderName(str) {
+				err = fmt.Errorf("%q is not a valid HTTP header name; expected e.g. \"Authorization\" or \"PRIVATE-TOKEN\"", str)
+			} else {
+				s.authHeader = &str
+			}
+		}
+	case "auth_prefix":
+		if str, err = asString(val); err == nil {
+			if strings.ContainsFunc(str, func(r rune) bool { return r <= ' ' || r == 0x7f }) {
+				err = fmt.Errorf("%q must be one word without spaces, such as \"Bearer\" or \"token\", or empty", str)
+			} else {
+				s.authPrefix = &str
+			}
+		}
+	case "policy":
+		if str, err = asString(val); err == nil {
+			if str, err = ParsePolicy(str); err == nil {
+				s.policy = &str
+			}
+		}
+	default:
+		return false, nil
+	}
+	return true, err
+}
+
+// parseNumber reads key k, when it is one of the numeric settings (counts,
+// durations, the reserve, the velocity), into s; known is false for any
+// other key.
+func (s *providerSettings) parseNumber(k string, val any) (known bool, err error) {
+	switch k {
+	case "default_limit":
+		s.defaultLimit, err = asInt(val, 1)
+	case "reserve":
+		s.reserve, s.reservePercent, err = asReserve(val)
+	case "max_concurrency":
+		s.maxConcurrency, err = asInt(val, 0)
+	case "default_window":
+		s.defaultWindow, err = asDuration(val, time.Second)
+	case "write_spacing":
+		s.writeSpacing, err = asDuration(val, 0)
+	case "max_wait":
+		s.maxWait, err = asDuration(val, 0)
+	case "max_pause":
+		s.maxPause, err = asDuration(val, time.Second)
+	case "secondary_wait":
+		s.secondaryWait, err = asDuration(val, time.Second)
+	case "velocity":
+		s.velocity, err = asVelocity(val)
+	case "min_interval":
+		s.minInterval, err = asDuration(val, 0)
+	case "max_interval":
+		s.maxInterval, err = asDuration(val, 0)
+	case "burst":
+		s.burst, err = asInt(val, 0)
+	default:
+		return false, nil
+	}
+	return true, err
 }
 
 func (c *Config) parseApp(name string, v any, at func(...string) string) (*AppConfig, error) {
@@ -377,42 +398,9 @@ func (r *Registry) ApplyConfig(c *Config) error {
 }
 
 func (s *providerSettings) build(r *Registry) (*Provider, error) {
-	old := r.Lookup(s.name)
-	kind := KindOf(s.name)
-	if old != nil {
-		kind = old.Kind
-	}
-	if s.kind != nil {
-		kind = *s.kind
-	}
-	var p *Provider
-	switch {
-	case old == nil && s.baseURL == nil:
-		return nil, fmt.Errorf("%s: base_url is required for a provider that is not built in or already configured (known: %s)",
-			s.at(), strings.Join(r.Names(), ", "))
-	case old == nil || old.Kind != kind:
-		base := ""
-		if s.baseURL != nil {
-			base = *s.baseURL
-		} else {
-			base = old.base.String()
-		}
-		var err error
-		if p, err = New(s.name, kind, base); err != nil {
-			return nil, fmt.Errorf("%s: %v", s.at("base_url"), err)
-		}
-	default:
-		cp := *old
-		p = &cp
-		p.TokenEnv = slices.Clone(old.TokenEnv)
-		if s.baseURL != nil {
-			if err := p.SetBaseURL(*s.baseURL); err != nil {
-				return nil, fmt.Errorf("%s: %v", s.at("base_url"), err)
-			}
-			if slices.Equal(old.TokenEnv, old.defaultTokenEnv()) {
-				p.TokenEnv = p.defaultTokenEnv()
-			}
-		}
+	p, err := s.base(r)
+	if err != nil {
+		return nil, err
 	}
 	if s.webURL != nil {
 		if err := p.SetWebURL(*s.webURL); err != nil {
@@ -428,6 +416,64 @@ func (s *providerSettings) build(r *Registry) (*Provider, error) {
 	if s.authPrefix != nil {
 		p.Auth.Prefix = *s.authPrefix
 	}
+	if err := s.applyLimits(p); err != nil {
+		return nil, err
+	}
+	if s.app != nil {
+		if !p.SupportsApps() {
+			return nil, fmt.Errorf("%s: GitHub App installations need a provider of kind github, and %s is %s", s.at("app"), p.Name, p.Kind)
+		}
+		app := *s.app
+		p.App = &app
+	}
+	return p, nil
+}
+
+// base is the provider the settings start from: a copy of the one r
+// already holds under the name (moved to base_url when given), or a new
+// one of the kind when there is none or the kind changes.
+func (s *providerSettings) base(r *Registry) (*Provider, error) {
+	old := r.Lookup(s.name)
+	kind := KindOf(s.name)
+	if old != nil {
+		kind = old.Kind
+	}
+	if s.kind != nil {
+		kind = *s.kind
+	}
+	switch {
+	case old == nil && s.baseURL == nil:
+		return nil, fmt.Errorf("%s: base_url is required for a provider that is not built in or already configured (known: %s)",
+			s.at(), strings.Join(r.Names(), ", "))
+	case old == nil || old.Kind != kind:
+		base := ""
+		if s.baseURL != nil {
+			base = *s.baseURL
+		} else {
+			base = old.base.String()
+		}
+		p, err := New(s.name, kind, base)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %v", s.at("base_url"), err)
+		}
+		return p, nil
+	}
+	cp := *old
+	p := &cp
+	p.TokenEnv = slices.Clone(old.TokenEnv)
+	if s.baseURL != nil {
+		if err := p.SetBaseURL(*s.baseURL); err != nil {
+			return nil, fmt.Errorf("%s: %v", s.at("base_url"), err)
+		}
+		if slices.Equal(old.TokenEnv, old.defaultTokenEnv()) {
+			p.TokenEnv = p.defaultTokenEnv()
+		}
+	}
+	return p, nil
+}
+
+// applyLimits sets the pacing and secondary-limit settings given on p.
+func (s *providerSettings) applyLimits(p *Provider) error {
 	setIf(&p.Limits.DefaultLimit, s.defaultLimit)
 	setIf(&p.Limits.DefaultWindow, s.defaultWindow)
 	setIf(&p.Limits.Policy, s.policy)
@@ -443,19 +489,12 @@ func (s *providerSettings) build(r *Registry) (*Provider, error) {
 	setIf(&p.Limits.MaxInterval, s.maxInterval)
 	setIf(&p.Limits.Burst, s.burst)
 	if mn, mx := p.Limits.MinInterval, p.Limits.MaxInterval; mx > 0 && mn > mx {
-		return nil, fmt.Errorf("%s: min_interval %v is above max_interval %v; want the min at most the max", s.at("min_interval"), mn, mx)
+		return fmt.Errorf("%s: min_interval %v is above max_interval %v; want the min at most the max", s.at("min_interval"), mn, mx)
 	}
 	setIf(&p.Secondary.Wait, s.secondaryWait)
 	setIf(&p.Secondary.MaxConcurrency, s.maxConcurrency)
 	setIf(&p.Secondary.WriteSpacing, s.writeSpacing)
-	if s.app != nil {
-		if !p.SupportsApps() {
-			return nil, fmt.Errorf("%s: GitHub App installations need a provider of kind github, and %s is %s", s.at("app"), p.Name, p.Kind)
-		}
-		app := *s.app
-		p.App = &app
-	}
-	return p, nil
+	return nil
 }
 
 func setIf[T any](dst *T, v *T) {
