@@ -63,7 +63,9 @@ func killWorkerAndRestart(t *testing.T, db, workerID string) {
 	first := startProcess(t, env, args...)
 	q := openTasks(t, db)
 	var left []*tasks.Task
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+	// A generous bound: under -race on a loaded machine a worker on
+	// PostgreSQL can take long to start; what is timed is the restart.
+	for deadline := time.Now().Add(90 * time.Second); ; time.Sleep(10 * time.Millisecond) {
 		if left = running(t, q); len(left) == inFlight && len(s.pathsHit(taskPaths)) == inFlight {
 			break
 		}
