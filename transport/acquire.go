@@ -89,6 +89,9 @@ func (x *exchange) acquire() error {
 				x.rt.first = c
 				continue
 			}
+			// A wake this request used goes on too: an answer may
+			// free more than one (a first probe's frees them all).
+			t.waiters.pass(baton)
 			if x.waited > 0 {
 				t.emit(Event{Kind: EventWaited, Provider: l.p.Name, Resource: x.class.Resource, Credential: c.Masked(), Wait: x.waited})
 				t.log.Debug("waited for quota", "provider", l.p.Name, "resource", x.class.Resource, "credential", c.Masked(), "wait", x.waited)
@@ -120,8 +123,9 @@ func (x *exchange) acquire() error {
 // at an answer, which wakes the request, and at the latest when their
 // earliest lease lapses (w): it is waited for until the max wait runs out,
 // and its WaitError then carries when an answer is expected, one round
-// trip from now. On a state shared with other processes, whose answers
-// wake nobody here, such a wait asks again every round trip.
+// trip from now. Such a wait also asks again every round trip: a first
+// probe's answer frees every waiter, not one, and on a state shared with
+// other processes their answers wake nobody here.
 func (x *exchange) nextWait(c *creds.Credential, w time.Duration, now time.Time) (time.Duration, error) {
 	maxWait := x.l.maxWait
 	waitErr := func(d time.Duration) error {
@@ -139,11 +143,11 @@ func (x *exchange) nextWait(c *creds.Credential, w time.Duration, now time.Time)
 	if left <= 0 {
 		return 0, waitErr(min(rtt, w))
 	}
-	sleep := min(w, left)
-	if x.t.shared {
-		sleep = min(sleep, rtt)
-	}
-	return sleep, nil
+	// Asked again every round trip: an answer wakes one waiter, which
+	// suits an answer that frees one slot, but a first probe's answer
+	// opens the bucket to all of them, and on a shared state other
+	// processes' answers wake nobody here.
+	return min(w, left, rtt), nil
 }
 
 // candidates lists the credentials the request may go with, in the order

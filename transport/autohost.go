@@ -1,10 +1,12 @@
 package transport
 
 import (
+	"math"
 	"net/url"
 	"os"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/ratekeeper/ratekeeper/provider"
 )
@@ -65,10 +67,12 @@ func (t *Transport) newAutoProvider(u *url.URL, origin string) (*provider.Provid
 		return nil, ""
 	}
 	if t.opts.NoAutoProviders {
-		// Nothing but its own headers: no token, no default quota, no
-		// cap on requests in flight.
+		// Nothing but its own headers: no token, no cap on requests in
+		// flight, and a default quota no batch reaches — not none: a
+		// bucket nothing is known about lets one request through at a
+		// time, and a host that states nothing would stay unknown.
 		p.TokenEnv = nil
-		p.Limits.DefaultLimit, p.Limits.DefaultWindow = 0, 0
+		p.Limits.DefaultLimit, p.Limits.DefaultWindow = math.MaxInt32, time.Minute
 		p.Secondary = provider.Secondary{}
 		return p, ""
 	}

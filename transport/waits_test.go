@@ -1,10 +1,12 @@
 package transport
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -130,4 +132,68 @@ func TestCapWaitReportsWhenASlotReturns(t *testing.T) {
 			t.Fatalf("%d requests waited on a cap of 2 with 4 sent, want 2", waited)
 		}
 	})
+}
+
+// sleepyRT answers every request after a fixed latency, counting the most
+// in flight at once.
+type sleepyRT struct {
+	latency        time.Duration
+	mu             sync.Mutex
+	inFlight, peak int
+}
+
+func (s *sleepyRT) RoundTrip(req *http.Request) (*http.Response, error) {
+	s.mu.Lock()
+	s.inFlight++
+	s.peak = max(s.peak, s.inFlight)
+	s.mu.Unlock()
+	time.Sleep(s.latency)
+	s.mu.Lock()
+	s.inFlight--
+	s.mu.Unlock()
+	return &http.Response{StatusCode: 200, Header: http.Header{}, Body: http.NoBody, Request: req}, nil
+}
+
+// The answer to a bucket's first probe frees every request waiting on it,
+// not one: all go in the next round trip, not one a round trip.
+func TestFirstProbeAnswerFreesEveryWaiter(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		base := &sleepyRT{latency: 300 * time.Millisecond}
+		tr, err := New(Options{NoAutoProviders: true, Base: base, DisableCache: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := concurrentlyAt(tr, "http://quiet.example.test", 10)
+		for i, o := range out {
+			if o.err != nil {
+				t.Fatalf("request %d: %v", i, o.err)
+			}
+		}
+		if base.peak < 9 {
+			t.Errorf("at most %d in flight after the probe, want the other 9 together", base.peak)
+		}
+		if last := out[len(out)-1].after; last > 700*time.Millisecond {
+			t.Errorf("the last of 10 came back after %v, want two round trips (600ms)", last)
+		}
+	})
+}
+
+// concurrentlyAt sends n GETs to distinct paths of origin at once.
+func concurrentlyAt(tr *Transport, origin string, n int) []waitOutcome {
+	out := make([]waitOutcome, n)
+	var wg sync.WaitGroup
+	start := time.Now()
+	for i := range n {
+		wg.Go(func() {
+			req, _ := http.NewRequest(http.MethodGet, fmt.Sprintf("%s/r%d", origin, i), nil)
+			resp, err := tr.RoundTrip(req)
+			if err == nil {
+				resp.Body.Close()
+			}
+			out[i] = waitOutcome{after: time.Since(start), err: err, at: time.Now()}
+		})
+	}
+	wg.Wait()
+	slices.SortFunc(out, func(a, b waitOutcome) int { return cmp.Compare(a.after, b.after) })
+	return out
 }
