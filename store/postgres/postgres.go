@@ -35,11 +35,18 @@ import (
 	"github.com/ratekeeper/ratekeeper/store/internal/core"
 )
 
-// Store is a store.Store in a PostgreSQL database.
+// Store is a store.Store in a PostgreSQL database. Its methods are
+// core.Store's, shared with SQLite; what PostgreSQL does its own way is
+// transact and readBlob below.
 type Store struct {
+	*base
 	shared *core.SQL
 	pool   *pgxpool.Pool
 }
+
+// base is core.Store under a name of this package's, so that embedding it
+// promotes store.Store's methods and no exported field.
+type base = core.Store
 
 // idleInTransactionTimeout ends the session of a client that vanished (a
 // machine gone without closing its sockets) while it held a row lock, so the
@@ -82,7 +89,9 @@ func open(ctx context.Context, dsn string, opts core.Options, target int) (*Stor
 		pool.Close()
 		return nil, fmt.Errorf("store: PostgreSQL %s: %w", describe(cfg), err)
 	}
-	return &Store{shared: core.NewSQL(statements, opts, conn{pool}, db{conn{pool}, pool}), pool: pool}, nil
+	st := &Store{shared: core.NewSQL(statements, opts, conn{pool}, db{conn{pool}, pool}), pool: pool}
+	st.base = core.NewStore(st.shared, core.Dialect{Transact: st.transact, ReadBlob: st.readBlob, Release: st.release})
+	return st, nil
 }
 
 // describe names the database for messages, without the password.
@@ -95,58 +104,22 @@ func describe(cfg *pgxpool.Config) string {
 // (which found nothing to lock) and our insert: read again.
 var errConflict = errors.New("concurrent insert")
 
-// Update implements store.Store.
-func (s *Store) Update(ctx context.Context, key string, fn func(rec *core.Record) error) error {
-	if err := s.shared.Closed.Begin(key); err != nil {
-		return err
-	}
-	return s.update(ctx, []string{key}, func(recs []*core.Record) (bool, error) {
-		return true, fn(recs[0])
-	})
-}
-
-// UpdateMany implements store.Store. The locking read takes every existing
-// row of keys in key order, the same order in every transaction; absent
-// keys are inserted without ON CONFLICT, so a client that lost the race to
-// create one fails with a unique violation, rolls back and starts over, now
-// finding the row to lock.
-func (s *Store) UpdateMany(ctx context.Context, keys []string, fn func(recs []*core.Record) error) error {
-	if err := s.shared.Closed.Check(); err != nil {
-		return err
-	}
-	if err := core.ValidateKeys(keys); err != nil {
-		return err
-	}
-	return s.update(ctx, keys, func(recs []*core.Record) (bool, error) {
-		return false, fn(recs)
-	})
-}
-
-// update runs attempts at an update of keys until one commits, fn fails,
-// or an error other than a lost race ends it. fn decides on the records,
-// and says whether each must be written even when its value did not change
-// (Update's single record).
-func (s *Store) update(ctx context.Context, keys []string, fn func(recs []*core.Record) (all bool, err error)) error {
-	var err error
-	var written []string
+// transact is core.Dialect's Transact: attempts at the update until one
+// commits, fn fails, or an error other than a lost race ends it. The
+// locking read takes every existing row of keys in key order, the same
+// order in every transaction. An absent key is inserted: by Update with ON
+// CONFLICT DO NOTHING, which does nothing when another client won the race
+// to create it; by UpdateMany without, so that one that lost the race fails
+// with a unique violation. Either rolls back and starts over, now finding
+// the row to lock.
+func (s *Store) transact(ctx context.Context, keys []string, fn core.UpdateFn) (written []string, fnErr, err error) {
 	for range maxAttempts {
-		var fnErr error
 		written, fnErr, err = s.updateOnce(ctx, keys, fn)
-		if fnErr != nil {
-			return fnErr
-		}
-		if !retryable(err) {
+		if fnErr != nil || !retryable(err) {
 			break
 		}
 	}
-	if err != nil {
-		if len(keys) == 1 {
-			return fmt.Errorf("store: update %q: %w", keys[0], err)
-		}
-		return fmt.Errorf("store: update %q: %w", keys, err)
-	}
-	s.shared.Corrupt.Written(core.RecordsTable, written...)
-	return nil
+	return written, fnErr, err
 }
 
 // updateOnce makes one attempt at an update. fnErr is fn's error, returned
@@ -155,7 +128,7 @@ func (s *Store) update(ctx context.Context, keys []string, fn func(recs []*core.
 // It takes two round trips to the server, not four: BEGIN is pipelined with
 // the locking read, and the writes with COMMIT, which also shortens the time
 // the rows stay locked.
-func (s *Store) updateOnce(ctx context.Context, keys []string, fn func(recs []*core.Record) (bool, error)) (written []string, fnErr, err error) {
+func (s *Store) updateOnce(ctx context.Context, keys []string, fn core.UpdateFn) (written []string, fnErr, err error) {
 	conn, err := s.pool.Acquire(ctx)
 	if err != nil {
 		return nil, nil, err
@@ -167,12 +140,8 @@ func (s *Store) updateOnce(ctx context.Context, keys []string, fn func(recs []*c
 	if err != nil {
 		return nil, nil, errors.Join(err, endTx(ctx, conn))
 	}
-	olds := make([]core.Record, len(recs))
-	for i, r := range recs {
-		olds[i] = *r
-		r.Value = core.CloneBytes(r.Value)
-	}
-	all, err := fn(recs)
+	olds := core.Before(recs)
+	all, err := fn(recs, exists)
 	if err != nil {
 		return nil, err, endTx(ctx, conn)
 	}
@@ -230,7 +199,7 @@ func (s *Store) writes(keys []string, recs []*core.Record, olds []core.Record, e
 	for _, i := range order {
 		key, v, old := keys[i], recs[i].Value, olds[i]
 		switch {
-		case v == nil && !exists[i], !all && !core.Changed(old.Value, exists[i], v):
+		case !core.MustWrite(all, old.Value, exists[i], v):
 			continue
 		case v == nil:
 			write.Queue(statements.DeleteRecord, key)
@@ -295,42 +264,16 @@ func retryable(err error) bool {
 	return errors.As(err, &pgErr) && (pgErr.Code == "40001" || pgErr.Code == "40P01" || pgErr.Code == "23505")
 }
 
-// Get implements store.Store.
-func (s *Store) Get(ctx context.Context, key string) (core.Record, error) {
-	return s.shared.Get(ctx, key)
+// readBlob is core.Dialect's ReadBlob: one UPDATE moves a hit to the
+// front of the LRU order as it reads it.
+func (s *Store) readBlob(ctx context.Context, key string) (value, sum any, err error) {
+	err = s.pool.QueryRow(ctx, getBlob, key).Scan(&value, &sum)
+	return value, sum, err
 }
 
-// List implements store.Store.
-func (s *Store) List(ctx context.Context, prefix string) ([]core.Record, error) {
-	return s.shared.List(ctx, prefix)
-}
-
-// GetBlob implements store.Blobs. A hit is a write (it moves the blob to
-// the front of the LRU order).
-func (s *Store) GetBlob(ctx context.Context, key string) ([]byte, bool, error) {
-	if err := s.shared.Closed.Begin(key); err != nil {
-		return nil, false, err
-	}
-	var value, sum any
-	err := s.pool.QueryRow(ctx, getBlob, key).Scan(&value, &sum)
-	return s.shared.CheckedBlob(key, value, sum, err)
-}
-
-// PutBlob implements store.Blobs.
-func (s *Store) PutBlob(ctx context.Context, key string, value []byte) error {
-	return s.shared.PutBlob(ctx, key, value)
-}
-
-// DeleteBlob implements store.Blobs.
-func (s *Store) DeleteBlob(ctx context.Context, key string) error {
-	return s.shared.DeleteBlob(ctx, key)
-}
-
-// Close implements store.Store.
-func (s *Store) Close() error {
-	if s.shared.Closed.Close() {
-		s.pool.Close()
-	}
+// release is core.Dialect's Release.
+func (s *Store) release() error {
+	s.pool.Close()
 	return nil
 }
 

@@ -508,67 +508,65 @@ func (st *State) Close(ctx context.Context) error {
 
 // Buckets implements transport.State.
 func (st *State) Buckets(ctx context.Context) (map[transport.BucketID]quota.Bucket, error) {
-	if err := st.Flush(ctx); err != nil {
-		return nil, err
-	}
-	recs, err := st.s.List(ctx, "bucket/")
-	if err != nil {
-		return nil, err
-	}
-	out := make(map[transport.BucketID]quota.Bucket, len(recs))
-	for _, rec := range recs {
-		parts := strings.Split(strings.TrimPrefix(rec.Key, "bucket/"), "/")
-		if len(parts) != 3 {
-			continue
-		}
-		var id transport.BucketID
-		var ok1, ok2, ok3 bool
-		id.Provider, ok1 = unescape(parts[0])
-		id.Owner, ok2 = unescape(parts[1])
-		id.Resource, ok3 = unescape(parts[2])
-		if !ok1 || !ok2 || !ok3 {
-			continue
-		}
+	out := map[transport.BucketID]quota.Bucket{}
+	err := st.each(ctx, "bucket/", 3, func(parts []string, rec store.Record) {
 		b := quota.NewBucket()
-		if err := json.Unmarshal(rec.Value, &b); err != nil {
-			st.corrupt(rec.Key, err)
-			continue
+		if st.unmarshal(rec, &b) {
+			out[transport.BucketID{Provider: parts[0], Owner: parts[1], Resource: parts[2]}] = b
 		}
-		out[id] = b
-	}
-	return out, nil
+	})
+	return out, err
 }
 
 // Owners implements transport.State.
 func (st *State) Owners(ctx context.Context) (map[transport.OwnerID]quota.Owner, error) {
-	if err := st.Flush(ctx); err != nil {
-		return nil, err
-	}
-	recs, err := st.s.List(ctx, "owner/")
-	if err != nil {
-		return nil, err
-	}
-	out := make(map[transport.OwnerID]quota.Owner, len(recs))
-	for _, rec := range recs {
-		parts := strings.Split(strings.TrimPrefix(rec.Key, "owner/"), "/")
-		if len(parts) != 2 {
-			continue
-		}
-		var id transport.OwnerID
-		var ok1, ok2 bool
-		id.Provider, ok1 = unescape(parts[0])
-		id.Owner, ok2 = unescape(parts[1])
-		if !ok1 || !ok2 {
-			continue
-		}
+	out := map[transport.OwnerID]quota.Owner{}
+	err := st.each(ctx, "owner/", 2, func(parts []string, rec store.Record) {
 		var o quota.Owner
-		if err := json.Unmarshal(rec.Value, &o); err != nil {
-			st.corrupt(rec.Key, err)
+		if st.unmarshal(rec, &o) {
+			out[transport.OwnerID{Provider: parts[0], Owner: parts[1]}] = o
+		}
+	})
+	return out, err
+}
+
+// each calls fn with every record under prefix, after writing what waits,
+// with the n path-escaped parts of its key after prefix; keys of another
+// shape are skipped.
+func (st *State) each(ctx context.Context, prefix string, n int, fn func(parts []string, rec store.Record)) error {
+	if err := st.Flush(ctx); err != nil {
+		return err
+	}
+	recs, err := st.s.List(ctx, prefix)
+	if err != nil {
+		return err
+	}
+	for _, rec := range recs {
+		parts := strings.Split(strings.TrimPrefix(rec.Key, prefix), "/")
+		if len(parts) != n {
 			continue
 		}
-		out[id] = o
+		ok := true
+		for i := range parts {
+			if parts[i], ok = unescape(parts[i]); !ok {
+				break
+			}
+		}
+		if ok {
+			fn(parts, rec)
+		}
 	}
-	return out, nil
+	return nil
+}
+
+// unmarshal decodes rec's JSON into v and reports whether it could; a
+// corrupted value is logged once.
+func (st *State) unmarshal(rec store.Record, v any) bool {
+	if err := json.Unmarshal(rec.Value, v); err != nil {
+		st.corrupt(rec.Key, err)
+		return false
+	}
+	return true
 }
 
 func unescape(s string) (string, bool) {

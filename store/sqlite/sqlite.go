@@ -28,8 +28,11 @@ import (
 	"github.com/ratekeeper/ratekeeper/store/internal/core"
 )
 
-// Store is a store.Store in a SQLite file.
+// Store is a store.Store in a SQLite file. Its methods are core.Store's,
+// shared with PostgreSQL; what SQLite does its own way is transact and
+// readBlob below.
 type Store struct {
+	*base
 	shared *core.SQL
 	// write has a single connection: this process's writers queue on it
 	// in Go instead of sleeping in SQLite's busy handler, which only has
@@ -42,6 +45,10 @@ type Store struct {
 	// call: parsing was a quarter of an update's time.
 	writeStmts, readStmts stmtCache
 }
+
+// base is core.Store under a name of this package's, so that embedding it
+// promotes store.Store's methods and no exported field.
+type base = core.Store
 
 // stmtCache holds statements prepared on one database handle, by text.
 type stmtCache struct {
@@ -136,49 +143,20 @@ func open(ctx context.Context, path string, opts core.Options, target int) (*Sto
 	read.SetMaxIdleConns(readers)
 	st := &Store{shared: core.NewSQL(statements, opts, conn{read}, db{write}), write: write, read: read}
 	st.writeStmts.db, st.readStmts.db = write, read
+	st.base = core.NewStore(st.shared, core.Dialect{Transact: st.transact, ReadBlob: st.readBlob, Release: st.release})
 	return st, nil
 }
 
-// Update implements store.Store.
-func (s *Store) Update(ctx context.Context, key string, fn func(rec *core.Record) error) error {
-	if err := s.shared.Closed.Begin(key); err != nil {
-		return err
-	}
-	return s.update(ctx, []string{key}, func(recs []*core.Record, exists []bool) (bool, error) {
-		if err := fn(recs[0]); err != nil {
-			return false, err
-		}
-		// Write whatever fn left, except a delete of what is not there.
-		return recs[0].Value != nil || exists[0], nil
-	})
-}
-
-// UpdateMany implements store.Store: one immediate transaction reads every
-// key with one query and writes only the records that changed.
-func (s *Store) UpdateMany(ctx context.Context, keys []string, fn func(recs []*core.Record) error) error {
-	if err := s.shared.Closed.Check(); err != nil {
-		return err
-	}
-	if err := core.ValidateKeys(keys); err != nil {
-		return err
-	}
-	return s.update(ctx, keys, func(recs []*core.Record, _ []bool) (bool, error) {
-		return false, fn(recs)
-	})
-}
-
-// update runs one immediate transaction over keys: fn decides on the
-// records read, and whether each must be written even when its value did
-// not change (all, for Update's single record).
-func (s *Store) update(ctx context.Context, keys []string, fn func(recs []*core.Record, exists []bool) (all bool, err error)) error {
-	fail := func(err error) error { return fmt.Errorf("store: update %s: %w", quoteKeys(keys), err) }
+// transact is core.Dialect's Transact: one immediate transaction reads
+// every key with one query and writes what fn says must be written.
+func (s *Store) transact(ctx context.Context, keys []string, fn core.UpdateFn) (written []string, fnErr, err error) {
 	stmts, err := s.updateStmts(ctx, len(keys))
 	if err != nil {
-		return fail(err)
+		return nil, nil, err
 	}
 	tx, err := s.write.BeginTx(ctx, nil) // BEGIN IMMEDIATE: the write lock before the read
 	if err != nil {
-		return fail(err)
+		return nil, nil, err
 	}
 	defer tx.Rollback()
 	args := make([]any, len(keys))
@@ -187,48 +165,33 @@ func (s *Store) update(ctx context.Context, keys []string, fn func(recs []*core.
 	}
 	rows, err := tx.StmtContext(ctx, stmts.read).QueryContext(ctx, args...)
 	if err != nil {
-		return fail(err)
+		return nil, nil, err
 	}
 	recs, exists, err := s.shared.ReadRecords(rows, keys)
 	if err != nil {
-		return fail(err)
+		return nil, nil, err
 	}
-	olds := make([]core.Record, len(recs))
-	for i, r := range recs {
-		olds[i] = *r
-		r.Value = core.CloneBytes(r.Value) // fn may scribble on it
-	}
+	olds := core.Before(recs)
 	all, err := fn(recs, exists)
 	if err != nil {
-		return err
+		return nil, err, nil
 	}
-	var written []string
 	for i, r := range recs {
-		if !all && !core.Changed(olds[i].Value, exists[i], r.Value) || all && r.Value == nil && !exists[i] {
+		if !core.MustWrite(all, olds[i].Value, exists[i], r.Value) {
 			continue
 		}
 		if err := s.writeRecord(ctx, tx, stmts, keys[i], r.Value, olds[i].Version); err != nil {
-			return fmt.Errorf("store: update %q: %w", keys[i], err)
+			return nil, nil, err
 		}
 		written = append(written, keys[i])
 	}
 	if len(written) == 0 {
-		return nil
+		return nil, nil, nil
 	}
 	if err := tx.Commit(); err != nil {
-		return fail(err)
+		return nil, nil, err
 	}
-	s.shared.Corrupt.Written(core.RecordsTable, written...)
-	return nil
-}
-
-// quoteKeys names the keys of an update in its errors: one key as Update
-// always did, several as UpdateMany.
-func quoteKeys(keys []string) string {
-	if len(keys) == 1 {
-		return fmt.Sprintf("%q", keys[0])
-	}
-	return fmt.Sprintf("%q", keys)
+	return written, nil, nil
 }
 
 // writeRecord writes value under key in tx as the version after version (a
@@ -242,51 +205,22 @@ func (s *Store) writeRecord(ctx context.Context, tx *sql.Tx, stmts updateStmts, 
 	return err
 }
 
-// Get implements store.Store.
-func (s *Store) Get(ctx context.Context, key string) (core.Record, error) {
-	return s.shared.Get(ctx, key)
-}
-
-// List implements store.Store.
-func (s *Store) List(ctx context.Context, prefix string) ([]core.Record, error) {
-	return s.shared.List(ctx, prefix)
-}
-
-// GetBlob implements store.Blobs. It reads on a reader connection, so a
-// miss writes nothing; a hit then moves the blob to the front of the LRU
-// order, which is a write.
-func (s *Store) GetBlob(ctx context.Context, key string) ([]byte, bool, error) {
-	if err := s.shared.Closed.Begin(key); err != nil {
-		return nil, false, err
-	}
-	var value, sum any
+// readBlob is core.Dialect's ReadBlob. It reads on a reader connection,
+// so a miss writes nothing; a hit then moves the blob to the front of the
+// LRU order, which is a write.
+func (s *Store) readBlob(ctx context.Context, key string) (value, sum any, err error) {
 	st, err := s.readStmts.get(ctx, getBlob)
 	if err == nil {
 		err = st.QueryRowContext(ctx, key).Scan(&value, &sum)
 	}
 	if err == nil {
-		if _, err = s.write.ExecContext(ctx, touchBlob, key); err != nil {
-			return nil, false, fmt.Errorf("store: get blob %q: %w", key, err)
-		}
+		_, err = s.write.ExecContext(ctx, touchBlob, key)
 	}
-	return s.shared.CheckedBlob(key, value, sum, err)
+	return value, sum, err
 }
 
-// PutBlob implements store.Blobs.
-func (s *Store) PutBlob(ctx context.Context, key string, value []byte) error {
-	return s.shared.PutBlob(ctx, key, value)
-}
-
-// DeleteBlob implements store.Blobs.
-func (s *Store) DeleteBlob(ctx context.Context, key string) error {
-	return s.shared.DeleteBlob(ctx, key)
-}
-
-// Close implements store.Store.
-func (s *Store) Close() error {
-	if !s.shared.Closed.Close() {
-		return nil
-	}
+// release is core.Dialect's Release.
+func (s *Store) release() error {
 	s.readStmts.close()
 	s.writeStmts.close()
 	return errors.Join(s.read.Close(), s.write.Close())

@@ -6,10 +6,10 @@ import (
 	"fmt"
 )
 
-// PutBlob implements store.Blobs for a SQL store: one transaction that
+// putBlob implements store.Blobs for a SQL store: one transaction that
 // holds the lock serializing blob writers (SQLite's write lock, the
 // PostgreSQL usage row), so the recorded total stays exact.
-func (s *SQL) PutBlob(ctx context.Context, key string, value []byte) error {
+func (s *SQL) putBlob(ctx context.Context, key string, value []byte) error {
 	if err := s.Closed.Begin(key); err != nil {
 		return err
 	}
@@ -25,8 +25,8 @@ func (s *SQL) PutBlob(ctx context.Context, key string, value []byte) error {
 	return tooLarge
 }
 
-// DeleteBlob implements store.Blobs for a SQL store.
-func (s *SQL) DeleteBlob(ctx context.Context, key string) error {
+// deleteBlob implements store.Blobs for a SQL store.
+func (s *SQL) deleteBlob(ctx context.Context, key string) error {
 	if err := s.Closed.Begin(key); err != nil {
 		return err
 	}
@@ -36,10 +36,10 @@ func (s *SQL) DeleteBlob(ctx context.Context, key string) error {
 	return nil
 }
 
-// CheckedBlob is GetBlob's answer from a row scanned into value and sum (or
+// checkedBlob is GetBlob's answer from a row scanned into value and sum (or
 // the error of reading it): the blob, or a miss for no row or a corrupted
 // one, which is reported.
-func (s *SQL) CheckedBlob(key string, value, sum any, err error) ([]byte, bool, error) {
+func (s *SQL) checkedBlob(key string, value, sum any, err error) ([]byte, bool, error) {
 	if errors.Is(err, s.NoRows) {
 		return nil, false, nil
 	}

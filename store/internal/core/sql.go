@@ -173,8 +173,8 @@ func CheckBlob(key string, value, sum any) (v []byte, problem string) {
 }
 
 // SQL is what both SQL stores share at run time: statements, options,
-// corruption log, closed flag, and the Get, List and blob writes that run
-// the same on both.
+// corruption log, closed flag, and the reads and blob writes that run the
+// same on both (Store calls them).
 type SQL struct {
 	*Statements
 	Opts    Options
@@ -252,8 +252,8 @@ func (s *SQL) eachRecord(rows Rows, fn func(rec Record, ok bool)) error {
 	return rows.Err()
 }
 
-// Get implements store.Store.
-func (s *SQL) Get(ctx context.Context, key string) (Record, error) {
+// get implements store.Store.
+func (s *SQL) get(ctx context.Context, key string) (Record, error) {
 	if err := s.Closed.Begin(key); err != nil {
 		return Record{}, err
 	}
@@ -267,8 +267,8 @@ func (s *SQL) Get(ctx context.Context, key string) (Record, error) {
 	return rec, nil
 }
 
-// List implements store.Store.
-func (s *SQL) List(ctx context.Context, prefix string) ([]Record, error) {
+// list implements store.Store.
+func (s *SQL) list(ctx context.Context, prefix string) ([]Record, error) {
 	if err := s.Closed.Check(); err != nil {
 		return nil, err
 	}
