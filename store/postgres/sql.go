@@ -13,6 +13,7 @@ import (
 // statements is the PostgreSQL statement table.
 var statements = core.Shared(core.Statements{
 	NoRows:       pgx.ErrNoRows,
+	NewScan:      core.NewTypedScan,
 	SchemaExists: `SELECT to_regclass('ratekeeper_schema') IS NOT NULL`,
 	// An advisory lock (the bytes of "rk-schm") makes concurrent openers
 	// take turns.
@@ -55,6 +56,11 @@ CREATE TABLE ratekeeper_blobs (
 }
 
 // The statements of this store's own transactions.
+var (
+	// lockRecord takes one key's row, if there is one.
+	lockRecord = statements.GetRecord + ` FOR UPDATE`
+)
+
 const (
 	// lockRecords takes every existing row of the keys in key order, the
 	// same order in every transaction, so two never deadlock.

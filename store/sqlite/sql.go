@@ -14,6 +14,7 @@ import (
 // statements is the SQLite statement table.
 var statements = core.Shared(core.Statements{
 	NoRows:       sql.ErrNoRows,
+	NewScan:      core.NewAnyScan,
 	SchemaExists: `SELECT count(*) = 1 FROM sqlite_master WHERE type = 'table' AND name = 'ratekeeper_schema'`,
 	// BEGIN IMMEDIATE takes the write lock, which serializes migrations
 	// and blob writers alike.
@@ -70,7 +71,7 @@ ON CONFLICT (key) DO UPDATE SET value = excluded.value, version = excluded.versi
 	touchBlob = `UPDATE ratekeeper_blobs SET last_used = ` + nextBlobUse + ` WHERE key = ?`
 )
 
-// readRecords reads the records of n keys in one query.
-func readRecords(n int) string {
+// selectRecords reads the records of n keys in one query.
+func selectRecords(n int) string {
 	return `SELECT ` + core.RecordColumns + ` FROM ratekeeper_records WHERE key IN (?` + strings.Repeat(", ?", n-1) + `)`
 }

@@ -89,7 +89,11 @@ func (c *stmtCache) close() {
 func (s *Store) updateStmts(ctx context.Context, n int) (updateStmts, error) {
 	var u updateStmts
 	var err error
-	if u.read, err = s.writeStmts.get(ctx, readRecords(n)); err != nil {
+	read := statements.GetRecord // one key (every Update): the plain lookup
+	if n > 1 {
+		read = selectRecords(n)
+	}
+	if u.read, err = s.writeStmts.get(ctx, read); err != nil {
 		return u, err
 	}
 	if u.upsert, err = s.writeStmts.get(ctx, upsertRecord); err != nil {
@@ -159,15 +163,7 @@ func (s *Store) transact(ctx context.Context, keys []string, fn core.UpdateFn) (
 		return nil, nil, err
 	}
 	defer tx.Rollback()
-	args := make([]any, len(keys))
-	for i, k := range keys {
-		args[i] = k
-	}
-	rows, err := tx.StmtContext(ctx, stmts.read).QueryContext(ctx, args...)
-	if err != nil {
-		return nil, nil, err
-	}
-	recs, exists, err := s.shared.ReadRecords(rows, keys)
+	recs, exists, err := s.readRecords(ctx, tx.StmtContext(ctx, stmts.read), keys)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -192,6 +188,27 @@ func (s *Store) transact(ctx context.Context, keys []string, fn core.UpdateFn) (
 		return nil, nil, err
 	}
 	return written, nil, nil
+}
+
+// readRecords reads the records of keys with stmt, in the order of keys;
+// exists[i] reports a row for keys[i], even a corrupted one, which is
+// returned as absent.
+func (s *Store) readRecords(ctx context.Context, stmt *sql.Stmt, keys []string) (recs []*core.Record, exists []bool, err error) {
+	if len(keys) == 1 {
+		var rec core.Record
+		recs, exists = []*core.Record{&rec}, make([]bool, 1)
+		rec, exists[0], err = s.shared.ReadRecord(keys[0], stmt.QueryRowContext(ctx, keys[0]))
+		return recs, exists, err
+	}
+	args := make([]any, len(keys))
+	for i, k := range keys {
+		args[i] = k
+	}
+	rows, err := stmt.QueryContext(ctx, args...)
+	if err != nil {
+		return nil, nil, err
+	}
+	return s.shared.ReadRecords(rows, keys)
 }
 
 // writeRecord writes value under key in tx as the version after version (a

@@ -7,7 +7,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"time"
 )
 
 // Conn is a database handle or transaction as the code both SQL stores
@@ -51,6 +50,10 @@ type Tx interface {
 type Statements struct {
 	// NoRows is the driver's error for a row that is not there.
 	NoRows error
+	// NewScan gives what a record row is scanned into: NewAnyScan where a
+	// column may hold any type (SQLite), NewTypedScan where the database
+	// enforces them (PostgreSQL).
+	NewScan func() Scan
 
 	// Where the databases differ.
 
@@ -121,57 +124,6 @@ func Numbered(query string) string {
 	}
 }
 
-// DecodeRecord checks a record row scanned into any (key, value, version,
-// updated_at, checksum). SQLite lets any column hold any type, so a damaged
-// row may hold text where a number belongs; PostgreSQL enforces the types,
-// so there only the contents can be wrong. problem says what is wrong, or
-// is empty for a good row. updated_at is Unix nanoseconds (SQLite) or a
-// time (PostgreSQL).
-func DecodeRecord(key string, value, version, updated, sum any) (rec Record, problem string) {
-	v, ok := value.([]byte)
-	if !ok {
-		if s, isText := value.(string); isText {
-			v = []byte(s) // the checksum decides whether the bytes are right
-		} else {
-			return Record{}, fmt.Sprintf("value is %T, want bytes", value)
-		}
-	}
-	ver, ok := version.(int64)
-	if !ok || ver < 1 {
-		return Record{}, fmt.Sprintf("version is %T %v, want a positive integer", version, version)
-	}
-	var at time.Time
-	switch u := updated.(type) {
-	case int64:
-		at = time.Unix(0, u)
-	case time.Time:
-		at = u
-	default:
-		return Record{}, fmt.Sprintf("updated_at is %T %v, want Unix nanoseconds", updated, updated)
-	}
-	got, ok := sum.(int64)
-	if !ok {
-		return Record{}, fmt.Sprintf("checksum is %T %v, want an integer", sum, sum)
-	}
-	if want := Checksum(key, v); got != want {
-		return Record{}, fmt.Sprintf("checksum %d does not match the value (want %d)", got, want)
-	}
-	return Record{Key: key, Value: NonNil(v), Version: ver, UpdatedAt: at.UTC()}, ""
-}
-
-// CheckBlob checks a blob row scanned into any (value, checksum), as
-// DecodeRecord does a record.
-func CheckBlob(key string, value, sum any) (v []byte, problem string) {
-	v, ok := value.([]byte)
-	if !ok {
-		return nil, fmt.Sprintf("value is %T, want bytes", value)
-	}
-	if got, ok := sum.(int64); !ok || got != Checksum(key, v) {
-		return nil, fmt.Sprintf("checksum %v does not match the value", sum)
-	}
-	return NonNil(v), ""
-}
-
 // SQL is what both SQL stores share at run time: statements, options,
 // corruption log, closed flag, and the reads and blob writes that run the
 // same on both (Store calls them).
@@ -195,15 +147,15 @@ func NewSQL(st *Statements, opts Options, reader Conn, writer DB) *SQL {
 // reports whether a row is there, even a corrupted one, which is returned
 // as absent.
 func (s *SQL) ReadRecord(key string, row Row) (rec Record, exists bool, err error) {
-	var value, version, updated, sum any
-	err = row.Scan(&value, &version, &updated, &sum)
+	sc := s.NewScan()
+	err = row.Scan(sc.Dest()...)
 	if errors.Is(err, s.NoRows) {
 		return Record{Key: key}, false, nil
 	}
 	if err != nil {
 		return Record{}, false, err
 	}
-	rec, problem := DecodeRecord(key, value, version, updated, sum)
+	rec, problem := sc.Record(key)
 	if problem != "" {
 		s.Corrupt.Report(RecordsTable, key, problem)
 		return Record{Key: key}, true, nil
@@ -235,13 +187,14 @@ func (s *SQL) ReadRecords(rows Rows, keys []string) ([]*Record, []bool, error) {
 // eachRecord calls fn with each row of rows (RecordColumns); ok is false
 // for a corrupted row, which is reported and carries only its key.
 func (s *SQL) eachRecord(rows Rows, fn func(rec Record, ok bool)) error {
+	var key string
+	sc := s.NewScan()
+	dest := append([]any{&key}, sc.Dest()...)
 	for rows.Next() {
-		var key string
-		var value, version, updated, sum any
-		if err := rows.Scan(&key, &value, &version, &updated, &sum); err != nil {
+		if err := rows.Scan(dest...); err != nil {
 			return err
 		}
-		rec, problem := DecodeRecord(key, value, version, updated, sum)
+		rec, problem := sc.Record(key)
 		if problem != "" {
 			s.Corrupt.Report(RecordsTable, key, problem)
 			fn(Record{Key: key}, false)
