@@ -21,7 +21,7 @@ func (s *SQL) putBlob(ctx context.Context, key string, value []byte) error {
 	if err != nil {
 		return fmt.Errorf("store: put blob %q: %w", key, err)
 	}
-	s.Corrupt.Written(BlobsTable, key)
+	s.Corrupt.Written(blobsTable, key)
 	return tooLarge
 }
 
@@ -46,9 +46,9 @@ func (s *SQL) checkedBlob(key string, value, sum any, err error) ([]byte, bool, 
 	if err != nil {
 		return nil, false, fmt.Errorf("store: get blob %q: %w", key, err)
 	}
-	v, problem := CheckBlob(key, value, sum)
+	v, problem := checkBlob(key, value, sum)
 	if problem != "" {
-		s.Corrupt.Report(BlobsTable, key, problem)
+		s.Corrupt.Report(blobsTable, key, problem)
 		return nil, false, nil
 	}
 	return v, true, nil

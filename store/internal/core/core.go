@@ -148,13 +148,13 @@ func ValidatePrefix(s, what string) error {
 	return nil
 }
 
-// PrefixEnd returns the smallest string greater than every string that
+// prefixEnd returns the smallest string greater than every string that
 // starts with prefix, for a key range scan [prefix, end). ok is false when
 // there is no such bound (an empty prefix, or one made only of the largest
 // rune). The result is valid UTF-8, which PostgreSQL requires of text: the
 // last rune is incremented rather than the last byte, and since UTF-8 byte
 // order is code point order the range still holds exactly the prefixed keys.
-func PrefixEnd(prefix string) (end string, ok bool) {
+func prefixEnd(prefix string) (end string, ok bool) {
 	for prefix != "" {
 		r, size := utf8.DecodeLastRuneInString(prefix)
 		prefix = prefix[:len(prefix)-size]
@@ -191,8 +191,8 @@ type CorruptionLog struct {
 	seen   map[string]bool // table + "\x00" + key
 }
 
-// NewCorruptionLog returns a log writing to logger.
-func NewCorruptionLog(logger *slog.Logger) *CorruptionLog {
+// newCorruptionLog returns a log writing to logger.
+func newCorruptionLog(logger *slog.Logger) *CorruptionLog {
 	return &CorruptionLog{logger: logger, seen: map[string]bool{}}
 }
 

@@ -19,38 +19,38 @@ func TestPrefixEnd(t *testing.T) {
 		{"a\U0010FFFF", "b", true},
 		{"\U0010FFFF\U0010FFFF", "", false},
 	} {
-		end, ok := PrefixEnd(tc.prefix)
+		end, ok := prefixEnd(tc.prefix)
 		if end != tc.end || ok != tc.ok {
-			t.Errorf("PrefixEnd(%q) = %q, %v; want %q, %v", tc.prefix, end, ok, tc.end, tc.ok)
+			t.Errorf("prefixEnd(%q) = %q, %v; want %q, %v", tc.prefix, end, ok, tc.end, tc.ok)
 		}
 		if ok && !utf8.ValidString(end) {
-			t.Errorf("PrefixEnd(%q) = %q is not valid UTF-8", tc.prefix, end)
+			t.Errorf("prefixEnd(%q) = %q is not valid UTF-8", tc.prefix, end)
 		}
 	}
 	// Every key with the prefix sorts below the end, and the end itself
 	// does not have the prefix.
 	for _, prefix := range []string{"a", "a\u07FF", "z\uFFFF", "é\U0010FFFF"} {
-		end, _ := PrefixEnd(prefix)
+		end, _ := prefixEnd(prefix)
 		for _, suffix := range []string{"", "\x00", "\U0010FFFF\U0010FFFF", "zzz"} {
 			if key := prefix + suffix; key >= end {
-				t.Errorf("key %q >= PrefixEnd(%q) = %q", key, prefix, end)
+				t.Errorf("key %q >= prefixEnd(%q) = %q", key, prefix, end)
 			}
 		}
 		if strings.HasPrefix(end, prefix) {
-			t.Errorf("PrefixEnd(%q) = %q has the prefix", prefix, end)
+			t.Errorf("prefixEnd(%q) = %q has the prefix", prefix, end)
 		}
 	}
 }
 
-func TestNumbered(t *testing.T) {
+func TestDollarNumbered(t *testing.T) {
 	for q, want := range map[string]string{
 		"SELECT 1":                          "SELECT 1",
 		"WHERE key = ?":                     "WHERE key = $1",
 		"VALUES (?, ?, nextval('c'), ?)":    "VALUES ($1, $2, nextval('c'), $3)",
 		"key >= ? AND key < ? ORDER BY key": "key >= $1 AND key < $2 ORDER BY key",
 	} {
-		if got := Numbered(q); got != want {
-			t.Errorf("Numbered(%q) = %q; want %q", q, got, want)
+		if got := dollarNumbered(q); got != want {
+			t.Errorf("dollarNumbered(%q) = %q; want %q", q, got, want)
 		}
 	}
 }

@@ -89,8 +89,8 @@ func checkRecord(key string, value []byte, version int64, updated time.Time, sum
 	return Record{Key: key, Value: NonNil(value), Version: version, UpdatedAt: updated.UTC()}, ""
 }
 
-// CheckBlob checks a blob row scanned into any (value, checksum).
-func CheckBlob(key string, value, sum any) (v []byte, problem string) {
+// checkBlob checks a blob row scanned into any (value, checksum).
+func checkBlob(key string, value, sum any) (v []byte, problem string) {
 	v, ok := value.([]byte)
 	if !ok {
 		return nil, fmt.Sprintf("value is %T, want bytes", value)

@@ -9,9 +9,9 @@ import (
 // The tables of the SQLite and PostgreSQL stores all start with
 // "ratekeeper_", so they can share a database with River's "river_" tables.
 const (
-	SchemaTable  = "ratekeeper_schema"  // one row: the schema version
-	RecordsTable = "ratekeeper_records" // Store records
-	BlobsTable   = "ratekeeper_blobs"   // Blobs
+	schemaTable  = "ratekeeper_schema"  // one row: the schema version
+	recordsTable = "ratekeeper_records" // Store records
+	blobsTable   = "ratekeeper_blobs"   // Blobs
 )
 
 // SchemaVersion is the database schema version this build creates and
@@ -37,7 +37,7 @@ func checkVersion(found int) error {
 	case found > SchemaVersion:
 		return &SchemaTooNewError{Found: found, Supported: SchemaVersion}
 	case found < 0:
-		return fmt.Errorf("store: %s holds version %d; a version is never negative, so the table was damaged (set it to the version the tables match, or start a new database)", SchemaTable, found)
+		return fmt.Errorf("store: %s holds version %d; a version is never negative, so the table was damaged (set it to the version the tables match, or start a new database)", schemaTable, found)
 	}
 	return nil
 }
@@ -76,7 +76,7 @@ func (st *Statements) Migrate(ctx context.Context, db DB, target int) error {
 		}
 	}
 	if err := tx.Exec(ctx, st.CreateSchema); err != nil {
-		return fmt.Errorf("creating %s: %w", SchemaTable, err)
+		return fmt.Errorf("creating %s: %w", schemaTable, err)
 	}
 	found, err := st.version(ctx, tx)
 	if err == nil {

@@ -87,7 +87,7 @@ const RecordColumns = `key, value, version, updated_at, checksum`
 func Shared(st Statements, numbered bool) *Statements {
 	ph := func(q string) string { return q }
 	if numbered {
-		ph = Numbered
+		ph = dollarNumbered
 	}
 	st.CreateSchema = `CREATE TABLE IF NOT EXISTS ratekeeper_schema (id integer PRIMARY KEY CHECK (id = 1), version integer NOT NULL)`
 	st.GetVersion = `SELECT version FROM ratekeeper_schema WHERE id = 1`
@@ -106,9 +106,10 @@ RETURNING size`
 	return &st
 }
 
-// Numbered rewrites the ? placeholders of query as $1, $2, … in order, the
-// form PostgreSQL takes. The statements it is given hold no ? of their own.
-func Numbered(query string) string {
+// dollarNumbered rewrites the ? placeholders of query as $1, $2, … in
+// order, the form PostgreSQL takes. The statements it is given hold no ?
+// of their own.
+func dollarNumbered(query string) string {
 	var b strings.Builder
 	n := 0
 	for {
@@ -140,7 +141,7 @@ type SQL struct {
 // NewSQL returns the shared part of a SQL store; opts must have its
 // defaults.
 func NewSQL(st *Statements, opts Options, reader Conn, writer DB) *SQL {
-	return &SQL{Statements: st, Opts: opts, Corrupt: NewCorruptionLog(opts.Logger), Reader: reader, Writer: writer}
+	return &SQL{Statements: st, Opts: opts, Corrupt: newCorruptionLog(opts.Logger), Reader: reader, Writer: writer}
 }
 
 // ReadRecord reads key's record from row (GetRecord's columns). exists
@@ -157,7 +158,7 @@ func (s *SQL) ReadRecord(key string, row Row) (rec Record, exists bool, err erro
 	}
 	rec, problem := sc.Record(key)
 	if problem != "" {
-		s.Corrupt.Report(RecordsTable, key, problem)
+		s.Corrupt.Report(recordsTable, key, problem)
 		return Record{Key: key}, true, nil
 	}
 	return rec, true, nil
@@ -196,7 +197,7 @@ func (s *SQL) eachRecord(rows Rows, fn func(rec Record, ok bool)) error {
 		}
 		rec, problem := sc.Record(key)
 		if problem != "" {
-			s.Corrupt.Report(RecordsTable, key, problem)
+			s.Corrupt.Report(recordsTable, key, problem)
 			fn(Record{Key: key}, false)
 			continue
 		}
@@ -229,7 +230,7 @@ func (s *SQL) list(ctx context.Context, prefix string) ([]Record, error) {
 		return nil, err
 	}
 	query, args := s.ListFrom, []any{prefix}
-	if end, ok := PrefixEnd(prefix); ok {
+	if end, ok := prefixEnd(prefix); ok {
 		query, args = s.ListRange, append(args, end)
 	}
 	rows, err := s.Reader.Query(ctx, query, args...)

@@ -91,7 +91,7 @@ func (s *Store) update(ctx context.Context, keys []string, fn UpdateFn) error {
 	case err != nil:
 		return fmt.Errorf("store: update %q: %w", keys, err)
 	}
-	s.sql.Corrupt.Written(RecordsTable, written...)
+	s.sql.Corrupt.Written(recordsTable, written...)
 	return nil
 }
 
