@@ -24,14 +24,11 @@ const (
 	Postgres
 )
 
+var kindNames = [...]string{Memory: "memory", SQLite: "SQLite", Postgres: "PostgreSQL"}
+
 func (k Kind) String() string {
-	switch k {
-	case Memory:
-		return "memory"
-	case SQLite:
-		return "SQLite"
-	case Postgres:
-		return "PostgreSQL"
+	if k >= 0 && int(k) < len(kindNames) {
+		return kindNames[k]
 	}
 	return fmt.Sprintf("Kind(%d)", int(k))
 }

@@ -85,6 +85,14 @@ func TestKindOf(t *testing.T) {
 	}
 }
 
+func TestKindString(t *testing.T) {
+	for k, want := range map[store.Kind]string{store.Memory: "memory", store.SQLite: "SQLite", store.Postgres: "PostgreSQL", 7: "Kind(7)"} {
+		if got := k.String(); got != want {
+			t.Errorf("Kind %d = %q; want %q", int(k), got, want)
+		}
+	}
+}
+
 func TestSQLitePath(t *testing.T) {
 	for dsn, want := range map[string]string{
 		"./ratekeeper.db":           "./ratekeeper.db",

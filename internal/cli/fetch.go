@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
@@ -224,7 +225,7 @@ func (o *fetchOptions) check(args []string) error {
 	case o.input == "" && len(args) == 0:
 		return errors.New("no URLs: give them as arguments, or one a line with -i FILE (-i - for stdin)")
 	case store.KindOf(o.client.db) == store.Memory:
-		return fmt.Errorf("--db %q: fetch keeps its tasks in a database so that it can resume; give a SQLite file or a postgres:// URL", o.client.db)
+		return fmt.Errorf("--db %s: fetch keeps its tasks in a database so that it can resume; give a SQLite file or a postgres:// URL", cmp.Or(o.client.db, `""`))
 	case o.concurrency < 1 || o.concurrency > tasks.ConcurrencyLimit:
 		return fmt.Errorf("--concurrency %d: want 1 to %s (requests in flight at once in this process)", o.concurrency, humanize.Comma(tasks.ConcurrencyLimit))
 	case o.retries < 0 || o.retries > tasks.RetriesLimit:

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"cmp"
 	"fmt"
 	"net/http"
 	"path/filepath"
@@ -118,7 +119,7 @@ func (o *workerOptions) check() error {
 	case o.inlineLimit < 0:
 		return fmt.Errorf("--inline-limit %d: want 0 or more bytes", o.inlineLimit)
 	case store.KindOf(o.client.db) == store.Memory:
-		return fmt.Errorf("--db %q: tasks live in a database; give a SQLite file or a postgres:// URL", o.client.db)
+		return fmt.Errorf("--db %s: tasks live in a database; give a SQLite file or a postgres:// URL", cmp.Or(o.client.db, `""`))
 	}
 	if o.failOnStatus, err = parseStatusSet(o.failOn); err != nil {
 		return fmt.Errorf("--fail-on-status: %w", err)
