@@ -9,8 +9,8 @@ import (
 	"testing"
 
 	"github.com/ratekeeper/ratekeeper/cache"
-	"github.com/ratekeeper/ratekeeper/kv"
-	"github.com/ratekeeper/ratekeeper/kv/kvtest"
+	"github.com/ratekeeper/ratekeeper/store"
+	"github.com/ratekeeper/ratekeeper/store/storetest"
 )
 
 // BenchmarkRepeatWithBackend is the cache's work on a repeated GET the
@@ -19,11 +19,11 @@ import (
 func BenchmarkRepeatWithBackend(b *testing.B) {
 	dsns := map[string]func(b *testing.B) string{
 		"sqlite":   func(b *testing.B) string { return filepath.Join(b.TempDir(), "bench.db") },
-		"postgres": func(b *testing.B) string { return kvtest.NewPostgresSchema(b, kvtest.PostgresBase(b)) },
+		"postgres": func(b *testing.B) string { return storetest.NewPostgresSchema(b, storetest.PostgresBase(b)) },
 	}
 	for _, name := range []string{"sqlite", "postgres"} {
 		b.Run(name, func(b *testing.B) {
-			st, err := kv.Open(context.Background(), dsns[name](b), kv.Options{})
+			st, err := store.Open(context.Background(), dsns[name](b), store.Options{})
 			if err != nil {
 				b.Fatal(err)
 			}

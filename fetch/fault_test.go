@@ -14,7 +14,7 @@ import (
 
 	"github.com/ratekeeper/ratekeeper"
 	"github.com/ratekeeper/ratekeeper/fetch"
-	"github.com/ratekeeper/ratekeeper/internal/sqlitedb"
+	"github.com/ratekeeper/ratekeeper/store/sqlite"
 	"github.com/ratekeeper/ratekeeper/tasks"
 )
 
@@ -159,7 +159,7 @@ func TestVanishedTaskIsSubmittedAgain(t *testing.T) {
 		if deleted {
 			return nil
 		}
-		db, err := sqlitedb.Open(context.Background(), dsn)
+		db, err := sqlite.OpenDB(context.Background(), dsn)
 		if err != nil {
 			return err
 		}

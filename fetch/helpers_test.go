@@ -16,8 +16,8 @@ import (
 
 	"github.com/ratekeeper/ratekeeper/fetch"
 	"github.com/ratekeeper/ratekeeper/internal/cli"
-	"github.com/ratekeeper/ratekeeper/kv/kvtest"
 	"github.com/ratekeeper/ratekeeper/sim"
+	"github.com/ratekeeper/ratekeeper/store/storetest"
 )
 
 // childEnv makes the test binary run the ratekeeper command line instead of
@@ -187,7 +187,7 @@ func sqliteDSN(t *testing.T) string { return filepath.Join(t.TempDir(), "ratekee
 
 // postgresDSN is a fresh database on the test server, dropped at the end.
 func postgresDSN(t testing.TB) string {
-	return kvtest.NewPostgresDatabase(t, "rk_batch_")
+	return storetest.NewPostgresDatabase(t, "rk_batch_")
 }
 
 // corrupt damages the SQLite database at path as a bad disk or a stray

@@ -15,7 +15,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/ratekeeper/ratekeeper/kv"
+	"github.com/ratekeeper/ratekeeper/store"
 	"github.com/ratekeeper/ratekeeper/tasks"
 )
 
@@ -101,7 +101,7 @@ func (p *Poller) RunDurable(ctx context.Context, o DurableOptions) error {
 	if err := p.checkStart(ctx, start); err != nil {
 		return err
 	}
-	st, err := kv.Open(ctx, o.DSN, kv.Options{Logger: o.Logger})
+	st, err := store.Open(ctx, o.DSN, store.Options{Logger: o.Logger})
 	if err != nil {
 		return fmt.Errorf("poll state database: %w", err)
 	}
@@ -191,7 +191,7 @@ func NewTaskHandler(ctx context.Context, dsn string, opts Options) (*TaskHandler
 	if err != nil {
 		return nil, err
 	}
-	st, err := kv.Open(ctx, dsn, kv.Options{Logger: opts.Logger})
+	st, err := store.Open(ctx, dsn, store.Options{Logger: opts.Logger})
 	if err != nil {
 		return nil, fmt.Errorf("poll state database: %w", err)
 	}
@@ -209,7 +209,7 @@ func (h *TaskHandler) Close() error { return h.d.st.Close() }
 // durable is the task handler of one RunDurable or TaskHandler.
 type durable struct {
 	p  *Poller
-	st kv.Store
+	st store.Store
 	// stop ends RunDurable; nil in a TaskHandler, whose worker goes on.
 	stop context.CancelCauseFunc
 
@@ -318,7 +318,7 @@ func (d *durable) handle(ctx context.Context, t *tasks.Task) (json.RawMessage, e
 // count.
 func (d *durable) load(ctx context.Context, key string, tg *target, taskID int64) error {
 	rec, err := d.st.Get(ctx, key)
-	if errors.Is(err, kv.ErrNotFound) {
+	if errors.Is(err, store.ErrNotFound) {
 		return nil
 	}
 	if err != nil {
@@ -345,7 +345,7 @@ func (d *durable) save(ctx context.Context, key string, tg *target, taskID int64
 	if err != nil {
 		return err
 	}
-	if err := d.st.Update(ctx, key, func(rec *kv.Record) error { rec.Value = b; return nil }); err != nil {
+	if err := d.st.Update(ctx, key, func(rec *store.Record) error { rec.Value = b; return nil }); err != nil {
 		return fmt.Errorf("saving the poll state of %s: %w", tg.shown, err)
 	}
 	return nil

@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ratekeeper/ratekeeper/kv"
 	"github.com/ratekeeper/ratekeeper/sim"
+	"github.com/ratekeeper/ratekeeper/store"
 	"github.com/ratekeeper/ratekeeper/tasks"
 )
 
@@ -132,7 +132,7 @@ func TestDurablePollingContinuesAfterARestart(t *testing.T) {
 
 func readSaved(t *testing.T, dsn, url string) savedState {
 	t.Helper()
-	st, err := kv.Open(context.Background(), dsn, kv.Options{Logger: quietLogger()})
+	st, err := store.Open(context.Background(), dsn, store.Options{Logger: quietLogger()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -18,7 +18,8 @@ import (
 	"github.com/riverqueue/river/rivermigrate"
 	"github.com/riverqueue/river/rivertype"
 
-	"github.com/ratekeeper/ratekeeper/internal/sqlitedb"
+	"github.com/ratekeeper/ratekeeper/store"
+	"github.com/ratekeeper/ratekeeper/store/sqlite"
 )
 
 // txOps are the transaction primitives of one database library.
@@ -53,10 +54,10 @@ func newRiverBackend[TD riverdriver.Driver[TTx], TTx any](driver TD, tx txOps[TT
 	return &riverBackend[TD, TTx]{driver: driver, client: client, tx: tx, postgres: postgres, logger: opts.Logger, closeDB: closeDB}, nil
 }
 
-func openSQLite(ctx context.Context, path string, opts Options) (backend, error) {
-	db, err := sqlitedb.Open(ctx, path)
+func openSQLite(ctx context.Context, dsn string, opts Options) (backend, error) {
+	db, err := sqlite.OpenDB(ctx, store.SQLitePath(dsn))
 	if err != nil {
-		return nil, describeDBError(path, err)
+		return nil, describeDBError(dsn, err)
 	}
 	// River's SQLite driver asks for a single connection: River runs
 	// several operations at once and SQLite allows one writer, so more
@@ -79,7 +80,7 @@ func openSQLite(ctx context.Context, path string, opts Options) (backend, error)
 func openPostgres(ctx context.Context, dsn string, opts Options) (backend, error) {
 	cfg, err := pgxpool.ParseConfig(dsn)
 	if err != nil {
-		return nil, fmt.Errorf("%w: PostgreSQL URL %s: %v", ErrInvalid, printableDSN(dsn), err)
+		return nil, fmt.Errorf("%w: PostgreSQL URL %s: %v", ErrInvalid, store.Redact(dsn), err)
 	}
 	if !strings.Contains(dsn, "pool_max_conns") {
 		// pgxpool's default (4 on this size of machine) starves a worker:

@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"maps"
 	"net/http"
-	"net/url"
 	"os"
 	"slices"
 	"sort"
@@ -20,7 +19,8 @@ import (
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/rivertype"
 
-	"github.com/ratekeeper/ratekeeper/internal/sqlitedb"
+	"github.com/ratekeeper/ratekeeper/store"
+	"github.com/ratekeeper/ratekeeper/store/sqlite"
 )
 
 // Options configure a Queue. The zero value is ready to use.
@@ -197,7 +197,7 @@ type MigrateResult struct {
 // or postgresql:// is a PostgreSQL database; anything else is a SQLite file
 // path, created if missing.
 func Open(ctx context.Context, dsn string, opts Options) (*Queue, error) {
-	postgres := sqlitedb.IsPostgres(dsn)
+	postgres := store.KindOf(dsn) == store.Postgres
 	opts = opts.withDefaults(postgres)
 	b, err := openBackend(ctx, dsn, opts)
 	if err != nil {
@@ -205,21 +205,21 @@ func Open(ctx context.Context, dsn string, opts Options) (*Queue, error) {
 	}
 	if _, err := b.migrate(ctx); err != nil {
 		b.close()
-		return nil, fmt.Errorf("migrate task database %s: %w", printableDSN(dsn), err)
+		return nil, fmt.Errorf("migrate task database %s: %w", store.Redact(dsn), err)
 	}
 	m, err := newMetrics(opts.Registerer)
 	if err != nil {
 		b.close()
 		return nil, fmt.Errorf("tasks: register metrics: %w", err)
 	}
-	return &Queue{name: printableDSN(dsn), opts: opts, b: b, metrics: m, localCancel: map[int]func(context.Context, int64){}}, nil
+	return &Queue{name: store.Redact(dsn), opts: opts, b: b, metrics: m, localCancel: map[int]func(context.Context, int64){}}, nil
 }
 
 // Migrate brings the schema of the task database named by dsn up to date
 // and returns what it applied. Open does the same; Migrate is for running
 // it ahead of time (`ratekeeper tasks migrate`).
 func Migrate(ctx context.Context, dsn string) (MigrateResult, error) {
-	opts := Options{}.withDefaults(sqlitedb.IsPostgres(dsn))
+	opts := Options{}.withDefaults(store.KindOf(dsn) == store.Postgres)
 	b, err := openBackend(ctx, dsn, opts)
 	if err != nil {
 		return MigrateResult{}, err
@@ -227,7 +227,7 @@ func Migrate(ctx context.Context, dsn string) (MigrateResult, error) {
 	defer b.close()
 	res, err := b.migrate(ctx)
 	if err != nil {
-		return res, fmt.Errorf("migrate task database %s: %w", printableDSN(dsn), err)
+		return res, fmt.Errorf("migrate task database %s: %w", store.Redact(dsn), err)
 	}
 	return res, nil
 }
@@ -236,23 +236,10 @@ func openBackend(ctx context.Context, dsn string, opts Options) (backend, error)
 	if strings.TrimSpace(dsn) == "" {
 		return nil, fmt.Errorf("%w: empty database: give a SQLite file path or a postgres:// URL", ErrInvalid)
 	}
-	if sqlitedb.IsPostgres(dsn) {
+	if store.KindOf(dsn) == store.Postgres {
 		return openPostgres(ctx, dsn, opts)
 	}
 	return openSQLite(ctx, dsn, opts)
-}
-
-// printableDSN masks a PostgreSQL password so that the DSN can go into
-// errors and logs.
-func printableDSN(dsn string) string {
-	if !sqlitedb.IsPostgres(dsn) {
-		return dsn
-	}
-	u, err := url.Parse(dsn)
-	if err != nil {
-		return "postgres://…"
-	}
-	return u.Redacted()
 }
 
 // String names the Queue's database, with any password masked.
@@ -666,10 +653,10 @@ func (q *Queue) Await(ctx context.Context, id int64) (*Task, error) {
 // describeDBError makes a connection failure say which database and what
 // to check, without the password.
 func describeDBError(dsn string, err error) error {
-	if sqlitedb.IsPostgres(dsn) {
-		return fmt.Errorf("task database %s unreachable (is PostgreSQL running and the URL right?): %w", printableDSN(dsn), err)
+	if store.KindOf(dsn) == store.Postgres {
+		return fmt.Errorf("task database %s unreachable (is PostgreSQL running and the URL right?): %w", store.Redact(dsn), err)
 	}
-	if perr := sqlitedb.CheckPath(dsn); perr != nil {
+	if perr := sqlite.CheckPath(store.SQLitePath(dsn)); perr != nil {
 		return fmt.Errorf("task database %s: %w", dsn, perr)
 	}
 	return fmt.Errorf("task database %s cannot be opened (is its directory writable?): %w", dsn, err)

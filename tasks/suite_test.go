@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ratekeeper/ratekeeper/kv/kvtest"
+	"github.com/ratekeeper/ratekeeper/store/storetest"
 )
 
 // The task suite runs every test against SQLite and PostgreSQL, like
@@ -36,7 +36,7 @@ func sqliteDSN(t testing.TB) string {
 
 // postgresDSN is a fresh database on the test server, dropped at the end.
 func postgresDSN(t testing.TB) string {
-	return kvtest.NewPostgresDatabase(t, "rk_tasks_")
+	return storetest.NewPostgresDatabase(t, "rk_tasks_")
 }
 
 // testOptions polls fast and backs off in milliseconds so that tests wait

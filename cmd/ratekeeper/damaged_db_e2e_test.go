@@ -18,8 +18,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/ratekeeper/ratekeeper/internal/cli"
-	"github.com/ratekeeper/ratekeeper/internal/sqlitedb"
 	"github.com/ratekeeper/ratekeeper/sim"
+	"github.com/ratekeeper/ratekeeper/store/sqlite"
 )
 
 // TestEveryCommandRefusesADamagedDatabase is the acceptance test of the
@@ -91,7 +91,7 @@ func usedDatabase(t *testing.T, env []string, dir, db, provider, base string) {
 	mustRun(t, env, "fetch", "--db", db, "--provider", provider, "-i", input, "-o", filepath.Join(dir, "out.jsonl"), "--progress", "off")
 	mustRun(t, env, "get", "--db", db, "--provider", provider, base+"/github/repos/o/r")
 	// No free pages: the garbage lands on pages SQLite reads.
-	conn, err := sqlitedb.Open(context.Background(), db)
+	conn, err := sqlite.OpenDB(context.Background(), db)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -130,8 +130,8 @@ func damage(t *testing.T, db string) {
 	if err := f.Close(); err != nil {
 		t.Fatal(err)
 	}
-	var d *sqlitedb.DamagedError
-	if err := sqlitedb.Check(context.Background(), db); !errors.As(err, &d) {
+	var d *sqlite.DamagedError
+	if err := sqlite.Check(context.Background(), db); !errors.As(err, &d) {
 		t.Fatalf("after the damage SQLite's check says %v; the test proves nothing", err)
 	}
 }

@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ratekeeper/ratekeeper/kv/kvtest"
 	"github.com/ratekeeper/ratekeeper/sim"
+	"github.com/ratekeeper/ratekeeper/store/storetest"
 	"github.com/ratekeeper/ratekeeper/tasks"
 )
 
@@ -27,7 +27,7 @@ import (
 func TestFetchResumesAtOnceAfterKills(t *testing.T) {
 	t.Run("sigkill/sqlite", func(t *testing.T) { resumeAfterStops(t, filepath.Join(t.TempDir(), "rk.db"), syscall.SIGKILL) })
 	t.Run("sigkill/postgres", func(t *testing.T) {
-		resumeAfterStops(t, kvtest.NewPostgresDatabase(t, "rk_e2e_fetch_"), syscall.SIGKILL)
+		resumeAfterStops(t, storetest.NewPostgresDatabase(t, "rk_e2e_fetch_"), syscall.SIGKILL)
 	})
 	t.Run("sighup/sqlite", func(t *testing.T) { resumeAfterStops(t, filepath.Join(t.TempDir(), "rk.db"), syscall.SIGHUP) })
 }

@@ -18,7 +18,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ratekeeper/ratekeeper/kv/kvtest"
+	"github.com/ratekeeper/ratekeeper/store/storetest"
 )
 
 // binary is the ratekeeper command built for these tests: they drive it as
@@ -65,7 +65,7 @@ const (
 // --metrics-listen shows its reschedules counter rising while it works.
 func TestTasksWorkersShareTheQuota(t *testing.T) {
 	t.Run("sqlite", func(t *testing.T) { runWorkers(t, filepath.Join(t.TempDir(), "ratekeeper.db")) })
-	t.Run("postgres", func(t *testing.T) { runWorkers(t, kvtest.NewPostgresDatabase(t, "rk_e2e_")) })
+	t.Run("postgres", func(t *testing.T) { runWorkers(t, storetest.NewPostgresDatabase(t, "rk_e2e_")) })
 }
 
 func runWorkers(t *testing.T, db string) {

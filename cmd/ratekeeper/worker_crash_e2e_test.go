@@ -17,7 +17,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ratekeeper/ratekeeper/kv/kvtest"
+	"github.com/ratekeeper/ratekeeper/store/storetest"
 	"github.com/ratekeeper/ratekeeper/tasks"
 )
 
@@ -32,7 +32,7 @@ func TestKilledTasksWorkerTasksComeBackAtOnce(t *testing.T) {
 	t.Run("sqlite", func(t *testing.T) { killWorkerAndRestart(t, filepath.Join(t.TempDir(), "rk.db"), "") })
 	// A supervisor restarting a worker under its fixed name.
 	t.Run("sqlite/same-worker-id", func(t *testing.T) { killWorkerAndRestart(t, filepath.Join(t.TempDir(), "rk.db"), "w-1") })
-	t.Run("postgres", func(t *testing.T) { killWorkerAndRestart(t, kvtest.NewPostgresDatabase(t, "rk_e2e_crash_"), "") })
+	t.Run("postgres", func(t *testing.T) { killWorkerAndRestart(t, storetest.NewPostgresDatabase(t, "rk_e2e_crash_"), "") })
 }
 
 // taskPaths starts the paths of the tasks' requests.

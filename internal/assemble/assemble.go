@@ -14,17 +14,16 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"net/url"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/ratekeeper/ratekeeper/cache"
 	"github.com/ratekeeper/ratekeeper/creds"
-	"github.com/ratekeeper/ratekeeper/kv"
 	"github.com/ratekeeper/ratekeeper/provider"
 	"github.com/ratekeeper/ratekeeper/quota"
-	"github.com/ratekeeper/ratekeeper/sharedstate"
+	"github.com/ratekeeper/ratekeeper/store"
+	"github.com/ratekeeper/ratekeeper/store/quotastate"
 	"github.com/ratekeeper/ratekeeper/transport"
 )
 
@@ -157,7 +156,7 @@ func Build(opts Options) (transport.Options, error) {
 		to.Metrics = m
 	}
 	cacheOpts := cache.Options{MaxBytes: opts.CacheBytes, Logger: opts.Logger}
-	if opts.DB != "" && opts.DB != "memory" {
+	if store.KindOf(opts.DB) != store.Memory {
 		if err := openDatabase(opts, &to, &cacheOpts); err != nil {
 			return transport.Options{}, err
 		}
@@ -257,11 +256,15 @@ func pools(byProvider map[string][]string, reg *provider.Registry) (map[string]*
 // the options bring their own), the credentials' shared state and the
 // cache; to.OnClose closes it.
 func openDatabase(opts Options, to *transport.Options, cacheOpts *cache.Options) error {
-	st, err := kv.Open(context.Background(), stateDSN(opts.DB), kv.Options{BlobLimit: opts.CacheBytes, Logger: opts.Logger})
+	// Quota state and cached answers are advisory, rebuilt from the next
+	// response: losing a server crash's last milliseconds costs nothing,
+	// while waiting for the disk at every update slows every request of
+	// the fleet. Tasks open their own sessions, durable.
+	st, err := store.Open(context.Background(), opts.DB, store.Options{BlobLimit: opts.CacheBytes, Logger: opts.Logger, Advisory: true})
 	if err != nil {
-		return &DatabaseError{DSN: redactDSN(opts.DB), Err: err}
+		return &DatabaseError{DSN: store.Redact(opts.DB), Err: err}
 	}
-	shared := sharedstate.New(st, opts.Logger)
+	shared := quotastate.New(st, opts.Logger)
 	if to.State == nil {
 		to.State = shared
 	}
@@ -286,31 +289,3 @@ type DatabaseError struct {
 func (e *DatabaseError) Error() string { return fmt.Sprintf("database %s: %v", e.DSN, e.Err) }
 
 func (e *DatabaseError) Unwrap() error { return e.Err }
-
-// stateDSN turns off synchronous commit for the quota state's PostgreSQL
-// sessions (unless the DSN says otherwise): quota state is advisory and
-// rebuilt from the next response, so losing its last milliseconds in a
-// server crash costs nothing, while waiting for the disk on every update
-// slows every request of the fleet. Tasks open their own sessions with
-// the DSN as given, and stay durable.
-func stateDSN(dsn string) string {
-	u, err := url.Parse(dsn)
-	if err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") {
-		return dsn
-	}
-	q := u.Query()
-	if q.Get("synchronous_commit") != "" {
-		return dsn
-	}
-	q.Set("synchronous_commit", "off")
-	u.RawQuery = q.Encode()
-	return u.String()
-}
-
-// redactDSN masks a password in a database URL.
-func redactDSN(dsn string) string {
-	if u, err := url.Parse(dsn); err == nil && u.User != nil {
-		return u.Redacted()
-	}
-	return dsn
-}

@@ -15,9 +15,10 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/ratekeeper/ratekeeper/internal/assemble"
-	"github.com/ratekeeper/ratekeeper/internal/sqlitedb"
 	"github.com/ratekeeper/ratekeeper/provider"
 	"github.com/ratekeeper/ratekeeper/quota"
+	"github.com/ratekeeper/ratekeeper/store"
+	"github.com/ratekeeper/ratekeeper/store/sqlite"
 	"github.com/ratekeeper/ratekeeper/tasks"
 	"github.com/ratekeeper/ratekeeper/transport"
 )
@@ -187,8 +188,8 @@ func (f *clientFlags) transportWith(stderr io.Writer, tune func(*assemble.Option
 	if err != nil {
 		return nil, &ExitError{Code: 2, Err: err}
 	}
-	if f.db != "" && f.db != "memory" && !sqlitedb.IsPostgres(f.db) {
-		if err := sqlitedb.CheckPath(f.db); err != nil {
+	if store.KindOf(f.db) == store.SQLite {
+		if err := sqlite.CheckPath(store.SQLitePath(f.db)); err != nil {
 			return nil, &ExitError{Code: 1, Err: fmt.Errorf("--db %s: %w", f.db, err)}
 		}
 	}
@@ -258,14 +259,15 @@ func adviseOnDamage(cmd *cobra.Command, advice string) *cobra.Command {
 // checksums, when on), so connecting, which the command does next, is its
 // cheapest check.
 func checkDatabase(ctx context.Context, db, advice string) error {
-	if db == "" || db == "memory" || sqlitedb.IsPostgres(db) {
+	if store.KindOf(db) != store.SQLite {
 		return nil
 	}
-	if err := sqlitedb.CheckPath(db); err != nil {
+	path := store.SQLitePath(db)
+	if err := sqlite.CheckPath(path); err != nil {
 		return &ExitError{Code: 1, Err: fmt.Errorf("--db %s: %w", db, err)}
 	}
-	err := sqlitedb.Check(ctx, db)
-	var d *sqlitedb.DamagedError
+	err := sqlite.Check(ctx, path)
+	var d *sqlite.DamagedError
 	switch {
 	case errors.As(err, &d):
 		return &ExitError{Code: 1, Err: fmt.Errorf("--db %w: %s", err, advice)}

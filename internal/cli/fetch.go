@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -19,7 +20,8 @@ import (
 
 	"github.com/ratekeeper/ratekeeper/fetch"
 	"github.com/ratekeeper/ratekeeper/internal/assemble"
-	"github.com/ratekeeper/ratekeeper/internal/sqlitedb"
+	"github.com/ratekeeper/ratekeeper/store"
+	"github.com/ratekeeper/ratekeeper/store/sqlite"
 	"github.com/ratekeeper/ratekeeper/tasks"
 	"github.com/ratekeeper/ratekeeper/transport"
 )
@@ -267,7 +269,7 @@ const fetchDamagedAdvice = "its tasks and quota state cannot be trusted, so noth
 
 // describeLocalFault adds what to do to an error that stopped a run.
 func describeLocalFault(err error, db string) error {
-	if sqlitedb.IsDamaged(err) {
+	if sqlite.IsDamaged(err) {
 		return fmt.Errorf("%w\n--db %s is damaged: move it aside (or restore it from a backup) and run the same command again; URLs already in the output are not fetched again", err, db)
 	}
 	return err
@@ -280,8 +282,8 @@ func (o *fetchOptions) check(args []string) error {
 		return errors.New("give URLs as arguments or with -i FILE, not both")
 	case o.input == "" && len(args) == 0:
 		return errors.New("no URLs: give them as arguments, or one a line with -i FILE (-i - for stdin)")
-	case o.client.db == "memory":
-		return errors.New("--db memory: fetch keeps its tasks in a database so that it can resume; give a SQLite file or a postgres:// URL")
+	case store.KindOf(o.client.db) == store.Memory:
+		return fmt.Errorf("--db %s: fetch keeps its tasks in a database so that it can resume; give a SQLite file or a postgres:// URL", cmp.Or(o.client.db, `""`))
 	case o.concurrency < 1 || o.concurrency > tasks.ConcurrencyLimit:
 		return fmt.Errorf("--concurrency %d: want 1 to %s (requests in flight at once in this process)", o.concurrency, humanize.Comma(tasks.ConcurrencyLimit))
 	case o.retries < 0 || o.retries > tasks.RetriesLimit:

@@ -15,6 +15,7 @@ import (
 
 	"github.com/ratekeeper/ratekeeper/internal/assemble"
 	"github.com/ratekeeper/ratekeeper/poll"
+	"github.com/ratekeeper/ratekeeper/store"
 )
 
 func init() { register(newPollCmd) }
@@ -209,7 +210,7 @@ func runPoll(cmd *cobra.Command, o *pollOptions, args []string) error {
 	if err := o.metrics.check(); err != nil {
 		return &ExitError{Code: 2, Err: err}
 	}
-	if o.durable && (o.client.db == "" || o.client.db == "memory") {
+	if o.durable && (store.KindOf(o.client.db) == store.Memory) {
 		return exitf(2, "--durable needs a database to keep the schedule in: --db a SQLite file path or a postgres:// URL, not %q", o.client.db)
 	}
 	reg := prometheus.NewRegistry()

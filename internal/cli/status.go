@@ -11,6 +11,7 @@ import (
 	"github.com/dustin/go-humanize"
 	"github.com/spf13/cobra"
 
+	"github.com/ratekeeper/ratekeeper/store"
 	"github.com/ratekeeper/ratekeeper/transport"
 )
 
@@ -65,7 +66,7 @@ func runStatus(cmd *cobra.Command, o *statusOptions) error {
 	}
 	defer t.Close()
 	selected, _ := o.client.split()
-	if o.client.db == "" || o.client.db == "memory" {
+	if store.KindOf(o.client.db) == store.Memory {
 		o.live = true
 	}
 	if o.live {

@@ -1,7 +1,7 @@
 package cli
 
 import (
-	"errors"
+	"cmp"
 	"fmt"
 	"net/http"
 	"path/filepath"
@@ -13,8 +13,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/ratekeeper/ratekeeper/internal/assemble"
-	"github.com/ratekeeper/ratekeeper/internal/sqlitedb"
 	"github.com/ratekeeper/ratekeeper/poll"
+	"github.com/ratekeeper/ratekeeper/store"
 	"github.com/ratekeeper/ratekeeper/tasks"
 )
 
@@ -118,8 +118,8 @@ func (o *workerOptions) check() error {
 		return fmt.Errorf("--rescue-after %s: want a second or more, such as 15m (above the longest attempt of tasks without a timeout)", o.rescueAfter)
 	case o.inlineLimit < 0:
 		return fmt.Errorf("--inline-limit %d: want 0 or more bytes", o.inlineLimit)
-	case o.client.db == "memory":
-		return errors.New("--db memory: tasks live in a database; give a SQLite file or a postgres:// URL")
+	case store.KindOf(o.client.db) == store.Memory:
+		return fmt.Errorf("--db %s: tasks live in a database; give a SQLite file or a postgres:// URL", cmp.Or(o.client.db, `""`))
 	}
 	if o.failOnStatus, err = parseStatusSet(o.failOn); err != nil {
 		return fmt.Errorf("--fail-on-status: %w", err)
@@ -212,9 +212,8 @@ func parseStatusSet(v string) (func(int) bool, error) {
 
 // defaultBodyDir puts large http bodies beside a SQLite database.
 func defaultBodyDir(dsn string) string {
-	if sqlitedb.IsPostgres(dsn) {
+	if store.KindOf(dsn) != store.SQLite {
 		return "ratekeeper-bodies"
 	}
-	path := strings.TrimPrefix(strings.TrimPrefix(dsn, "sqlite://"), "file:")
-	return filepath.Join(filepath.Dir(path), "ratekeeper-bodies")
+	return filepath.Join(filepath.Dir(store.SQLitePath(dsn)), "ratekeeper-bodies")
 }

@@ -1,0 +1,601 @@
+// Package quotastate keeps the transport's quota state — buckets, owners'
+// secondary limits, what is known of each credential, holders' heartbeats
+// — in a shared store.Store (SQLite or PostgreSQL), so that several processes on one machine (SQLite) or many
+// machines (PostgreSQL) spend one quota together, and a restarted process
+// knows remaining, reset and invalid tokens without spending a request.
+//
+// It only encodes: each update is one store.Update (an atomic
+// read-modify-write), and the pacing formula stays in package quota. A
+// value that cannot be decoded (a corrupted row) is ignored — the bucket
+// starts afresh and is rebuilt from the next response — and logged once
+// per key.
+//
+// Keys:
+//
+//	bucket/PROVIDER/OWNER/RESOURCE   a quota.Bucket, JSON
+//	owner/PROVIDER/OWNER             a quota.Owner, JSON
+//	cred/PROVIDER/ID                 a transport.CredentialRecord, JSON
+//
+// with each part path-escaped; OWNER and ID are the credential package's
+// identities ("user:123", "token:" and a truncated hash), never a token.
+//
+// Layer 3 of docs/architecture.md: it owns the shared encoding of quota
+// state, and must not pace.
+package quotastate
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/ratekeeper/ratekeeper/headers"
+	"github.com/ratekeeper/ratekeeper/quota"
+	"github.com/ratekeeper/ratekeeper/store"
+	"github.com/ratekeeper/ratekeeper/transport"
+)
+
+// State implements transport.State and transport.CredentialStore over a
+// store.Store.
+type State struct {
+	s      store.Store
+	log    *slog.Logger
+	warned sync.Map // key → struct{}: corrupted values are logged once
+
+	// FlushDelay is the longest an answer that pauses nothing waits to
+	// be written (see Settle); set it before use. Default
+	// DefaultFlushDelay.
+	FlushDelay time.Duration
+
+	mu      sync.Mutex
+	pending []*transport.SettleParams
+	timer   *time.Timer
+	closed  bool
+	// writing is held shared by every transaction carrying settles taken
+	// from pending, so that Flush can wait for those already under way:
+	// once pending is empty, an answer may still be in a transaction
+	// that has not committed.
+	writing sync.RWMutex
+}
+
+// DefaultFlushDelay is State.FlushDelay's default.
+const DefaultFlushDelay = 2 * time.Millisecond
+
+// New returns a State keeping its values in s. log receives the one-time
+// warnings about corrupted values (nil: slog.Default()). Close it before
+// closing s, so the answers waiting to be written are.
+func New(s store.Store, log *slog.Logger) *State {
+	if log == nil {
+		log = slog.Default()
+	}
+	return &State{s: s, log: log, FlushDelay: DefaultFlushDelay}
+}
+
+var (
+	_ transport.State           = (*State)(nil)
+	_ transport.CredentialStore = (*State)(nil)
+)
+
+// errUnchanged aborts an update that changed nothing, so a pure read
+// writes nothing back.
+var errUnchanged = errors.New("unchanged")
+
+func key(kind string, parts ...string) string {
+	var b strings.Builder
+	b.WriteString(kind)
+	for _, p := range parts {
+		b.WriteByte('/')
+		b.WriteString(url.PathEscape(p))
+	}
+	return b.String()
+}
+
+// update decodes the value under k into a fresh T (reset by zero when
+// absent or corrupted), runs fn on it and writes it back if it changed.
+func update[T any](ctx context.Context, st *State, k string, zero func() T, fn func(*T) error) error {
+	err := st.s.Update(ctx, k, func(rec *store.Record) error {
+		v := zero()
+		if rec.Value != nil {
+			if err := json.Unmarshal(rec.Value, &v); err != nil {
+				st.corrupt(k, err)
+				v = zero()
+			}
+		}
+		if err := fn(&v); err != nil {
+			return err
+		}
+		enc, err := json.Marshal(v)
+		if err != nil {
+			return err
+		}
+		if rec.Value != nil && string(enc) == string(rec.Value) {
+			return errUnchanged
+		}
+		rec.Value = enc
+		return nil
+	})
+	if errors.Is(err, errUnchanged) {
+		return nil
+	}
+	return err
+}
+
+func (st *State) corrupt(k string, err error) {
+	if _, seen := st.warned.LoadOrStore(k, struct{}{}); !seen {
+		st.log.Warn("ignoring a corrupted value in the shared state; it is rebuilt from the next response", "key", k, "err", err)
+	}
+}
+
+func bucketKey(id transport.BucketID) string {
+	return key("bucket", id.Provider, id.Owner, id.Resource)
+}
+func ownerKey(id transport.OwnerID) string { return key("owner", id.Provider, id.Owner) }
+
+// decode reads a record's JSON into v, which is left as the caller's zero
+// value when the record is absent or corrupted.
+func (st *State) decode(rec *store.Record, v any) {
+	if rec.Value == nil {
+		return
+	}
+	if err := json.Unmarshal(rec.Value, v); err != nil {
+		st.corrupt(rec.Key, err)
+	}
+}
+
+// encode writes v's JSON into rec; the store writes it only if it changed.
+func encode(rec *store.Record, v any) error {
+	enc, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	rec.Value = enc
+	return nil
+}
+
+// loaded is the owners and buckets of one transaction, decoded from its
+// records: slots of one owner share them.
+type loaded struct {
+	keys    []string
+	owners  map[string]*quota.Owner
+	buckets map[string]*quota.Bucket
+}
+
+func newLoaded(n int) *loaded {
+	return &loaded{owners: make(map[string]*quota.Owner, n), buckets: make(map[string]*quota.Bucket, n)}
+}
+
+func (l *loaded) addOwner(k string) {
+	if _, ok := l.owners[k]; !ok {
+		l.owners[k] = nil
+		l.keys = append(l.keys, k)
+	}
+}
+
+func (l *loaded) addBucket(k string) {
+	if _, ok := l.buckets[k]; !ok {
+		l.buckets[k] = nil
+		l.keys = append(l.keys, k)
+	}
+}
+
+// addSettle adds the rows a settle touches; it returns their keys ("" for
+// no owner).
+func (l *loaded) addSettle(p *transport.SettleParams) (okey, bkey string) {
+	if p.Slot.Owner != (transport.OwnerID{}) {
+		okey = ownerKey(p.Slot.Owner)
+		l.addOwner(okey)
+	}
+	bkey = bucketKey(p.Slot.Bucket)
+	l.addBucket(bkey)
+	for _, id := range p.Slot.Also {
+		l.addBucket(bucketKey(id))
+	}
+	return okey, bkey
+}
+
+// decodeAll fills l's owners and buckets from recs.
+func (st *State) decodeAll(l *loaded, recs []*store.Record) {
+	for _, rec := range recs {
+		if _, ok := l.owners[rec.Key]; ok {
+			o := &quota.Owner{}
+			st.decode(rec, o)
+			l.owners[rec.Key] = o
+			continue
+		}
+		b := quota.NewBucket()
+		st.decode(rec, &b)
+		l.buckets[rec.Key] = &b
+	}
+}
+
+// encodeAll writes every loaded value back into its record; the store
+// writes only those that changed.
+func encodeAll(l *loaded, recs []*store.Record) error {
+	for _, rec := range recs {
+		var v any
+		if o, ok := l.owners[rec.Key]; ok {
+			v = o
+		} else {
+			v = l.buckets[rec.Key]
+		}
+		if err := encode(rec, v); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// decide runs quota.Decide for p on the loaded owners and buckets (okeys
+// and bkeys are each slot's keys).
+func (l *loaded) decide(okeys, bkeys []string, p *transport.ReserveParams) quota.Decision {
+	opts := make([]quota.Option, len(p.Slots))
+	for i, s := range p.Slots {
+		opts[i] = quota.Option{Owner: l.owners[okeys[i]], Bucket: l.buckets[bkeys[i]]}
+		for _, id := range s.Also {
+			opts[i].Also = append(opts[i].Also, l.buckets[bucketKey(id)])
+		}
+	}
+	return quota.Decide(opts, &p.Ask, p.Lease, p.Now)
+}
+
+// applySettles runs quota.Settle for each settle on the loaded values.
+func applySettles(l *loaded, settles []*transport.SettleParams) {
+	for _, p := range settles {
+		var o *quota.Owner
+		if p.Slot.Owner != (transport.OwnerID{}) {
+			o = l.owners[ownerKey(p.Slot.Owner)]
+		}
+		var also []*quota.Bucket
+		for _, id := range p.Slot.Also {
+			also = append(also, l.buckets[bucketKey(id)])
+		}
+		quota.Settle(o, l.buckets[bucketKey(p.Slot.Bucket)], p.Lease, &p.Answer, p.Now, also...)
+	}
+}
+
+// Reserve implements transport.State: one transaction (store.UpdateMany)
+// over the owner and bucket rows of every slot runs quota.Reserve. The
+// same transaction first
+// applies the settles waiting to be written (see Settle). Only rows that
+// changed are written: a refusal writes nothing of its own.
+func (st *State) Reserve(ctx context.Context, p *transport.ReserveParams) (int, time.Duration, error) {
+	// The transport's context has no end (a reservation cut short could
+	// commit unseen): bound the transaction here.
+	ctx, cancel := context.WithTimeout(ctx, settleTimeout)
+	defer cancel()
+	l := newLoaded(2 * len(p.Slots))
+	okeys := make([]string, len(p.Slots))
+	bkeys := make([]string, len(p.Slots))
+	for i, s := range p.Slots {
+		okeys[i], bkeys[i] = ownerKey(s.Owner), bucketKey(s.Bucket)
+		l.addOwner(okeys[i])
+		l.addBucket(bkeys[i])
+		for _, id := range s.Also {
+			l.addBucket(bucketKey(id))
+		}
+	}
+	if p.Waited && st.pendingEmpty() {
+		// A request that already waited: look first without a lock
+		// (on SQLite a write transaction holds the one write lock of
+		// every process), and lock only when it can go now.
+		if d, ok := st.lookFirst(ctx, l, okeys, bkeys, p); ok {
+			return d.Index, d.Wait, d.Err
+		}
+	}
+	st.writing.RLock()
+	defer st.writing.RUnlock()
+	settles := st.takePending()
+	for _, sp := range settles {
+		l.addSettle(sp)
+	}
+	var chosen int
+	var wait time.Duration
+	var refused error // the decision's own error: the settles are still written
+	err := st.s.UpdateMany(ctx, l.keys, func(recs []*store.Record) error {
+		st.decodeAll(l, recs)
+		applySettles(l, settles)
+		d := l.decide(okeys, bkeys, p)
+		chosen, wait, refused, p.OnAnswer = d.Index, d.Wait, d.Err, d.OnAnswer
+		return encodeAll(l, recs)
+	})
+	if err != nil {
+		st.requeue(settles)
+		return chosen, wait, err
+	}
+	return chosen, wait, refused
+}
+
+// lookFirst decides p on a snapshot read without locking and reports it
+// (ok) when it is a wait or an error: nothing is committed then, so no
+// lock is needed. When the request could go now, ok is false and the
+// caller decides again under the lock (the snapshot may be stale).
+func (st *State) lookFirst(ctx context.Context, l *loaded, okeys, bkeys []string, p *transport.ReserveParams) (quota.Decision, bool) {
+	recs := make([]*store.Record, 0, len(l.keys))
+	for _, k := range l.keys {
+		rec, err := st.s.Get(ctx, k)
+		if errors.Is(err, store.ErrNotFound) {
+			rec = store.Record{Key: k}
+		} else if err != nil {
+			return quota.Decision{}, false
+		}
+		recs = append(recs, &rec)
+	}
+	st.decodeAll(l, recs)
+	d := l.decide(okeys, bkeys, p)
+	if d.Wait == 0 && d.Err == nil {
+		return d, false
+	}
+	p.OnAnswer = d.OnAnswer
+	return d, true
+}
+
+// pendingEmpty reports whether no answer waits to be written.
+func (st *State) pendingEmpty() bool {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return len(st.pending) == 0
+}
+
+// Settle implements transport.State. An answer that pauses nothing (a
+// success, or a release without answer) is not written at once: it waits
+// for this process's next reservation, whose transaction writes it first,
+// or for FlushDelay, whichever comes first. A request on SQLite then costs
+// one write transaction instead of two, other processes see the answer at
+// most FlushDelay later (and until then count its request as still in
+// flight, which errs on the safe side), and a crash loses only what the
+// leases give back when they lapse. A refusal or a Retry-After is written
+// at once, with whatever waits, so that every process stops at once.
+func (st *State) Settle(ctx context.Context, p *transport.SettleParams) error {
+	// The transport's context has no end (the request's cancellation must
+	// not stop a settle): bound the write here.
+	ctx, cancel := context.WithTimeout(ctx, settleTimeout)
+	defer cancel()
+	if r := p.Answer.Reading; r == nil || (r.Limited == headers.NotLimited && !r.HasRetryAfter) {
+		if st.queue(p) {
+			return nil
+		}
+	}
+	st.writing.RLock()
+	defer st.writing.RUnlock()
+	settles := append(st.takePending(), p)
+	if err := st.write(ctx, settles); err != nil {
+		st.requeue(settles[:len(settles)-1])
+		return err
+	}
+	return nil
+}
+
+// write applies settles in one transaction.
+func (st *State) write(ctx context.Context, settles []*transport.SettleParams) error {
+	if len(settles) == 0 {
+		return nil
+	}
+	l := newLoaded(2 * len(settles))
+	for _, sp := range settles {
+		l.addSettle(sp)
+	}
+	return st.s.UpdateMany(ctx, l.keys, func(recs []*store.Record) error {
+		st.decodeAll(l, recs)
+		applySettles(l, settles)
+		return encodeAll(l, recs)
+	})
+}
+
+// maxPending bounds the settles waiting to be written; past it a settle
+// is written at once.
+const maxPending = 1024
+
+// queue queues a copy of p to be written later, and reports whether it
+// did.
+func (st *State) queue(p *transport.SettleParams) bool {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.closed || len(st.pending) >= maxPending {
+		return false
+	}
+	c := *p
+	if p.Answer.Reading != nil {
+		r := *p.Answer.Reading
+		c.Answer.Reading = &r
+	}
+	st.pending = append(st.pending, &c)
+	if st.timer == nil {
+		st.timer = time.AfterFunc(st.FlushDelay, st.flushLater)
+	} else if len(st.pending) == 1 {
+		st.timer.Reset(st.FlushDelay)
+	}
+	return true
+}
+
+func (st *State) takePending() []*transport.SettleParams {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	out := st.pending
+	st.pending = nil
+	return out
+}
+
+// requeue puts back settles a failed transaction did not write, ahead of
+// newer ones, within maxPending.
+func (st *State) requeue(settles []*transport.SettleParams) {
+	if len(settles) == 0 {
+		return
+	}
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.closed {
+		return
+	}
+	st.pending = append(settles, st.pending...)
+	if len(st.pending) > maxPending {
+		st.log.Warn("quota state: dropping answers that could not be written; their reservations lapse with their leases", "dropped", len(st.pending)-maxPending)
+		st.pending = st.pending[:maxPending]
+	}
+}
+
+// flushLater is the timer's flush. After a failure it tries again a
+// second later (the next reservation also tries); a closed store ends it.
+func (st *State) flushLater() {
+	ctx, cancel := context.WithTimeout(context.Background(), flushTimeout)
+	defer cancel()
+	err := st.flush(ctx)
+	switch {
+	case err == nil:
+	case errors.Is(err, store.ErrClosed):
+		st.mu.Lock()
+		st.closed, st.pending = true, nil
+		st.mu.Unlock()
+	default:
+		st.log.Warn("quota state: writing answers failed; retrying", "err", err)
+		st.mu.Lock()
+		if st.timer != nil && !st.closed {
+			st.timer.Reset(flushRetry)
+		}
+		st.mu.Unlock()
+	}
+}
+
+// flushRetry is how soon a failed timer flush tries again.
+const flushRetry = time.Second
+
+// flushTimeout bounds a timer's flush, and settleTimeout a reservation's
+// or a settle's transaction.
+const (
+	flushTimeout  = 10 * time.Second
+	settleTimeout = 10 * time.Second
+)
+
+// Flush writes the settles waiting to be written, and returns once those
+// that other transactions had taken are written too.
+func (st *State) Flush(ctx context.Context) error {
+	err := st.flush(ctx)
+	// Wait for the transactions under way: they hold writing shared.
+	st.writing.Lock()
+	//lint:ignore SA2001 an empty critical section: only the wait matters
+	st.writing.Unlock()
+	return err
+}
+
+// flush writes the settles waiting to be written.
+func (st *State) flush(ctx context.Context) error {
+	st.writing.RLock()
+	defer st.writing.RUnlock()
+	settles := st.takePending()
+	if err := st.write(ctx, settles); err != nil {
+		st.requeue(settles)
+		return err
+	}
+	return nil
+}
+
+// Close writes what waits and stops writing later; it does not close the
+// store, which the caller owns.
+func (st *State) Close(ctx context.Context) error {
+	err := st.Flush(ctx)
+	st.mu.Lock()
+	st.closed = true
+	if st.timer != nil {
+		st.timer.Stop()
+	}
+	st.mu.Unlock()
+	return err
+}
+
+// Buckets implements transport.State.
+func (st *State) Buckets(ctx context.Context) (map[transport.BucketID]quota.Bucket, error) {
+	out := map[transport.BucketID]quota.Bucket{}
+	err := st.each(ctx, "bucket/", 3, func(parts []string, rec store.Record) {
+		b := quota.NewBucket()
+		if st.unmarshal(rec, &b) {
+			out[transport.BucketID{Provider: parts[0], Owner: parts[1], Resource: parts[2]}] = b
+		}
+	})
+	return out, err
+}
+
+// Owners implements transport.State.
+func (st *State) Owners(ctx context.Context) (map[transport.OwnerID]quota.Owner, error) {
+	out := map[transport.OwnerID]quota.Owner{}
+	err := st.each(ctx, "owner/", 2, func(parts []string, rec store.Record) {
+		var o quota.Owner
+		if st.unmarshal(rec, &o) {
+			out[transport.OwnerID{Provider: parts[0], Owner: parts[1]}] = o
+		}
+	})
+	return out, err
+}
+
+// each calls fn with every record under prefix, after writing what waits,
+// with the n path-escaped parts of its key after prefix; keys of another
+// shape are skipped.
+func (st *State) each(ctx context.Context, prefix string, n int, fn func(parts []string, rec store.Record)) error {
+	if err := st.Flush(ctx); err != nil {
+		return err
+	}
+	recs, err := st.s.List(ctx, prefix)
+	if err != nil {
+		return err
+	}
+	for _, rec := range recs {
+		parts := strings.Split(strings.TrimPrefix(rec.Key, prefix), "/")
+		if len(parts) != n {
+			continue
+		}
+		ok := true
+		for i := range parts {
+			if parts[i], ok = unescape(parts[i]); !ok {
+				break
+			}
+		}
+		if ok {
+			fn(parts, rec)
+		}
+	}
+	return nil
+}
+
+// unmarshal decodes rec's JSON into v and reports whether it could; a
+// corrupted value is logged once.
+func (st *State) unmarshal(rec store.Record, v any) bool {
+	if err := json.Unmarshal(rec.Value, v); err != nil {
+		st.corrupt(rec.Key, err)
+		return false
+	}
+	return true
+}
+
+func unescape(s string) (string, bool) {
+	v, err := url.PathUnescape(s)
+	return v, err == nil
+}
+
+// LoadCredential implements transport.CredentialStore.
+func (st *State) LoadCredential(ctx context.Context, provider, id string) (transport.CredentialRecord, bool, error) {
+	k := key("cred", provider, id)
+	rec, err := st.s.Get(ctx, k)
+	if errors.Is(err, store.ErrNotFound) {
+		return transport.CredentialRecord{}, false, nil
+	}
+	if err != nil {
+		return transport.CredentialRecord{}, false, err
+	}
+	var cr transport.CredentialRecord
+	if err := json.Unmarshal(rec.Value, &cr); err != nil {
+		st.corrupt(k, err)
+		return transport.CredentialRecord{}, false, nil
+	}
+	return cr, true, nil
+}
+
+// SaveCredential implements transport.CredentialStore.
+func (st *State) SaveCredential(ctx context.Context, provider, id string, cr transport.CredentialRecord) error {
+	return update(ctx, st, key("cred", provider, id), func() transport.CredentialRecord { return transport.CredentialRecord{} },
+		func(v *transport.CredentialRecord) error {
+			*v = cr
+			return nil
+		})
+}
