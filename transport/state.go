@@ -57,7 +57,7 @@ type ReserveParams struct {
 	Now time.Time
 	// Waited says the request already waited once: it is likely to wait
 	// again, so a State that must lock to decide may first look without
-	// locking (see sharedstate), and lock only when the request can go.
+	// locking (see store/quotastate), and lock only when the request can go.
 	Waited bool
 
 	// OnAnswer is set by Reserve when it returns a wait: the wait is on
@@ -83,7 +83,7 @@ type SettleParams struct {
 
 // State keeps bucket and owner state and runs package quota's one
 // algorithm on it atomically. Every implementation — this process's memory
-// (NewMemoryState), SQLite and PostgreSQL (package sharedstate) — does
+// (NewMemoryState), SQLite and PostgreSQL (package store/quotastate) — does
 // exactly this, and passes the same suite (package transport/statetest):
 //
 //   - Reserve loads the owner and bucket of every slot and runs
@@ -98,7 +98,7 @@ type SettleParams struct {
 //     The transport passes a context that the request's cancellation does
 //     not end (context.WithoutCancel), so a cancelled or timed-out request
 //     still gives back what it took; a State that does I/O bounds it with a
-//     timeout of its own. It may write the answer later (see sharedstate),
+//     timeout of its own. It may write the answer later (see store/quotastate),
 //     provided its next Reserve sees it.
 //   - Buckets and Owners return a copy of every bucket and owner known,
 //     for status displays and tests.
@@ -116,7 +116,7 @@ type State interface {
 }
 
 // Heartbeats is implemented by a State that processes on several machines
-// share (see package sharedstate): each process beats regularly, and a
+// share (see package store/quotastate): each process beats regularly, and a
 // holder of another machine whose beat is older than HolderTimeout is
 // gone (a holder of this machine is proven gone by its process, see
 // package internal/holder).

@@ -88,7 +88,7 @@ func TestCheckFindsDamage(t *testing.T) {
 // of 20,000 rows of 1 KB with an index: what `fetch` and `tasks worker`
 // pay at start.
 //
-//	go test ./internal/sqlitedb -run '^$' -bench Check
+//	go test ./store/sqlite -run '^$' -bench Check
 func BenchmarkCheck(b *testing.B) {
 	ctx := context.Background()
 	path := filepath.Join(b.TempDir(), "rk.db")

@@ -1,6 +1,6 @@
 // Package statetest is the one test suite every transport.State must pass:
 // this process's memory (transport.NewMemoryState) and the shared states
-// over SQLite and PostgreSQL (package sharedstate). The cases decide with an
+// over SQLite and PostgreSQL (package store/quotastate). The cases decide with an
 // injected time, never a real sleep; those that run a transport use
 // in-process servers and wait only on events.
 //
