@@ -2,9 +2,7 @@ package transport
 
 import (
 	"fmt"
-	"io"
 	"math"
-	"net/http"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -124,36 +122,11 @@ func (w scaleWorkload) run(t *testing.T) scaleResult {
 	if err != nil {
 		t.Fatal(err)
 	}
-	jobs := make(chan int)
-	var wg sync.WaitGroup
 	start := time.Now()
-	for range w.workers {
-		wg.Go(func() {
-			for i := range jobs {
-				req, _ := http.NewRequest(http.MethodGet, "http://api.test"+fmt.Sprintf(w.path, i), nil)
-				resp, err := tr.RoundTrip(req)
-				if err == nil {
-					io.Copy(io.Discard, resp.Body)
-					resp.Body.Close()
-					if resp.StatusCode != http.StatusOK {
-						err = fmt.Errorf("GET %s: %s", req.URL.Path, resp.Status)
-					}
-				}
-				mu.Lock()
-				if err == nil {
-					res.done++
-				} else if res.firstErr == nil {
-					res.firstErr = err
-				}
-				mu.Unlock()
-			}
-		})
-	}
-	for i := range w.jobs {
-		jobs <- i
-	}
-	close(jobs)
-	wg.Wait()
+	done, firstErr := runJobs(tr, w.workers, w.jobs, func(i int) string { return "http://api.test" + fmt.Sprintf(w.path, i) })
+	mu.Lock()
+	res.done, res.firstErr = done, firstErr
+	mu.Unlock()
 	res.makespan = time.Since(start)
 	res.violations = srv.Stats().Total.Violations
 	return res

@@ -105,13 +105,26 @@ func (c concurrencyBatch) run(tb testing.TB, inProcess bool) batchResult {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	jobs := make(chan int)
-	var wg sync.WaitGroup
 	start := time.Now()
-	for range c.workers {
+	res.done, res.firstErr = runJobs(tr, c.workers, c.jobs, func(i int) string {
+		return fmt.Sprintf("%s/repos/org%d/repo%d", url, i%8, i)
+	})
+	res.makespan = time.Since(start)
+	st := srv.Stats()
+	res.refusals, res.maxInFlight = st.Total.SecondaryViolations, st.Total.MaxInFlight
+	return res
+}
+
+// runJobs sends jobs GETs, job i to url(i), from workers goroutines
+// through tr, and counts those answered 200 and the first error.
+func runJobs(tr http.RoundTripper, workers, jobs int, url func(i int) string) (done int, firstErr error) {
+	ch := make(chan int)
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for range workers {
 		wg.Go(func() {
-			for i := range jobs {
-				req, _ := http.NewRequest(http.MethodGet, fmt.Sprintf("%s/repos/org%d/repo%d", url, i%8, i), nil)
+			for i := range ch {
+				req, _ := http.NewRequest(http.MethodGet, url(i), nil)
 				resp, err := tr.RoundTrip(req)
 				if err == nil {
 					io.Copy(io.Discard, resp.Body)
@@ -122,23 +135,20 @@ func (c concurrencyBatch) run(tb testing.TB, inProcess bool) batchResult {
 				}
 				mu.Lock()
 				if err == nil {
-					res.done++
-				} else if res.firstErr == nil {
-					res.firstErr = err
+					done++
+				} else if firstErr == nil {
+					firstErr = err
 				}
 				mu.Unlock()
 			}
 		})
 	}
-	for i := range c.jobs {
-		jobs <- i
+	for i := range jobs {
+		ch <- i
 	}
-	close(jobs)
+	close(ch)
 	wg.Wait()
-	res.makespan = time.Since(start)
-	st := srv.Stats()
-	res.refusals, res.maxInFlight = st.Total.SecondaryViolations, st.Total.MaxInFlight
-	return res
+	return done, firstErr
 }
 
 // The two scenarios: a server allowing 6 in flight, 40 ms per
