@@ -130,9 +130,18 @@ func Execute(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		if ee.Err != nil {
 			printError(stderr, ee.Err)
 		}
+		if ee.Code == 1 && ctx.Err() != nil {
+			return interruptedCode(ctx) // a failure a signal caused
+		}
 		return ee.Code
 	}
 	printError(stderr, err)
+	if ctx.Err() != nil {
+		// A signal stopped the command short of its work, whichever
+		// error that became (get's request, poll's wait…): say so the
+		// way fetch does, as a shell would.
+		return interruptedCode(ctx)
+	}
 	if strings.HasPrefix(err.Error(), "unknown command") || strings.Contains(err.Error(), "accepts ") || strings.Contains(err.Error(), "arg(s)") {
 		return 2
 	}
