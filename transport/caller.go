@@ -41,10 +41,12 @@ type callerPool struct {
 	pool *creds.Pool
 }
 
-// callerPoolFor returns the pool of the credential req carries itself, or pool
-// when it carries none: a pool of the one credential of pool holding the
-// same token, or of the caller's own credential (creds.NewCallerToken).
-func (t *Transport) callerPoolFor(p *provider.Provider, req *http.Request, pool *creds.Pool) *creds.Pool {
+// callerPoolFor returns the pool of the credential req carries itself, or
+// lane l's pool when it carries none: a pool of the one credential of l's
+// pool holding the same token, or of the caller's own credential
+// (creds.NewCallerToken).
+func (t *Transport) callerPoolFor(l *lane, req *http.Request) *creds.Pool {
+	p, pool := l.p, l.pool
 	token, source, ok := callerToken(req, p)
 	if !ok {
 		return pool

@@ -3,6 +3,7 @@ package transport
 import (
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"strconv"
 	"sync"
@@ -49,14 +50,10 @@ type exchange struct {
 
 var exchanges = sync.Pool{New: func() any { return new(exchange) }}
 
-// newExchange starts req's exchange on provider p's lane with pool.
-func (t *Transport) newExchange(req *http.Request, p *provider.Provider, pool *creds.Pool, rt route) *exchange {
+// newExchange starts req's exchange on lane l.
+func (t *Transport) newExchange(req *http.Request, l *lane, rt route) *exchange {
 	x := exchanges.Get().(*exchange)
-	x.t, x.l, x.ctx, x.req, x.pool, x.rt = t, t.laneFor(p), req.Context(), req, pool, rt
-	x.class = p.Classify(req.Method, req.URL)
-	t.classifyGraphQL(req, p, &x.class)
-	x.o = outcome{replayable: req.Body == nil || req.Body == http.NoBody || req.GetBody != nil, idempotent: isIdempotent(req),
-		maxRetries: t.opts.MaxRetries, maxLimitRetries: t.opts.MaxRateLimitRetries, retryCap: t.opts.RetryCap}
+	x.t, x.l, x.ctx, x.req, x.pool, x.rt = t, l, req.Context(), req, l.pool, rt
 	return x
 }
 
@@ -76,9 +73,11 @@ func (x *exchange) close() {
 	exchanges.Put(x)
 }
 
-// run is the loop over the steps: route, then for each attempt acquire,
-// send, read, confirm a rejection, decide — and deliver, or go again.
+// run is the loop over the steps: classify, route, then for each attempt
+// acquire, send, read, confirm a rejection, decide — and deliver, or go
+// again.
 func (x *exchange) run() (*http.Response, error) {
+	x.classify()
 	if err := x.route(); err != nil {
 		closeBody(x.req)
 		return nil, err
@@ -140,11 +139,62 @@ func (x *exchange) run() (*http.Response, error) {
 	}
 }
 
+// classify works out what the request spends — its resource, whether it
+// is free or a write, its points for secondary limits (provider.Classify),
+// and a GraphQL query's cost (priceQuery) — and what the retry policy may
+// do with it: replay its body, send it twice.
+func (x *exchange) classify() {
+	req, t := x.req, x.t
+	x.class = x.l.p.Classify(req.Method, req.URL)
+	if x.class.Resource == provider.ResourceGraphQL {
+		x.priceQuery()
+	}
+	x.o = outcome{replayable: req.Body == nil || req.Body == http.NoBody || req.GetBody != nil, idempotent: isIdempotent(req),
+		maxRetries: t.opts.MaxRetries, maxLimitRetries: t.opts.MaxRateLimitRetries, retryCap: t.opts.RetryCap}
+}
+
+// priceQuery gives a GraphQL query the cost it reserves (see graphqlCosts):
+// the one learnt for its shape, else the provider's formula. The body is
+// read through req.GetBody, never from req.Body, so the caller's request
+// stays as it was; a request without GetBody reserves 1.
+func (x *exchange) priceQuery() {
+	req := x.req
+	if req.GetBody == nil || req.ContentLength > maxGraphQLBody {
+		return
+	}
+	body, err := req.GetBody()
+	if err != nil {
+		return
+	}
+	b, err := io.ReadAll(io.LimitReader(body, maxGraphQLBody+1))
+	body.Close()
+	if err != nil || len(b) > maxGraphQLBody || !x.l.p.ClassifyGraphQL(&x.class, b) {
+		return
+	}
+	if c, ok := x.t.costs.learnt(x.l.key + "\x00" + x.class.Shape); ok {
+		x.class.Units = int(c)
+	}
+}
+
+// isIdempotent reports whether a request may be sent twice: RFC 9110's
+// idempotent methods, or any request carrying an Idempotency-Key.
+func isIdempotent(req *http.Request) bool {
+	switch req.Method {
+	case "", http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace, http.MethodPut, http.MethodDelete:
+		return true
+	}
+	return req.Header.Get("Idempotency-Key") != "" || req.Header.Get("X-Idempotency-Key") != ""
+}
+
 // route works out how the request chooses its credential: pinned (the
-// "who am I" request), or from the pool. While the pool is learning which
-// credentials share a bucket, it waits for the pool's turn (one request at
-// a time), within the max wait like any wait for quota.
+// "who am I" request), the caller's own (see callerPoolFor), or from the
+// lane's pool. While that pool is learning which credentials share a
+// bucket, it waits for the pool's turn (one request at a time), within
+// the max wait like any wait for quota.
 func (x *exchange) route() error {
+	if x.rt.only == nil {
+		x.pool = x.t.callerPoolFor(x.l, x.req)
+	}
 	lg := x.t.learningFor(x.ctx, x.l.p, x.pool)
 	if lg.done.Load() || x.rt.turnHeld {
 		return nil
@@ -295,7 +345,7 @@ func (x *exchange) rejected() bool {
 		t.whoAmI(x.ctx, p, c, x.rt.turnHeld)
 		return c.State(t.opts.Now()) == creds.Invalid
 	}
-	reason := fmt.Sprintf("%s %s answered 401", x.req.Method, redactURL(x.req))
+	reason := fmt.Sprintf("%s %s answered 401", x.req.Method, redactURL(x.req.URL))
 	if c.MarkInvalid(reason, s.now, s.now.Add(t.opts.InvalidRetry)) {
 		t.unlearn(p, c)
 		t.remember(x.ctx, p, c, s.now)
@@ -381,11 +431,10 @@ func (x *exchange) release() { x.settle(nil, x.t.opts.Now(), false) }
 // "who am I" request, a status endpoint's — reserved, paced and read like
 // any other, and returns the answer with its reading on our clock.
 func (t *Transport) pinned(req *http.Request, l *lane, c *creds.Credential, turnHeld bool) (*http.Response, headers.Reading, error) {
-	pool, err := t.poolFor(l.p)
-	if err != nil {
-		return nil, headers.Reading{}, err
+	if l.poolErr != nil {
+		return nil, headers.Reading{}, l.poolErr
 	}
-	x := t.newExchange(req, l.p, pool, route{only: c, turnHeld: turnHeld, validating: true})
+	x := t.newExchange(req, l, route{only: c, turnHeld: turnHeld, validating: true})
 	defer x.close()
 	resp, err := x.run()
 	return resp, x.reading, err

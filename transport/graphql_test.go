@@ -147,9 +147,10 @@ func TestGraphQLCostLearntPerShape(t *testing.T) {
 	tr := handlerTransport(t, h, nil)
 	p := tr.reg.Providers()[0]
 	units := func(query string) int {
-		class := p.Classify(http.MethodPost, p.GraphQLURL())
-		tr.classifyGraphQL(graphqlPost(t, p.GraphQLURL().String(), query, nil), p, &class)
-		return class.Units
+		x := tr.newExchange(graphqlPost(t, p.GraphQLURL().String(), query, nil), tr.laneFor(p), route{})
+		defer x.close()
+		x.classify()
+		return x.class.Units
 	}
 	send := func(query string) {
 		resp, err := tr.RoundTrip(graphqlPost(t, p.GraphQLURL().String(), query, nil))

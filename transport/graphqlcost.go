@@ -57,27 +57,12 @@ type graphqlSend struct {
 	reset  time.Time
 }
 
-// classifyGraphQL prices a GraphQL request to p (class describes it): the
-// body is read through req.GetBody, never from req.Body, so the caller's
-// request stays as it was; a request without GetBody reserves 1.
-func (t *Transport) classifyGraphQL(req *http.Request, p *provider.Provider, class *provider.Request) {
-	if class.Resource != provider.ResourceGraphQL || req.GetBody == nil || req.ContentLength > maxGraphQLBody {
-		return
-	}
-	body, err := req.GetBody()
-	if err != nil {
-		return
-	}
-	b, err := io.ReadAll(io.LimitReader(body, maxGraphQLBody+1))
-	body.Close()
-	if err != nil || len(b) > maxGraphQLBody || !p.ClassifyGraphQL(class, b) {
-		return
-	}
-	t.costs.mu.Lock()
-	defer t.costs.mu.Unlock()
-	if c, ok := t.costs.shapes[t.stateKey(p)+"\x00"+class.Shape]; ok {
-		class.Units = int(c)
-	}
+// learnt is the cost learnt for the shape key (see learnGraphQL).
+func (c *graphqlCosts) learnt(key string) (int64, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n, ok := c.shapes[key]
+	return n, ok
 }
 
 // sentGraphQL notes that a GraphQL query goes now on bucket id.

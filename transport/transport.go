@@ -2,6 +2,7 @@ package transport
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/binary"
@@ -11,6 +12,7 @@ import (
 	"log/slog"
 	mrand "math/rand/v2"
 	"net/http"
+	"net/url"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -162,11 +164,16 @@ type Transport struct {
 	log    *slog.Logger
 	holder string
 
-	lanes sync.Map // *provider.Provider → *lane: what is fixed per provider
+	// lanes are the registry's providers' lanes, made by New and only
+	// read afterwards; given are Options.Pools by canonical name.
+	lanes map[*provider.Provider]*lane
+	given map[string]*creds.Pool
 
-	mu    sync.Mutex
-	auto  map[string]*provider.Provider // origin → generic provider made on first use
-	pools map[string]*creds.Pool
+	mu sync.Mutex
+	// late are the lanes made on first use: a host no provider owns (also
+	// in auto, by origin), a provider added to the registry after New.
+	late map[*provider.Provider]*lane
+	auto map[string]*lane
 
 	learnings   sync.Map // *creds.Pool → *learning
 	validations sync.Map // *creds.Credential → *validationRetry
@@ -196,7 +203,8 @@ func New(opts Options) (*Transport, error) {
 		return nil, err
 	}
 	t := &Transport{opts: opts, reg: opts.Providers, base: opts.Base, state: opts.State, log: opts.Logger,
-		holder: opts.Holder, pools: map[string]*creds.Pool{}}
+		holder: opts.Holder, lanes: map[*provider.Provider]*lane{}, given: map[string]*creds.Pool{},
+		late: map[*provider.Provider]*lane{}, auto: map[string]*lane{}}
 	_, t.shared = t.state.(Heartbeats)
 	if !opts.DisableCache {
 		t.cache = opts.Cache
@@ -208,20 +216,17 @@ func New(opts Options) (*Transport, error) {
 	_, _ = rand.Read(seed[:])
 	t.leaseBase = binary.LittleEndian.Uint64(seed[:])
 	for name, pool := range opts.Pools {
-		t.pools[provider.CanonicalName(name)] = pool
+		t.given[provider.CanonicalName(name)] = pool
 	}
-	// Every provider's settings and credentials are checked now: a bad
-	// policy or token is New's error, not the first request's.
+	// Every provider's lane is made now, so a request only looks its lane
+	// up, and a bad policy or token is New's error, not the first
+	// request's.
 	for _, p := range t.reg.Providers() {
-		if err := t.laneFor(p).policyErr; err != nil {
+		l := t.newLane(p)
+		if err := cmp.Or(l.policyErr, l.poolErr); err != nil {
 			return nil, err
 		}
-		if _, ok := t.pools[p.Name]; ok {
-			continue
-		}
-		if _, err := t.poolFor(p); err != nil {
-			return nil, err
-		}
+		t.lanes[p] = l
 	}
 	return t, nil
 }
@@ -283,25 +288,18 @@ func (o Options) withDefaults() (Options, error) {
 }
 
 // RoundTrip implements http.RoundTripper. It does not modify req; the
-// response's Request is req. It finds the request's provider (making a
-// generic one for a host no provider owns, see autoProvider) and the pool
-// of credentials it may go with (the caller's own credential when it
-// carries one), then runs its exchange: route, and for each attempt
-// acquire, send, read, decide — deliver, or go again (see exchange).
+// response's Request is req. It looks up the lane of the request's
+// provider (made at New, or on first use for a host no provider owns, see
+// laneForURL) and runs the request's exchange on it: classify, route, and
+// for each attempt acquire, send, read, decide — deliver, or go again (see
+// exchange.run).
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
-	p := t.reg.Match(req.URL)
-	if p == nil {
-		if p = t.autoProvider(req.URL); p == nil {
-			closeBody(req)
-			return nil, fmt.Errorf("ratekeeper: %s: no provider owns this URL and none can be made for it (want an http or https URL with a host)", redactURL(req))
-		}
-	}
-	pool, err := t.poolFor(p)
+	l, err := t.laneForURL(req.URL)
 	if err != nil {
 		closeBody(req)
 		return nil, err
 	}
-	x := t.newExchange(req, p, t.callerPoolFor(p, req, pool), route{})
+	x := t.newExchange(req, l, route{})
 	defer x.close()
 	return x.run()
 }
@@ -340,23 +338,6 @@ func (t *Transport) Pool(name string) (*creds.Pool, error) {
 		return nil, err
 	}
 	return t.poolFor(p)
-}
-
-func (t *Transport) poolFor(p *provider.Provider) (*creds.Pool, error) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if pool, ok := t.pools[p.Name]; ok {
-		return pool, nil
-	}
-	pool, notes, err := creds.Load(p, creds.Options{})
-	if err != nil {
-		return nil, fmt.Errorf("provider %s: %w", p.Name, err)
-	}
-	for _, n := range notes {
-		t.log.Debug("credentials", "provider", p.Name, "note", n)
-	}
-	t.pools[p.Name] = pool
-	return pool, nil
 }
 
 // grant is a reservation: the credential chosen for one send, and the
@@ -579,16 +560,6 @@ func (t *Transport) record(p *provider.Provider, g *grant, status int, outcome s
 	}
 }
 
-// isIdempotent reports whether a request may be sent twice: RFC 9110's
-// idempotent methods, or any request carrying an Idempotency-Key.
-func isIdempotent(req *http.Request) bool {
-	switch req.Method {
-	case "", http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace, http.MethodPut, http.MethodDelete:
-		return true
-	}
-	return req.Header.Get("Idempotency-Key") != "" || req.Header.Get("X-Idempotency-Key") != ""
-}
-
 // needsBody says which responses Parse must see the body of: refusals
 // (to tell secondary limits and find retry_after).
 func needsBody(status int) bool {
@@ -635,12 +606,12 @@ func closeBody(req *http.Request) {
 	}
 }
 
-// redactURL is the request's URL without query or credentials, for
+// redactURL is a request's URL without query or credentials, for
 // messages.
-func redactURL(req *http.Request) string {
-	u := *req.URL
-	u.User = nil
-	u.RawQuery = ""
-	u.Fragment = ""
-	return u.String()
+func redactURL(u *url.URL) string {
+	r := *u
+	r.User = nil
+	r.RawQuery = ""
+	r.Fragment = ""
+	return r.String()
 }
