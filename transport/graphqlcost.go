@@ -17,7 +17,8 @@ import (
 // query in flight, so a GraphQL query reserves its predicted cost
 // (provider.Request.Units, quota.Ask.Units): the cost learnt for its shape
 // (its text without variables) from earlier answers, else the cost
-// GitHub's published formula gives. Answers teach the real cost: the
+// GitHub's published formula gives (the exchange's classify step prices
+// the query: exchange.priceQuery). Answers teach the real cost: the
 // rateLimit { cost } of the body when the query asks for it, otherwise the
 // rise of x-ratelimit-used across an answer whose query was alone in
 // flight on its bucket from its send to its answer (in this process). The

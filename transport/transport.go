@@ -61,8 +61,9 @@ type Options struct {
 	// answers' rate-limit headers pace it.
 	NoAutoProviders bool
 	// Pools hold the credentials by provider name. A provider without a
-	// pool gets one from its environment variables (creds.Load) on first
-	// use.
+	// pool gets one from its environment variables (creds.Load) when New
+	// makes its lane; a host no provider owns, when its first request
+	// does.
 	Pools map[string]*creds.Pool
 	// Base sends the requests; nil means a clone of http.DefaultTransport.
 	Base http.RoundTripper

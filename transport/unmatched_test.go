@@ -277,3 +277,143 @@ func TestUnknownHostRedirectCarriesNoToken(t *testing.T) {
 		t.Errorf("the redirect's host was sent %q, want no token", a)
 	}
 }
+
+// New makes every configured provider's lane, credentials included: a
+// request only looks its lane up, and a token variable set after New is
+// not read for a configured provider.
+func TestLanesAreMadeAtNew(t *testing.T) {
+	t.Setenv("GITLAB_TOKEN", "")
+	host := &unknownHost{}
+	tr := unmatchedTransport(t, host, &eventLog{}, func(o *Options) {
+		gl, err := provider.New("gitlab", provider.GitLab, "https://gitlab.example.com/api/v4")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := o.Providers.Add(gl); err != nil {
+			t.Fatal(err)
+		}
+	})
+	for _, p := range tr.reg.Providers() {
+		if l := tr.lanes[p]; l == nil || l.pool == nil {
+			t.Fatalf("provider %s has no lane with credentials after New", p.Name)
+		}
+	}
+	t.Setenv("GITLAB_TOKEN", "tok-gitlab-late-1234")
+	for _, u := range []string{"https://api.github.com/user", "https://gitlab.example.com/api/v4/projects"} {
+		req, _ := http.NewRequest("GET", u, nil)
+		resp, err := tr.RoundTrip(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+	}
+	var sent []string
+	for _, r := range host.sent {
+		if r.URL.Host == "gitlab.example.com" {
+			sent = append(sent, r.Header.Get("Private-Token"))
+		}
+	}
+	if len(sent) != 1 || sent[0] != "" {
+		t.Errorf("gitlab.example.com was sent %q, want no token: its credentials were loaded at New", sent)
+	}
+	if len(tr.late) != 0 {
+		t.Errorf("requests to configured providers made %d lanes", len(tr.late))
+	}
+}
+
+// Requests to a host no provider owns, concurrent ones included (run with
+// -race), share one lane, made once: one announcement, one pool, its
+// token on every request.
+func TestUnknownHostLaneIsMadeOnce(t *testing.T) {
+	t.Setenv("GIT_EXAMPLE_COM_TOKEN", "tok-git-example-1234")
+	synctest.Test(t, func(t *testing.T) {
+		host := &unknownHost{}
+		events := &eventLog{}
+		tr := unmatchedTransport(t, host, events)
+		const n = 8
+		var wg sync.WaitGroup
+		errs := make(chan error, n)
+		for range n {
+			wg.Go(func() {
+				req, _ := http.NewRequest("GET", "https://git.example.com/r", nil)
+				resp, err := tr.RoundTrip(req)
+				if err != nil {
+					errs <- err
+					return
+				}
+				resp.Body.Close()
+			})
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			t.Fatal(err)
+		}
+		if got := events.count(EventUnmatched); got != 1 {
+			t.Errorf("%d announcements of one host, want 1", got)
+		}
+		if len(tr.auto) != 1 || len(tr.late) != 1 {
+			t.Errorf("%d lanes by origin and %d by provider for one host, want 1 and 1", len(tr.auto), len(tr.late))
+		}
+		if a := host.auths()["git.example.com"]; len(a) != n || a[0] != "Bearer tok-git-example-1234" || a[n-1] != a[0] {
+			t.Errorf("git.example.com was sent %q, want its variable's token %d times", a, n)
+		}
+	})
+}
+
+// A provider added to the registry after New gets its lane on its first
+// request, with its own credentials and limits.
+func TestProviderAddedAfterNewGetsItsLane(t *testing.T) {
+	t.Setenv("CORP_TOKEN", "tok-corp-late-1234")
+	host := &unknownHost{}
+	events := &eventLog{}
+	tr := unmatchedTransport(t, host, events)
+	corp, err := provider.New("corp", provider.Generic, "https://corp.example.test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tr.reg.Add(corp); err != nil {
+		t.Fatal(err)
+	}
+	req, _ := http.NewRequest("GET", "https://corp.example.test/items", nil)
+	resp, err := tr.RoundTrip(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if a := host.auths()["corp.example.test"]; len(a) != 1 || a[0] != "Bearer tok-corp-late-1234" {
+		t.Errorf("corp.example.test was sent %q, want its provider's token", a)
+	}
+	if pool, err := tr.Pool("corp"); err != nil || pool.Len() != 1 {
+		t.Errorf("Pool(corp) = %v, %v; want its one credential", pool, err)
+	}
+	if got := events.count(EventUnmatched); got != 0 {
+		t.Errorf("a configured provider's host was announced as unmatched %d times", got)
+	}
+}
+
+// A host whose variable cannot be read fails every request with the
+// variable's error, sends nothing, and is announced once.
+func TestUnknownHostBadVariableFailsItsRequests(t *testing.T) {
+	t.Setenv("GIT_EXAMPLE_COM_TOKEN", "tok-git-example-1234,,tok-two-5678")
+	host := &unknownHost{}
+	events := &eventLog{}
+	tr := unmatchedTransport(t, host, events, func(o *Options) { o.MaxWait = time.Second })
+	for range 2 {
+		req, _ := http.NewRequest("GET", "https://git.example.com/r", nil)
+		resp, err := tr.RoundTrip(req)
+		if err == nil {
+			resp.Body.Close()
+			t.Fatal("a request went with a malformed token variable")
+		}
+		if msg := err.Error(); !strings.Contains(msg, "GIT_EXAMPLE_COM_TOKEN: entry #2 is empty") || strings.Contains(msg, "tok-") {
+			t.Errorf("error %q, want the variable's entry named and no token", msg)
+		}
+	}
+	if len(host.sent) != 0 {
+		t.Errorf("%d requests sent", len(host.sent))
+	}
+	if got := events.count(EventUnmatched); got != 1 {
+		t.Errorf("%d announcements, want 1", got)
+	}
+}
