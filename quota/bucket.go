@@ -35,6 +35,11 @@ type Bucket struct {
 	// but no reset refill a window after the first reading of their
 	// window (see Observe).
 	Inferred bool `json:"inferred,omitempty"`
+	// Silent marks a bucket whose server answered without stating any
+	// count, with no default to assume: nothing will ever be known of
+	// it, so its requests are not held to one probe at a time (see
+	// wait). The first reading that states a count clears it.
+	Silent bool `json:"silent,omitempty"`
 
 	// Leases are the reservations whose responses have not arrived:
 	// quota spent that the server has not reported yet. Each lapses on

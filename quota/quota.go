@@ -227,6 +227,7 @@ func (b *Bucket) observe(r *headers.Reading, now time.Time, counted bool, def De
 		b.Window = r.Window
 	}
 	if r.Remaining != UnknownCount {
+		b.Silent = false
 		if !b.observeStated(r, now, def) {
 			return
 		}
@@ -313,6 +314,11 @@ func (b *Bucket) observeUnstated(r *headers.Reading, now time.Time, counted bool
 		if counted {
 			b.Remaining--
 		}
+	case b.Remaining == UnknownCount && r.Limit == UnknownCount && r.Limited == headers.NotLimited && r.Status > 0 && r.Status < 500:
+		// An answer that states nothing and no default to assume:
+		// a probe tells no more than this one did. (A server error
+		// proves nothing of the host's limits.)
+		b.Silent = true
 	case counted && b.Remaining > 0:
 		// The server charged the request but did not say so:
 		// count it ourselves until it speaks again.
@@ -444,7 +450,7 @@ func (b *Bucket) wait(p Policy, n int64, now time.Time) (time.Duration, bool) {
 	budget, known := b.Budget(p.reserveFor(b), now)
 	switch {
 	case !known:
-		if b.InFlight(now) >= probeInFlight {
+		if !b.Silent && b.InFlight(now) >= probeInFlight {
 			inFlight = b.Leases.firstLapse(now)
 		}
 	case budget < b.fits(p, n):

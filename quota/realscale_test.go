@@ -87,3 +87,34 @@ func TestFreeAnswerGivesBackPacingAndPoints(t *testing.T) {
 		t.Fatal("a charged answer's pacing was given back")
 	}
 }
+
+// A bucket nothing is known about holds its requests to one probe; once
+// its server has answered without stating anything (and no default
+// applies), another probe would tell no more, so nothing holds them. A
+// server error proves nothing, and a later count makes it known again.
+func TestSilentBucketNotHeldToOneProbe(t *testing.T) {
+	p := Policy{Kind: Greedy}
+	silent := &headers.Reading{Status: 200, Limit: UnknownCount, Remaining: UnknownCount, Used: UnknownCount}
+	b := NewBucket()
+	b.Reserve(p, lz(t0), t0)
+	if w := b.Wait(p, t0); w == 0 {
+		t.Fatal("a second request went beside the first probe of an unknown bucket")
+	}
+	failed := *silent
+	failed.Status = 502
+	settleOne(&b, &failed, t0.Add(time.Second), true, Default{})
+	b.Reserve(p, lz(t0), t0.Add(time.Second))
+	if w := b.Wait(p, t0.Add(time.Second)); w == 0 {
+		t.Fatal("a 502 that stated nothing ended the probing")
+	}
+	settleOne(&b, silent, t0.Add(2*time.Second), true, Default{})
+	for i := range 5 {
+		if w := b.Reserve(p, lz(t0), t0.Add(2*time.Second)); w != 0 {
+			t.Fatalf("request %d to a server that states nothing waited %v", i, w)
+		}
+	}
+	b.Observe(reading(10, 0, t0.Add(time.Hour)), t0.Add(3*time.Second), true, Default{})
+	if b.Silent || b.Wait(p, t0.Add(3*time.Second)) < time.Minute {
+		t.Fatal("a stated count did not make the bucket known and spent")
+	}
+}

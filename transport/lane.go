@@ -3,7 +3,6 @@ package transport
 import (
 	"cmp"
 	"fmt"
-	"math"
 	"net/http"
 	"net/url"
 	"os"
@@ -185,11 +184,11 @@ func (t *Transport) newAutoProvider(u *url.URL, origin string) (*provider.Provid
 	}
 	if t.opts.NoAutoProviders {
 		// Nothing but its own headers: no token, no cap on requests in
-		// flight, and a default quota no batch reaches — not none: a
-		// bucket nothing is known about lets one request through at a
-		// time, and a host that states nothing would stay unknown.
+		// flight and no assumed quota. A host that states nothing is
+		// sent one first request, then held back by nothing (see
+		// quota.Bucket.Silent).
 		p.TokenEnv = nil
-		p.Limits.DefaultLimit, p.Limits.DefaultWindow = math.MaxInt32, time.Minute
+		p.Limits.DefaultLimit, p.Limits.DefaultWindow = 0, 0
 		p.Secondary = provider.Secondary{}
 		return p, ""
 	}

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -253,6 +254,55 @@ func TestUnknownHostWithoutHeadersIsHeldTo60AMinute(t *testing.T) {
 			t.Errorf("with NoAutoProviders the host's variable was sent: %q", a[0])
 		}
 	})
+}
+
+// With NoAutoProviders a host that states nothing is sent one first
+// request, then its requests go side by side: nothing will ever be known
+// of its limits, so holding them to one at a time would only make a batch
+// as slow as its requests in a row.
+func TestSilentHostNotHeldToOneAtATime(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		host := &slowHost{delay: time.Second}
+		tr := unmatchedTransport(t, host, &eventLog{}, func(o *Options) { o.NoAutoProviders = true })
+		start := time.Now()
+		var wg sync.WaitGroup
+		for i := range 20 {
+			wg.Go(func() {
+				req, _ := http.NewRequest("GET", "https://silent.example.test/r"+strconv.Itoa(i), nil)
+				resp, err := tr.RoundTrip(req)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				resp.Body.Close()
+			})
+		}
+		wg.Wait()
+		// One first answer, then the other 19 together: 2 s, where
+		// one at a time takes 20 s.
+		if d := time.Since(start); d > 3*time.Second {
+			t.Errorf("20 requests of 1 s to a host that states nothing took %v, want about 2 s", d)
+		}
+		if got := host.peak.Load(); got < 19 {
+			t.Errorf("at most %d requests in flight, want 19 after the first answer", got)
+		}
+	})
+}
+
+// slowHost answers 200 without any rate-limit header after delay, and
+// counts the most requests in flight at once.
+type slowHost struct {
+	delay          time.Duration
+	inFlight, peak atomic.Int64
+}
+
+func (h *slowHost) RoundTrip(req *http.Request) (*http.Response, error) {
+	n := h.inFlight.Add(1)
+	for p := h.peak.Load(); n > p && !h.peak.CompareAndSwap(p, n); p = h.peak.Load() {
+	}
+	time.Sleep(h.delay)
+	h.inFlight.Add(-1)
+	return &http.Response{StatusCode: 200, Header: http.Header{}, Body: io.NopCloser(strings.NewReader("{}")), Request: req}, nil
 }
 
 // A redirect to another host carries none of the first host's token.
