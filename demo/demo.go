@@ -1,6 +1,7 @@
 package demo
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -67,27 +68,13 @@ type Options struct {
 // WithDefaults returns o with every zero value replaced by its default.
 // Latency is left alone: zero is a valid latency.
 func (o Options) WithDefaults() Options {
-	if o.Size == 0 {
-		o.Size = DefaultSize
-	}
-	if o.Workers == 0 {
-		o.Workers = DefaultWorkers
-	}
-	if o.Policy == "" {
-		o.Policy = DefaultPolicy
-	}
-	if o.Limit == 0 {
-		o.Limit = DefaultLimit
-	}
-	if o.Window == 0 {
-		o.Window = DefaultWindow
-	}
-	if o.Progress == "" {
-		o.Progress = ProgressAuto
-	}
-	if o.Interval == 0 {
-		o.Interval = DefaultInterval
-	}
+	o.Size = cmp.Or(o.Size, DefaultSize)
+	o.Workers = cmp.Or(o.Workers, DefaultWorkers)
+	o.Policy = cmp.Or(o.Policy, DefaultPolicy)
+	o.Limit = cmp.Or(o.Limit, DefaultLimit)
+	o.Window = cmp.Or(o.Window, DefaultWindow)
+	o.Progress = cmp.Or(o.Progress, ProgressAuto)
+	o.Interval = cmp.Or(o.Interval, DefaultInterval)
 	return o
 }
 

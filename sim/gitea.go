@@ -29,13 +29,7 @@ func (giteaDialect) credential(r *http.Request) (string, bool) {
 	if t, ok := bearer(r, "token", "Bearer"); ok {
 		return t, true
 	}
-	q := r.URL.Query()
-	for _, k := range []string{"access_token", "token"} {
-		if q.Has(k) {
-			return q.Get(k), true
-		}
-	}
-	return "", false
+	return queryToken(r, "access_token", "token")
 }
 
 func (giteaDialect) headers(_ *call, h http.Header) {
