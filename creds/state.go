@@ -75,13 +75,7 @@ func (c *Credential) Eligible(now time.Time) bool { return c.State(now) != Inval
 // becomes Available. An invalid credential stays invalid. It reports
 // whether the state changed.
 func (c *Credential) MarkValidated(now time.Time) bool {
-	c.st.mu.Lock()
-	defer c.st.mu.Unlock()
-	if c.st.statusAt(now).State != Unknown {
-		return false
-	}
-	c.st.status = Status{State: Available, Since: now}
-	return true
+	return c.move(now, func(s State) bool { return s == Unknown }, Status{State: Available, Since: now})
 }
 
 // MarkInvalid records that the server rejected the credential, for the given
@@ -89,13 +83,7 @@ func (c *Credential) MarkValidated(now time.Time) bool {
 // see Status.Until). It reports whether the state changed: true only when
 // it was not already invalid, so a caller can emit one event.
 func (c *Credential) MarkInvalid(reason string, now, retry time.Time) bool {
-	c.st.mu.Lock()
-	defer c.st.mu.Unlock()
-	if c.st.statusAt(now).State == Invalid {
-		return false
-	}
-	c.st.status = Status{State: Invalid, Reason: reason, Since: now, Until: retry}
-	return true
+	return c.move(now, func(s State) bool { return s != Invalid }, Status{State: Invalid, Reason: reason, Since: now, Until: retry})
 }
 
 // RetryInvalidAt sets when an invalid mark that has none is to be tried
@@ -113,11 +101,18 @@ func (c *Credential) RetryInvalidAt(retry time.Time) {
 // (a user asked, as `ratekeeper status --live` does). It reports whether
 // there was one.
 func (c *Credential) ClearInvalid(now time.Time) bool {
+	return c.move(now, func(s State) bool { return s == Invalid }, Status{State: Unknown, Since: now})
+}
+
+// move is every transition of the state machine: under the lock, when the
+// state at now is one that from accepts, the status becomes to. It reports
+// whether it did.
+func (c *Credential) move(now time.Time, from func(State) bool, to Status) bool {
 	c.st.mu.Lock()
 	defer c.st.mu.Unlock()
-	if c.st.statusAt(now).State != Invalid {
+	if !from(c.st.statusAt(now).State) {
 		return false
 	}
-	c.st.status = Status{State: Unknown, Since: now}
+	c.st.status = to
 	return true
 }

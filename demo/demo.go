@@ -1,10 +1,10 @@
 package demo
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"sync"
 	"time"
@@ -68,27 +68,13 @@ type Options struct {
 // WithDefaults returns o with every zero value replaced by its default.
 // Latency is left alone: zero is a valid latency.
 func (o Options) WithDefaults() Options {
-	if o.Size == 0 {
-		o.Size = DefaultSize
-	}
-	if o.Workers == 0 {
-		o.Workers = DefaultWorkers
-	}
-	if o.Policy == "" {
-		o.Policy = DefaultPolicy
-	}
-	if o.Limit == 0 {
-		o.Limit = DefaultLimit
-	}
-	if o.Window == 0 {
-		o.Window = DefaultWindow
-	}
-	if o.Progress == "" {
-		o.Progress = ProgressAuto
-	}
-	if o.Interval == 0 {
-		o.Interval = DefaultInterval
-	}
+	o.Size = cmp.Or(o.Size, DefaultSize)
+	o.Workers = cmp.Or(o.Workers, DefaultWorkers)
+	o.Policy = cmp.Or(o.Policy, DefaultPolicy)
+	o.Limit = cmp.Or(o.Limit, DefaultLimit)
+	o.Window = cmp.Or(o.Window, DefaultWindow)
+	o.Progress = cmp.Or(o.Progress, ProgressAuto)
+	o.Interval = cmp.Or(o.Interval, DefaultInterval)
 	return o
 }
 
@@ -135,11 +121,14 @@ func Run(ctx context.Context, w io.Writer, opts Options) (*Summary, error) {
 	if err != nil {
 		return nil, fmt.Errorf("simulator: %w", err)
 	}
-	base, wire, stop, err := serve(srv, opts)
+	// An idle connection per worker and a few spare, so workers reuse
+	// connections instead of opening one per request.
+	root, wire, stop, err := srv.Reach(opts.InProcess, opts.Workers+4)
 	if err != nil {
 		return nil, err
 	}
 	defer stop()
+	base := root + apiPrefix
 
 	r := newRecorder()
 	counted := &countingTransport{next: wire, phase: &r.phase}
@@ -198,37 +187,6 @@ func onlySimulated(o *transport.Options) {
 		_ = reg.Add(p)
 	}
 	o.Providers = reg
-}
-
-// serve starts the simulator: on a loopback port, or in-process. It
-// returns the API's base URL, the RoundTripper that reaches it and how to
-// stop it.
-func serve(srv *sim.Server, opts Options) (base string, wire http.RoundTripper, stop func(), err error) {
-	if opts.InProcess {
-		return "http://sim.invalid" + apiPrefix, srv.Transport("127.0.0.1:40000"), func() {}, nil
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", nil, nil, fmt.Errorf("listening on loopback for the simulator: %w", err)
-	}
-	hs := &http.Server{Handler: srv, ReadHeaderTimeout: 10 * time.Second}
-	served := make(chan struct{})
-	go func() {
-		defer close(served)
-		_ = hs.Serve(ln)
-	}()
-	tr := http.DefaultTransport.(*http.Transport).Clone()
-	// One idle connection per worker, so workers reuse connections
-	// instead of opening one per request.
-	tr.MaxIdleConnsPerHost = opts.Workers + 4
-	stop = func() {
-		tr.CloseIdleConnections()
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = hs.Shutdown(ctx)
-		<-served
-	}
-	return "http://" + ln.Addr().String() + apiPrefix, tr, stop, nil
 }
 
 // Phases of a run, for counting requests.

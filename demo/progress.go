@@ -277,36 +277,52 @@ func (noProgress) stop(Snapshot)  {}
 
 // lines prints PlainLine every interval.
 type lines struct {
-	w    io.Writer
-	quit chan struct{}
-	wg   sync.WaitGroup
+	w     io.Writer
+	ticks periodic
 }
 
 func startLines(w io.Writer, interval time.Duration, v *statusView) *lines {
-	l := &lines{w: w, quit: make(chan struct{})}
-	l.wg.Add(1)
-	go func() {
-		defer l.wg.Done()
-		tick := time.NewTicker(interval)
-		defer tick.Stop()
-		for {
-			select {
-			case now := <-tick.C:
-				fmt.Fprintln(w, PlainLine(v.snapshot(now)))
-			case <-l.quit:
-				return
-			}
-		}
-	}()
+	l := &lines{w: w}
+	l.ticks.start(interval, func(now time.Time) { fmt.Fprintln(w, PlainLine(v.snapshot(now))) })
 	return l
 }
 
 func (l *lines) jobDone(Result) {}
 
 func (l *lines) stop(last Snapshot) {
-	close(l.quit)
-	l.wg.Wait()
+	l.ticks.halt()
 	fmt.Fprintln(l.w, PlainLine(last))
+}
+
+// periodic calls a function every interval, in a goroutine of its own,
+// until halted.
+type periodic struct {
+	quit chan struct{}
+	wg   sync.WaitGroup
+}
+
+func (p *periodic) start(interval time.Duration, do func(now time.Time)) {
+	p.quit = make(chan struct{})
+	p.wg.Add(1)
+	go func() {
+		defer p.wg.Done()
+		tick := time.NewTicker(interval)
+		defer tick.Stop()
+		for {
+			select {
+			case now := <-tick.C:
+				do(now)
+			case <-p.quit:
+				return
+			}
+		}
+	}()
+}
+
+// halt stops the calls and returns once none runs.
+func (p *periodic) halt() {
+	close(p.quit)
+	p.wg.Wait()
 }
 
 // bars draws an overall bar with its ETA and one line per token, redrawn
@@ -316,15 +332,14 @@ type bars struct {
 	overall *mpb.Bar
 	tokens  []*mpb.Bar
 	latest  atomic.Pointer[Snapshot]
-	quit    chan struct{}
-	wg      sync.WaitGroup
+	ticks   periodic
 }
 
 // barRefresh is how often the bars are redrawn and the status read.
 const barRefresh = 200 * time.Millisecond
 
 func startBars(ctx context.Context, w io.Writer, v *statusView) *bars {
-	b := &bars{quit: make(chan struct{})}
+	b := &bars{}
 	first := v.snapshot(time.Now())
 	b.latest.Store(&first)
 	b.p = mpb.NewWithContext(ctx, mpb.WithOutput(w), mpb.WithWidth(40), mpb.WithRefreshRate(barRefresh), mpb.WithAutoRefresh())
@@ -358,29 +373,17 @@ func startBars(ctx context.Context, w io.Writer, v *statusView) *bars {
 		})))
 		b.tokens = append(b.tokens, bar)
 	}
-	b.wg.Add(1)
-	go func() {
-		defer b.wg.Done()
-		tick := time.NewTicker(barRefresh)
-		defer tick.Stop()
-		for {
-			select {
-			case now := <-tick.C:
-				s := v.snapshot(now)
-				b.latest.Store(&s)
-			case <-b.quit:
-				return
-			}
-		}
-	}()
+	b.ticks.start(barRefresh, func(now time.Time) {
+		s := v.snapshot(now)
+		b.latest.Store(&s)
+	})
 	return b
 }
 
 func (b *bars) jobDone(Result) { b.overall.Increment() }
 
 func (b *bars) stop(last Snapshot) {
-	close(b.quit)
-	b.wg.Wait()
+	b.ticks.halt()
 	b.latest.Store(&last)
 	b.overall.SetTotal(-1, true)
 	for _, t := range b.tokens {

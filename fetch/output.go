@@ -39,8 +39,8 @@ type Journal struct {
 	path  string
 	f     *os.File
 	owner string
-	// written maps each URL in the file to whether its record is a failure.
-	written map[string]bool
+	// written: each URL in the file, and whether its record is a failure.
+	written writtenSet
 	// Kept counts the complete lines found when opening; Truncated the
 	// bytes of a torn last line cut off.
 	Kept      int
@@ -64,7 +64,7 @@ func OpenJournal(path string) (*Journal, error) {
 		}
 		return nil, fmt.Errorf("output %s: lock: %w", path, err)
 	}
-	j := &Journal{path: path, f: f, written: map[string]bool{}}
+	j := &Journal{path: path, f: f, written: writtenSet{}}
 	if id, err := fileIdentity(f); err == nil {
 		sum := sha256.Sum256([]byte(id))
 		j.owner = hex.EncodeToString(sum[:6])
@@ -159,34 +159,50 @@ func parseRecordLine(line []byte) (url string, failed, ok bool) {
 }
 
 // Written implements Output.
-func (j *Journal) Written(url string) (failed, ok bool) {
-	failed, ok = j.written[url]
-	return failed, ok
-}
+func (j *Journal) Written(url string) (failed, ok bool) { return j.written.has(url) }
 
 // Append implements Output: one write of every new line, then fsync, so
 // that a crash leaves whole lines plus at most one torn one, which the next
 // OpenJournal cuts off.
 func (j *Journal) Append(recs []Record) (int, error) {
-	buf, added, err := render(recs, j.written)
+	return j.written.append(recs, func(buf []byte) error {
+		if _, err := j.f.Write(buf); err != nil {
+			return fmt.Errorf("output %s: write: %w", j.path, err)
+		}
+		if err := j.f.Sync(); err != nil {
+			return fmt.Errorf("output %s: sync: %w", j.path, err)
+		}
+		return nil
+	})
+}
+
+// writtenSet maps each URL written to whether its record is a failure.
+type writtenSet map[string]bool
+
+func (w writtenSet) has(url string) (failed, ok bool) {
+	failed, ok = w[url]
+	return failed, ok
+}
+
+// append renders the records not written yet (see render), hands their
+// lines to write in one call and, once it succeeded, counts them written.
+func (w writtenSet) append(recs []Record, write func([]byte) error) (int, error) {
+	buf, added, err := render(recs, w)
 	if err != nil || len(buf) == 0 {
 		return 0, err
 	}
-	if _, err := j.f.Write(buf); err != nil {
-		return 0, fmt.Errorf("output %s: write: %w", j.path, err)
-	}
-	if err := j.f.Sync(); err != nil {
-		return 0, fmt.Errorf("output %s: sync: %w", j.path, err)
+	if err := write(buf); err != nil {
+		return 0, err
 	}
 	for _, r := range added {
-		j.written[r.URL] = r.Failed()
+		w[r.URL] = r.Failed()
 	}
 	return len(added), nil
 }
 
 // render encodes the records whose URL is not in written or written as a
 // failure (each once).
-func render(recs []Record, written map[string]bool) ([]byte, []Record, error) {
+func render(recs []Record, written writtenSet) ([]byte, []Record, error) {
 	var (
 		buf   []byte
 		added []Record
@@ -226,33 +242,25 @@ func (j *Journal) Close() error { return j.f.Close() }
 type Stream struct {
 	w       io.Writer
 	name    string
-	written map[string]bool
+	written writtenSet
 }
 
 // NewStream returns an Output writing to w, called name in messages.
 func NewStream(w io.Writer, name string) *Stream {
-	return &Stream{w: w, name: name, written: map[string]bool{}}
+	return &Stream{w: w, name: name, written: writtenSet{}}
 }
 
 // Written implements Output.
-func (s *Stream) Written(url string) (failed, ok bool) {
-	failed, ok = s.written[url]
-	return failed, ok
-}
+func (s *Stream) Written(url string) (failed, ok bool) { return s.written.has(url) }
 
 // Append implements Output.
 func (s *Stream) Append(recs []Record) (int, error) {
-	buf, added, err := render(recs, s.written)
-	if err != nil || len(buf) == 0 {
-		return 0, err
-	}
-	if _, err := s.w.Write(buf); err != nil {
-		return 0, fmt.Errorf("write results to %s: %w", s.name, err)
-	}
-	for _, r := range added {
-		s.written[r.URL] = r.Failed()
-	}
-	return len(added), nil
+	return s.written.append(recs, func(buf []byte) error {
+		if _, err := s.w.Write(buf); err != nil {
+			return fmt.Errorf("write results to %s: %w", s.name, err)
+		}
+		return nil
+	})
 }
 
 // Name implements Output.

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/ratekeeper/ratekeeper/internal/sleep"
 	"github.com/ratekeeper/ratekeeper/provider"
 	"github.com/ratekeeper/ratekeeper/transport"
 )
@@ -91,28 +92,16 @@ func (g *Gateway) send(out *http.Request) (*http.Response, error) {
 		if !ok {
 			return nil, &quotaError{WaitError: we, maxWait: ri.maxWait, waited: waited}
 		}
-		if err := pause(wanted, d); err != nil {
+		// A waiting request is not woken early when some answer changes the
+		// quota state: the transport's waits are exact (pacing, the reset, a
+		// penalty's end) or short polls (20 ms while a bucket's limits are
+		// unknown or an owner's concurrency is full), and with a shared
+		// database every early wake of every waiting request costs a
+		// transaction.
+		if err := sleep.For(wanted, d); err != nil {
 			return nil, errClientGone
 		}
 		waited += g.now().Sub(now)
-	}
-}
-
-// pause waits d, or until ctx ends (then it returns ctx's error).
-//
-// A waiting request is not woken early when some answer changes the quota
-// state: the transport's waits are exact (pacing, the reset, a penalty's
-// end) or short polls (20 ms while a bucket's limits are unknown or an
-// owner's concurrency is full), and with a shared database every early
-// wake of every waiting request costs a transaction.
-func pause(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
 	}
 }
 

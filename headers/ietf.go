@@ -115,12 +115,8 @@ func (p *parser) readStructured(rateLimit, ratePolicy []string) bool {
 // "limit=100, remaining=50, reset=30" — with the same per-item rules.
 func (p *parser) parseServiceLimits(lines []string) ([]serviceLimit, *group) {
 	var out []serviceLimit
-	if list, err := httpsfv.UnmarshalList(lines); err == nil {
-		for _, m := range list {
-			item, ok := m.(httpsfv.Item)
-			if !ok {
-				continue
-			}
+	if items, ok := listItems(lines); ok {
+		for _, item := range items {
 			name, ok := itemName(item.Value)
 			if !ok {
 				continue
@@ -241,12 +237,8 @@ func parsePolicies(lines []string) []policy {
 		}
 		out = append(out, pol)
 	}
-	if list, err := httpsfv.UnmarshalList(lines); err == nil {
-		for _, m := range list {
-			item, ok := m.(httpsfv.Item)
-			if !ok {
-				continue
-			}
+	if items, ok := listItems(lines); ok {
+		for _, item := range items {
 			name, _ := itemName(item.Value)
 			add(name, item.Value, item.Params.Get)
 		}
@@ -262,6 +254,22 @@ func parsePolicies(lines []string) []policy {
 		add(name, bare, lenientParams(parts[1:]))
 	}
 	return out
+}
+
+// listItems returns the Items of a valid RFC 9651 List (inner lists are
+// not rate limits, and are left out), or false when the lines are not one.
+func listItems(lines []string) ([]httpsfv.Item, bool) {
+	list, err := httpsfv.UnmarshalList(lines)
+	if err != nil {
+		return nil, false
+	}
+	var items []httpsfv.Item
+	for _, m := range list {
+		if item, ok := m.(httpsfv.Item); ok {
+			items = append(items, item)
+		}
+	}
+	return items, true
 }
 
 // itemName accepts a String or a Token as a policy name (the draft requires

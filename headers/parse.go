@@ -95,6 +95,19 @@ func qualifierWindow(q string) time.Duration {
 	return 0
 }
 
+// foldCounts reads every value as a count (roundUp as parseCount takes
+// it) and folds each into *into, the least or the most of them as fold
+// says; it reports whether any value was one.
+func foldCounts(values []string, roundUp bool, into *int64, fold func(cur, v int64) int64) bool {
+	return eachValue(values, func(s string) bool {
+		v, ok := parseCount(s, roundUp)
+		if ok {
+			*into = fold(*into, v)
+		}
+		return ok
+	})
+}
+
 // The conservative merges of repeated values: the least limit and
 // remaining, the most used, the latest reset, the longest retry-after.
 func minCount(cur, v int64) int64 {
@@ -265,33 +278,15 @@ func (p *parser) readBucket(g *group, info nameInfo, values []string) bool {
 	case fQualifierOnly:
 		return p.readQualifierOnly(g, values)
 	case fLimit:
-		ok := eachValue(values, func(s string) bool {
-			v, ok := parseCount(s, false)
-			if ok {
-				g.limit = minCount(g.limit, v)
-			}
-			return ok
-		})
+		ok := foldCounts(values, false, &g.limit, minCount)
 		if w := windowParam(values); w > 0 && g.window == 0 {
 			g.window = w
 		}
 		return ok
 	case fRemaining:
-		return eachValue(values, func(s string) bool {
-			v, ok := parseCount(s, false)
-			if ok {
-				g.remaining = minCount(g.remaining, v)
-			}
-			return ok
-		})
+		return foldCounts(values, false, &g.remaining, minCount)
 	case fUsed:
-		return eachValue(values, func(s string) bool {
-			v, ok := parseCount(s, true)
-			if ok {
-				g.used = maxCount(g.used, v)
-			}
-			return ok
-		})
+		return foldCounts(values, true, &g.used, maxCount)
 	case fReset, fResetAfter:
 		return p.readReset(g, info, values)
 	case fResource:

@@ -17,6 +17,7 @@ import (
 
 	"github.com/ratekeeper/ratekeeper/cache"
 	"github.com/ratekeeper/ratekeeper/headers"
+	"github.com/ratekeeper/ratekeeper/internal/sleep"
 )
 
 // DefaultMaxBody is the largest body a poll reads when Options.MaxBody is 0.
@@ -274,7 +275,7 @@ func (p *Poller) firstOffset(tg *target, now time.Time) time.Duration {
 
 func (p *Poller) loop(ctx context.Context, stop context.CancelCauseFunc, tg *target, next time.Time) {
 	for {
-		if !sleepUntil(ctx, next) {
+		if sleep.For(ctx, time.Until(next)) != nil {
 			return
 		}
 		d, err := p.pollOnce(ctx, tg)
@@ -308,25 +309,9 @@ func (p *Poller) watchIdle(ctx context.Context, stop context.CancelCauseFunc, st
 			stop(&StopError{Err: ErrIdleTimeout, Detail: detail})
 			return
 		}
-		if !sleepUntil(ctx, deadline) {
+		if sleep.For(ctx, time.Until(deadline)) != nil {
 			return
 		}
-	}
-}
-
-// sleepUntil waits until t or until ctx ends, and reports whether t came.
-func sleepUntil(ctx context.Context, t time.Time) bool {
-	d := time.Until(t)
-	if d <= 0 {
-		return ctx.Err() == nil
-	}
-	timer := time.NewTimer(d)
-	defer timer.Stop()
-	select {
-	case <-timer.C:
-		return true
-	case <-ctx.Done():
-		return false
 	}
 }
 

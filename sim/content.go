@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"hash/maphash"
+	"io"
 	"net/http"
 	"net/url"
 	"sort"
@@ -238,6 +239,47 @@ func paginate(q url.Values, pageKey, perPageKey string, def, maxPer, total int) 
 	p.first = (p.number-1)*p.perPage + 1
 	p.last = min(p.number*p.perPage, total)
 	return p
+}
+
+// newestFirst answers one page of a listing of total items numbered total
+// (the newest, listed first) down to 1, with the Link header of the pages
+// around it; the page size is perPageKey's, 30 by default.
+func newestFirst(c *call, perPageKey string, maxPer, total int, item func(number int) map[string]any) *rendered {
+	q := c.r.URL.Query()
+	p := paginate(q, "page", perPageKey, 30, maxPer, total)
+	items := make([]map[string]any, 0, max(p.last-p.first+1, 0))
+	for i := p.first; i <= p.last; i++ {
+		items = append(items, item(total-i+1))
+	}
+	rd := jsonBody(http.StatusOK, items)
+	if link := linkHeader(c.base(), c.rel, q, "page", perPageKey, p); link != "" {
+		rd.with("Link", link)
+	}
+	return rd
+}
+
+// issueInput reads a request to create an issue: its title and body, and
+// whether the request was JSON at all.
+func issueInput(c *call) (title, body string, ok bool) {
+	var in struct {
+		Title string `json:"title"`
+		Body  string `json:"body"`
+	}
+	b, _ := io.ReadAll(io.LimitReader(c.r.Body, 1<<20))
+	if err := json.Unmarshal(b, &in); err != nil {
+		return "", "", false
+	}
+	return in.Title, in.Body, true
+}
+
+// created makes issue (numbered after the repository's last) the one the
+// caller just created with title and body; user is the caller as the
+// dialect renders a user.
+func created(c *call, issue, user map[string]any, title, body string) map[string]any {
+	issue["title"], issue["body"], issue["comments"] = title, body, 0
+	issue["user"] = user
+	issue["created_at"], issue["updated_at"] = isoTime(c.now), isoTime(c.now)
+	return issue
 }
 
 // pageURL is the URL of page n of the listing at base+rel, keeping the other

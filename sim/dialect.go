@@ -251,6 +251,18 @@ func bearer(r *http.Request, schemes ...string) (string, bool) {
 	return "", true
 }
 
+// queryToken is a token given as the first of the query parameters keys
+// present (an empty one included: a credential was sent, and it is wrong).
+func queryToken(r *http.Request, keys ...string) (string, bool) {
+	q := r.URL.Query()
+	for _, k := range keys {
+		if q.Has(k) {
+			return q.Get(k), true
+		}
+	}
+	return "", false
+}
+
 // secondsUntil is the whole seconds from now until Unix second reset,
 // rounded up so a client that waits that long arrives after the reset.
 func secondsUntil(now time.Time, reset int64) int64 {

@@ -22,8 +22,11 @@
 // needed). Its clock is time.Now plus the configured skew, so inside a
 // testing/synctest bubble it runs on fake time; Server.Transport returns a
 // RoundTripper that serves requests in-process, without sockets, for such
-// tests. Server.Stats, Server.Touch, Server.Reset and Server.APIs are the
-// Go side of the control endpoints below.
+// tests. Server.Reach does either for a client — a loopback port with its
+// own RoundTripper, or in-process — and hands back the root URL and how to
+// stop it (the demo and the benchmark use it). Server.Stats, Server.Touch,
+// Server.Reset and Server.APIs are the Go side of the control endpoints
+// below.
 //
 // One server hosts several APIs, each mounted at a path prefix with its own
 // dialect, tokens and limits; a client then points each provider at

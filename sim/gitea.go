@@ -1,8 +1,6 @@
 package sim
 
 import (
-	"encoding/json"
-	"io"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -31,13 +29,7 @@ func (giteaDialect) credential(r *http.Request) (string, bool) {
 	if t, ok := bearer(r, "token", "Bearer"); ok {
 		return t, true
 	}
-	q := r.URL.Query()
-	for _, k := range []string{"access_token", "token"} {
-		if q.Has(k) {
-			return q.Get(k), true
-		}
-	}
-	return "", false
+	return queryToken(r, "access_token", "token")
 }
 
 func (giteaDialect) headers(_ *call, h http.Header) {
@@ -175,33 +167,17 @@ func gtIssueJSON(c *call, o, r string, number int) map[string]any {
 // gtIssues pages like Gitea: page and limit, X-Total-Count and Link.
 func gtIssues(c *call) *rendered {
 	o, r := c.segs[3], c.segs[4]
-	q := c.r.URL.Query()
 	total := gtIssueTotal(o, r, c.version())
-	p := paginate(q, "page", "limit", 30, 50, total)
-	items := make([]map[string]any, 0, max(p.last-p.first+1, 0))
-	for i := p.first; i <= p.last; i++ {
-		items = append(items, gtIssueJSON(c, o, r, total-i+1))
-	}
-	rd := jsonBody(http.StatusOK, items).with("X-Total-Count", strconv.Itoa(total))
-	if link := linkHeader(c.base(), c.rel, q, "page", "limit", p); link != "" {
-		rd.with("Link", link)
-	}
-	return rd
+	rd := newestFirst(c, "limit", 50, total, func(n int) map[string]any { return gtIssueJSON(c, o, r, n) })
+	return rd.with("X-Total-Count", strconv.Itoa(total))
 }
 
 func gtCreateIssue(c *call, _ bucketState) *rendered {
 	o, r := c.segs[3], c.segs[4]
-	var in struct {
-		Title string `json:"title"`
-		Body  string `json:"body"`
-	}
-	body, _ := io.ReadAll(io.LimitReader(c.r.Body, 1<<20))
-	if err := json.Unmarshal(body, &in); err != nil || in.Title == "" {
+	title, body, ok := issueInput(c)
+	if !ok || title == "" {
 		return jsonBody(http.StatusUnprocessableEntity, map[string]any{"message": "[Title]: Required", "url": c.base() + "/api/swagger"})
 	}
 	issue := gtIssueJSON(c, o, r, gtIssueTotal(o, r, c.version())+1)
-	issue["title"], issue["body"], issue["comments"] = in.Title, in.Body, 0
-	issue["user"] = gtUserJSON(c, c.own.name, c.own.id)
-	issue["created_at"], issue["updated_at"] = isoTime(c.now), isoTime(c.now)
-	return jsonBody(http.StatusCreated, issue)
+	return jsonBody(http.StatusCreated, created(c, issue, gtUserJSON(c, c.own.name, c.own.id), title, body))
 }

@@ -3,9 +3,7 @@ package sim
 import (
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -358,40 +356,21 @@ func ghIssueJSON(c *call, o, r string, number int) map[string]any {
 
 func ghIssues(c *call) *rendered {
 	o, r := c.segs[1], c.segs[2]
-	q := c.r.URL.Query()
-	total := ghIssueTotal(o, r, c.version())
-	p := paginate(q, "page", "per_page", 30, 100, total)
-	items := make([]map[string]any, 0, max(p.last-p.first+1, 0))
-	for i := p.first; i <= p.last; i++ {
-		items = append(items, ghIssueJSON(c, o, r, total-i+1)) // newest first
-	}
-	rd := jsonBody(http.StatusOK, items)
-	if link := linkHeader(c.base(), c.rel, q, "page", "per_page", p); link != "" {
-		rd.with("Link", link)
-	}
-	return rd
+	return newestFirst(c, "per_page", 100, ghIssueTotal(o, r, c.version()), func(n int) map[string]any { return ghIssueJSON(c, o, r, n) })
 }
 
 func ghCreateIssue(c *call, _ bucketState) *rendered {
 	o, r := c.segs[1], c.segs[2]
-	var in struct {
-		Title string `json:"title"`
-		Body  string `json:"body"`
-	}
-	body, _ := io.ReadAll(io.LimitReader(c.r.Body, 1<<20))
-	if err := json.Unmarshal(body, &in); err != nil {
+	title, body, ok := issueInput(c)
+	if !ok {
 		return ghError(http.StatusBadRequest, "Problems parsing JSON", "https://docs.github.com/rest/issues/issues#create-an-issue")
 	}
-	if in.Title == "" {
+	if title == "" {
 		return ghError(http.StatusUnprocessableEntity, "Invalid request.\n\n\"title\" wasn't supplied.", "https://docs.github.com/rest/issues/issues#create-an-issue")
 	}
-	number := ghIssueTotal(o, r, c.version()) + 1
-	issue := ghIssueJSON(c, o, r, number)
-	issue["title"], issue["body"], issue["state"], issue["comments"] = in.Title, in.Body, "open", 0
-	issue["user"] = ghUserJSON(c, c.own.name, c.own.id)
-	issue["created_at"], issue["updated_at"] = isoTime(c.now), isoTime(c.now)
-	rd := jsonBody(http.StatusCreated, issue)
-	return rd.with("Location", issue["url"].(string))
+	issue := ghIssueJSON(c, o, r, ghIssueTotal(o, r, c.version())+1)
+	issue["state"] = "open"
+	return jsonBody(http.StatusCreated, created(c, issue, ghUserJSON(c, c.own.name, c.own.id), title, body)).with("Location", issue["url"].(string))
 }
 
 var ghEventTypes = []string{"PushEvent", "IssuesEvent", "WatchEvent", "CreateEvent", "IssueCommentEvent", "PullRequestEvent", "ForkEvent"}

@@ -28,13 +28,7 @@ func (gitlabDialect) credential(r *http.Request) (string, bool) {
 	if t, ok := bearer(r, "Bearer"); ok {
 		return t, true
 	}
-	q := r.URL.Query()
-	for _, k := range []string{"private_token", "access_token"} {
-		if q.Has(k) {
-			return q.Get(k), true
-		}
-	}
-	return "", false
+	return queryToken(r, "private_token", "access_token")
 }
 
 func (gitlabDialect) headers(c *call, h http.Header) {

@@ -399,16 +399,22 @@ func (p *gqlParser) selectionSet() ([]gqlSel, error) {
 	if err := p.expect("{"); err != nil {
 		return nil, err
 	}
-	var out []gqlSel
-	for p.tok != "}" {
+	return items(p, "}", "selection set", p.selection)
+}
+
+// items parses what item parses up to the closing token, which it
+// consumes; what names the construct for the error of one never closed.
+func items[T any](p *gqlParser, closer, what string, item func() (T, error)) ([]T, error) {
+	var out []T
+	for p.tok != closer {
 		if p.tok == "" {
-			return nil, p.errorf("unclosed selection set")
+			return nil, p.errorf("unclosed %s", what)
 		}
-		s, err := p.selection()
+		x, err := item()
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, s)
+		out = append(out, x)
 	}
 	p.next()
 	return out, nil
@@ -443,22 +449,26 @@ func (p *gqlParser) selection() (gqlSel, error) {
 		s.alias, s.name = s.name, p.tok
 		p.next()
 	}
-	if p.tok == "(" {
-		args, err := p.arguments()
-		if err != nil {
-			return s, err
-		}
-		s.args = args
+	if err := optional(p, "(", p.arguments, &s.args); err != nil {
+		return s, err
 	}
 	p.directives()
-	if p.tok == "{" {
-		sel, err := p.selectionSet()
-		if err != nil {
-			return s, err
-		}
-		s.sel = sel
+	err := optional(p, "{", p.selectionSet, &s.sel)
+	return s, err
+}
+
+// optional parses a part of a field that is there when the token is open
+// (its arguments, its selection set) into *into.
+func optional[T any](p *gqlParser, open string, parse func() (T, error), into *T) error {
+	if p.tok != open {
+		return nil
 	}
-	return s, nil
+	v, err := parse()
+	if err != nil {
+		return err
+	}
+	*into = v
+	return nil
 }
 
 func isGQLName(tok string) bool {
@@ -471,24 +481,23 @@ func isGQLName(tok string) bool {
 
 func (p *gqlParser) arguments() ([]gqlArg, error) {
 	p.next() // (
-	var out []gqlArg
-	for p.tok != ")" {
+	return items(p, ")", "arguments", func() (gqlArg, error) {
 		if !isGQLName(p.tok) {
-			return nil, p.errorf("expected an argument name, found %q", p.tok)
+			return gqlArg{}, p.errorf("expected an argument name, found %q", p.tok)
 		}
-		name := p.tok
-		p.next()
-		if err := p.expect(":"); err != nil {
-			return nil, err
-		}
-		v, err := p.value()
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, gqlArg{name, v})
-	}
+		return p.pair()
+	})
+}
+
+// pair parses `name: value`: an argument, or a field of an object value.
+func (p *gqlParser) pair() (gqlArg, error) {
+	name := p.tok
 	p.next()
-	return out, nil
+	if err := p.expect(":"); err != nil {
+		return gqlArg{}, err
+	}
+	v, err := p.value()
+	return gqlArg{name, v}, err
 }
 
 func (p *gqlParser) value() (gqlValue, error) {
@@ -501,39 +510,12 @@ func (p *gqlParser) value() (gqlValue, error) {
 		return v, nil
 	case tok == "[":
 		p.next()
-		v := gqlValue{kind: 'l'}
-		for p.tok != "]" {
-			if p.tok == "" {
-				return v, p.errorf("unclosed list")
-			}
-			x, err := p.value()
-			if err != nil {
-				return v, err
-			}
-			v.list = append(v.list, x)
-		}
-		p.next()
-		return v, nil
+		list, err := items(p, "]", "list", p.value)
+		return gqlValue{kind: 'l', list: list}, err
 	case tok == "{":
 		p.next()
-		v := gqlValue{kind: 'o'}
-		for p.tok != "}" {
-			if p.tok == "" {
-				return v, p.errorf("unclosed object")
-			}
-			name := p.tok
-			p.next()
-			if err := p.expect(":"); err != nil {
-				return v, err
-			}
-			x, err := p.value()
-			if err != nil {
-				return v, err
-			}
-			v.obj = append(v.obj, gqlArg{name, x})
-		}
-		p.next()
-		return v, nil
+		obj, err := items(p, "}", "object", p.pair)
+		return gqlValue{kind: 'o', obj: obj}, err
 	case strings.HasPrefix(tok, `"`):
 		p.next()
 		return gqlValue{kind: 's', s: unquoteGQL(tok)}, nil

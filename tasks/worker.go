@@ -622,14 +622,7 @@ func (w *taskWorker[TD, TTx]) sweepOnce(ctx context.Context) {
 // watchCancels finds tasks this SQLite worker runs that another process
 // cancelled, and cancels their handlers.
 func (w *taskWorker[TD, TTx]) watchCancels(ctx context.Context, workerID string, every time.Duration) {
-	tick := time.NewTicker(every)
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-		}
+	eachTick(ctx, every, func() bool {
 		p := river.NewJobListParams().Where(oursSQL).States(rivertype.JobStateRunning).First(1000).
 			Where("metadata ->> '$.cancel_attempted_at' IS NOT NULL")
 		res, err := w.b.client.JobList(ctx, p)
@@ -637,14 +630,15 @@ func (w *taskWorker[TD, TTx]) watchCancels(ctx context.Context, workerID string,
 			if ctx.Err() == nil {
 				w.q.opts.Logger.Warn("tasks: look for cancelled tasks", "err", err)
 			}
-			continue
+			return true
 		}
 		for _, row := range res.Jobs {
 			if attemptedBy(row, 0) == workerID {
 				w.cancelRunning(ctx, row.ID)
 			}
 		}
-	}
+		return true
+	})
 }
 
 // heartbeat renews this worker's heartbeat every HeartbeatInterval and
@@ -653,7 +647,28 @@ func (w *taskWorker[TD, TTx]) watchCancels(ctx context.Context, workerID string,
 // heartbeat went unrenewed too long) and its tasks are being run
 // elsewhere: it stops.
 func (w *taskWorker[TD, TTx]) heartbeat(ctx context.Context, id, self string) {
-	tick := time.NewTicker(w.q.opts.heartbeatEvery)
+	eachTick(ctx, w.q.opts.heartbeatEvery, func() bool {
+		found, err := renewHeartbeat(ctx, w.b.pool(), w.b.postgres, id, self)
+		switch {
+		case err != nil:
+			if ctx.Err() == nil {
+				w.q.opts.Logger.Warn("tasks: renew this worker's heartbeat", "err", err)
+			}
+			return true
+		case !found:
+			w.stopWith(fmt.Errorf("its heartbeat went unrenewed for over %s, so another worker took it for gone and took back its tasks; it stops so that none runs twice", HeartbeatTimeout))
+			return false
+		}
+		if _, err := w.b.takeBack(ctx, w.q, self); err != nil && ctx.Err() == nil {
+			w.q.opts.Logger.Warn("tasks: take back the tasks of workers that are gone", "err", err)
+		}
+		return true
+	})
+}
+
+// eachTick calls do every d, until ctx ends or do returns false.
+func eachTick(ctx context.Context, d time.Duration, do func() (more bool)) {
+	tick := time.NewTicker(d)
 	defer tick.Stop()
 	for {
 		select {
@@ -661,19 +676,8 @@ func (w *taskWorker[TD, TTx]) heartbeat(ctx context.Context, id, self string) {
 			return
 		case <-tick.C:
 		}
-		found, err := renewHeartbeat(ctx, w.b.pool(), w.b.postgres, id, self)
-		switch {
-		case err != nil:
-			if ctx.Err() == nil {
-				w.q.opts.Logger.Warn("tasks: renew this worker's heartbeat", "err", err)
-			}
-			continue
-		case !found:
-			w.stopWith(fmt.Errorf("its heartbeat went unrenewed for over %s, so another worker took it for gone and took back its tasks; it stops so that none runs twice", HeartbeatTimeout))
+		if !do() {
 			return
-		}
-		if _, err := w.b.takeBack(ctx, w.q, self); err != nil && ctx.Err() == nil {
-			w.q.opts.Logger.Warn("tasks: take back the tasks of workers that are gone", "err", err)
 		}
 	}
 }

@@ -4,6 +4,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/ratekeeper/ratekeeper/internal/collectors"
 )
 
 // EventKind says what happened.
@@ -70,39 +72,30 @@ type Metrics struct {
 
 // NewMetrics builds the collectors and registers them on reg (nil: none).
 func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
+	// The quota gauges are kept per bucket as each credential sees it.
+	bucket := []string{"provider", "credential", "resource"}
 	m := &Metrics{
-		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "ratekeeper_requests_total",
-			Help: "Requests sent upstream, by provider, resource, status code and cache outcome (miss, revalidated, none).",
-		}, []string{"provider", "resource", "code", "cache"}),
-		remaining: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "ratekeeper_quota_remaining",
-			Help: "Requests left in the bucket, as the server last said, by provider, credential (masked) and resource.",
-		}, []string{"provider", "credential", "resource"}),
-		limit: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "ratekeeper_quota_limit",
-			Help: "Bucket size, by provider, credential (masked) and resource.",
-		}, []string{"provider", "credential", "resource"}),
-		reset: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "ratekeeper_quota_reset_timestamp_seconds",
-			Help: "When the bucket refills (Unix seconds), by provider, credential (masked) and resource.",
-		}, []string{"provider", "credential", "resource"}),
-		waits: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name:    "ratekeeper_wait_seconds",
-			Help:    "Time requests waited for quota before being sent, by provider.",
-			Buckets: []float64{0.01, 0.05, 0.1, 0.5, 1, 5, 10, 30, 60, 300, 900, 3600},
-		}, []string{"provider"}),
-		rateLimited: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "ratekeeper_rate_limited_total",
-			Help: "Responses that refused a request for rate limiting, by provider and kind (primary, secondary).",
-		}, []string{"provider", "kind"}),
+		requests: collectors.Counter("ratekeeper_requests_total",
+			"Requests sent upstream, by provider, resource, status code and cache outcome (miss, revalidated, none).",
+			"provider", "resource", "code", "cache"),
+		remaining: collectors.Gauge("ratekeeper_quota_remaining",
+			"Requests left in the bucket, as the server last said, by provider, credential (masked) and resource.",
+			bucket...),
+		limit: collectors.Gauge("ratekeeper_quota_limit",
+			"Bucket size, by provider, credential (masked) and resource.",
+			bucket...),
+		reset: collectors.Gauge("ratekeeper_quota_reset_timestamp_seconds",
+			"When the bucket refills (Unix seconds), by provider, credential (masked) and resource.",
+			bucket...),
+		waits: collectors.Histogram("ratekeeper_wait_seconds",
+			"Time requests waited for quota before being sent, by provider.",
+			[]float64{0.01, 0.05, 0.1, 0.5, 1, 5, 10, 30, 60, 300, 900, 3600}, "provider"),
+		rateLimited: collectors.Counter("ratekeeper_rate_limited_total",
+			"Responses that refused a request for rate limiting, by provider and kind (primary, secondary).",
+			"provider", "kind"),
 	}
-	if reg != nil {
-		for _, c := range []prometheus.Collector{m.requests, m.remaining, m.limit, m.reset, m.waits, m.rateLimited} {
-			if err := reg.Register(c); err != nil {
-				return nil, err
-			}
-		}
+	if err := collectors.Register(reg, m.requests, m.remaining, m.limit, m.reset, m.waits, m.rateLimited); err != nil {
+		return nil, err
 	}
 	return m, nil
 }

@@ -232,26 +232,29 @@ func (m *memoryState) FreeHolders(_ context.Context, gone func(string) bool) (in
 func (m *memoryState) Buckets(context.Context) (map[BucketID]quota.Bucket, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	out := make(map[BucketID]quota.Bucket, len(m.buckets))
-	for id, b := range m.buckets {
-		c := *b
-		c.Leases = slices.Clone(b.Leases)
-		out[id] = c
-	}
-	return out, nil
+	return copies(m.buckets, func(b *quota.Bucket) { b.Leases = slices.Clone(b.Leases) }), nil
 }
 
 func (m *memoryState) Owners(context.Context) (map[OwnerID]quota.Owner, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	out := make(map[OwnerID]quota.Owner, len(m.owners))
-	for id, o := range m.owners {
-		c := *o
-		c.Leases = slices.Clone(o.Leases)
-		c.PointsTAT = maps.Clone(o.PointsTAT)
-		out[id] = c
+	return copies(m.owners, func(o *quota.Owner) {
+		o.Leases = slices.Clone(o.Leases)
+		o.PointsTAT = maps.Clone(o.PointsTAT)
+	}), nil
+}
+
+// copies copies every value of a state map, and with deepen what the value
+// shares with its original (slices, maps), so a caller reads them while
+// requests go on.
+func copies[K comparable, V any](from map[K]*V, deepen func(*V)) map[K]V {
+	out := make(map[K]V, len(from))
+	for k, v := range from {
+		c := *v
+		deepen(&c)
+		out[k] = c
 	}
-	return out, nil
+	return out
 }
 
 // sortedBucketIDs orders ids for stable output.

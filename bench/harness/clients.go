@@ -14,6 +14,7 @@ import (
 	"github.com/hashicorp/go-retryablehttp"
 
 	"github.com/ratekeeper/ratekeeper"
+	"github.com/ratekeeper/ratekeeper/internal/sleep"
 	"github.com/ratekeeper/ratekeeper/provider"
 	"github.com/ratekeeper/ratekeeper/transport"
 )
@@ -190,7 +191,7 @@ func plainFetch(ctx context.Context, c *http.Client, url string) error {
 		}
 		if wait, ok := refusalWait(resp, time.Now()); ok && attempt < MaxAttempts {
 			_ = finish(resp)
-			if err := sleep(ctx, wait); err != nil {
+			if err := sleep.For(ctx, wait); err != nil {
 				return err
 			}
 			continue
@@ -261,7 +262,7 @@ func gofriFetch(ctx context.Context, c *http.Client, url string) error {
 				// cleared it yet: the request was held back, not sent.
 				wait = gofriPoll
 			}
-			if err := sleep(ctx, wait); err != nil {
+			if err := sleep.For(ctx, wait); err != nil {
 				return err
 			}
 			continue
@@ -276,17 +277,3 @@ func gofriFetch(ctx context.Context, c *http.Client, url string) error {
 // gofriPoll is how soon the loop around go-github-ratelimit asks again
 // when the limiter still holds requests back after the reset.
 const gofriPoll = 20 * time.Millisecond
-
-func sleep(ctx context.Context, d time.Duration) error {
-	if d <= 0 {
-		return ctx.Err()
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}

@@ -3,7 +3,6 @@ package harness
 import (
 	"context"
 	"fmt"
-	"net"
 	"net/http"
 	"sort"
 	"sync"
@@ -96,11 +95,13 @@ func Run(ctx context.Context, w Workload, c Client, opts Options) (Result, error
 	if err != nil {
 		return Result{}, fmt.Errorf("workload %s: %w", w.Name, err)
 	}
-	base, wire, stop, err := serve(srv, w.Workers, opts)
+	// Every client gets a connection per worker, as a tuned client would.
+	root, wire, stop, err := srv.Reach(opts.InProcess, w.Workers)
 	if err != nil {
 		return Result{}, err
 	}
 	defer stop()
+	base := root + apiPrefix
 	rec := &recorder{next: wire}
 	lanes, err := c.Lanes(Env{Base: base, Tokens: w.Tokens, Wire: rec, Workers: w.Workers})
 	if err != nil {
@@ -168,35 +169,6 @@ feed:
 	res.Available = w.Available(res.Makespan, res.Offset)
 	res.Accepts, res.Refusals = rec.timeline()
 	return res, nil
-}
-
-// serve starts the simulator on a loopback port (or in-process) and
-// returns the API's base URL, a RoundTripper to it and how to stop it.
-func serve(srv *sim.Server, workers int, opts Options) (string, http.RoundTripper, func(), error) {
-	if opts.InProcess {
-		return "http://sim.invalid" + apiPrefix, srv.Transport("127.0.0.1:40000"), func() {}, nil
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", nil, nil, fmt.Errorf("listening on loopback for the simulator: %w", err)
-	}
-	hs := &http.Server{Handler: srv, ReadHeaderTimeout: 10 * time.Second}
-	served := make(chan struct{})
-	go func() {
-		defer close(served)
-		_ = hs.Serve(ln)
-	}()
-	tr := http.DefaultTransport.(*http.Transport).Clone()
-	// Every client gets a connection per worker, as a tuned client would.
-	tr.MaxIdleConnsPerHost = workers
-	stop := func() {
-		tr.CloseIdleConnections()
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = hs.Shutdown(ctx)
-		<-served
-	}
-	return "http://" + ln.Addr().String() + apiPrefix, tr, stop, nil
 }
 
 // recorder notes when each answer crossed the wire.

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/cobra"
 
 	"github.com/ratekeeper/ratekeeper/internal/assemble"
@@ -277,11 +278,15 @@ func checkDatabase(ctx context.Context, db, advice string) error {
 	return nil
 }
 
-// wireBase is the base round tripper of the durable commands' clients: the
-// network, its failures marked so that a task tells them from faults of
-// this machine (tasks.Options.WireMarked).
-func wireBase() http.RoundTripper {
-	return tasks.WireTransport(http.DefaultTransport.(*http.Transport).Clone())
+// taskTransport builds the transport of a command that works http tasks
+// (fetch, tasks worker): its series registered on reg beside the tasks',
+// and its base the network, its failures marked so that a task tells them
+// from faults of this machine (tasks.Options.WireMarked).
+func (f *clientFlags) taskTransport(stderr io.Writer, reg prometheus.Registerer) (*transport.Transport, error) {
+	return f.transportWith(stderr, func(opts *assemble.Options) {
+		opts.Registerer = reg
+		opts.Base = tasks.WireTransport(http.DefaultTransport.(*http.Transport).Clone())
+	})
 }
 
 // describeUnmatched says what a host no provider owns gets, and how to pin

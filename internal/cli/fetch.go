@@ -19,7 +19,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/ratekeeper/ratekeeper/fetch"
-	"github.com/ratekeeper/ratekeeper/internal/assemble"
 	"github.com/ratekeeper/ratekeeper/store"
 	"github.com/ratekeeper/ratekeeper/store/sqlite"
 	"github.com/ratekeeper/ratekeeper/tasks"
@@ -145,10 +144,7 @@ func runFetch(cmd *cobra.Command, o *fetchOptions, args []string) error {
 		}
 	}()
 	reg := prometheus.NewRegistry()
-	tr, err := o.client.transportWith(logTo, func(opts *assemble.Options) {
-		opts.Registerer = reg
-		opts.Base = wireBase()
-	})
+	tr, err := o.client.taskTransport(logTo, reg)
 	if err != nil {
 		return err
 	}

@@ -282,9 +282,37 @@ func taskID(arg string) (int64, error) {
 	return id, nil
 }
 
-// lookupError maps not-found to exit status 1 with the error as is.
-func lookupError(err error) error {
-	return &ExitError{Code: 1, Err: err}
+// onTask is what get, history and cancel share: the ID argument parsed
+// (exit status 2 when it is not one), the database opened for this one
+// call, and a failed look-up (no such task included) mapped to exit status
+// 1 with the error as is.
+func onTask[T any](cmd *cobra.Command, db *tasksDB, arg string, look func(*tasks.Queue, context.Context, int64) (T, error)) (T, error) {
+	var none T
+	id, err := taskID(arg)
+	if err != nil {
+		return none, err
+	}
+	q, err := db.open(cmd.Context(), tasks.Options{})
+	if err != nil {
+		return none, err
+	}
+	defer q.Close()
+	v, err := look(q, cmd.Context(), id)
+	if err != nil {
+		return none, &ExitError{Code: 1, Err: err}
+	}
+	return v, nil
+}
+
+// encodeLines writes one JSON object a line.
+func encodeLines[T any](w io.Writer, vs []T) error {
+	enc := json.NewEncoder(w)
+	for _, v := range vs {
+		if err := enc.Encode(v); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func newTasksGetCmd(db *tasksDB) *cobra.Command {
@@ -294,18 +322,9 @@ func newTasksGetCmd(db *tasksDB) *cobra.Command {
 		Short: "Show a task: state, counts, limits, last error, result",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			id, err := taskID(args[0])
+			t, err := onTask(cmd, db, args[0], (*tasks.Queue).Get)
 			if err != nil {
 				return err
-			}
-			q, err := db.open(cmd.Context(), tasks.Options{})
-			if err != nil {
-				return err
-			}
-			defer q.Close()
-			t, err := q.Get(cmd.Context(), id)
-			if err != nil {
-				return lookupError(err)
 			}
 			if asJSON {
 				return json.NewEncoder(cmd.OutOrStdout()).Encode(t)
@@ -373,28 +392,15 @@ func newTasksHistoryCmd(db *tasksDB) *cobra.Command {
 --json, one JSON object per line.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			id, err := taskID(args[0])
+			events, err := onTask(cmd, db, args[0], (*tasks.Queue).History)
 			if err != nil {
 				return err
-			}
-			q, err := db.open(cmd.Context(), tasks.Options{})
-			if err != nil {
-				return err
-			}
-			defer q.Close()
-			events, err := q.History(cmd.Context(), id)
-			if err != nil {
-				return lookupError(err)
 			}
 			out := cmd.OutOrStdout()
-			enc := json.NewEncoder(out)
+			if asJSON {
+				return encodeLines(out, events)
+			}
 			for _, e := range events {
-				if asJSON {
-					if err := enc.Encode(e); err != nil {
-						return err
-					}
-					continue
-				}
 				fmt.Fprintf(out, "%s  %s\n", stamp(e.At), e)
 			}
 			return nil
@@ -444,13 +450,7 @@ takes the task back), or else the task's last error.`,
 			}
 			out := cmd.OutOrStdout()
 			if asJSON {
-				enc := json.NewEncoder(out)
-				for _, t := range list {
-					if err := enc.Encode(t); err != nil {
-						return err
-					}
-				}
-				return nil
+				return encodeLines(out, list)
 			}
 			if len(list) == 0 {
 				fmt.Fprintln(cmd.ErrOrStderr(), "no tasks match")
@@ -506,24 +506,15 @@ stops (its handler is told at once on PostgreSQL, within a second on SQLite).
 Exit status 1 if the task does not exist or already finished.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			id, err := taskID(args[0])
+			t, err := onTask(cmd, db, args[0], (*tasks.Queue).Cancel)
 			if err != nil {
 				return err
-			}
-			q, err := db.open(cmd.Context(), tasks.Options{})
-			if err != nil {
-				return err
-			}
-			defer q.Close()
-			t, err := q.Cancel(cmd.Context(), id)
-			if err != nil {
-				return lookupError(err)
 			}
 			if t.State == tasks.StateRunning {
-				_, err = fmt.Fprintf(cmd.OutOrStdout(), "task %d: cancel requested; it stops when its running attempt does\n", id)
+				_, err = fmt.Fprintf(cmd.OutOrStdout(), "task %d: cancel requested; it stops when its running attempt does\n", t.ID)
 				return err
 			}
-			_, err = fmt.Fprintf(cmd.OutOrStdout(), "task %d cancelled\n", id)
+			_, err = fmt.Fprintf(cmd.OutOrStdout(), "task %d cancelled\n", t.ID)
 			return err
 		},
 	}

@@ -12,7 +12,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/cobra"
 
-	"github.com/ratekeeper/ratekeeper/internal/assemble"
 	"github.com/ratekeeper/ratekeeper/poll"
 	"github.com/ratekeeper/ratekeeper/store"
 	"github.com/ratekeeper/ratekeeper/tasks"
@@ -133,10 +132,7 @@ func (o *workerOptions) check() error {
 func runTasksWorker(cmd *cobra.Command, db *tasksDB, o *workerOptions) error {
 	ctx, stderr := cmd.Context(), cmd.ErrOrStderr()
 	reg := prometheus.NewRegistry()
-	tr, err := o.client.transportWith(stderr, func(opts *assemble.Options) {
-		opts.Registerer = reg
-		opts.Base = wireBase()
-	})
+	tr, err := o.client.taskTransport(stderr, reg)
 	if err != nil {
 		return err
 	}
