@@ -1,0 +1,11 @@
+package postgres_test
+
+import (
+	"testing"
+
+	"github.com/ratekeeper/ratekeeper/store/storetest"
+)
+
+func BenchmarkBlobs(b *testing.B) {
+	storetest.BenchmarkBlobs(b, backend(b).NewDSN)
+}
