@@ -1,10 +1,68 @@
 package postgres_test
 
 import (
+	"context"
 	"testing"
+	"time"
 
+	"github.com/jackc/pgx/v5"
+
+	"github.com/ratekeeper/ratekeeper/store"
+	"github.com/ratekeeper/ratekeeper/store/postgres"
 	"github.com/ratekeeper/ratekeeper/store/storetest"
 )
+
+// queryInt runs a query of one integer on the database at dsn.
+func queryInt(t *testing.T, dsn, query string) int64 {
+	t.Helper()
+	conn, err := pgx.Connect(t.Context(), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	var n int64
+	if err := conn.QueryRow(t.Context(), query).Scan(&n); err != nil {
+		t.Fatalf("%s: %v", query, err)
+	}
+	return n
+}
+
+// A cache hit writes no row, so hits take no row lock and leave no dead
+// tuple for vacuum. Every UPDATE gives the row a new version, whose xmin
+// (the transaction that wrote it) changes.
+func TestBlobHitWritesNothing(t *testing.T) {
+	dsn := backend(t).NewDSN(t)
+	now := time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)
+	s, err := postgres.Open(t.Context(), dsn, store.Options{Now: func() time.Time { return now }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if err := s.PutBlob(t.Context(), "body", []byte("cached")); err != nil {
+		t.Fatal(err)
+	}
+	xmin := func() int64 {
+		return queryInt(t, dsn, "SELECT xmin::text::bigint FROM ratekeeper_blobs WHERE key = 'body'")
+	}
+	hit := func() {
+		if _, ok, err := s.GetBlob(t.Context(), "body"); err != nil || !ok {
+			t.Fatalf("GetBlob = %v, %v; want a hit", ok, err)
+		}
+	}
+
+	before := xmin()
+	for range 100 {
+		hit()
+	}
+	if x := xmin(); x != before {
+		t.Fatalf("100 hits within %v of the blob's write rewrote its row (xmin %d, then %d); want no write", store.BlobUseGranularity, before, x)
+	}
+	now = now.Add(store.BlobUseGranularity + time.Second)
+	hit()
+	if x := xmin(); x == before {
+		t.Fatalf("a hit past the granularity left the row's xmin at %d; it must record the use (and this test sees writes)", x)
+	}
+}
 
 func BenchmarkBlobs(b *testing.B) {
 	storetest.BenchmarkBlobs(b, backend(b).NewDSN)

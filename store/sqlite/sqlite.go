@@ -222,18 +222,14 @@ func (s *Store) writeRecord(ctx context.Context, tx *sql.Tx, stmts updateStmts, 
 	return err
 }
 
-// readBlob is core.Dialect's ReadBlob. It reads on a reader connection,
-// so a miss writes nothing; a hit then moves the blob to the front of the
-// LRU order, which is a write.
-func (s *Store) readBlob(ctx context.Context, key string) (value, sum any, err error) {
-	st, err := s.readStmts.get(ctx, getBlob)
+// readBlob is core.Dialect's ReadBlob, on a reader connection: in WAL
+// mode it neither waits for nor blocks the writer.
+func (s *Store) readBlob(ctx context.Context, key string) (value, sum, used any, err error) {
+	st, err := s.readStmts.get(ctx, statements.SelectBlob)
 	if err == nil {
-		err = st.QueryRowContext(ctx, key).Scan(&value, &sum)
+		err = st.QueryRowContext(ctx, key).Scan(&value, &sum, &used)
 	}
-	if err == nil {
-		_, err = s.write.ExecContext(ctx, touchBlob, key)
-	}
-	return value, sum, err
+	return value, sum, used, err
 }
 
 // release is core.Dialect's Release.
