@@ -40,7 +40,7 @@ func benchmarkBlobs(b *testing.B, dsn string, handles int, mode string) {
 	)
 	stores := make([]store.Store, handles)
 	for i := range stores {
-		opts := store.Options{}
+		opts := store.Options{Advisory: true} // as the CLI opens its cache
 		if mode == "put" {
 			opts.BlobLimit = 1 << 20
 		}
