@@ -145,8 +145,14 @@ func open(ctx context.Context, path string, opts core.Options, target int) (*Sto
 	}
 	read.SetMaxOpenConns(readers)
 	read.SetMaxIdleConns(readers)
-	st := &Store{shared: core.NewSQL(statements, opts, conn{read}, db{write}), write: write, read: read}
+	st := &Store{write: write, read: read}
 	st.writeStmts.db, st.readStmts.db = write, read
+	blobWriter, err := st.prepareBlobWrites(ctx, target)
+	if err != nil {
+		st.release()
+		return nil, fmt.Errorf("store: SQLite %s: %w", path, err)
+	}
+	st.shared = core.NewSQL(statements, opts, conn{read}, blobWriter)
 	st.base = core.NewStore(st.shared, core.Dialect{Transact: st.transact, ReadBlob: st.readBlob, Release: st.release})
 	return st, nil
 }
