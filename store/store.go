@@ -89,6 +89,12 @@ type Blobs interface {
 	// DeleteBlob removes the blob under key; deleting an absent blob is not
 	// an error.
 	DeleteBlob(ctx context.Context, key string) error
+	// TouchBlob marks the blob under key as recently used, as a hit would,
+	// without reading it (the SQL stores write only when its recorded use
+	// is older than BlobUseGranularity); an absent blob is not an error.
+	// A cache serving the blob from its own memory calls it, so that the
+	// table's order sees those hits too.
+	TouchBlob(ctx context.Context, key string) error
 }
 
 var (

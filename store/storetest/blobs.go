@@ -104,6 +104,25 @@ func testBlobEviction(t *testing.T, b Backend) {
 	wantBlob(t, s, "k7", strings.Repeat("7", 18))
 }
 
+func testTouchBlob(t *testing.T, b Backend) {
+	// As in testBlobEviction, each use is more than the granularity after
+	// the one before.
+	clk := newStepClock(store.BlobUseGranularity + time.Second)
+	s := b.open(t, store.Options{BlobLimit: 100, Now: clk.Now})
+	v := strings.Repeat("t", 38)
+	mustPutBlob(t, s, "k1", v)
+	mustPutBlob(t, s, "k2", v)
+	for _, key := range []string{"k1", "absent"} {
+		if err := s.TouchBlob(t.Context(), key); err != nil {
+			t.Fatalf("TouchBlob(%q): %v", key, err)
+		}
+	}
+	mustPutBlob(t, s, "k3", v)
+	wantNoBlob(t, s, "k2") // k1 was used after it
+	wantBlob(t, s, "k1", v)
+	wantBlob(t, s, "k3", v)
+}
+
 func testBlobTooLarge(t *testing.T, b Backend) {
 	s := b.open(t, store.Options{BlobLimit: 50})
 	mustPutBlob(t, s, "other", "kept")

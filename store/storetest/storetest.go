@@ -104,6 +104,7 @@ func Run(t *testing.T, b Backend) {
 		{"ConcurrentUpdateMany", testConcurrentUpdateMany},
 		{"Blobs", testBlobs},
 		{"BlobEvictionLRU", testBlobEviction},
+		{"TouchBlob", testTouchBlob},
 		{"BlobTooLarge", testBlobTooLarge},
 		{"ConcurrentBlobPuts", testConcurrentBlobPuts},
 		{"Close", testClose},

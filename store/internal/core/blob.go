@@ -128,15 +128,20 @@ func (s *SQL) blobWrite(ctx context.Context, fn func(Conn) error) error {
 // unless that is within BlobUseGranularity. A failure costs only recency,
 // so it is logged, not returned: the caller has its blob.
 func (s *SQL) touch(ctx context.Context, key string, used any) {
-	now := s.Opts.Now().UnixMilli()
-	staleBefore := now - BlobUseGranularity.Milliseconds()
-	if last, ok := used.(int64); ok && last >= staleBefore {
+	if last, ok := used.(int64); ok && last >= s.Opts.Now().Add(-BlobUseGranularity).UnixMilli() {
 		return
 	}
-	// The condition makes concurrent hits on one stale blob write it once.
-	if err := s.Writer.Exec(ctx, s.TouchBlob, now, key, staleBefore); err != nil && ctx.Err() == nil {
+	if err := s.recordUse(ctx, key); err != nil && ctx.Err() == nil {
 		s.Opts.Logger.Warn("store: could not record a blob's use; it may be evicted early", "key", key, "err", err)
 	}
+}
+
+// recordUse sets key's last use to now if the recorded one is older than
+// BlobUseGranularity; the condition makes concurrent hits on one stale
+// blob write it once.
+func (s *SQL) recordUse(ctx context.Context, key string) error {
+	now := s.Opts.Now()
+	return s.Writer.Exec(ctx, s.TouchBlob, now.UnixMilli(), key, now.Add(-BlobUseGranularity).UnixMilli())
 }
 
 // checkedBlob is GetBlob's answer from a row scanned into value and sum (or

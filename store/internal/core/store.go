@@ -122,6 +122,17 @@ func (s *Store) PutBlob(ctx context.Context, key string, value []byte) error {
 	return s.sql.putBlob(ctx, key, value)
 }
 
+// TouchBlob implements store.Blobs.
+func (s *Store) TouchBlob(ctx context.Context, key string) error {
+	if err := s.sql.Closed.Begin(key); err != nil {
+		return err
+	}
+	if err := s.sql.recordUse(ctx, key); err != nil {
+		return fmt.Errorf("store: touch blob %q: %w", key, err)
+	}
+	return nil
+}
+
 // DeleteBlob implements store.Blobs.
 func (s *Store) DeleteBlob(ctx context.Context, key string) error {
 	return s.sql.deleteBlob(ctx, key)
