@@ -31,7 +31,8 @@ import (
 // insert. Two evictors picking one victim do not both delete: the second
 // finds it gone and stops, the first goes on while needed; rarely (a
 // touch reordering the victims between their snapshots) a blob more than
-// needed goes. On SQLite the write lock serializes writers anyway, so the
+// needed goes, and a victim rewritten while its eviction waited goes all
+// the same: a cache can lose a blob, never its bound. On SQLite the write lock serializes writers anyway, so the
 // write and its evictions are one transaction (BlobWriteInTx) and the cap
 // is exact.
 //
