@@ -2,6 +2,7 @@ package postgres_test
 
 import (
 	"context"
+	"net/url"
 	"testing"
 	"time"
 
@@ -61,6 +62,50 @@ func TestBlobHitWritesNothing(t *testing.T) {
 	hit()
 	if x := xmin(); x == before {
 		t.Fatalf("a hit past the granularity left the row's xmin at %d; it must record the use (and this test sees writes)", x)
+	}
+}
+
+// The usage rows stay exact whatever deletes blobs and from whichever
+// session: an operator's DELETE naming the schema from a session whose
+// search_path does not, and a TRUNCATE, which fires no row trigger.
+func TestBlobUsageKeptByTheDatabase(t *testing.T) {
+	base := storetest.PostgresBase(t)
+	dsn := storetest.NewPostgresSchema(t, base)
+	u, err := url.Parse(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	schema := u.Query().Get("search_path")
+	s, err := postgres.Open(t.Context(), dsn, store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	for _, key := range []string{"a", "b", "c"} {
+		if err := s.PutBlob(t.Context(), key, []byte("value")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	usage := func() int64 { return queryInt(t, dsn, "SELECT sum(total) FROM ratekeeper_blob_usage") }
+	if got := usage(); got != 18 {
+		t.Fatalf("three 6-byte blobs count %d; want 18", got)
+	}
+	conn, err := pgx.Connect(t.Context(), base) // search_path: the server's default
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	if _, err := conn.Exec(t.Context(), "DELETE FROM "+schema+".ratekeeper_blobs WHERE key = 'a'"); err != nil {
+		t.Fatal(err)
+	}
+	if got := usage(); got != 12 {
+		t.Fatalf("after an operator's DELETE of one, the blobs count %d; want 12", got)
+	}
+	if _, err := conn.Exec(t.Context(), "TRUNCATE "+schema+".ratekeeper_blobs"); err != nil {
+		t.Fatal(err)
+	}
+	if got := usage(); got != 0 {
+		t.Fatalf("after TRUNCATE the blobs count %d; want 0", got)
 	}
 }
 

@@ -59,8 +59,11 @@ CREATE TABLE ratekeeper_blobs (
 		// their old LRU clock values are far below any time in
 		// milliseconds, so they go first, in their old order.
 		`UPDATE ratekeeper_blob_usage SET total = (SELECT coalesce(sum(size), 0) FROM ratekeeper_blobs) WHERE shard = 0`,
+		// The functions keep the migration's search_path, so an operator's
+		// statement on the blobs from a session that names the schema
+		// differently still counts in this schema's usage rows.
 		`
-CREATE FUNCTION ratekeeper_count_blob() RETURNS trigger LANGUAGE plpgsql AS $$
+CREATE FUNCTION ratekeeper_count_blob() RETURNS trigger LANGUAGE plpgsql SET search_path FROM CURRENT AS $$
 BEGIN
 	IF TG_OP IN ('DELETE', 'UPDATE') THEN
 		UPDATE ratekeeper_blob_usage SET total = total - OLD.size WHERE shard = OLD.shard;
@@ -76,7 +79,7 @@ FOR EACH ROW EXECUTE FUNCTION ratekeeper_count_blob()`,
 		// TRUNCATE fires no row trigger; it locks the whole table, so no
 		// write runs beside this reset.
 		`
-CREATE FUNCTION ratekeeper_blobs_truncated() RETURNS trigger LANGUAGE plpgsql AS $$
+CREATE FUNCTION ratekeeper_blobs_truncated() RETURNS trigger LANGUAGE plpgsql SET search_path FROM CURRENT AS $$
 BEGIN
 	UPDATE ratekeeper_blob_usage SET total = 0;
 	RETURN NULL;
