@@ -81,7 +81,10 @@ func TestFrontHitsRecordedOncePerMinute(t *testing.T) {
 			t.Fatalf("at %v: %d uses recorded; want %d", clk.Now().Sub(epoch), got, step.want)
 		}
 	}
-	if gets := b.gets; gets != 1 {
+	b.fakeBackend.mu.Lock()
+	gets := b.gets
+	b.fakeBackend.mu.Unlock()
+	if gets != 1 {
 		t.Fatalf("the backend was read %d times; want once (the front serves the hits)", gets)
 	}
 }
