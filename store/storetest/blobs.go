@@ -2,8 +2,11 @@ package storetest
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
+	"io"
+	"os/exec"
 	"strconv"
 	"strings"
 	"testing"
@@ -291,4 +294,55 @@ func bytesLiteral(dsn, v string) string {
 		return fmt.Sprintf("decode('%x', 'hex')", v)
 	}
 	return fmt.Sprintf("X'%x'", v)
+}
+
+// putBlobs puts n blobs of blobSize bytes under prefix + "/0", "/1", …
+func putBlobs(ctx context.Context, s store.Store, prefix string, n int) error {
+	for i := range n {
+		key := fmt.Sprintf("%s/%d", prefix, i)
+		if err := s.PutBlob(ctx, key, bytes.Repeat([]byte{'x'}, blobSize-len(key))); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// blobSize is the size of every blob putBlobs writes.
+const blobSize = 40
+
+// Processes writing one blob table at once: the limit holds once they are
+// done, and the total is exact.
+func testProcessesPutBlobs(t *testing.T, b Backend) {
+	dsn := b.NewDSN(t)
+	const limit, workers, each = 10 * blobSize, 3, 200
+	s := openDSN(t, dsn, store.Options{BlobLimit: limit})
+	t.Setenv(envLimit, strconv.Itoa(limit))
+	var cmds []*exec.Cmd
+	var stderrs []*bytes.Buffer
+	for w := range workers {
+		cmd, stderr, stdout := startWorker(t, "put-blobs", dsn, fmt.Sprintf("w%d", w), each)
+		go stdout.WriteTo(io.Discard) // drain, so Wait can finish
+		cmds, stderrs = append(cmds, cmd), append(stderrs, stderr)
+	}
+	if err := putBlobs(t.Context(), s, "parent", each); err != nil {
+		t.Fatal(err)
+	}
+	for i, cmd := range cmds {
+		if err := cmd.Wait(); err != nil {
+			t.Fatalf("worker %d: %v\n%s", i, err, stderrs[i])
+		}
+	}
+	present := 0
+	for _, prefix := range []string{"w0", "w1", "w2", "parent"} {
+		for i := range each {
+			present += countBlob(t, s, fmt.Sprintf("%s/%d", prefix, i))
+		}
+	}
+	writers := workers + 1
+	if present > 10 || present < 10-(writers-1) {
+		t.Fatalf("%d blobs of %d bytes survived %d writing processes under a %d-byte limit; want 10 (at least %d)", present, blobSize, writers, limit, 10-(writers-1))
+	}
+	if b.Query != nil {
+		wantBlobUsage(t, b, dsn, int64(present*blobSize))
+	}
 }

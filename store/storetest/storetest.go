@@ -127,6 +127,7 @@ func Run(t *testing.T, b Backend) {
 			{"ProcessesIncrementOneCounter", testProcesses},
 			{"ProcessesUpdateManyKeys", testProcessesUpdateMany},
 			{"ProcessKilledInsideUpdate", testKilledInsideUpdate},
+			{"ProcessesPutBlobs", testProcessesPutBlobs},
 		}...)
 	}
 	for _, tc := range tests {
