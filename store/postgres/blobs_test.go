@@ -66,7 +66,7 @@ func TestBlobHitWritesNothing(t *testing.T) {
 }
 
 // The usage rows stay exact whatever deletes blobs and from whichever
-// session: an operator's DELETE naming the schema from a session whose
+// connection: an operator's DELETE naming the schema from a connection whose
 // search_path does not, and a TRUNCATE, which fires no row trigger.
 func TestBlobUsageKeptByTheDatabase(t *testing.T) {
 	base := storetest.PostgresBase(t)

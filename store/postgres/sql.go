@@ -60,7 +60,7 @@ CREATE TABLE ratekeeper_blobs (
 		// milliseconds, so they go first, in their old order.
 		`UPDATE ratekeeper_blob_usage SET total = (SELECT coalesce(sum(size), 0) FROM ratekeeper_blobs) WHERE shard = 0`,
 		// The functions keep the migration's search_path, so an operator's
-		// statement on the blobs from a session that names the schema
+		// statement on the blobs from a connection that names the schema
 		// differently still counts in this schema's usage rows.
 		`
 CREATE FUNCTION ratekeeper_count_blob() RETURNS trigger LANGUAGE plpgsql SET search_path FROM CURRENT AS $$
