@@ -18,7 +18,7 @@ import (
 // digest, so they have a fixed length and never contain a URL, an owner or
 // a token. Errors never fail a request: the cache logs them and carries on
 // uncached. The store package's Blobs (memory, SQLite, PostgreSQL) has
-// exactly this method set.
+// this method set, and TouchBlob too (UseRecorder).
 type Backend interface {
 	// GetBlob returns the value under key and true, or nil and false when
 	// there is none.

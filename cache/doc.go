@@ -107,7 +107,10 @@
 // the records a process used recently stay in a memory front bounded by a
 // quarter of Options.MaxBytes, so a repeated GET does not read the table:
 // an answer another process replaced meanwhile is still safe to revalidate
-// (a stale validator only gets the full answer). A blob that does not
+// (a stale validator only gets the full answer). The hits the front serves
+// reach a backend that is a UseRecorder (the store's blob tables are) at
+// most once a minute per record, so the shared table does not evict what
+// a process uses all the time without reading it there. A blob that does not
 // decode to a record for its key is a miss and is deleted. Backend errors
 // never fail a request: they are logged to Options.Logger, counted in
 // Stats.Errors, and the request goes on uncached.

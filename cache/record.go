@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"net/http"
 	"strings"
+	"sync/atomic"
 )
 
 // maxVariants bounds the answers one record keeps, so that a URL fetched
@@ -38,7 +39,8 @@ const recordOverhead = 64
 // their own answer, and after a change the newest answer is what the next
 // owner tries.
 //
-// A record never changes once built; a change builds a new one.
+// A record never changes once built (but for its LRU links and used); a
+// change builds a new one.
 type record struct {
 	key      key
 	variants []*Entry
@@ -46,6 +48,10 @@ type record struct {
 
 	// LRU links, guarded by the LRU's mutex.
 	prev, next *record
+
+	// used is when the backend last recorded a use of the record's blob
+	// (Unix milliseconds): a read or a write of it, or a TouchBlob.
+	used atomic.Int64
 }
 
 func newRecord(k key, variants []*Entry) *record {

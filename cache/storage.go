@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"log/slog"
+	"time"
 )
 
 // The records live in the memory LRU, or in a Backend with a memory front.
@@ -34,10 +35,43 @@ func (c *core) memory() *lru {
 
 // lookup returns the record stored under k, or nil.
 func (c *core) lookup(ctx context.Context, k key) *record {
-	if r := c.memory().get(k); c.backend == nil || (r != nil && !r.absent()) {
+	r := c.memory().get(k)
+	switch {
+	case c.backend == nil:
+		return r
+	case r != nil && !r.absent():
+		c.recordUse(ctx, r)
 		return r
 	}
 	return c.read(ctx, k)
+}
+
+// useEvery is how often a record the front serves has its use recorded in
+// the backend: store.BlobUseGranularity, the store's own (a lower layer
+// cannot import it). More often would only be writes the store skips.
+const useEvery = time.Minute
+
+// UseRecorder is a Backend that can mark a blob as recently used without
+// reading it, as the store package's Blobs can (TouchBlob). The cache
+// then tells it of the hits its memory front serves, at most once a minute
+// per record, so that the shared table does not evict what a process uses
+// all the time just because that process never reads it there.
+type UseRecorder interface {
+	TouchBlob(ctx context.Context, key string) error
+}
+
+// recordUse tells the backend of a hit on r served from the front, if
+// the last use the backend recorded is older than useEvery.
+func (c *core) recordUse(ctx context.Context, r *record) {
+	rec, ok := c.backend.(UseRecorder)
+	now := c.now().UnixMilli()
+	last := r.used.Load()
+	if !ok || now-last < useEvery.Milliseconds() || !r.used.CompareAndSwap(last, now) {
+		return
+	}
+	if err := rec.TouchBlob(ctx, blobKey(r.key)); err != nil {
+		c.fail("recording a cache entry's use", r.key, err)
+	}
 }
 
 // read reads the record under k from the backend into the front.
@@ -60,6 +94,7 @@ func (c *core) read(ctx context.Context, k key) *record {
 		}
 		return nil
 	}
+	r.used.Store(c.now().UnixMilli())
 	c.front.set(r)
 	return r
 }
@@ -104,6 +139,7 @@ func (c *core) update(ctx context.Context, k key, fn func(*record) *record) bool
 		c.fail("storing a cache entry", k, err)
 		return false
 	}
+	r.used.Store(c.now().UnixMilli())
 	c.front.set(r)
 	return true
 }

@@ -51,8 +51,8 @@
 // in one transaction, and two processes opening at once take turns (SQLite's
 // write lock, a PostgreSQL advisory lock), so the second finds the work done.
 // A database at a newer version than this build knows is refused with a
-// [*SchemaTooNewError] ("database schema version 3 is newer than this
-// ratekeeper supports (2); upgrade ratekeeper"): an older binary never writes
+// [*SchemaTooNewError] ("database schema version 4 is newer than this
+// ratekeeper supports (3); upgrade ratekeeper"): an older binary never writes
 // to tables it does not understand. Migrations only ever move forward.
 //
 // # Damaged rows
@@ -67,7 +67,11 @@
 //
 // Every store also has a blob table ([Blobs]) for the conditional-request
 // cache: values bounded in total size by Options.BlobLimit, the least
-// recently used evicted first.
+// recently used evicted first. In the SQL stores no lock is global: the
+// total is split over 32 rows kept exact by triggers, a put locks its own
+// row and one of them, and a hit is a plain read that records the use only
+// when the recorded one is older than [BlobUseGranularity]; eviction
+// follows least recent use at that granularity.
 //
 // # Keys
 //

@@ -68,6 +68,14 @@ type Store interface {
 // (by GetBlob or PutBlob) are evicted. It backs caches, so a blob may vanish
 // at any time; callers must be ready to recompute it. The size of a blob is
 // len(key) + len(value).
+//
+// In the SQL stores, shared by processes, a hit is a read: it records the
+// use only when the recorded one is older than [BlobUseGranularity], so
+// least recently used means "at that granularity" there (memory is exact).
+// Writers do not wait for each other unless they write one key (or, on
+// SQLite, at all: its write lock serializes them), so while writes are
+// under way the total may exceed the limit by up to one blob per
+// concurrent writer; once they are done it is within it.
 type Blobs interface {
 	// GetBlob returns the blob stored under key and true, or nil and false
 	// when there is none. A hit marks the blob as recently used.
@@ -81,6 +89,12 @@ type Blobs interface {
 	// DeleteBlob removes the blob under key; deleting an absent blob is not
 	// an error.
 	DeleteBlob(ctx context.Context, key string) error
+	// TouchBlob marks the blob under key as recently used, as a hit would,
+	// without reading it (the SQL stores write only when its recorded use
+	// is older than BlobUseGranularity); an absent blob is not an error.
+	// A cache serving the blob from its own memory calls it, so that the
+	// table's order sees those hits too.
+	TouchBlob(ctx context.Context, key string) error
 }
 
 var (
@@ -104,6 +118,9 @@ const (
 	// DefaultBlobLimit is the blob table's size bound when
 	// Options.BlobLimit is 0.
 	DefaultBlobLimit = core.DefaultBlobLimit
+	// BlobUseGranularity is how stale the recorded use of a blob may grow
+	// in the SQL stores before a hit records it again.
+	BlobUseGranularity = core.BlobUseGranularity
 	// SchemaVersion is the database schema version this build creates and
 	// understands. Opening a database at an older version migrates it; a
 	// newer one is refused with a *SchemaTooNewError.

@@ -206,6 +206,19 @@ func (m *Store) PutBlob(ctx context.Context, key string, value []byte) error {
 	return nil
 }
 
+// TouchBlob implements store.Blobs.
+func (m *Store) TouchBlob(ctx context.Context, key string) error {
+	if err := m.begin(ctx, key); err != nil {
+		return err
+	}
+	m.blobMu.Lock()
+	defer m.blobMu.Unlock()
+	if el, ok := m.blobs[key]; ok {
+		m.blobOrder.MoveToFront(el)
+	}
+	return nil
+}
+
 // DeleteBlob implements store.Blobs.
 func (m *Store) DeleteBlob(ctx context.Context, key string) error {
 	if err := m.begin(ctx, key); err != nil {

@@ -270,11 +270,11 @@ func retryable(err error) bool {
 	return errors.As(err, &pgErr) && (pgErr.Code == "40001" || pgErr.Code == "40P01" || pgErr.Code == "23505")
 }
 
-// readBlob is core.Dialect's ReadBlob: one UPDATE moves a hit to the
-// front of the LRU order as it reads it.
-func (s *Store) readBlob(ctx context.Context, key string) (value, sum any, err error) {
-	err = s.pool.QueryRow(ctx, getBlob, key).Scan(&value, &sum)
-	return value, sum, err
+// readBlob is core.Dialect's ReadBlob: a plain SELECT, which locks and
+// writes nothing.
+func (s *Store) readBlob(ctx context.Context, key string) (value, sum, used any, err error) {
+	err = s.pool.QueryRow(ctx, statements.SelectBlob, key).Scan(&value, &sum, &used)
+	return value, sum, used, err
 }
 
 // release is core.Dialect's Release.

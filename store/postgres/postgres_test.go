@@ -44,6 +44,7 @@ func backend(t testing.TB) storetest.Backend {
 			}
 			return s, nil
 		},
+		Query: queryInt,
 	}
 }
 

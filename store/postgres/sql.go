@@ -18,11 +18,7 @@ var statements = core.Shared(core.Statements{
 	// An advisory lock (the bytes of "rk-schm") makes concurrent openers
 	// take turns.
 	LockSchema: `SELECT pg_advisory_xact_lock(32205990298609773)`, // 0x726b2d7363686d
-	// The usage row is the lock that serializes blob writers; readers
-	// (GetBlob) do not take it.
-	BlobUsageLock: ` FOR UPDATE`,
-	NextBlobUse:   `nextval('ratekeeper_blob_clock')`,
-	Migrations:    migrations,
+	Migrations: migrations,
 }, true)
 
 // migrations is the schema's whole history, oldest first; entry v brings
@@ -53,6 +49,45 @@ CREATE TABLE ratekeeper_blobs (
 		`CREATE TABLE ratekeeper_blob_usage (id integer PRIMARY KEY CHECK (id = 1), total bigint NOT NULL)`,
 		`INSERT INTO ratekeeper_blob_usage (id, total) VALUES (1, 0)`,
 	},
+	{ // version 3: the blob total in 32 shards kept by triggers; last_used in Unix milliseconds
+		`ALTER TABLE ratekeeper_blobs ADD COLUMN shard integer NOT NULL DEFAULT 0`,
+		`DROP TABLE ratekeeper_blob_usage`,
+		`DROP SEQUENCE ratekeeper_blob_clock`,
+		`CREATE TABLE ratekeeper_blob_usage (shard integer PRIMARY KEY, total bigint NOT NULL)`,
+		`INSERT INTO ratekeeper_blob_usage (shard, total) SELECT n, 0 FROM generate_series(0, 31) AS n`,
+		// The blobs there are counted in shard 0, where they say they are;
+		// their old LRU clock values are far below any time in
+		// milliseconds, so they go first, in their old order.
+		`UPDATE ratekeeper_blob_usage SET total = (SELECT coalesce(sum(size), 0) FROM ratekeeper_blobs) WHERE shard = 0`,
+		// The functions keep the migration's search_path, so an operator's
+		// statement on the blobs from a connection that names the schema
+		// differently still counts in this schema's usage rows.
+		`
+CREATE FUNCTION ratekeeper_count_blob() RETURNS trigger LANGUAGE plpgsql SET search_path FROM CURRENT AS $$
+BEGIN
+	IF TG_OP IN ('DELETE', 'UPDATE') THEN
+		UPDATE ratekeeper_blob_usage SET total = total - OLD.size WHERE shard = OLD.shard;
+	END IF;
+	IF TG_OP IN ('INSERT', 'UPDATE') THEN
+		UPDATE ratekeeper_blob_usage SET total = total + NEW.size WHERE shard = NEW.shard;
+	END IF;
+	RETURN NULL;
+END $$`,
+		`
+CREATE TRIGGER ratekeeper_blob_counted AFTER INSERT OR DELETE OR UPDATE OF size, shard ON ratekeeper_blobs
+FOR EACH ROW EXECUTE FUNCTION ratekeeper_count_blob()`,
+		// TRUNCATE fires no row trigger; it locks the whole table, so no
+		// write runs beside this reset.
+		`
+CREATE FUNCTION ratekeeper_blobs_truncated() RETURNS trigger LANGUAGE plpgsql SET search_path FROM CURRENT AS $$
+BEGIN
+	UPDATE ratekeeper_blob_usage SET total = 0;
+	RETURN NULL;
+END $$`,
+		`
+CREATE TRIGGER ratekeeper_blobs_truncated AFTER TRUNCATE ON ratekeeper_blobs
+FOR EACH STATEMENT EXECUTE FUNCTION ratekeeper_blobs_truncated()`,
+	},
 }
 
 // The statements of this store's own transactions.
@@ -73,6 +108,4 @@ const (
 	// insertRecordOnce is Update's: one that lost the race inserts nothing
 	// and starts over, now finding a row to lock.
 	insertRecordOnce = insertRecord + ` ON CONFLICT (key) DO NOTHING`
-	// getBlob moves a hit to the front of the LRU order as it reads it.
-	getBlob = `UPDATE ratekeeper_blobs SET last_used = nextval('ratekeeper_blob_clock') WHERE key = $1 RETURNING value, checksum`
 )

@@ -17,16 +17,12 @@ var statements = core.Shared(core.Statements{
 	NewScan:      core.NewAnyScan,
 	SchemaExists: `SELECT count(*) = 1 FROM sqlite_master WHERE type = 'table' AND name = 'ratekeeper_schema'`,
 	// BEGIN IMMEDIATE takes the write lock, which serializes migrations
-	// and blob writers alike.
+	// and blob writers alike: a blob write and its evictions might as well
+	// be one transaction.
 	LockSchema:    "",
-	BlobUsageLock: "",
-	// The LRU clock is one past the most recent use; it is exact because
-	// every blob write holds the database's write lock.
-	NextBlobUse: nextBlobUse,
-	Migrations:  migrations,
+	BlobWriteInTx: true,
+	Migrations:    migrations,
 }, false)
-
-const nextBlobUse = `(SELECT coalesce(max(last_used), 0) + 1 FROM ratekeeper_blobs)`
 
 // migrations is the schema's whole history, oldest first; entry v brings
 // version v to v+1. Never edit a released entry: append a new one and
@@ -55,6 +51,31 @@ CREATE TABLE ratekeeper_blobs (
 		`CREATE TABLE ratekeeper_blob_usage (id INTEGER PRIMARY KEY CHECK (id = 1), total INTEGER NOT NULL)`,
 		`INSERT INTO ratekeeper_blob_usage (id, total) VALUES (1, 0)`,
 	},
+	{ // version 3: the blob total in 32 shards kept by triggers; last_used in Unix milliseconds
+		`ALTER TABLE ratekeeper_blobs ADD COLUMN shard INTEGER NOT NULL DEFAULT 0`,
+		`DROP TABLE ratekeeper_blob_usage`,
+		`CREATE TABLE ratekeeper_blob_usage (shard INTEGER PRIMARY KEY, total INTEGER NOT NULL)`,
+		`
+WITH RECURSIVE shards (n) AS (SELECT 0 UNION ALL SELECT n + 1 FROM shards WHERE n < 31)
+INSERT INTO ratekeeper_blob_usage (shard, total) SELECT n, 0 FROM shards`,
+		// The blobs there are counted in shard 0, where they say they are;
+		// their old LRU clock values are far below any time in
+		// milliseconds, so they go first, in their old order.
+		`UPDATE ratekeeper_blob_usage SET total = (SELECT coalesce(sum(size), 0) FROM ratekeeper_blobs) WHERE shard = 0`,
+		`
+CREATE TRIGGER ratekeeper_blob_added AFTER INSERT ON ratekeeper_blobs BEGIN
+	UPDATE ratekeeper_blob_usage SET total = total + NEW.size WHERE shard = NEW.shard;
+END`,
+		`
+CREATE TRIGGER ratekeeper_blob_removed AFTER DELETE ON ratekeeper_blobs BEGIN
+	UPDATE ratekeeper_blob_usage SET total = total - OLD.size WHERE shard = OLD.shard;
+END`,
+		`
+CREATE TRIGGER ratekeeper_blob_resized AFTER UPDATE OF size, shard ON ratekeeper_blobs BEGIN
+	UPDATE ratekeeper_blob_usage SET total = total - OLD.size WHERE shard = OLD.shard;
+	UPDATE ratekeeper_blob_usage SET total = total + NEW.size WHERE shard = NEW.shard;
+END`,
+	},
 }
 
 // The statements of this store's own transactions.
@@ -65,10 +86,6 @@ const (
 INSERT INTO ratekeeper_records (key, value, version, updated_at, checksum) VALUES (?, ?, ?, ?, ?)
 ON CONFLICT (key) DO UPDATE SET value = excluded.value, version = excluded.version,
 	updated_at = excluded.updated_at, checksum = excluded.checksum`
-	// getBlob reads on a reader connection, so a miss writes nothing;
-	// touchBlob then moves a hit to the front of the LRU order.
-	getBlob   = `SELECT value, checksum FROM ratekeeper_blobs WHERE key = ?`
-	touchBlob = `UPDATE ratekeeper_blobs SET last_used = ` + nextBlobUse + ` WHERE key = ?`
 )
 
 // selectRecords reads the records of n keys in one query.

@@ -145,8 +145,14 @@ func open(ctx context.Context, path string, opts core.Options, target int) (*Sto
 	}
 	read.SetMaxOpenConns(readers)
 	read.SetMaxIdleConns(readers)
-	st := &Store{shared: core.NewSQL(statements, opts, conn{read}, db{write}), write: write, read: read}
+	st := &Store{write: write, read: read}
 	st.writeStmts.db, st.readStmts.db = write, read
+	blobWriter, err := st.prepareBlobWrites(ctx, target)
+	if err != nil {
+		st.release()
+		return nil, fmt.Errorf("store: SQLite %s: %w", path, err)
+	}
+	st.shared = core.NewSQL(statements, opts, conn{read}, blobWriter)
 	st.base = core.NewStore(st.shared, core.Dialect{Transact: st.transact, ReadBlob: st.readBlob, Release: st.release})
 	return st, nil
 }
@@ -222,18 +228,14 @@ func (s *Store) writeRecord(ctx context.Context, tx *sql.Tx, stmts updateStmts, 
 	return err
 }
 
-// readBlob is core.Dialect's ReadBlob. It reads on a reader connection,
-// so a miss writes nothing; a hit then moves the blob to the front of the
-// LRU order, which is a write.
-func (s *Store) readBlob(ctx context.Context, key string) (value, sum any, err error) {
-	st, err := s.readStmts.get(ctx, getBlob)
+// readBlob is core.Dialect's ReadBlob, on a reader connection: in WAL
+// mode it neither waits for nor blocks the writer.
+func (s *Store) readBlob(ctx context.Context, key string) (value, sum, used any, err error) {
+	st, err := s.readStmts.get(ctx, statements.SelectBlob)
 	if err == nil {
-		err = st.QueryRowContext(ctx, key).Scan(&value, &sum)
+		err = st.QueryRowContext(ctx, key).Scan(&value, &sum, &used)
 	}
-	if err == nil {
-		_, err = s.write.ExecContext(ctx, touchBlob, key)
-	}
-	return value, sum, err
+	return value, sum, used, err
 }
 
 // release is core.Dialect's Release.

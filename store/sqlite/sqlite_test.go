@@ -42,6 +42,7 @@ func backend() storetest.Backend {
 			}
 			return s, nil
 		},
+		Query: queryInt,
 	}
 }
 

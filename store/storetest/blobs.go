@@ -2,14 +2,20 @@ package storetest
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
+	"io"
+	"os/exec"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"golang.org/x/sync/errgroup"
 
 	"github.com/ratekeeper/ratekeeper/store"
+	"github.com/ratekeeper/ratekeeper/store/internal/core"
 )
 
 // Blobs: the bounded table behind the conditional-request cache.
@@ -63,8 +69,11 @@ func testBlobs(t *testing.T, b Backend) {
 }
 
 func testBlobEviction(t *testing.T, b Backend) {
-	// Every blob below is 2-byte key + 38-byte value = 40 bytes.
-	s := b.open(t, store.Options{BlobLimit: 100})
+	// Every blob below is 2-byte key + 38-byte value = 40 bytes. Each use
+	// reads the clock once, which then moves past the granularity at which
+	// the SQL stores record uses: the order is the exact LRU order.
+	clk := newStepClock(store.BlobUseGranularity + time.Second)
+	s := b.open(t, store.Options{BlobLimit: 100, Now: clk.Now})
 	v := func(c byte) string { return strings.Repeat(string(c), 38) }
 	mustPutBlob(t, s, "k1", v('1'))
 	mustPutBlob(t, s, "k2", v('2'))
@@ -98,6 +107,25 @@ func testBlobEviction(t *testing.T, b Backend) {
 	wantBlob(t, s, "k7", strings.Repeat("7", 18))
 }
 
+func testTouchBlob(t *testing.T, b Backend) {
+	// As in testBlobEviction, each use is more than the granularity after
+	// the one before.
+	clk := newStepClock(store.BlobUseGranularity + time.Second)
+	s := b.open(t, store.Options{BlobLimit: 100, Now: clk.Now})
+	v := strings.Repeat("t", 38)
+	mustPutBlob(t, s, "k1", v)
+	mustPutBlob(t, s, "k2", v)
+	for _, key := range []string{"k1", "absent"} {
+		if err := s.TouchBlob(t.Context(), key); err != nil {
+			t.Fatalf("TouchBlob(%q): %v", key, err)
+		}
+	}
+	mustPutBlob(t, s, "k3", v)
+	wantNoBlob(t, s, "k2") // k1 was used after it
+	wantBlob(t, s, "k1", v)
+	wantBlob(t, s, "k3", v)
+}
+
 func testBlobTooLarge(t *testing.T, b Backend) {
 	s := b.open(t, store.Options{BlobLimit: 50})
 	mustPutBlob(t, s, "other", "kept")
@@ -114,12 +142,21 @@ func testBlobTooLarge(t *testing.T, b Backend) {
 }
 
 func testConcurrentBlobPuts(t *testing.T, b Backend) {
-	// 40 blobs of 40 bytes each into room for 400 bytes: whatever the
-	// interleaving, eviction keeps exactly the 10 most recent.
-	s := b.open(t, store.Options{BlobLimit: 400})
-	const goroutines, each = 4, 10
+	// 40 blobs of 40 bytes each into room for 400 bytes, by 4 goroutines
+	// on each store handle of one database (two for a shared one, as two
+	// processes would be).
+	opts := store.Options{BlobLimit: 400, Now: newClock().Now}
+	stores := []store.Store{b.open(t, opts)}
+	var dsn string
+	if b.shared() {
+		dsn = b.NewDSN(t)
+		stores = []store.Store{openDSN(t, dsn, opts), openDSN(t, dsn, opts)}
+	}
+	const each = 5
+	writers := 4 * len(stores)
 	var eg errgroup.Group
-	for g := range goroutines {
+	for g := range writers {
+		s := stores[g%len(stores)]
 		eg.Go(func() error {
 			for i := range each {
 				if err := s.PutBlob(t.Context(), fmt.Sprintf("b%d/%d", g, i), bytes.Repeat([]byte{'x'}, 36)); err != nil {
@@ -132,19 +169,180 @@ func testConcurrentBlobPuts(t *testing.T, b Backend) {
 	if err := eg.Wait(); err != nil {
 		t.Fatal(err)
 	}
+	// Once the writers are done the limit holds. A writer that lost the
+	// race for a victim stops, so rarely more than the excess goes: at
+	// most one blob per other concurrent writer.
 	present := 0
-	for g := range goroutines {
+	for g := range writers {
 		for i := range each {
-			_, ok, err := s.GetBlob(t.Context(), fmt.Sprintf("b%d/%d", g, i))
-			if err != nil {
-				t.Fatal(err)
-			}
-			if ok {
-				present++
-			}
+			present += countBlob(t, stores[0], fmt.Sprintf("b%d/%d", g, i))
 		}
 	}
-	if present != 400/40 {
-		t.Fatalf("%d blobs of 40 bytes survived under a 400-byte limit; want exactly 10", present)
+	if present > 10 || present < 10-(writers-1) {
+		t.Fatalf("%d blobs of 40 bytes survived %d concurrent writers under a 400-byte limit; want 10 (at least %d)", present, writers, 10-(writers-1))
+	}
+	// The total is still exact: 10 new blobs, one at a time, leave exactly
+	// them.
+	for i := range 10 {
+		mustPutBlob(t, stores[i%len(stores)], fmt.Sprintf("after/%d", i), strings.Repeat("y", 33))
+	}
+	present, after := 0, 0
+	for g := range writers {
+		for i := range each {
+			present += countBlob(t, stores[0], fmt.Sprintf("b%d/%d", g, i))
+		}
+	}
+	for i := range 10 {
+		after += countBlob(t, stores[1%len(stores)], fmt.Sprintf("after/%d", i))
+	}
+	if present != 0 || after != 10 {
+		t.Fatalf("after 10 more puts of 40 bytes, %d older blobs and %d of the 10 new ones are there; want 0 and 10", present, after)
+	}
+	if b.shared() && b.Query != nil {
+		wantBlobUsage(t, b, dsn, 400)
+	}
+}
+
+// wantBlobUsage checks the usage shards of the database at dsn against
+// the blobs there, whose sizes sum to total.
+func wantBlobUsage(t *testing.T, b Backend, dsn string, total int64) {
+	t.Helper()
+	shards := b.Query(t, dsn, "SELECT count(*) FROM ratekeeper_blob_usage")
+	sizes := b.Query(t, dsn, "SELECT coalesce(sum(size), 0) FROM ratekeeper_blobs")
+	usage := b.Query(t, dsn, "SELECT coalesce(sum(total), 0) FROM ratekeeper_blob_usage")
+	wrong := b.Query(t, dsn, `SELECT count(*) FROM ratekeeper_blob_usage u
+WHERE total <> (SELECT coalesce(sum(size), 0) FROM ratekeeper_blobs b WHERE b.shard = u.shard)`)
+	if shards != core.BlobShards || sizes != total || usage != total || wrong != 0 {
+		t.Fatalf("%d usage shards sum to %d and the blobs' sizes to %d, %d shards miscounted; want %d shards, both %d, none miscounted",
+			shards, usage, sizes, wrong, core.BlobShards, total)
+	}
+}
+
+// countBlob is 1 if key has a blob, else 0.
+func countBlob(t *testing.T, s store.Store, key string) int {
+	t.Helper()
+	_, ok, err := s.GetBlob(t.Context(), key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ok {
+		return 1
+	}
+	return 0
+}
+
+// A SQL store records a hit only when the recorded use is older than the
+// granularity: a hit within it is a read alone, and later ones count.
+func testBlobHitsWithinGranularity(t *testing.T, b Backend) {
+	clk := newStepClock(0)
+	s := b.open(t, store.Options{BlobLimit: 100, Now: clk.Now})
+	v := strings.Repeat("v", 38) // 40-byte blobs: two fit
+	mustPutBlob(t, s, "k1", v)
+	clk.Add(time.Second)
+	mustPutBlob(t, s, "k2", v)
+	clk.Add(store.BlobUseGranularity - 2*time.Second) // k1's use is as old as the granularity
+	for range 10 {
+		wantBlob(t, s, "k1", v)
+	}
+	clk.Add(time.Second)
+	mustPutBlob(t, s, "k3", v)
+	wantNoBlob(t, s, "k1") // the hits within the granularity recorded nothing
+	wantBlob(t, s, "k2", v)
+
+	clk.Add(store.BlobUseGranularity + time.Second)
+	wantBlob(t, s, "k2", v) // stale: recorded
+	clk.Add(time.Second)
+	mustPutBlob(t, s, "k4", v)
+	wantNoBlob(t, s, "k3")
+	wantBlob(t, s, "k2", v)
+	wantBlob(t, s, "k4", v)
+}
+
+// A database at schema version 2 (one usage row, a counter for LRU clock)
+// keeps its blobs, their total and their order.
+func testBlobsMigrateFromVersion2(t *testing.T, b Backend) {
+	dsn := b.NewDSN(t)
+	old, err := b.OpenAtVersion(t.Context(), dsn, store.Options{}, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	old.Close()
+	value := func(i int) string { return strings.Repeat(strconv.Itoa(i), 35) }
+	for i := 1; i <= 3; i++ { // 5-byte keys, 35-byte values: 40 bytes each
+		key := "old/" + strconv.Itoa(i)
+		b.Exec(t, dsn, fmt.Sprintf("INSERT INTO ratekeeper_blobs (key, value, size, last_used, checksum) VALUES ('%s', %s, 40, %d, %d)",
+			key, bytesLiteral(dsn, value(i)), i, core.Checksum(key, []byte(value(i)))))
+	}
+	b.Exec(t, dsn, "UPDATE ratekeeper_blob_usage SET total = 120")
+
+	s := openDSN(t, dsn, store.Options{BlobLimit: 160, Now: newClock().Now})
+	wantBlob(t, s, "old/3", value(3)) // now the most recent
+	mustPutBlob(t, s, "new/1", strings.Repeat("n", 35))
+	mustPutBlob(t, s, "new/2", strings.Repeat("n", 35)) // 200 > 160: one goes
+	wantNoBlob(t, s, "old/1")
+	wantBlob(t, s, "old/2", value(2))
+	wantBlob(t, s, "old/3", value(3))
+	mustPutBlob(t, s, "old/2", "shorter") // moves to its own shard, 12 bytes
+	if b.Query != nil {
+		wantBlobUsage(t, b, dsn, 132)
+	}
+}
+
+// bytesLiteral is SQL for the bytes of v in dsn's database.
+func bytesLiteral(dsn, v string) string {
+	if store.KindOf(dsn) == store.Postgres {
+		return fmt.Sprintf("decode('%x', 'hex')", v)
+	}
+	return fmt.Sprintf("X'%x'", v)
+}
+
+// putBlobs puts n blobs of blobSize bytes under prefix + "/0", "/1", …
+func putBlobs(ctx context.Context, s store.Store, prefix string, n int) error {
+	for i := range n {
+		key := fmt.Sprintf("%s/%d", prefix, i)
+		if err := s.PutBlob(ctx, key, bytes.Repeat([]byte{'x'}, blobSize-len(key))); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// blobSize is the size of every blob putBlobs writes.
+const blobSize = 40
+
+// Processes writing one blob table at once: the limit holds once they are
+// done, and the total is exact.
+func testProcessesPutBlobs(t *testing.T, b Backend) {
+	dsn := b.NewDSN(t)
+	const limit, workers, each = 10 * blobSize, 3, 200
+	s := openDSN(t, dsn, store.Options{BlobLimit: limit})
+	t.Setenv(envLimit, strconv.Itoa(limit))
+	var cmds []*exec.Cmd
+	var stderrs []*bytes.Buffer
+	for w := range workers {
+		cmd, stderr, stdout := startWorker(t, "put-blobs", dsn, fmt.Sprintf("w%d", w), each)
+		go stdout.WriteTo(io.Discard) // drain, so Wait can finish
+		cmds, stderrs = append(cmds, cmd), append(stderrs, stderr)
+	}
+	if err := putBlobs(t.Context(), s, "parent", each); err != nil {
+		t.Fatal(err)
+	}
+	for i, cmd := range cmds {
+		if err := cmd.Wait(); err != nil {
+			t.Fatalf("worker %d: %v\n%s", i, err, stderrs[i])
+		}
+	}
+	present := 0
+	for _, prefix := range []string{"w0", "w1", "w2", "parent"} {
+		for i := range each {
+			present += countBlob(t, s, fmt.Sprintf("%s/%d", prefix, i))
+		}
+	}
+	writers := workers + 1
+	if present > 10 || present < 10-(writers-1) {
+		t.Fatalf("%d blobs of %d bytes survived %d writing processes under a %d-byte limit; want 10 (at least %d)", present, blobSize, writers, limit, 10-(writers-1))
+	}
+	if b.Query != nil {
+		wantBlobUsage(t, b, dsn, int64(present*blobSize))
 	}
 }

@@ -25,6 +25,7 @@ const (
 	envDSN    = "RATEKEEPER_STORETEST_DSN"
 	envKey    = "RATEKEEPER_STORETEST_KEY"
 	envCount  = "RATEKEEPER_STORETEST_COUNT"
+	envLimit  = "RATEKEEPER_STORETEST_BLOB_LIMIT" // "put-blobs": the store's BlobLimit
 	// insideMarker is what a "hold" worker prints once it is inside fn.
 	insideMarker = "inside update"
 )
@@ -46,13 +47,20 @@ func Main(m *testing.M) {
 // work does one worker process's job.
 func work(job string) error {
 	ctx := context.Background()
-	s, err := store.Open(ctx, os.Getenv(envDSN), store.Options{})
+	limit, _ := strconv.ParseInt(os.Getenv(envLimit), 10, 64) // unset: the default
+	s, err := store.Open(ctx, os.Getenv(envDSN), store.Options{BlobLimit: limit})
 	if err != nil {
 		return err
 	}
 	defer s.Close()
 	key := os.Getenv(envKey)
 	switch job {
+	case "put-blobs":
+		n, err := strconv.Atoi(os.Getenv(envCount))
+		if err != nil {
+			return fmt.Errorf("%s: %w", envCount, err)
+		}
+		return putBlobs(ctx, s, key, n)
 	case "increment":
 		n, err := strconv.Atoi(os.Getenv(envCount))
 		if err != nil {

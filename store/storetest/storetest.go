@@ -52,6 +52,10 @@ type Backend struct {
 	// OpenAtVersion opens the database at dsn after creating or migrating
 	// its schema only up to version (older than store.SchemaVersion).
 	OpenAtVersion func(ctx context.Context, dsn string, opts store.Options, version int) (store.Store, error)
+	// Query, optional, runs a query of one integer on the database at
+	// dsn, bypassing the store, to check what the store keeps (the blob
+	// table's total).
+	Query func(t *testing.T, dsn, query string) int64
 }
 
 func (b Backend) shared() bool { return b.NewDSN != nil && b.Exec != nil && b.OpenAtVersion != nil }
@@ -100,6 +104,7 @@ func Run(t *testing.T, b Backend) {
 		{"ConcurrentUpdateMany", testConcurrentUpdateMany},
 		{"Blobs", testBlobs},
 		{"BlobEvictionLRU", testBlobEviction},
+		{"TouchBlob", testTouchBlob},
 		{"BlobTooLarge", testBlobTooLarge},
 		{"ConcurrentBlobPuts", testConcurrentBlobPuts},
 		{"Close", testClose},
@@ -117,9 +122,12 @@ func Run(t *testing.T, b Backend) {
 			{"RefusesDamagedSchemaVersion", testDamagedSchemaVersion},
 			{"CorruptedRecordIsAbsent", testCorruptedRecord},
 			{"CorruptedBlobIsAbsent", testCorruptedBlob},
+			{"BlobHitsWithinGranularity", testBlobHitsWithinGranularity},
+			{"BlobsMigrateFromVersion2", testBlobsMigrateFromVersion2},
 			{"ProcessesIncrementOneCounter", testProcesses},
 			{"ProcessesUpdateManyKeys", testProcessesUpdateMany},
 			{"ProcessKilledInsideUpdate", testKilledInsideUpdate},
+			{"ProcessesPutBlobs", testProcessesPutBlobs},
 		}...)
 	}
 	for _, tc := range tests {
@@ -128,19 +136,32 @@ func Run(t *testing.T, b Backend) {
 }
 
 // clock is an injected clock that moves one second per reading, so every
-// write gets a distinct, predictable time.
+// write gets a distinct, predictable time (or step, or only when Add moves
+// it).
 type clock struct {
 	mu   sync.Mutex
 	last time.Time
+	step time.Duration
 }
 
-func newClock() *clock { return &clock{last: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)} }
+func newClock() *clock { return newStepClock(time.Second) }
+
+func newStepClock(step time.Duration) *clock {
+	return &clock{last: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC), step: step}
+}
 
 func (c *clock) Now() time.Time {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.last = c.last.Add(time.Second)
+	c.last = c.last.Add(c.step)
 	return c.last
+}
+
+// Add moves the clock on by d.
+func (c *clock) Add(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.last = c.last.Add(d)
 }
 
 func (c *clock) Last() time.Time {

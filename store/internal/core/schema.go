@@ -18,7 +18,7 @@ const (
 // understands. Opening a database at an older version migrates it; a newer
 // one is refused with a *SchemaTooNewError. Each SQL store's migrations
 // (Statements.Migrations) hold one entry per version.
-const SchemaVersion = 2
+const SchemaVersion = 3
 
 // SchemaTooNewError is returned when opening a database that a newer
 // ratekeeper has migrated past what this build knows.

@@ -60,8 +60,7 @@ type Statements struct {
 	SchemaExists  string     // one boolean: is there a ratekeeper_schema table
 	LockSchema    string     // serializes migrations; "" when Begin's lock does
 	Migrations    [][]string // entry v brings the schema from version v to v+1
-	BlobUsageLock string     // appended to BlobUsage: what serializes blob writers
-	NextBlobUse   string     // an expression: the LRU clock's next value
+	BlobWriteInTx bool       // a blob write and its evictions in one transaction (blob.go)
 
 	// Written once for both (Shared).
 
@@ -72,11 +71,11 @@ type Statements struct {
 	DeleteRecord     string // (key)
 	ListFrom         string // (prefix) → RecordColumns, in key order
 	ListRange        string // (prefix, end) → RecordColumns, in key order
-	BlobUsage        string // → total
-	SetBlobUsage     string // (total)
-	RemoveBlob       string // (key) → size
-	RemoveOldestBlob string // → size
-	InsertBlob       string // (key, value, size, checksum)
+	SelectBlob       string // (key) → value, checksum, last_used
+	UpsertBlob       string // (key, value, size, shard, last_used, checksum)
+	RemoveBlob       string // (key)
+	RemoveOldestBlob string // (key written, limit) → size; nothing when within the limit
+	TouchBlob        string // (last_used, key, stale before)
 }
 
 // RecordColumns are the columns every record query reads, key first.
@@ -96,13 +95,21 @@ func Shared(st Statements, numbered bool) *Statements {
 	st.DeleteRecord = ph(`DELETE FROM ratekeeper_records WHERE key = ?`)
 	st.ListFrom = ph(`SELECT ` + RecordColumns + ` FROM ratekeeper_records WHERE key >= ? ORDER BY key`)
 	st.ListRange = ph(`SELECT ` + RecordColumns + ` FROM ratekeeper_records WHERE key >= ? AND key < ? ORDER BY key`)
-	st.BlobUsage = `SELECT total FROM ratekeeper_blob_usage WHERE id = 1` + st.BlobUsageLock
-	st.SetBlobUsage = ph(`UPDATE ratekeeper_blob_usage SET total = ? WHERE id = 1`)
-	st.RemoveBlob = ph(`DELETE FROM ratekeeper_blobs WHERE key = ? RETURNING size`)
-	st.RemoveOldestBlob = `
-DELETE FROM ratekeeper_blobs WHERE key = (SELECT key FROM ratekeeper_blobs ORDER BY last_used LIMIT 1)
-RETURNING size`
-	st.InsertBlob = ph(`INSERT INTO ratekeeper_blobs (key, value, size, last_used, checksum) VALUES (?, ?, ?, ` + st.NextBlobUse + `, ?)`)
+	st.SelectBlob = ph(`SELECT value, checksum, last_used FROM ratekeeper_blobs WHERE key = ?`)
+	st.UpsertBlob = ph(`
+INSERT INTO ratekeeper_blobs (key, value, size, shard, last_used, checksum) VALUES (?, ?, ?, ?, ?, ?)
+ON CONFLICT (key) DO UPDATE SET value = excluded.value, size = excluded.size, shard = excluded.shard,
+	last_used = excluded.last_used, checksum = excluded.checksum`)
+	st.RemoveBlob = ph(`DELETE FROM ratekeeper_blobs WHERE key = ?`)
+	// One statement reads the usage and picks the victim from one
+	// snapshot; two writers evicting at once pick the same victim, and the
+	// one that finds it gone stops (the other goes on while needed).
+	st.RemoveOldestBlob = ph(`
+DELETE FROM ratekeeper_blobs
+WHERE key = (SELECT key FROM ratekeeper_blobs WHERE key <> ? ORDER BY last_used LIMIT 1)
+	AND (SELECT sum(total) FROM ratekeeper_blob_usage) > ?
+RETURNING size`)
+	st.TouchBlob = ph(`UPDATE ratekeeper_blobs SET last_used = ? WHERE key = ? AND last_used < ?`)
 	return &st
 }
 

@@ -23,9 +23,9 @@ type Dialect struct {
 	// it wrote. fnErr is fn's error, returned unchanged after rolling back;
 	// err is the database's.
 	Transact func(ctx context.Context, keys []string, fn UpdateFn) (written []string, fnErr, err error)
-	// ReadBlob reads key's blob into value and checksum (a missing row is
-	// Statements.NoRows), moving it to the front of the LRU order.
-	ReadBlob func(ctx context.Context, key string) (value, sum any, err error)
+	// ReadBlob reads key's row (SelectBlob) into value, checksum and
+	// last_used (a missing row is Statements.NoRows), writing nothing.
+	ReadBlob func(ctx context.Context, key string) (value, sum, used any, err error)
 	// Release closes the database handles, once.
 	Release func() error
 }
@@ -103,19 +103,34 @@ func (s *Store) List(ctx context.Context, prefix string) ([]Record, error) {
 	return s.sql.list(ctx, prefix)
 }
 
-// GetBlob implements store.Blobs. A hit is a write: it moves the blob to
-// the front of the LRU order.
+// GetBlob implements store.Blobs. A hit is a read; it writes only when
+// the blob's recorded use is older than BlobUseGranularity.
 func (s *Store) GetBlob(ctx context.Context, key string) ([]byte, bool, error) {
 	if err := s.sql.Closed.Begin(key); err != nil {
 		return nil, false, err
 	}
-	value, sum, err := s.d.ReadBlob(ctx, key)
-	return s.sql.checkedBlob(key, value, sum, err)
+	value, sum, used, err := s.d.ReadBlob(ctx, key)
+	v, ok, err := s.sql.checkedBlob(key, value, sum, err)
+	if ok {
+		s.sql.touch(ctx, key, used)
+	}
+	return v, ok, err
 }
 
 // PutBlob implements store.Blobs.
 func (s *Store) PutBlob(ctx context.Context, key string, value []byte) error {
 	return s.sql.putBlob(ctx, key, value)
+}
+
+// TouchBlob implements store.Blobs.
+func (s *Store) TouchBlob(ctx context.Context, key string) error {
+	if err := s.sql.Closed.Begin(key); err != nil {
+		return err
+	}
+	if err := s.sql.recordUse(ctx, key); err != nil {
+		return fmt.Errorf("store: touch blob %q: %w", key, err)
+	}
+	return nil
 }
 
 // DeleteBlob implements store.Blobs.
