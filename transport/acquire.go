@@ -79,7 +79,7 @@ func (x *exchange) acquire() error {
 				x.release()
 				return err
 			}
-			if !x.rt.validating && t.whoAmIDue(l.p, c, now) {
+			if !x.rt.validating && t.whoAmIDue(l.p, x.pool, c, now) {
 				// The owner is to be asked first (a shared database,
 				// pass-through), or an earlier "who am I" failed and
 				// its time to try again has come: give the reservation

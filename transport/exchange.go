@@ -152,6 +152,10 @@ func (x *exchange) route() error {
 	if err := x.takeTurn(lg); err != nil {
 		return err
 	}
+	if err := x.takeSharedTurn(lg); err != nil {
+		lg.give()
+		return err
+	}
 	if lg.done.Load() {
 		// Learnt while this request waited for its turn.
 		lg.give()

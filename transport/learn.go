@@ -23,6 +23,14 @@ type learning struct {
 	turn chan struct{} // holds one token while a request has the turn
 	done atomic.Bool   // nothing left to learn: no turns taken
 
+	// On a shared state that orders turns (LearningTurns), the request
+	// holding this process's turn also holds the shared one; these are
+	// guarded by turn.
+	t          *Transport
+	key        string // the provider's state key
+	sharedHeld bool
+	seq        uint64 // the shared turn's sequence number when last taken
+
 	mu sync.Mutex
 	l  *creds.Learner
 }
@@ -42,19 +50,27 @@ func (t *Transport) learningFor(ctx context.Context, p *provider.Provider, pool 
 			static = append(static, c)
 		}
 	}
-	lg := &learning{turn: make(chan struct{}, 1), l: creds.NewLearner(static)}
-	if len(static) < 2 || !lg.l.Learning() || t.opts.Credentials != nil {
-		// With a shared database, other processes spend the same
-		// buckets at any moment, and counters cannot prove that two
-		// tokens count together: each token's owner is asked once per
-		// database instead (see whoAmIDue).
+	lg := &learning{turn: make(chan struct{}, 1), l: creds.NewLearner(static), t: t, key: t.stateKey(p)}
+	if len(static) < 2 || !lg.l.Learning() || t.opts.Credentials != nil && t.turns == nil {
+		// With a shared database that cannot order the learning turn
+		// among processes, other processes spend the same buckets at
+		// any moment, and counters cannot prove that two tokens count
+		// together: each token's owner is asked once per database
+		// instead (see askFirst).
 		lg.done.Store(true)
 	}
 	v, _ := t.learnings.LoadOrStore(pool, lg)
 	return v.(*learning)
 }
 
-func (lg *learning) give() { <-lg.turn }
+// give frees the turn: the shared one first, if held, then this
+// process's.
+func (lg *learning) give() {
+	if lg.t != nil && lg.t.turns != nil {
+		lg.t.giveShared(lg, lg.key)
+	}
+	<-lg.turn
+}
 
 // next is the credential the learner wants the next request to take.
 func (lg *learning) next() *creds.Credential {
@@ -253,10 +269,9 @@ type validationRetry struct {
 }
 
 // whoAmIDue reports whether c, whose bucket is not known, should be asked
-// "who am I" before this use: with a shared database (where counters
-// cannot tell) or Options.AskOwnerFirst, at its first use; after a failed
-// request, once its backoff is over.
-func (t *Transport) whoAmIDue(p *provider.Provider, c *creds.Credential, now time.Time) bool {
+// "who am I" before this use: at its first use where nothing else can tell
+// (see askFirst); after a failed request, once its backoff is over.
+func (t *Transport) whoAmIDue(p *provider.Provider, pool *creds.Pool, c *creds.Credential, now time.Time) bool {
 	if t.opts.SkipValidation || c.Kind() != creds.Static || c.BucketKnown() {
 		return false
 	}
@@ -265,7 +280,7 @@ func (t *Transport) whoAmIDue(p *provider.Provider, c *creds.Credential, now tim
 	}
 	v, ok := t.validations.Load(c)
 	if !ok {
-		return t.opts.AskOwnerFirst || t.opts.Credentials != nil
+		return t.askFirst(pool)
 	}
 	vr := v.(*validationRetry)
 	vr.mu.Lock()

@@ -174,6 +174,9 @@ type Transport struct {
 	restored    sync.Map // *creds.Pool → *sync.Once
 	creds       sync.Map // *creds.Credential → *credInfo
 	callers     callerCredentials
+	// turns orders learning turns among the processes sharing the state;
+	// nil in memory.
+	turns LearningTurns
 
 	shared    bool        // the state is shared with other processes (Heartbeats)
 	holding   sync.Once   // startHolding
@@ -198,6 +201,7 @@ func New(opts Options) (*Transport, error) {
 	t := &Transport{opts: opts, reg: opts.Providers, base: opts.Base, state: opts.State, log: opts.Logger,
 		holder: opts.Holder, pools: map[string]*creds.Pool{}}
 	_, t.shared = t.state.(Heartbeats)
+	t.turns, _ = t.state.(LearningTurns)
 	if !opts.DisableCache {
 		t.cache = opts.Cache
 		if t.cache == nil {
