@@ -16,7 +16,7 @@ import (
 )
 
 // fitSim is the simulator of the runs that prove learning free: GitHub's
-// dialect at /github, fixed windows, one token per entry of owners
+// dialect at /github, fixed windows, answers in fitLatency, one token per entry of owners
 // (tok-OWNER-N), counting the "who am I" requests it is sent.
 type fitSim struct {
 	srv    *sim.Server
@@ -35,7 +35,7 @@ func startFitSim(tb testing.TB, owners []string, limit int64, window time.Durati
 		s.tokens = append(s.tokens, tok)
 	}
 	srv, err := sim.New(sim.Config{APIs: []sim.APIConfig{{Dialect: "github", Prefix: "/github", Limit: limit,
-		Window: window, WindowMode: sim.WindowFixed, Tokens: tokens}}})
+		Window: window, WindowMode: sim.WindowFixed, Latency: fitLatency, Tokens: tokens}}})
 	if err != nil {
 		tb.Fatal(err)
 	}
