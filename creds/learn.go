@@ -162,6 +162,21 @@ func (l *Learner) Unresolved() []*Credential {
 	return out
 }
 
+// MayShare returns the bucket owners (see Credential.BucketOwner) whose
+// buckets c's latest answer may have been counted in, as the learner knows
+// after observing it: c's own when its bucket is known, the candidate
+// group's while it waits for its confirmation; nil when it cannot tell
+// (any of them).
+func (l *Learner) MayShare(c *Credential) []string {
+	switch {
+	case c.BucketKnown():
+		return []string{c.BucketOwner()}
+	case l.cand != nil && l.cand.cred == c && len(l.cand.group.members) > 0:
+		return []string{l.cand.group.members[0].BucketOwner()}
+	}
+	return nil
+}
+
 // Forget drops the counters seen so far, when requests the learner did
 // not see may have moved them (other processes sharing the buckets sent
 // some in between): each group's latest answer is asked for again before

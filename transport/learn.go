@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -30,6 +31,8 @@ type learning struct {
 	key        string // the provider's state key
 	sharedHeld bool
 	seq        uint64 // the shared turn's sequence number when last taken
+
+	settled []*creds.Credential // observed, to be remembered (learnFrom); guarded by mu
 
 	mu sync.Mutex
 	l  *creds.Learner
@@ -79,14 +82,45 @@ func (lg *learning) next() *creds.Credential {
 	return lg.l.Next()
 }
 
-// learnFrom feeds one answer, received while holding the turn, to the
-// learner; remembers what it settled; asks "who am I" about credentials the
+// observeLearning feeds one answer, received while holding the turn, to
+// the learner, before the answer is settled: the credential's reservation
+// also holds a lease in each known bucket it might share (Slot.Also), where
+// its counted answer would count too. The buckets the learner now knows it
+// was not counted in are released without counting it, so a probe of a
+// token that turns out to spend a bucket of its own costs the others
+// nothing (with an exact fit, that one unit cost a window).
+func (x *exchange) observeLearning(counted bool) {
+	t, g, lg := x.t, &x.grant, x.turn
+	u := usageOf(&x.reading, x.class.Resource, x.s.now)
+	lg.mu.Lock()
+	lg.settled = append(lg.settled, lg.l.Observe(g.cred, u, counted)...)
+	keep := lg.l.MayShare(g.cred)
+	lg.mu.Unlock()
+	if keep == nil || len(g.slot.Also) == 0 {
+		return
+	}
+	also := make([]BucketID, 0, len(g.slot.Also))
+	for _, id := range g.slot.Also {
+		if slices.Contains(keep, id.Owner) {
+			also = append(also, id)
+			continue
+		}
+		sp := &SettleParams{Slot: Slot{Bucket: id}, Lease: g.lease, Now: x.s.now}
+		if err := t.state.Settle(context.WithoutCancel(x.ctx), sp); err != nil {
+			t.log.Warn("quota state update failed; the reservation lapses with its lease", "bucket", id.String(), "err", err)
+		}
+	}
+	g.slot.Also = also
+}
+
+// learnFrom follows the answers the learner observed (observeLearning):
+// it remembers what they settled; asks "who am I" about credentials the
 // answers cannot place (with the turn still held, so nothing else goes in
 // between); and ends the learning when nothing is left.
-func (t *Transport) learnFrom(ctx context.Context, p *provider.Provider, lg *learning, c *creds.Credential, r *headers.Reading, resource string, counted bool, now time.Time) {
-	u := usageOf(r, resource, now)
+func (t *Transport) learnFrom(ctx context.Context, p *provider.Provider, lg *learning, now time.Time) {
 	lg.mu.Lock()
-	settled := lg.l.Observe(c, u, counted)
+	settled := lg.settled
+	lg.settled = nil
 	ask := lg.l.NeedsWhoAmI()
 	lg.mu.Unlock()
 	for _, s := range settled {

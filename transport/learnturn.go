@@ -117,11 +117,13 @@ func (t *Transport) giveShared(lg *learning, key string) {
 	}
 }
 
-// catchUp brings the learner up to what other processes learnt while they
-// held the turn: credentials whose bucket they found are taken from the
-// credential store, and the counters seen before are forgotten, since
-// other processes' requests moved them since.
-func (t *Transport) catchUp(ctx context.Context, p *provider.Provider, lg *learning) {
+// catchUp brings the learner up to what other processes learnt: a
+// credential whose bucket one of them found is taken from the credential
+// store (a process that has learnt everything sends without the turn, so
+// this is looked at every turn, not only after another process held it);
+// and when another process held the turn since (stale), the counters seen
+// before are forgotten, since its requests moved them.
+func (t *Transport) catchUp(ctx context.Context, p *provider.Provider, lg *learning, stale bool) {
 	lg.mu.Lock()
 	unresolved := lg.l.Unresolved()
 	lg.mu.Unlock()
@@ -129,7 +131,9 @@ func (t *Transport) catchUp(ctx context.Context, p *provider.Provider, lg *learn
 		t.adopt(ctx, p, c)
 	}
 	lg.mu.Lock()
-	lg.l.Forget()
+	if stale {
+		lg.l.Forget()
+	}
 	if !lg.l.Learning() {
 		lg.done.Store(true)
 	}
@@ -163,7 +167,7 @@ func countTokens(pool *creds.Pool) int {
 
 // takeSharedTurn takes, on a shared state that orders them, the shared
 // learning turn too (this process's is held), and catches up with what
-// other processes learnt while they held it.
+// other processes learnt.
 func (x *exchange) takeSharedTurn(lg *learning) error {
 	if x.t.turns == nil || lg.done.Load() {
 		return nil
@@ -172,8 +176,6 @@ func (x *exchange) takeSharedTurn(lg *learning) error {
 	if err != nil {
 		return err
 	}
-	if stale {
-		x.t.catchUp(x.ctx, x.l.p, lg)
-	}
+	x.t.catchUp(x.ctx, x.l.p, lg, stale)
 	return nil
 }

@@ -2,6 +2,7 @@ package transport
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"strings"
 	"sync"
@@ -221,4 +222,37 @@ func goneLocalHolder(t *testing.T) string {
 		t.Fatalf("holder %s is not gone", me)
 	}
 	return me.String()
+}
+
+// A probe of a token whose bucket is unknown holds a lease in every known
+// bucket it might share; once its answer shows a bucket of its own, the
+// others are released without counting it. Two users with 2 requests per
+// 5 minutes each fit 4 requests in one window: counting the probe in
+// alice's bucket too made the last request wait 5 minutes for a unit
+// alice still had.
+func TestProbeOfItsOwnBucketCostsTheOthersNothing(t *testing.T) {
+	for _, shared := range []bool{false, true} {
+		t.Run(fmt.Sprintf("shared=%v", shared), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				tokens := []sim.TokenConfig{{Token: "tok-a1", Owner: "alice"}, {Token: "tok-b1", Owner: "bob"}}
+				var count countingBase
+				tune := func(*Options) {}
+				if shared {
+					tune = onShared(newSharedMemory(), "p1", &count)
+				}
+				s := newSim(t, sim.APIConfig{Dialect: "github", Limit: 2, Window: 5 * time.Minute, Tokens: tokens},
+					[]string{"tok-a1", "tok-b1"}, tune)
+				start := time.Now()
+				if codes := s.runPaths(t, "/repos/o/r%d", 4, 1); codes[http.StatusOK] != 4 {
+					t.Fatalf("statuses %v", codes)
+				}
+				if took := time.Since(start); took >= time.Minute {
+					t.Fatalf("4 requests that fit one window took %v", took)
+				}
+				if st := s.srv.Stats().Total; st.Charged != 4 || st.Violations != 0 || count.whoAmI.Load() != 0 {
+					t.Fatalf("charged %d, %d violations, %d \"who am I\"", st.Charged, st.Violations, count.whoAmI.Load())
+				}
+			})
+		})
+	}
 }

@@ -174,3 +174,44 @@ func exitCode(err error) int {
 	}
 	return -1
 }
+
+// Two `tasks worker` processes started together on one SQLite database,
+// each with the same four tokens of two users, learn which tokens share a
+// bucket from their answers, one request at a time across both (the
+// learning turn is in the database): a batch that fills both users' 5-minute
+// windows exactly is done in the first, with nothing asked and nothing
+// refused, and both agree on the buckets.
+func TestWorkersOnOneDatabaseLearnForFree(t *testing.T) {
+	const limit = 6
+	s := startFitSim(t, []string{"alice", "bob", "alice", "bob"}, limit, 5*time.Minute)
+	db := filepath.Join(t.TempDir(), "ratekeeper.db")
+	mustRun(t, nil, "tasks", "--db", db, "migrate")
+	n := 2 * limit
+	var lines strings.Builder
+	for i := range n {
+		fmt.Fprintf(&lines, `{"url":"%s/repos/o/r%d"}`+"\n", s.URL, i)
+	}
+	jsonl := filepath.Join(t.TempDir(), "tasks.jsonl")
+	if err := os.WriteFile(jsonl, []byte(lines.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	mustRun(t, nil, "tasks", "--db", db, "submit", "-t", "http", "--jsonl", "-i", "@"+jsonl)
+	var workers []*process
+	for i := range 2 {
+		workers = append(workers, startProcess(t, []string{"GITHUB_TOKEN=" + strings.Join(s.tokens, ",")}, "tasks", "worker",
+			"--db", db, "--provider", "github="+s.URL, "--concurrency", "4", "--worker-id", fmt.Sprintf("learn-%d", i+1)))
+	}
+	deadline := time.Now().Add(time.Minute)
+	for countDone(t, db) != n {
+		if time.Now().After(deadline) {
+			st := s.srv.Stats().Total
+			t.Fatalf("%d of %d tasks done in a minute (%d charged, %d refused, %d \"who am I\"):\n%s\n%s", countDone(t, db), n,
+				st.Charged, st.Violations, s.whoAmI.Load(), mustRun(t, []string{"GITHUB_TOKEN=" + strings.Join(s.tokens, ",")}, "status", "--db", db, "--provider", "github="+s.URL, "--json"), allOutput(workers))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	for _, w := range workers {
+		w.stop(t)
+	}
+	s.checkNothingSpent(t, n)
+}
