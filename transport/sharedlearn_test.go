@@ -256,3 +256,36 @@ func TestProbeOfItsOwnBucketCostsTheOthersNothing(t *testing.T) {
 		})
 	}
 }
+
+// A bad token alone in its pool is not asked about before its first use,
+// yet its 401 still marks it invalid (confirmed by the "who am I" request,
+// which only a 401 calls for) and the shared database remembers it, so the
+// next process does not send it.
+func TestOneBadTokenWithSharedStateIsMarkedFromItsAnswer(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		api := sim.APIConfig{Dialect: "github", Limit: 10, Window: time.Hour, Tokens: []sim.TokenConfig{{Token: "tok-good", Owner: "alice"}}}
+		m := newSharedMemory()
+		var c1, c2 countingBase
+		s := newSim(t, api, []string{"tok-bad-1234"}, onShared(m, "p1", &c1))
+		req, _ := http.NewRequest(http.MethodGet, s.base+"/repos/o/r", nil)
+		if _, err := s.t.RoundTrip(req); err == nil {
+			t.Fatal("a request with the only token rejected succeeded")
+		}
+		if c1.whoAmI.Load() != 1 {
+			t.Fatalf("%d \"who am I\" requests, want 1 (confirming the 401)", c1.whoAmI.Load())
+		}
+		pool, _ := s.t.Pool("github")
+		id := pool.Credentials()[0].ID()
+		if rec, ok, _ := m.LoadCredential(context.Background(), s.t.stateKey(s.t.reg.Providers()[0]), id); !ok || !rec.Invalid {
+			t.Fatalf("the database remembers %+v (%v), want invalid", rec, ok)
+		}
+		next := s.sibling(t, []string{"tok-bad-1234"}, onShared(m, "p2", &c2))
+		req, _ = http.NewRequest(http.MethodGet, s.base+"/repos/o/r", nil)
+		if _, err := next.t.RoundTrip(req); err == nil || c2.whoAmI.Load() != 0 {
+			t.Fatalf("the next process: %v, %d \"who am I\"", err, c2.whoAmI.Load())
+		}
+		if st := s.srv.Stats().Total; st.Unauthorized != 2 {
+			t.Fatalf("%d requests answered 401, want 2 (the request and its confirmation)", st.Unauthorized)
+		}
+	})
+}
