@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/ratekeeper/ratekeeper/sim"
+	"github.com/ratekeeper/ratekeeper/store/storetest"
 )
 
 // fitSim is the simulator of the runs that prove learning free: GitHub's
@@ -175,16 +176,20 @@ func exitCode(err error) int {
 	return -1
 }
 
-// Two `tasks worker` processes started together on one SQLite database,
-// each with the same four tokens of two users, learn which tokens share a
-// bucket from their answers, one request at a time across both (the
-// learning turn is in the database): a batch that fills both users' 5-minute
-// windows exactly is done in the first, with nothing asked and nothing
-// refused, and both agree on the buckets.
+// Two `tasks worker` processes started together on one database (SQLite,
+// PostgreSQL), each with the same four tokens of two users, learn which
+// tokens share a bucket from their answers, one request at a time across
+// both (the learning turn is in the database): a batch that fills both
+// users' 5-minute windows exactly is done in the first, with nothing asked
+// and nothing refused.
 func TestWorkersOnOneDatabaseLearnForFree(t *testing.T) {
+	t.Run("sqlite", func(t *testing.T) { workersLearnForFree(t, filepath.Join(t.TempDir(), "ratekeeper.db")) })
+	t.Run("postgres", func(t *testing.T) { workersLearnForFree(t, storetest.NewPostgresDatabase(t, "rk_learn_")) })
+}
+
+func workersLearnForFree(t *testing.T, db string) {
 	const limit = 6
 	s := startFitSim(t, []string{"alice", "bob", "alice", "bob"}, limit, 5*time.Minute)
-	db := filepath.Join(t.TempDir(), "ratekeeper.db")
 	mustRun(t, nil, "tasks", "--db", db, "migrate")
 	n := 2 * limit
 	var lines strings.Builder
