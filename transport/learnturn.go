@@ -2,10 +2,12 @@ package transport
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/ratekeeper/ratekeeper/creds"
 	"github.com/ratekeeper/ratekeeper/provider"
+	"github.com/ratekeeper/ratekeeper/quota"
 )
 
 // LearningTurns is implemented by a State shared with other processes
@@ -178,4 +180,19 @@ func (x *exchange) takeSharedTurn(lg *learning) error {
 	}
 	x.t.catchUp(x.ctx, x.l.p, lg, stale)
 	return nil
+}
+
+// learnerCannotServe reports whether err is a reserve that leaves nothing
+// of every credential the learner let the request choose from (the one it
+// named, the known ones): the request then chooses among all of them,
+// unknown ones included, rather than fail while another could go. Its
+// answer still teaches the learner, as any answer received with the turn
+// held does.
+func (x *exchange) learnerCannotServe(err error) bool {
+	var re *quota.ReserveError
+	if !x.rt.turnHeld || x.rt.widened || x.rt.only != nil || !errors.As(err, &re) {
+		return false
+	}
+	x.rt.widened = true
+	return true
 }
