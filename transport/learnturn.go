@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/ratekeeper/ratekeeper/creds"
+	"github.com/ratekeeper/ratekeeper/internal/holder"
 	"github.com/ratekeeper/ratekeeper/provider"
 	"github.com/ratekeeper/ratekeeper/quota"
 )
@@ -72,7 +73,7 @@ func (x *exchange) sharedTurn(lg *learning) (bool, error) {
 			lg.seq = got.Seq
 			return stale, nil
 		}
-		if got.Holder != tp.Gone && t.holderGone(got.Holder, t.beatsNow(x.ctx), now) {
+		if got.Holder != tp.Gone && t.turnHolderGone(x.ctx, got.Holder, now) {
 			tp.Gone = got.Holder
 			continue
 		}
@@ -86,6 +87,17 @@ func (x *exchange) sharedTurn(lg *learning) (bool, error) {
 		}
 		x.waited += t.opts.Now().Sub(start)
 	}
+}
+
+// turnHolderGone is the dead-holder verdict (holderGone) on the holder of
+// a learning turn: the heartbeats are read only for a holder of another
+// machine, since the process table judges this machine's.
+func (t *Transport) turnHolderGone(ctx context.Context, h string, now time.Time) bool {
+	var beats map[string]time.Time
+	if h != t.holder && !holder.Local(h) {
+		beats = t.beatsNow(ctx)
+	}
+	return t.holderGone(h, beats, now)
 }
 
 // beatsNow reads the holders' heartbeats, when the state keeps them.
