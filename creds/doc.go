@@ -12,9 +12,10 @@
 // that exist for their own reasons, and different providers. GitHub's terms
 // forbid creating or sharing accounts or tokens to exceed its rate limits, and
 // it would not work anyway: all personal tokens of one GitHub user spend one
-// 5,000-requests-per-hour bucket. ratekeeper therefore learns each token's
-// owner ([Validate]) and counts tokens of one owner as one bucket
-// ([Credential.BucketOwner]).
+// 5,000-requests-per-hour bucket. ratekeeper therefore learns which tokens
+// share a bucket — from the counters of the answers to the caller's own
+// requests ([Learner]), or where they cannot tell from the token's owner
+// ([Validate]) — and counts them as one bucket ([Credential.BucketOwner]).
 //
 // # Secrets
 //

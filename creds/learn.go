@@ -33,12 +33,13 @@ import "time"
 //     request (NeedsWhoAmI). A count at or below another's, in one window,
 //     proves two buckets whatever else spends them; one bucket is only
 //     concluded from an exact sequence, which other clients' requests on
-//     the same tokens could fake only by coincidence. (Several processes
-//     sharing a database spend the same buckets all the time: the
-//     transport asks "who am I" there instead of learning.)
+//     the same tokens could fake only by coincidence.
 //
 // A credential whose answers carry no counters also needs the "who am I"
-// request. Nothing here reads a clock or sends anything: the caller feeds
+// request. When other processes learn over the same buckets, their
+// requests are ordered with this learner's by a turn shared between them
+// (the transport's), and Forget drops what their requests may have moved.
+// Nothing here reads a clock or sends anything: the caller feeds
 // answers and time in. A Learner is not safe for concurrent use.
 type Learner struct {
 	groups     []*learnGroup
@@ -149,6 +150,48 @@ func (l *Learner) Next() *Credential {
 		}
 	}
 	return l.unresolved[0]
+}
+
+// Unresolved returns the credentials whose bucket is still to be learnt,
+// the candidate's included.
+func (l *Learner) Unresolved() []*Credential {
+	out := append([]*Credential(nil), l.unresolved...)
+	if l.cand != nil {
+		out = append(out, l.cand.cred)
+	}
+	return out
+}
+
+// MayShare returns the bucket owners (see Credential.BucketOwner) whose
+// buckets c's latest answer may have been counted in, as the learner knows
+// after observing it: c's own when its bucket is known, the candidate
+// group's while it waits for its confirmation; nil when it cannot tell
+// (any of them).
+func (l *Learner) MayShare(c *Credential) []string {
+	switch {
+	case c.BucketKnown():
+		return []string{c.BucketOwner()}
+	case l.cand != nil && l.cand.cred == c && len(l.cand.group.members) > 0:
+		return []string{l.cand.group.members[0].BucketOwner()}
+	}
+	return nil
+}
+
+// Forget drops the counters seen so far, when requests the learner did
+// not see may have moved them (other processes sharing the buckets sent
+// some in between): each group's latest answer is asked for again before
+// it is compared with a probe, and a candidate waiting for its
+// confirmation is probed again, without counting a try against it. What
+// was proven — two credentials counting apart, a bucket learnt — stays.
+func (l *Learner) Forget() {
+	for _, g := range l.groups {
+		g.last = Usage{}
+	}
+	if l.cand != nil {
+		l.unresolved = append([]*Credential{l.cand.cred}, l.unresolved...)
+		l.cand = nil
+	}
+	l.sync()
 }
 
 // NeedsWhoAmI returns, and forgets, the credentials the answers could not

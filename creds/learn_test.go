@@ -230,3 +230,38 @@ func TestLearnerNeverMergesOnOneCoincidence(t *testing.T) {
 		t.Fatal("alice and bob merged on one coincidence")
 	}
 }
+
+// Another process's requests, sent between this learner's probe and its
+// confirmation, can fake one bucket: alice's group seen at 1, another
+// process sends one of alice's (2), bob's probe happens to count 2 — one
+// more than alice's last, as in one bucket — and alice's confirmation
+// counts 3, one more than the probe. Forget, called when another process
+// held the turn in between, drops the counters seen before: the probe is
+// sent again after alice's group is asked afresh, and the buckets come out
+// apart.
+func TestForgetKeepsOtherProcessesFromFakingOneBucket(t *testing.T) {
+	m := newModel()
+	a, b := m.token(1, "alice"), m.token(2, "bob")
+	l := NewLearner([]*Credential{a, b})
+	l.Observe(a, m.answer(a), true) // a: its own bucket, alice at 1
+	m.used["alice"]++               // another process's request of alice's
+	m.used["bob"]++                 // and bob at 1, so his probe counts 2
+	if c := l.Next(); c != b {
+		t.Fatalf("Next = %v, want the probe of b", c)
+	}
+	l.Observe(b, m.answer(b), true)
+	if got := l.MayShare(b); !slices.Equal(got, []string{a.BucketOwner()}) {
+		t.Fatalf("MayShare(b) = %v while b is alice's candidate", got)
+	}
+	l.Forget()
+	if got := l.MayShare(b); got != nil {
+		t.Fatalf("MayShare(b) = %v after Forget, want nil (unknown)", got)
+	}
+	learn(t, l, m, []*Credential{a, b}, 10)
+	if a.BucketOwner() == b.BucketOwner() {
+		t.Fatal("alice's and bob's tokens merged on counters another process moved")
+	}
+	if got := l.MayShare(b); !slices.Equal(got, []string{b.ID()}) {
+		t.Fatalf("MayShare(b) = %v, want its own bucket", got)
+	}
+}

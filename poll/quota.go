@@ -15,8 +15,9 @@ import (
 // bucket is its provider and resource (GitHub core, search…), and its quota
 // is the most any usable credential of the provider has left of that
 // resource, from the transport's state (transport.Status). When the state
-// knows nothing yet, it asks the servers once per provider
-// (transport.Refresh: each token's owner, and GitHub's free /rate_limit).
+// knows nothing yet, it reads the provider's free status endpoint once
+// (transport.ReadQuota: GitHub's /rate_limit), spending nothing; a provider
+// without one has an unknown quota until its first answer.
 // A URL no provider owns has no bucket and an unknown quota.
 func TransportQuota(t *transport.Transport) QuotaSource {
 	return &transportQuota{t: t, refreshed: map[string]bool{}}
@@ -53,7 +54,9 @@ func (q *transportQuota) Quota(ctx context.Context, u *url.URL, now time.Time) (
 	if done {
 		return best, nil
 	}
-	if err := q.t.Refresh(ctx, p.Name); err != nil {
+	// Read where it is free: asking who owns each token would spend a
+	// request of the quota it guards.
+	if err := q.t.ReadQuota(ctx, p.Name); err != nil {
 		return Quota{}, err
 	}
 	return q.best(ctx, p.Name, resource, now)

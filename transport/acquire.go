@@ -22,6 +22,10 @@ type route struct {
 	// validating: the request is a "who am I" request (its credential
 	// is not to be asked again first).
 	validating bool
+	// widened: while learning, the credentials the learner did not name
+	// may go too, because those it did can never allow the request
+	// (see learnerCannotServe).
+	widened bool
 }
 
 // acquire picks the credential whose quota lets the request go soonest,
@@ -68,6 +72,9 @@ func (x *exchange) acquire() error {
 		// it lapsed. (A State that does I/O bounds it with a timeout of
 		// its own.)
 		i, w, err := t.state.Reserve(context.WithoutCancel(x.ctx), &x.reserve)
+		if err != nil && x.learnerCannotServe(err) {
+			continue
+		}
 		if err != nil {
 			t.waiters.pass(baton)
 			return reserveFailed(l.p, x.class, err)
@@ -79,7 +86,7 @@ func (x *exchange) acquire() error {
 				x.release()
 				return err
 			}
-			if !x.rt.validating && t.whoAmIDue(l.p, c, now) {
+			if !x.rt.validating && t.whoAmIDue(l.p, x.pool, c, now) {
 				// The owner is to be asked first (a shared database,
 				// pass-through), or an earlier "who am I" failed and
 				// its time to try again has come: give the reservation
@@ -166,7 +173,7 @@ func (t *Transport) candidates(req *http.Request, pool *creds.Pool, dst []*creds
 		return dst
 	}
 	dst = pool.AppendTurn(dst, now)
-	if rt.turnHeld {
+	if rt.turnHeld && !rt.widened {
 		// Learning: a credential whose bucket is unknown goes only when
 		// the learner names it, so its first answer is compared with
 		// the others' in the order the server counted them.

@@ -202,6 +202,10 @@ func (x *exchange) route() error {
 	if err := x.takeTurn(lg); err != nil {
 		return err
 	}
+	if err := x.takeSharedTurn(lg); err != nil {
+		lg.give()
+		return err
+	}
 	if lg.done.Load() {
 		// Learnt while this request waited for its turn.
 		lg.give()
@@ -303,11 +307,14 @@ func (x *exchange) read() {
 	r := &x.reading
 	t.learnGraphQL(x.l.p, g, s, r)
 	counted := s.resp.StatusCode != http.StatusNotModified && !x.class.Free
+	learning := x.turn != nil && !x.rt.validating
+	if learning {
+		x.observeLearning(counted && r.Limited == headers.NotLimited && s.resp.StatusCode < 500)
+	}
 	x.settle(r, s.now, counted)
 	t.record(x.l.p, g, s.resp.StatusCode, cacheOutcome(s.out.Method, s.entry != nil, s.resp.StatusCode), r)
-	if x.turn != nil && !x.rt.validating {
-		t.learnFrom(x.ctx, x.l.p, x.turn, g.cred, r, x.class.Resource,
-			counted && r.Limited == headers.NotLimited && s.resp.StatusCode < 500, s.now)
+	if learning {
+		t.learnFrom(x.ctx, x.l.p, x.turn, s.now)
 	}
 	x.o.status, x.o.limited = s.resp.StatusCode, r.Limited != headers.NotLimited
 	x.o.retryAfter, x.o.hasRetryAfter = r.RetryAfter, r.HasRetryAfter

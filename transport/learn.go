@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -22,6 +23,16 @@ import (
 type learning struct {
 	turn chan struct{} // holds one token while a request has the turn
 	done atomic.Bool   // nothing left to learn: no turns taken
+
+	// On a shared state that orders turns (LearningTurns), the request
+	// holding this process's turn also holds the shared one; these are
+	// guarded by turn.
+	t          *Transport
+	key        string // the provider's state key
+	sharedHeld bool
+	seq        uint64 // the shared turn's sequence number when last taken
+
+	settled []*creds.Credential // observed, to be remembered (learnFrom); guarded by mu
 
 	mu sync.Mutex
 	l  *creds.Learner
@@ -42,19 +53,27 @@ func (t *Transport) learningFor(ctx context.Context, p *provider.Provider, pool 
 			static = append(static, c)
 		}
 	}
-	lg := &learning{turn: make(chan struct{}, 1), l: creds.NewLearner(static)}
-	if len(static) < 2 || !lg.l.Learning() || t.opts.Credentials != nil {
-		// With a shared database, other processes spend the same
-		// buckets at any moment, and counters cannot prove that two
-		// tokens count together: each token's owner is asked once per
-		// database instead (see whoAmIDue).
+	lg := &learning{turn: make(chan struct{}, 1), l: creds.NewLearner(static), t: t, key: t.stateKey(p)}
+	if len(static) < 2 || !lg.l.Learning() || t.opts.Credentials != nil && t.turns == nil {
+		// With a shared database that cannot order the learning turn
+		// among processes, other processes spend the same buckets at
+		// any moment, and counters cannot prove that two tokens count
+		// together: each token's owner is asked once per database
+		// instead (see askFirst).
 		lg.done.Store(true)
 	}
 	v, _ := t.learnings.LoadOrStore(pool, lg)
 	return v.(*learning)
 }
 
-func (lg *learning) give() { <-lg.turn }
+// give frees the turn: the shared one first, if held, then this
+// process's.
+func (lg *learning) give() {
+	if lg.t != nil && lg.t.turns != nil {
+		lg.t.giveShared(lg, lg.key)
+	}
+	<-lg.turn
+}
 
 // next is the credential the learner wants the next request to take.
 func (lg *learning) next() *creds.Credential {
@@ -63,14 +82,45 @@ func (lg *learning) next() *creds.Credential {
 	return lg.l.Next()
 }
 
-// learnFrom feeds one answer, received while holding the turn, to the
-// learner; remembers what it settled; asks "who am I" about credentials the
+// observeLearning feeds one answer, received while holding the turn, to
+// the learner, before the answer is settled: the credential's reservation
+// also holds a lease in each known bucket it might share (Slot.Also), where
+// its counted answer would count too. The buckets the learner now knows it
+// was not counted in are released without counting it, so a probe of a
+// token that turns out to spend a bucket of its own costs the others
+// nothing (with an exact fit, that one unit cost a window).
+func (x *exchange) observeLearning(counted bool) {
+	t, g, lg := x.t, &x.grant, x.turn
+	u := usageOf(&x.reading, x.class.Resource, x.s.now)
+	lg.mu.Lock()
+	lg.settled = append(lg.settled, lg.l.Observe(g.cred, u, counted)...)
+	keep := lg.l.MayShare(g.cred)
+	lg.mu.Unlock()
+	if keep == nil || len(g.slot.Also) == 0 {
+		return
+	}
+	also := make([]BucketID, 0, len(g.slot.Also))
+	for _, id := range g.slot.Also {
+		if slices.Contains(keep, id.Owner) {
+			also = append(also, id)
+			continue
+		}
+		sp := &SettleParams{Slot: Slot{Bucket: id}, Lease: g.lease, Now: x.s.now}
+		if err := t.state.Settle(context.WithoutCancel(x.ctx), sp); err != nil {
+			t.log.Warn("quota state update failed; the reservation lapses with its lease", "bucket", id.String(), "err", err)
+		}
+	}
+	g.slot.Also = also
+}
+
+// learnFrom follows the answers the learner observed (observeLearning):
+// it remembers what they settled; asks "who am I" about credentials the
 // answers cannot place (with the turn still held, so nothing else goes in
 // between); and ends the learning when nothing is left.
-func (t *Transport) learnFrom(ctx context.Context, p *provider.Provider, lg *learning, c *creds.Credential, r *headers.Reading, resource string, counted bool, now time.Time) {
-	u := usageOf(r, resource, now)
+func (t *Transport) learnFrom(ctx context.Context, p *provider.Provider, lg *learning, now time.Time) {
 	lg.mu.Lock()
-	settled := lg.l.Observe(c, u, counted)
+	settled := lg.settled
+	lg.settled = nil
 	ask := lg.l.NeedsWhoAmI()
 	lg.mu.Unlock()
 	for _, s := range settled {
@@ -253,10 +303,9 @@ type validationRetry struct {
 }
 
 // whoAmIDue reports whether c, whose bucket is not known, should be asked
-// "who am I" before this use: with a shared database (where counters
-// cannot tell) or Options.AskOwnerFirst, at its first use; after a failed
-// request, once its backoff is over.
-func (t *Transport) whoAmIDue(p *provider.Provider, c *creds.Credential, now time.Time) bool {
+// "who am I" before this use: at its first use where nothing else can tell
+// (see askFirst); after a failed request, once its backoff is over.
+func (t *Transport) whoAmIDue(p *provider.Provider, pool *creds.Pool, c *creds.Credential, now time.Time) bool {
 	if t.opts.SkipValidation || c.Kind() != creds.Static || c.BucketKnown() {
 		return false
 	}
@@ -265,7 +314,7 @@ func (t *Transport) whoAmIDue(p *provider.Provider, c *creds.Credential, now tim
 	}
 	v, ok := t.validations.Load(c)
 	if !ok {
-		return t.opts.AskOwnerFirst || t.opts.Credentials != nil
+		return t.askFirst(pool)
 	}
 	vr := v.(*validationRetry)
 	vr.mu.Lock()

@@ -369,6 +369,39 @@ func (t *Transport) refreshOne(ctx context.Context, p *provider.Provider, c *cre
 			return nil
 		}
 	}
+	return t.readStatus(ctx, p, c)
+}
+
+// ReadQuota reads the free status endpoint (GitHub's /rate_limit) of the
+// named providers (all when none are named) with each of their usable
+// credentials, and applies what it says to their buckets. Unlike Refresh
+// it spends nothing: no "who am I" request, and nothing for a provider
+// without such an endpoint, whose quota the first real answer tells. It is
+// what a caller that needs the quota before its first request (poll's
+// budget guard) uses.
+func (t *Transport) ReadQuota(ctx context.Context, only ...string) error {
+	for _, p := range t.providers(only) {
+		if _, ok := p.StatusURL(); !ok {
+			continue
+		}
+		pool, err := t.poolFor(p)
+		if err != nil {
+			return err
+		}
+		t.restore(ctx, p, pool)
+		for _, c := range pool.Eligible(t.opts.Now()) {
+			if err := t.readStatus(ctx, p, c); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// readStatus reads p's free status endpoint with c and applies each of its
+// resources' counters to c's buckets. An answer that is not a status is
+// ignored: the endpoint is a bonus.
+func (t *Transport) readStatus(ctx context.Context, p *provider.Provider, c *creds.Credential) error {
 	u, ok := p.StatusURL()
 	if !ok {
 		return nil

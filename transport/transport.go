@@ -182,6 +182,9 @@ type Transport struct {
 	restored    sync.Map // *creds.Pool → *sync.Once
 	creds       sync.Map // *creds.Credential → *credInfo
 	callers     callerCredentials
+	// turns orders learning turns among the processes sharing the state;
+	// nil in memory.
+	turns LearningTurns
 
 	shared    bool        // the state is shared with other processes (Heartbeats)
 	holding   sync.Once   // startHolding
@@ -207,6 +210,7 @@ func New(opts Options) (*Transport, error) {
 		holder: opts.Holder, lanes: map[*provider.Provider]*lane{}, given: map[string]*creds.Pool{},
 		late: map[*provider.Provider]*lane{}, auto: map[string]*lane{}}
 	_, t.shared = t.state.(Heartbeats)
+	t.turns, _ = t.state.(LearningTurns)
 	if !opts.DisableCache {
 		t.cache = opts.Cache
 		if t.cache == nil {

@@ -69,10 +69,9 @@ func TestPollIdleTimeoutExitStatusAndInitialLine(t *testing.T) {
 		t.Fatalf("stdout %q", out)
 	}
 	b, _ := srv.Stats().BucketFor("github", "alice", "core")
-	// The token's owner, asked once per database (processes sharing it
-	// could not tell tokens of one user apart from counters), and the
-	// first answer; every other poll was a 304.
-	if b.Charged != 2 || b.NotModified == 0 {
+	// The first answer alone: a single token needs no owner, the budget
+	// guard read the free /rate_limit, and every other poll was a 304.
+	if b.Charged != 1 || b.NotModified == 0 {
 		t.Fatalf("charged %d, 304s %d", b.Charged, b.NotModified)
 	}
 	if strings.Contains(stderr+out, "tok-alice") {
@@ -125,10 +124,10 @@ func TestPollRefusesToStartBelowTheFloor(t *testing.T) {
 	if !strings.Contains(stderr, "remaining core quota") || !strings.Contains(stderr, "below the floor of 500") {
 		t.Fatalf("stderr %q", stderr)
 	}
-	// Learning the quota cost the token's validation only (GitHub's
-	// /rate_limit is free); no poll was sent.
+	// Learning the quota cost nothing (GitHub's /rate_limit is free, and
+	// no owner is asked); no poll was sent.
 	b, _ := srv.Stats().BucketFor("github", "alice", "core")
-	if b.Charged != 1 {
+	if b.Charged != 0 {
 		t.Fatalf("charged %d", b.Charged)
 	}
 }

@@ -15,6 +15,7 @@
 //	bucket/PROVIDER/OWNER/RESOURCE   a quota.Bucket, JSON
 //	owner/PROVIDER/OWNER             a quota.Owner, JSON
 //	cred/PROVIDER/ID                 a transport.CredentialRecord, JSON
+//	learn/PROVIDER                   the learning turn (learning.go)
 //
 // with each part path-escaped; OWNER and ID are the credential package's
 // identities ("user:123", "token:" and a truncated hash), never a token.

@@ -1,0 +1,291 @@
+package transport
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/ratekeeper/ratekeeper/internal/holder"
+	"github.com/ratekeeper/ratekeeper/sim"
+)
+
+// sharedMemory stands for a database shared by several processes (here,
+// transports): the quota state, the credential records and the learning
+// turn, with the semantics store/quotastate gives them.
+type sharedMemory struct {
+	State
+	mu    sync.Mutex
+	creds map[string]CredentialRecord
+	turn  struct {
+		holder string
+		until  time.Time
+		seq    uint64
+	}
+}
+
+func newSharedMemory() *sharedMemory {
+	return &sharedMemory{State: NewMemoryState(), creds: map[string]CredentialRecord{}}
+}
+
+func (m *sharedMemory) LoadCredential(_ context.Context, provider, id string) (CredentialRecord, bool, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	rec, ok := m.creds[provider+"/"+id]
+	return rec, ok, nil
+}
+
+func (m *sharedMemory) SaveCredential(_ context.Context, provider, id string, rec CredentialRecord) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.creds[provider+"/"+id] = rec
+	return nil
+}
+
+func (m *sharedMemory) TakeLearningTurn(_ context.Context, p *TurnParams) (TurnTaken, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	tu := &m.turn
+	if tu.holder != "" && tu.holder != p.Holder && p.Now.Before(tu.until) && tu.holder != p.Gone {
+		return TurnTaken{Seq: tu.seq, Holder: tu.holder}, nil
+	}
+	tu.holder, tu.until = p.Holder, p.Until
+	tu.seq++
+	return TurnTaken{Taken: true, Seq: tu.seq}, nil
+}
+
+func (m *sharedMemory) GiveLearningTurn(_ context.Context, _, holder string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.turn.holder == holder {
+		m.turn.holder = ""
+	}
+	return nil
+}
+
+// countingBase counts the "who am I" requests sent through it.
+type countingBase struct {
+	base   http.RoundTripper
+	whoAmI atomic.Int64
+}
+
+func (c *countingBase) RoundTrip(req *http.Request) (*http.Response, error) {
+	if strings.HasSuffix(req.URL.Path, "/user") {
+		c.whoAmI.Add(1)
+	}
+	return c.base.RoundTrip(req)
+}
+
+// onShared puts a transport on the shared memory m as a process of its
+// own, counting its "who am I" requests in count.
+func onShared(m *sharedMemory, holder string, count *countingBase) func(*Options) {
+	return func(o *Options) {
+		o.State, o.Credentials, o.Holder = m, m, holder
+		count.base = o.Base
+		o.Base = count
+	}
+}
+
+// A pool of one token needs no learning, so with a shared database its
+// first request is the caller's own: no "who am I" request, whichever
+// state holds the quota. Two requests in a bucket of two both go in its
+// first window.
+func TestOneTokenWithSharedStateAsksNothing(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		api := sim.APIConfig{Dialect: "github", Limit: 2, Window: 5 * time.Minute,
+			Tokens: []sim.TokenConfig{{Token: "tok-alice-1", Owner: "alice"}}}
+		var count countingBase
+		s := newSim(t, api, []string{"tok-alice-1"}, onShared(newSharedMemory(), "p1", &count))
+		start := time.Now()
+		codes := s.runPaths(t, "/repos/o/r%d", 2, 2)
+		if codes[http.StatusOK] != 2 {
+			t.Fatalf("statuses %v", codes)
+		}
+		if n := count.whoAmI.Load(); n != 0 {
+			t.Fatalf("%d \"who am I\" requests for a pool of one token", n)
+		}
+		if took := time.Since(start); took >= time.Minute {
+			t.Fatalf("two requests in a bucket of two took %v: a request was spent to learn", took)
+		}
+		if st := s.srv.Stats().Total; st.Charged != 2 || st.Violations != 0 {
+			t.Fatalf("charged %d with %d violations, want 2 and 0", st.Charged, st.Violations)
+		}
+	})
+}
+
+// Several processes on one shared state learn which of their tokens share
+// a bucket from their own answers, taking the learning turn in the shared
+// state: N requests charge N, no "who am I" is sent, no bucket is
+// overspent, and both processes agree on the buckets — the second, started
+// later, from what the first remembered.
+func TestSharedStateLearnsForFree(t *testing.T) {
+	for _, c := range []struct{ name, dialect, path string }{
+		{"github", "github", "/repos/o/r%d"},
+		{"gitlab", "gitlab", "/projects/%d"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				tokens := []sim.TokenConfig{{Token: "tok-a1", Owner: "alice"}, {Token: "tok-b1", Owner: "bob"},
+					{Token: "tok-a2", Owner: "alice"}, {Token: "tok-c1", Owner: "carol"}, {Token: "tok-b2", Owner: "bob"}}
+				names := []string{"tok-a1", "tok-b1", "tok-a2", "tok-c1", "tok-b2"}
+				m := newSharedMemory()
+				var c1, c2 countingBase
+				api := sim.APIConfig{Dialect: c.dialect, Limit: 40, Window: 10 * time.Second, Tokens: tokens}
+				first := newSim(t, api, names, onShared(m, "p1", &c1))
+				second := first.sibling(t, names, onShared(m, "p2", &c2))
+				const n = 100
+				var wg sync.WaitGroup
+				var codes [2]map[int]int
+				for i, s := range []*simSetup{first, second} {
+					wg.Go(func() { codes[i] = s.runPaths(t, c.path, n, 4) })
+				}
+				wg.Wait()
+				for i := range codes {
+					if codes[i][http.StatusOK] != n {
+						t.Fatalf("process %d: statuses %v", i+1, codes[i])
+					}
+				}
+				if w := c1.whoAmI.Load() + c2.whoAmI.Load(); w != 0 {
+					t.Fatalf("%d \"who am I\" requests: learning spent requests", w)
+				}
+				st := first.srv.Stats().Total
+				if st.Violations != 0 || st.Charged != 2*n {
+					t.Fatalf("charged %d with %d violations for %d GETs", st.Charged, st.Violations, 2*n)
+				}
+				for i, s := range []*simSetup{first, second} {
+					if got := bucketsOf(t, s.t, c.dialect); got != "1,3 2,5 4" {
+						t.Fatalf("process %d: buckets %s, want 1,3 2,5 4", i+1, got)
+					}
+				}
+				// A third process, started now, learns nothing: the
+				// database remembers every token's bucket.
+				var c3 countingBase
+				third := first.sibling(t, names, onShared(m, "p3", &c3))
+				if codes := third.runPaths(t, c.path, 5, 1); codes[http.StatusOK] != 5 || c3.whoAmI.Load() != 0 {
+					t.Fatalf("third process: statuses %v, %d \"who am I\"", codes, c3.whoAmI.Load())
+				}
+				if got := bucketsOf(t, third.t, c.dialect); got != "1,3 2,5 4" {
+					t.Fatalf("third process: buckets %s", got)
+				}
+			})
+		})
+	}
+}
+
+// The learning turn held by a process that is gone does not stop the
+// others: a holder of this machine whose process ended is taken over at
+// once.
+func TestLearningTurnOfAGoneProcessIsTakenOver(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		tokens := []sim.TokenConfig{{Token: "tok-a1", Owner: "alice"}, {Token: "tok-a2", Owner: "alice"}}
+		m := newSharedMemory()
+		gone := goneLocalHolder(t)
+		if got, _ := m.TakeLearningTurn(context.Background(), &TurnParams{Key: "github", Holder: gone,
+			Now: time.Now(), Until: time.Now().Add(time.Hour)}); !got.Taken {
+			t.Fatal("setting up the gone holder's turn")
+		}
+		var count countingBase
+		s := newSim(t, sim.APIConfig{Dialect: "github", Limit: 40, Window: 10 * time.Second, Tokens: tokens},
+			[]string{"tok-a1", "tok-a2"}, onShared(m, "p1", &count))
+		start := time.Now()
+		if codes := s.runPaths(t, "/repos/o/r%d", 10, 2); codes[http.StatusOK] != 10 {
+			t.Fatalf("statuses %v", codes)
+		}
+		if took := time.Since(start); took > time.Second {
+			t.Fatalf("took %v: waited for a gone process's turn", took)
+		}
+		if got := bucketsOf(t, s.t, "github"); got != "1,2" || count.whoAmI.Load() != 0 {
+			t.Fatalf("buckets %s, %d \"who am I\"", got, count.whoAmI.Load())
+		}
+	})
+}
+
+// goneLocalHolder names a process of this machine that is not running:
+// this one's PID with another start time (a reused PID), or an earlier
+// boot.
+func goneLocalHolder(t *testing.T) string {
+	me := holder.Self()
+	switch {
+	case me.Start != "":
+		me.Start += "0"
+	case me.Boot != "":
+		me.Boot = "an-earlier-boot"
+	default:
+		t.Fatal("this system tells neither a process's start nor its boot")
+	}
+	if !holder.Gone(me.String()) {
+		t.Fatalf("holder %s is not gone", me)
+	}
+	return me.String()
+}
+
+// A probe of a token whose bucket is unknown holds a lease in every known
+// bucket it might share; once its answer shows a bucket of its own, the
+// others are released without counting it. Two users with 2 requests per
+// 5 minutes each fit 4 requests in one window: counting the probe in
+// alice's bucket too made the last request wait 5 minutes for a unit
+// alice still had.
+func TestProbeOfItsOwnBucketCostsTheOthersNothing(t *testing.T) {
+	for _, shared := range []bool{false, true} {
+		t.Run(fmt.Sprintf("shared=%v", shared), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				tokens := []sim.TokenConfig{{Token: "tok-a1", Owner: "alice"}, {Token: "tok-b1", Owner: "bob"}}
+				var count countingBase
+				tune := func(*Options) {}
+				if shared {
+					tune = onShared(newSharedMemory(), "p1", &count)
+				}
+				s := newSim(t, sim.APIConfig{Dialect: "github", Limit: 2, Window: 5 * time.Minute, Tokens: tokens},
+					[]string{"tok-a1", "tok-b1"}, tune)
+				start := time.Now()
+				if codes := s.runPaths(t, "/repos/o/r%d", 4, 1); codes[http.StatusOK] != 4 {
+					t.Fatalf("statuses %v", codes)
+				}
+				if took := time.Since(start); took >= time.Minute {
+					t.Fatalf("4 requests that fit one window took %v", took)
+				}
+				if st := s.srv.Stats().Total; st.Charged != 4 || st.Violations != 0 || count.whoAmI.Load() != 0 {
+					t.Fatalf("charged %d, %d violations, %d \"who am I\"", st.Charged, st.Violations, count.whoAmI.Load())
+				}
+			})
+		})
+	}
+}
+
+// A bad token alone in its pool is not asked about before its first use,
+// yet its 401 still marks it invalid (confirmed by the "who am I" request,
+// which only a 401 calls for) and the shared database remembers it, so the
+// next process does not send it.
+func TestOneBadTokenWithSharedStateIsMarkedFromItsAnswer(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		api := sim.APIConfig{Dialect: "github", Limit: 10, Window: time.Hour, Tokens: []sim.TokenConfig{{Token: "tok-good", Owner: "alice"}}}
+		m := newSharedMemory()
+		var c1, c2 countingBase
+		s := newSim(t, api, []string{"tok-bad-1234"}, onShared(m, "p1", &c1))
+		req, _ := http.NewRequest(http.MethodGet, s.base+"/repos/o/r", nil)
+		if _, err := s.t.RoundTrip(req); err == nil {
+			t.Fatal("a request with the only token rejected succeeded")
+		}
+		if c1.whoAmI.Load() != 1 {
+			t.Fatalf("%d \"who am I\" requests, want 1 (confirming the 401)", c1.whoAmI.Load())
+		}
+		pool, _ := s.t.Pool("github")
+		id := pool.Credentials()[0].ID()
+		if rec, ok, _ := m.LoadCredential(context.Background(), s.t.stateKey(s.t.reg.Providers()[0]), id); !ok || !rec.Invalid {
+			t.Fatalf("the database remembers %+v (%v), want invalid", rec, ok)
+		}
+		next := s.sibling(t, []string{"tok-bad-1234"}, onShared(m, "p2", &c2))
+		req, _ = http.NewRequest(http.MethodGet, s.base+"/repos/o/r", nil)
+		if _, err := next.t.RoundTrip(req); err == nil || c2.whoAmI.Load() != 0 {
+			t.Fatalf("the next process: %v, %d \"who am I\"", err, c2.whoAmI.Load())
+		}
+		if st := s.srv.Stats().Total; st.Unauthorized != 2 {
+			t.Fatalf("%d requests answered 401, want 2 (the request and its confirmation)", st.Unauthorized)
+		}
+	})
+}
