@@ -63,6 +63,15 @@ type Store interface {
 	Close() error
 }
 
+// Snapshot is implemented by the SQL stores: GetMany reads the records
+// of several keys in one statement, locking none, in the order of keys (an
+// absent key has a nil Value and Version 0). The records may be from
+// different moments of other writers' transactions; a caller that writes
+// what it decided on them re-checks them under UpdateMany.
+type Snapshot interface {
+	GetMany(ctx context.Context, keys []string) ([]Record, error)
+}
+
 // Blobs is a table of byte values bounded in total size: once the total
 // exceeds the store's [Options.BlobLimit], the least recently used blobs
 // (by GetBlob or PutBlob) are evicted. It backs caches, so a blob may vanish

@@ -147,6 +147,28 @@ func (m *Store) Get(ctx context.Context, key string) (core.Record, error) {
 	return rec, nil
 }
 
+// GetMany implements store.Snapshot.
+func (m *Store) GetMany(ctx context.Context, keys []string) ([]core.Record, error) {
+	if err := m.closed.Check(); err != nil {
+		return nil, err
+	}
+	if err := core.ValidateKeys(keys); err != nil {
+		return nil, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make([]core.Record, len(keys))
+	for i, k := range keys {
+		rec, ok := m.records[k]
+		if !ok {
+			rec = core.Record{Key: k}
+		}
+		rec.Value = core.CloneBytes(rec.Value)
+		out[i] = rec
+	}
+	return out, nil
+}
+
 // List implements store.Store.
 func (m *Store) List(ctx context.Context, prefix string) ([]core.Record, error) {
 	if err := m.closed.Check(); err != nil {

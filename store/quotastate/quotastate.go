@@ -31,6 +31,7 @@ import (
 	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/ratekeeper/ratekeeper/headers"
@@ -60,6 +61,8 @@ type State struct {
 	// once pending is empty, an answer may still be in a transaction
 	// that has not committed.
 	writing sync.RWMutex
+
+	races atomic.Int64 // see Races
 }
 
 // DefaultFlushDelay is State.FlushDelay's default.
@@ -257,19 +260,77 @@ func applySettles(l *loaded, settles []*transport.SettleParams) {
 	}
 }
 
-// Reserve implements transport.State: one transaction (store.UpdateMany)
-// over the owner and bucket rows of every slot runs quota.Reserve. The
-// same transaction first
-// applies the settles waiting to be written (see Settle). Only rows that
-// changed are written: a refusal writes nothing of its own.
+// Reserve implements transport.State. It locks only what it chooses:
+//
+//  1. it reads a snapshot of every slot's owner and bucket, locking
+//     nothing (store.Snapshot), applies the settles waiting to be written,
+//     and decides (quota.Decide);
+//  2. a wait or an error commits nothing of its own: it is returned (the
+//     settles, if any, are written in a transaction of their own);
+//  3. a slot that can go now is locked alone — its owner and bucket rows
+//     (and the buckets it may share), with the settles' rows — and decided
+//     again on what is under the lock. When another process wrote those
+//     rows since the snapshot (their versions moved) and the slot can no
+//     longer go, nothing of the reservation is written, and Reserve reads
+//     and chooses again, at most maxRaces times before it locks every
+//     slot's rows (reserveLocked) so that a busy pool still ends.
+//
+// Decisions on different buckets thus lock different rows and run in
+// parallel, and no lock is held while deciding on rows the transaction
+// will not write (on SQLite, the one write lock of every process).
 func (st *State) Reserve(ctx context.Context, p *transport.ReserveParams) (int, time.Duration, error) {
 	// The transport's context has no end (a reservation cut short could
 	// commit unseen): bound the transaction here.
 	ctx, cancel := context.WithTimeout(ctx, settleTimeout)
 	defer cancel()
-	l := newLoaded(2 * len(p.Slots))
-	okeys := make([]string, len(p.Slots))
-	bkeys := make([]string, len(p.Slots))
+	st.writing.RLock()
+	defer st.writing.RUnlock()
+	settles := st.takePending()
+	for range maxRaces {
+		l, okeys, bkeys := slotKeys(p, settles)
+		snap, err := st.snapshot(ctx, l)
+		if err != nil {
+			st.requeue(settles)
+			return 0, 0, err
+		}
+		applySettles(l, settles)
+		d := l.decide(okeys, bkeys, p)
+		p.OnAnswer = d.OnAnswer
+		if d.Wait > 0 || d.Err != nil || d.Index < 0 {
+			if err := st.write(ctx, settles); err != nil {
+				st.requeue(settles)
+				return d.Index, d.Wait, err
+			}
+			return d.Index, d.Wait, d.Err
+		}
+		won, err := st.commitChosen(ctx, p, d.Index, snap, settles)
+		if err != nil {
+			st.requeue(settles)
+			return d.Index, 0, err
+		}
+		settles = nil // written by commitChosen, won or lost
+		if won {
+			return d.Index, 0, nil
+		}
+	}
+	return st.reserveLocked(ctx, p, settles)
+}
+
+// maxRaces bounds how often Reserve chooses again after losing its chosen
+// slot to another process before it locks the whole pool.
+const maxRaces = 4
+
+// Races returns how many times a Reserve lost the slot it had chosen on a
+// snapshot to another writer (the rows' versions had moved and the slot
+// could no longer go) and chose again.
+func (st *State) Races() int64 { return st.races.Load() }
+
+// slotKeys lists the rows of p's slots and of settles in a fresh loaded,
+// and each slot's owner and bucket key.
+func slotKeys(p *transport.ReserveParams, settles []*transport.SettleParams) (l *loaded, okeys, bkeys []string) {
+	l = newLoaded(2 * len(p.Slots))
+	okeys = make([]string, len(p.Slots))
+	bkeys = make([]string, len(p.Slots))
 	for i, s := range p.Slots {
 		okeys[i], bkeys[i] = ownerKey(s.Owner), bucketKey(s.Bucket)
 		l.addOwner(okeys[i])
@@ -278,20 +339,85 @@ func (st *State) Reserve(ctx context.Context, p *transport.ReserveParams) (int, 
 			l.addBucket(bucketKey(id))
 		}
 	}
-	if p.Waited && st.pendingEmpty() {
-		// A request that already waited: look first without a lock
-		// (on SQLite a write transaction holds the one write lock of
-		// every process), and lock only when it can go now.
-		if d, ok := st.lookFirst(ctx, l, okeys, bkeys, p); ok {
-			return d.Index, d.Wait, d.Err
-		}
-	}
-	st.writing.RLock()
-	defer st.writing.RUnlock()
-	settles := st.takePending()
 	for _, sp := range settles {
 		l.addSettle(sp)
 	}
+	return l, okeys, bkeys
+}
+
+// snapshot reads l's rows without locking and decodes them into l; it
+// returns each row's version.
+func (st *State) snapshot(ctx context.Context, l *loaded) (map[string]int64, error) {
+	var recs []store.Record
+	if sn, ok := st.s.(store.Snapshot); ok {
+		var err error
+		if recs, err = sn.GetMany(ctx, l.keys); err != nil {
+			return nil, err
+		}
+	} else {
+		for _, k := range l.keys {
+			rec, err := st.s.Get(ctx, k)
+			if errors.Is(err, store.ErrNotFound) {
+				rec = store.Record{Key: k}
+			} else if err != nil {
+				return nil, err
+			}
+			recs = append(recs, rec)
+		}
+	}
+	ptrs := make([]*store.Record, len(recs))
+	versions := make(map[string]int64, len(recs))
+	for i := range recs {
+		ptrs[i] = &recs[i]
+		versions[recs[i].Key] = recs[i].Version
+	}
+	st.decodeAll(l, ptrs)
+	return versions, nil
+}
+
+// commitChosen locks slot i's rows and the settles', applies the settles
+// and reserves slot i on what is under the lock. It reports whether the
+// reservation was written; the settles are written either way. Rows whose
+// versions match the snapshot decide as the snapshot did; only rows another
+// writer changed can turn the decision.
+func (st *State) commitChosen(ctx context.Context, p *transport.ReserveParams, i int, snap map[string]int64, settles []*transport.SettleParams) (bool, error) {
+	one := *p
+	one.Slots = p.Slots[i : i+1]
+	l, okeys, bkeys := slotKeys(&one, settles)
+	won, raced := false, false
+	err := st.s.UpdateMany(ctx, l.keys, func(recs []*store.Record) error {
+		raced = false
+		st.decodeAll(l, recs)
+		applySettles(l, settles)
+		d := l.decide(okeys, bkeys, &one)
+		won = d.Wait == 0 && d.Err == nil && d.Index == 0
+		if !won && moved(recs, snap) {
+			raced = true
+		}
+		return encodeAll(l, recs)
+	})
+	if raced {
+		st.races.Add(1)
+	}
+	return won, err
+}
+
+// moved reports whether any of recs changed since the snapshot.
+func moved(recs []*store.Record, snap map[string]int64) bool {
+	for _, r := range recs {
+		if v, ok := snap[r.Key]; !ok || v != r.Version {
+			return true
+		}
+	}
+	return false
+}
+
+// reserveLocked decides p with every slot's owner and bucket rows locked,
+// in one transaction that also writes settles: the way every decision was
+// taken before Reserve locked only its choice, kept for a pool whose
+// chosen rows keep changing under it.
+func (st *State) reserveLocked(ctx context.Context, p *transport.ReserveParams, settles []*transport.SettleParams) (int, time.Duration, error) {
+	l, okeys, bkeys := slotKeys(p, settles)
 	var chosen int
 	var wait time.Duration
 	var refused error // the decision's own error: the settles are still written
@@ -307,37 +433,6 @@ func (st *State) Reserve(ctx context.Context, p *transport.ReserveParams) (int, 
 		return chosen, wait, err
 	}
 	return chosen, wait, refused
-}
-
-// lookFirst decides p on a snapshot read without locking and reports it
-// (ok) when it is a wait or an error: nothing is committed then, so no
-// lock is needed. When the request could go now, ok is false and the
-// caller decides again under the lock (the snapshot may be stale).
-func (st *State) lookFirst(ctx context.Context, l *loaded, okeys, bkeys []string, p *transport.ReserveParams) (quota.Decision, bool) {
-	recs := make([]*store.Record, 0, len(l.keys))
-	for _, k := range l.keys {
-		rec, err := st.s.Get(ctx, k)
-		if errors.Is(err, store.ErrNotFound) {
-			rec = store.Record{Key: k}
-		} else if err != nil {
-			return quota.Decision{}, false
-		}
-		recs = append(recs, &rec)
-	}
-	st.decodeAll(l, recs)
-	d := l.decide(okeys, bkeys, p)
-	if d.Wait == 0 && d.Err == nil {
-		return d, false
-	}
-	p.OnAnswer = d.OnAnswer
-	return d, true
-}
-
-// pendingEmpty reports whether no answer waits to be written.
-func (st *State) pendingEmpty() bool {
-	st.mu.Lock()
-	defer st.mu.Unlock()
-	return len(st.pending) == 0
 }
 
 // Settle implements transport.State. An answer that pauses nothing (a

@@ -98,6 +98,7 @@ func Run(t *testing.T, b Backend) {
 		{"ConcurrentIncrements", testConcurrentIncrements},
 		{"UpdateMany", testUpdateMany},
 		{"ConcurrentUpdateMany", testConcurrentUpdateMany},
+		{"GetMany", testGetMany},
 		{"Blobs", testBlobs},
 		{"BlobEvictionLRU", testBlobEviction},
 		{"BlobTooLarge", testBlobTooLarge},

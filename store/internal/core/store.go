@@ -103,6 +103,11 @@ func (s *Store) List(ctx context.Context, prefix string) ([]Record, error) {
 	return s.sql.list(ctx, prefix)
 }
 
+// GetMany implements store.Snapshot.
+func (s *Store) GetMany(ctx context.Context, keys []string) ([]Record, error) {
+	return s.sql.getMany(ctx, keys)
+}
+
 // GetBlob implements store.Blobs. A hit is a write: it moves the blob to
 // the front of the LRU order.
 func (s *Store) GetBlob(ctx context.Context, key string) ([]byte, bool, error) {
