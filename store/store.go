@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"time"
 
 	"github.com/ratekeeper/ratekeeper/store/internal/core"
 )
@@ -70,6 +71,15 @@ type Store interface {
 // what it decided on them re-checks them under UpdateMany.
 type Snapshot interface {
 	GetMany(ctx context.Context, keys []string) ([]Record, error)
+}
+
+// Clock is implemented by every store: DatabaseNow is the time on the
+// database's clock, the one clock every process sharing the database
+// agrees on (see store/quotastate). PostgreSQL reads its server's clock;
+// SQLite and memory, whose processes share one machine, return
+// Options.Now.
+type Clock interface {
+	DatabaseNow(ctx context.Context) (time.Time, error)
 }
 
 // Blobs is a table of byte values bounded in total size: once the total

@@ -125,6 +125,14 @@ type Heartbeats interface {
 	Beats(ctx context.Context) (map[string]time.Time, error)
 }
 
+// Clocked is implemented by a State that keeps shared times on a clock
+// other than the transport's (store/quotastate keeps them on the
+// database's, so machines whose clocks differ agree): New gives it the
+// transport's clock, whose offset it then measures and applies.
+type Clocked interface {
+	UseClock(now func() time.Time)
+}
+
 // CredentialRecord is what a shared store remembers of a credential, so
 // a restarted process knows invalid tokens and owners without spending a
 // request. It never holds the token.

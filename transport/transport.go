@@ -198,6 +198,9 @@ func New(opts Options) (*Transport, error) {
 	t := &Transport{opts: opts, reg: opts.Providers, base: opts.Base, state: opts.State, log: opts.Logger,
 		holder: opts.Holder, pools: map[string]*creds.Pool{}}
 	_, t.shared = t.state.(Heartbeats)
+	if c, ok := t.state.(Clocked); ok {
+		c.UseClock(opts.Clock.Now)
+	}
 	if !opts.DisableCache {
 		t.cache = opts.Cache
 		if t.cache == nil {

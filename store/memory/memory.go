@@ -13,6 +13,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/ratekeeper/ratekeeper/store/internal/core"
 )
@@ -145,6 +146,14 @@ func (m *Store) Get(ctx context.Context, key string) (core.Record, error) {
 	}
 	rec.Value = core.CloneBytes(rec.Value)
 	return rec, nil
+}
+
+// DatabaseNow implements store.Clock: Options.Now.
+func (m *Store) DatabaseNow(context.Context) (time.Time, error) {
+	if err := m.closed.Check(); err != nil {
+		return time.Time{}, err
+	}
+	return m.opts.Now(), nil
 }
 
 // GetMany implements store.Snapshot.

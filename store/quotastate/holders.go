@@ -26,16 +26,19 @@ type beat struct {
 }
 
 // Beat implements transport.Heartbeats: it records that holder was alive
-// at now.
+// at now (on the database's clock, see ClockOffset).
 func (st *State) Beat(ctx context.Context, holder string, now time.Time) error {
+	off := st.ClockOffset(ctx)
 	return update(ctx, st, key("holder", holder), func() beat { return beat{} }, func(b *beat) error {
-		b.Seen = now.UTC()
+		b.Seen = now.Add(off).UTC()
 		return nil
 	})
 }
 
-// Beats implements transport.Heartbeats: every holder's latest heartbeat.
+// Beats implements transport.Heartbeats: every holder's latest heartbeat,
+// on the transport's clock.
 func (st *State) Beats(ctx context.Context) (map[string]time.Time, error) {
+	off := st.ClockOffset(ctx)
 	recs, err := st.s.List(ctx, "holder/")
 	if err != nil {
 		return nil, err
@@ -51,7 +54,7 @@ func (st *State) Beats(ctx context.Context) (map[string]time.Time, error) {
 			st.corrupt(rec.Key, err)
 			continue
 		}
-		out[h] = b.Seen
+		out[h] = b.Seen.Add(-off)
 	}
 	return out, nil
 }

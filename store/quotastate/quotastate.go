@@ -63,6 +63,7 @@ type State struct {
 	writing sync.RWMutex
 
 	races atomic.Int64 // see Races
+	clk   clock        // see ClockOffset
 }
 
 // DefaultFlushDelay is State.FlushDelay's default.
@@ -283,6 +284,7 @@ func (st *State) Reserve(ctx context.Context, p *transport.ReserveParams) (int, 
 	// commit unseen): bound the transaction here.
 	ctx, cancel := context.WithTimeout(ctx, settleTimeout)
 	defer cancel()
+	defer reserveOnDBClock(p, st.ClockOffset(ctx))()
 	st.writing.RLock()
 	defer st.writing.RUnlock()
 	settles := st.takePending()
@@ -449,6 +451,7 @@ func (st *State) Settle(ctx context.Context, p *transport.SettleParams) error {
 	// not stop a settle): bound the write here.
 	ctx, cancel := context.WithTimeout(ctx, settleTimeout)
 	defer cancel()
+	p = settleOnDBClock(p, st.ClockOffset(ctx))
 	if r := p.Answer.Reading; r == nil || (r.Limited == headers.NotLimited && !r.HasRetryAfter) {
 		if st.queue(p) {
 			return nil
@@ -600,25 +603,27 @@ func (st *State) Close(ctx context.Context) error {
 	return err
 }
 
-// Buckets implements transport.State.
+// Buckets implements transport.State, its times on the transport's clock.
 func (st *State) Buckets(ctx context.Context) (map[transport.BucketID]quota.Bucket, error) {
+	off := st.ClockOffset(ctx)
 	out := map[transport.BucketID]quota.Bucket{}
 	err := st.each(ctx, "bucket/", 3, func(parts []string, rec store.Record) {
 		b := quota.NewBucket()
 		if st.unmarshal(rec, &b) {
-			out[transport.BucketID{Provider: parts[0], Owner: parts[1], Resource: parts[2]}] = b
+			out[transport.BucketID{Provider: parts[0], Owner: parts[1], Resource: parts[2]}] = bucketOnLocalClock(b, off)
 		}
 	})
 	return out, err
 }
 
-// Owners implements transport.State.
+// Owners implements transport.State, its times on the transport's clock.
 func (st *State) Owners(ctx context.Context) (map[transport.OwnerID]quota.Owner, error) {
+	off := st.ClockOffset(ctx)
 	out := map[transport.OwnerID]quota.Owner{}
 	err := st.each(ctx, "owner/", 2, func(parts []string, rec store.Record) {
 		var o quota.Owner
 		if st.unmarshal(rec, &o) {
-			out[transport.OwnerID{Provider: parts[0], Owner: parts[1]}] = o
+			out[transport.OwnerID{Provider: parts[0], Owner: parts[1]}] = ownerOnLocalClock(o, off)
 		}
 	})
 	return out, err

@@ -99,6 +99,7 @@ func Run(t *testing.T, b Backend) {
 		{"UpdateMany", testUpdateMany},
 		{"ConcurrentUpdateMany", testConcurrentUpdateMany},
 		{"GetMany", testGetMany},
+		{"DatabaseNow", testDatabaseNow},
 		{"Blobs", testBlobs},
 		{"BlobEvictionLRU", testBlobEviction},
 		{"BlobTooLarge", testBlobTooLarge},
