@@ -82,6 +82,37 @@ type Clock interface {
 	DatabaseNow(ctx context.Context) (time.Time, error)
 }
 
+// Notifier is implemented by stores that can tell every process sharing
+// the database that something changed, so that a process waiting for
+// another's write need not poll. Listen calls fn with the payload of each
+// notification sent on channel (store.WithNotification), this process's
+// own included, until ctx ends. fn("") also means something may have
+// changed unseen (a lost connection was restored, or the store cannot
+// tell who wrote). waiting reports whether anyone is waiting for news: a
+// store that must poll to notice other processes' writes polls only then.
+// Listen returns ctx's error.
+//
+// PostgreSQL uses LISTEN/NOTIFY on a connection of its own; SQLite,
+// whose processes share one machine and cannot signal each other through
+// the file, watches PRAGMA data_version (which moves whenever another
+// connection commits) a few times a second while someone waits.
+type Notifier interface {
+	Listen(ctx context.Context, channel string, fn func(payload string), waiting func() bool) error
+}
+
+// Notification is what a write tells the processes listening: see
+// WithNotification.
+type Notification = core.Notification
+
+// WithNotification returns ctx carrying n: an Update or UpdateMany run with
+// it sends n to every process listening on n.Channel (Notifier.Listen)
+// when, and only when, its transaction commits a write, in the same
+// transaction. Stores that cannot send one ignore it (SQLite's listeners
+// notice every commit anyway).
+func WithNotification(ctx context.Context, n Notification) context.Context {
+	return core.WithNotification(ctx, n)
+}
+
 // Blobs is a table of byte values bounded in total size: once the total
 // exceeds the store's [Options.BlobLimit], the least recently used blobs
 // (by GetBlob or PutBlob) are evicted. It backs caches, so a blob may vanish

@@ -201,6 +201,10 @@ func New(opts Options) (*Transport, error) {
 	if c, ok := t.state.(Clocked); ok {
 		c.UseClock(opts.Clock.Now)
 	}
+	if w, ok := t.state.(Waker); ok {
+		t.waiters.across = true
+		w.OnWake(t.waiters.wake, t.waiters.waiting)
+	}
 	if !opts.DisableCache {
 		t.cache = opts.Cache
 		if t.cache == nil {

@@ -163,6 +163,10 @@ func (s *Store) updateOnce(ctx context.Context, keys []string, fn core.UpdateFn)
 	if len(written) == 0 {
 		return nil, nil, endTx(ctx, conn)
 	}
+	if n, ok := core.NotificationFrom(ctx); ok {
+		// Sent at COMMIT, and only if it commits.
+		write.Queue(`SELECT pg_notify($1, $2)`, n.Channel, n.Payload)
+	}
 	tags, err := commit(ctx, conn, write)
 	if err != nil {
 		return nil, nil, errors.Join(err, endTx(ctx, conn))

@@ -102,6 +102,8 @@ func (st *State) FreeHolders(ctx context.Context, gone func(holder string) bool)
 		return 0, nil
 	}
 	freed := 0
+	// Freed slots wake the waiters of every process.
+	ctx = store.WithNotification(ctx, store.Notification{Channel: WakeChannel, Payload: st.wakeID()})
 	err := st.s.UpdateMany(ctx, keys, func(recs []*store.Record) error {
 		freed = 0
 		for _, rec := range recs {

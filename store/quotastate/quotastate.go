@@ -64,6 +64,7 @@ type State struct {
 
 	races atomic.Int64 // see Races
 	clk   clock        // see ClockOffset
+	wake  wakes        // see OnWake
 }
 
 // DefaultFlushDelay is State.FlushDelay's default.
@@ -387,7 +388,7 @@ func (st *State) commitChosen(ctx context.Context, p *transport.ReserveParams, i
 	one.Slots = p.Slots[i : i+1]
 	l, okeys, bkeys := slotKeys(&one, settles)
 	won, raced := false, false
-	err := st.s.UpdateMany(ctx, l.keys, func(recs []*store.Record) error {
+	err := st.s.UpdateMany(st.notifying(ctx, settles), l.keys, func(recs []*store.Record) error {
 		raced = false
 		st.decodeAll(l, recs)
 		applySettles(l, settles)
@@ -423,7 +424,7 @@ func (st *State) reserveLocked(ctx context.Context, p *transport.ReserveParams, 
 	var chosen int
 	var wait time.Duration
 	var refused error // the decision's own error: the settles are still written
-	err := st.s.UpdateMany(ctx, l.keys, func(recs []*store.Record) error {
+	err := st.s.UpdateMany(st.notifying(ctx, settles), l.keys, func(recs []*store.Record) error {
 		st.decodeAll(l, recs)
 		applySettles(l, settles)
 		d := l.decide(okeys, bkeys, p)
@@ -476,7 +477,7 @@ func (st *State) write(ctx context.Context, settles []*transport.SettleParams) e
 	for _, sp := range settles {
 		l.addSettle(sp)
 	}
-	return st.s.UpdateMany(ctx, l.keys, func(recs []*store.Record) error {
+	return st.s.UpdateMany(st.notifying(ctx, settles), l.keys, func(recs []*store.Record) error {
 		st.decodeAll(l, recs)
 		applySettles(l, settles)
 		return encodeAll(l, recs)
@@ -593,6 +594,7 @@ func (st *State) flush(ctx context.Context) error {
 // Close writes what waits and stops writing later; it does not close the
 // store, which the caller owns.
 func (st *State) Close(ctx context.Context) error {
+	st.stopListening()
 	err := st.Flush(ctx)
 	st.mu.Lock()
 	st.closed = true

@@ -1,0 +1,89 @@
+package quotastate
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"sync"
+
+	"github.com/ratekeeper/ratekeeper/store"
+	"github.com/ratekeeper/ratekeeper/transport"
+)
+
+// Waking other processes. A request waiting for a concurrency slot or a
+// first probe's answer in one process waits on requests in flight in any
+// process; their settles free what it waits for. Each transaction that
+// writes settles sends a notification (store.WithNotification) on
+// WakeChannel, in the same transaction, carrying the sending State's id;
+// every other State listening (OnWake) wakes its transport's oldest
+// waiter, which passes the wake on (see transport's waiters). So a waiter
+// sleeps until the time its last decision gave, not a fixed poll.
+
+// WakeChannel is the notification channel of settles.
+const WakeChannel = "ratekeeper_quota"
+
+var _ transport.Waker = (*State)(nil)
+
+type wakes struct {
+	once   sync.Once
+	id     string // this State's payload: its own notifications are skipped
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// wakeID returns the payload of this State's notifications.
+func (st *State) wakeID() string {
+	st.wake.once.Do(func() {
+		var b [8]byte
+		_, _ = rand.Read(b[:])
+		st.wake.id = hex.EncodeToString(b[:])
+	})
+	return st.wake.id
+}
+
+// notifying returns ctx carrying the notification that settles were
+// written, when there are any.
+func (st *State) notifying(ctx context.Context, settles []*transport.SettleParams) context.Context {
+	if len(settles) == 0 {
+		return ctx
+	}
+	return store.WithNotification(ctx, store.Notification{Channel: WakeChannel, Payload: st.wakeID()})
+}
+
+// OnWake implements transport.Waker: on a store that notifies
+// (store.Notifier), fn is called at each settle another process writes,
+// until Close. waiting is passed to the store (see store.Notifier). A
+// second call does nothing.
+func (st *State) OnWake(fn func(), waiting func() bool) {
+	n, ok := st.s.(store.Notifier)
+	if !ok {
+		return
+	}
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.wake.cancel != nil || st.closed {
+		return
+	}
+	id := st.wakeID()
+	ctx, cancel := context.WithCancel(context.Background())
+	st.wake.cancel, st.wake.done = cancel, make(chan struct{})
+	go func() {
+		defer close(st.wake.done)
+		_ = n.Listen(ctx, WakeChannel, func(payload string) {
+			if payload != id {
+				fn()
+			}
+		}, waiting)
+	}()
+}
+
+// stopListening ends what OnWake started and waits for it.
+func (st *State) stopListening() {
+	st.mu.Lock()
+	cancel, done := st.wake.cancel, st.wake.done
+	st.mu.Unlock()
+	if cancel != nil {
+		cancel()
+		<-done
+	}
+}
