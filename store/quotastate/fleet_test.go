@@ -47,6 +47,8 @@ func TestMain(m *testing.M) {
 		os.Exit(fleetWorker())
 	case "decide":
 		os.Exit(decideWorker())
+	case "wait":
+		os.Exit(waitWorker())
 	}
 	statetest.Main(m, openState)
 }
@@ -117,20 +119,20 @@ func fleetWorker() int {
 		return 3
 	}
 	defer tr.Close()
-	failed := sendAll(tr, url, from, count)
+	failed := sendAll(tr, url, from, count, 8)
 	timed.print()
 	fmt.Printf("done %d failed %d\n", count, failed)
 	return 0
 }
 
-// sendAll sends GETs from..from+count on 8 goroutines and returns how many
+// sendAll sends GETs from..from+count on g goroutines and returns how many
 // failed.
-func sendAll(tr http.RoundTripper, url string, from, count int) int {
+func sendAll(tr http.RoundTripper, url string, from, count, g int) int {
 	jobs := make(chan int)
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	failed := 0
-	for range 8 {
+	for range g {
 		wg.Go(func() {
 			for i := range jobs {
 				req, _ := http.NewRequest(http.MethodGet, fmt.Sprintf("%s/repos/fleet/repo%d", url, i), nil)
