@@ -16,7 +16,7 @@ import (
 // pause end 3 s early and overspend. So the State writes and compares them
 // on the database's clock (store.Clock): it measures this process's
 // offset to it — the database's time less the midpoint of the round trip
-// that read it, the sample with the shortest round trip of a few — and
+// that read it, the sample with the shortest round trip of 3 to 10 — and
 // adds it to every time the transport gives, before the shared state sees
 // it, and takes it off the heartbeats it reads back. Durations (waits)
 // need no translation. The offset is measured at the first use and again
@@ -32,9 +32,15 @@ import (
 // most 0.5 ms a second), rarely enough to cost nothing.
 const ClockCheck = time.Minute
 
-// clockSamples is how many round trips one measurement takes; the
-// shortest bounds the offset's error best.
-const clockSamples = 3
+// A measurement takes at least minClockSamples round trips and goes on,
+// up to maxClockSamples, while the shortest is above goodRoundTrip: the
+// offset's error is at most half the shortest, and a loaded machine or
+// network makes some round trips long.
+const (
+	minClockSamples = 3
+	maxClockSamples = 10
+	goodRoundTrip   = 5 * time.Millisecond
+)
 
 type clock struct {
 	mu        sync.Mutex
@@ -98,7 +104,7 @@ func (st *State) measureLocked(ctx context.Context) {
 		return
 	}
 	best := time.Duration(-1)
-	for range clockSamples {
+	for i := 0; i < maxClockSamples && (i < minClockSamples || best > goodRoundTrip); i++ {
 		t0 := now()
 		db, err := c.DatabaseNow(ctx)
 		t1 := now()
