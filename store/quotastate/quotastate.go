@@ -29,6 +29,7 @@ import (
 	"errors"
 	"log/slog"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -279,7 +280,10 @@ func applySettles(l *loaded, settles []*transport.SettleParams) {
 //
 // Decisions on different buckets thus lock different rows and run in
 // parallel, and no lock is held while deciding on rows the transaction
-// will not write (on SQLite, the one write lock of every process).
+// will not write (on SQLite, the one write lock of every process). When
+// every slot spends from the same rows (one credential, or tokens of one
+// owner) there is nothing to choose: a request that has not waited yet
+// locks them at once, saving the snapshot's read.
 func (st *State) Reserve(ctx context.Context, p *transport.ReserveParams) (int, time.Duration, error) {
 	// The transport's context has no end (a reservation cut short could
 	// commit unseen): bound the transaction here.
@@ -289,6 +293,14 @@ func (st *State) Reserve(ctx context.Context, p *transport.ReserveParams) (int, 
 	st.writing.RLock()
 	defer st.writing.RUnlock()
 	settles := st.takePending()
+	if oneChoice(p.Slots) && !p.Waited {
+		// Nothing to choose among (one credential, or tokens of one
+		// owner): the snapshot would only add a read. A request that
+		// already waited is likely to wait again, which the snapshot
+		// tells without a write transaction (on SQLite, the write lock
+		// of every process).
+		return st.reserveLocked(ctx, p, settles)
+	}
 	for range maxRaces {
 		l, okeys, bkeys := slotKeys(p, settles)
 		snap, err := st.snapshot(ctx, l)
@@ -327,6 +339,16 @@ const maxRaces = 4
 // snapshot to another writer (the rows' versions had moved and the slot
 // could no longer go) and chose again.
 func (st *State) Races() int64 { return st.races.Load() }
+
+// oneChoice reports whether every slot spends from the same rows.
+func oneChoice(slots []transport.Slot) bool {
+	for _, s := range slots[min(1, len(slots)):] {
+		if s.Owner != slots[0].Owner || s.Bucket != slots[0].Bucket || !slices.Equal(s.Also, slots[0].Also) {
+			return false
+		}
+	}
+	return true
+}
 
 // slotKeys lists the rows of p's slots and of settles in a fresh loaded,
 // and each slot's owner and bucket key.
