@@ -163,7 +163,7 @@ func (s *Store) updateOnce(ctx context.Context, keys []string, fn core.UpdateFn)
 	if len(written) == 0 {
 		return nil, nil, endTx(ctx, conn)
 	}
-	if n, ok := core.NotificationFrom(ctx); ok {
+	if n, ok := core.NotificationFrom(ctx); ok && (n.When == nil || n.When()) {
 		// Sent at COMMIT, and only if it commits.
 		write.Queue(`SELECT pg_notify($1, $2)`, n.Channel, n.Payload)
 	}

@@ -3,6 +3,7 @@ package quotastate_test
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"slices"
@@ -101,9 +102,13 @@ func decideWorker() int {
 	var wg sync.WaitGroup
 	var failed sync.Once
 	code := 0
+	// Processes take turns from different credentials: had they all
+	// started at the first, they would choose the same bucket at the
+	// same moments and queue on its row.
+	first := rand.IntN(30)
 	for w := range g {
 		wg.Go(func() {
-			for k := w; time.Now().Before(end); k++ {
+			for k := first + w*30/g; time.Now().Before(end); k++ {
 				// Taking turns: each request prefers the next credential.
 				turn := append(slices.Clone(slots[k%30:]), slots[:k%30]...)
 				if err := decideOnce(st, turn); err != nil {
@@ -115,6 +120,9 @@ func decideWorker() int {
 	}
 	wg.Wait()
 	st.print()
+	if r, ok := any(st.State).(interface{ Races() int64 }); ok {
+		fmt.Printf("races %d\n", r.Races())
+	}
 	fmt.Println("done")
 	return code
 }
@@ -183,6 +191,7 @@ func BenchmarkFleetDecisions(b *testing.B) {
 				seedBuckets(b, dsn)
 				var mu sync.Mutex
 				var all []time.Duration
+				var races int64
 				var wg sync.WaitGroup
 				for range procs {
 					wg.Go(func() {
@@ -197,6 +206,12 @@ func BenchmarkFleetDecisions(b *testing.B) {
 						}
 						mu.Lock()
 						all = append(all, parseDecisions(lines)...)
+						for _, l := range lines {
+							if n, ok := strings.CutPrefix(l, "races "); ok {
+								v, _ := strconv.ParseInt(n, 10, 64)
+								races += v
+							}
+						}
 						mu.Unlock()
 					})
 				}
@@ -204,6 +219,7 @@ func BenchmarkFleetDecisions(b *testing.B) {
 				b.ReportMetric(float64(len(all))/span.Seconds(), "decisions/s")
 				b.ReportMetric(float64(percentile(all, 0.99).Microseconds()), "p99-µs")
 				b.ReportMetric(float64(percentile(all, 0.5).Microseconds()), "p50-µs")
+				b.ReportMetric(float64(races), "lost-races")
 			}
 		})
 	}

@@ -248,8 +248,10 @@ func (l *loaded) decide(okeys, bkeys []string, p *transport.ReserveParams) quota
 	return quota.Decide(opts, &p.Ask, p.Lease, p.Now)
 }
 
-// applySettles runs quota.Settle for each settle on the loaded values.
-func applySettles(l *loaded, settles []*transport.SettleParams) {
+// applySettles runs quota.Settle for each settle on the loaded values. It
+// reports whether any freed what a request of another process may be
+// waiting for (see freesForWaiters).
+func applySettles(l *loaded, settles []*transport.SettleParams) (frees bool) {
 	for _, p := range settles {
 		var o *quota.Owner
 		if p.Slot.Owner != (transport.OwnerID{}) {
@@ -259,8 +261,11 @@ func applySettles(l *loaded, settles []*transport.SettleParams) {
 		for _, id := range p.Slot.Also {
 			also = append(also, l.buckets[bucketKey(id)])
 		}
-		quota.Settle(o, l.buckets[bucketKey(p.Slot.Bucket)], p.Lease, &p.Answer, p.Now, also...)
+		b := l.buckets[bucketKey(p.Slot.Bucket)]
+		frees = frees || freesForWaiters(o, b, p)
+		quota.Settle(o, b, p.Lease, &p.Answer, p.Now, also...)
 	}
+	return frees
 }
 
 // Reserve implements transport.State. It locks only what it chooses:
@@ -409,11 +414,11 @@ func (st *State) commitChosen(ctx context.Context, p *transport.ReserveParams, i
 	one := *p
 	one.Slots = p.Slots[i : i+1]
 	l, okeys, bkeys := slotKeys(&one, settles)
-	won, raced := false, false
-	err := st.s.UpdateMany(st.notifying(ctx, settles), l.keys, func(recs []*store.Record) error {
+	won, raced, frees := false, false, false
+	err := st.s.UpdateMany(st.notifying(ctx, settles, &frees), l.keys, func(recs []*store.Record) error {
 		raced = false
 		st.decodeAll(l, recs)
-		applySettles(l, settles)
+		frees = applySettles(l, settles)
 		d := l.decide(okeys, bkeys, &one)
 		won = d.Wait == 0 && d.Err == nil && d.Index == 0
 		if !won && moved(recs, snap) {
@@ -446,9 +451,10 @@ func (st *State) reserveLocked(ctx context.Context, p *transport.ReserveParams, 
 	var chosen int
 	var wait time.Duration
 	var refused error // the decision's own error: the settles are still written
-	err := st.s.UpdateMany(st.notifying(ctx, settles), l.keys, func(recs []*store.Record) error {
+	frees := false
+	err := st.s.UpdateMany(st.notifying(ctx, settles, &frees), l.keys, func(recs []*store.Record) error {
 		st.decodeAll(l, recs)
-		applySettles(l, settles)
+		frees = applySettles(l, settles)
 		d := l.decide(okeys, bkeys, p)
 		chosen, wait, refused, p.OnAnswer = d.Index, d.Wait, d.Err, d.OnAnswer
 		return encodeAll(l, recs)
@@ -499,9 +505,10 @@ func (st *State) write(ctx context.Context, settles []*transport.SettleParams) e
 	for _, sp := range settles {
 		l.addSettle(sp)
 	}
-	return st.s.UpdateMany(st.notifying(ctx, settles), l.keys, func(recs []*store.Record) error {
+	frees := false
+	return st.s.UpdateMany(st.notifying(ctx, settles, &frees), l.keys, func(recs []*store.Record) error {
 		st.decodeAll(l, recs)
-		applySettles(l, settles)
+		frees = applySettles(l, settles)
 		return encodeAll(l, recs)
 	})
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"sync"
 
+	"github.com/ratekeeper/ratekeeper/quota"
 	"github.com/ratekeeper/ratekeeper/store"
 	"github.com/ratekeeper/ratekeeper/transport"
 )
@@ -42,12 +43,31 @@ func (st *State) wakeID() string {
 }
 
 // notifying returns ctx carrying the notification that settles were
-// written, when there are any.
-func (st *State) notifying(ctx context.Context, settles []*transport.SettleParams) context.Context {
+// written, sent if *frees is true once the transaction's fn ran (see
+// applySettles), when there are settles.
+func (st *State) notifying(ctx context.Context, settles []*transport.SettleParams, frees *bool) context.Context {
 	if len(settles) == 0 {
 		return ctx
 	}
-	return store.WithNotification(ctx, store.Notification{Channel: WakeChannel, Payload: st.wakeID()})
+	return store.WithNotification(ctx, store.Notification{Channel: WakeChannel, Payload: st.wakeID(),
+		When: func() bool { return *frees }})
+}
+
+// freesForWaiters reports whether settling p, on owner o and bucket b as
+// they are before it, frees what a request may be waiting for on answers
+// (quota.Decision.OnAnswer): a concurrency slot of an owner at its cap, or
+// a bucket whose first probe is out. Other settles wake nobody: waits on
+// known times end by themselves. A nil o or b frees nothing of its own.
+func freesForWaiters(o *quota.Owner, b *quota.Bucket, p *transport.SettleParams) bool {
+	if p.Lease == 0 {
+		return false
+	}
+	if o != nil {
+		if c := o.ConcurrencyCap(p.Answer.Secondary, p.Now); c > 0 && o.InFlight(p.Now) >= c {
+			return true
+		}
+	}
+	return b != nil && !b.Known()
 }
 
 // OnWake implements transport.Waker: on a store that notifies

@@ -7,9 +7,13 @@ import "context"
 type notifyKey struct{}
 
 // Notification is what a committing write tells the processes listening
-// on Channel.
+// on Channel. When, if set, is asked after the update's fn ran: false
+// sends nothing (on PostgreSQL every notifying commit takes one
+// database-wide lock, so a write that frees nothing anyone waits for
+// should not notify).
 type Notification struct {
 	Channel, Payload string
+	When             func() bool
 }
 
 // WithNotification returns ctx carrying n: an Update or UpdateMany run
