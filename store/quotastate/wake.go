@@ -30,6 +30,10 @@ type wakes struct {
 	id     string // this State's payload: its own notifications are skipped
 	cancel context.CancelFunc
 	done   chan struct{}
+	// The transports registered (several may share one State), under
+	// State.mu.
+	fns      []func()
+	waitings []func() bool
 }
 
 // wakeID returns the payload of this State's notifications.
@@ -71,9 +75,10 @@ func freesForWaiters(o *quota.Owner, b *quota.Bucket, p *transport.SettleParams)
 }
 
 // OnWake implements transport.Waker: on a store that notifies
-// (store.Notifier), fn is called at each settle another process writes,
-// until Close. waiting is passed to the store (see store.Notifier). A
-// second call does nothing.
+// (store.Notifier), fn is called at each settle another process writes
+// that frees a slot or a probe, until Close. Every transport sharing the
+// State registers; the store is asked to watch while any of them has a
+// request waiting (see store.Notifier).
 func (st *State) OnWake(fn func(), waiting func() bool) {
 	n, ok := st.s.(store.Notifier)
 	if !ok {
@@ -81,7 +86,12 @@ func (st *State) OnWake(fn func(), waiting func() bool) {
 	}
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	if st.wake.cancel != nil || st.closed {
+	if st.closed {
+		return
+	}
+	st.wake.fns = append(st.wake.fns, fn)
+	st.wake.waitings = append(st.wake.waitings, waiting)
+	if st.wake.cancel != nil {
 		return
 	}
 	id := st.wakeID()
@@ -91,10 +101,33 @@ func (st *State) OnWake(fn func(), waiting func() bool) {
 		defer close(st.wake.done)
 		_ = n.Listen(ctx, WakeChannel, func(payload string) {
 			if payload != id {
-				fn()
+				st.wakeAll()
 			}
-		}, waiting)
+		}, st.anyWaiting)
 	}()
+}
+
+// wakeAll wakes every registered transport's oldest waiter.
+func (st *State) wakeAll() {
+	st.mu.Lock()
+	fns := st.wake.fns
+	st.mu.Unlock()
+	for _, fn := range fns {
+		fn()
+	}
+}
+
+// anyWaiting reports whether a registered transport has a request waiting.
+func (st *State) anyWaiting() bool {
+	st.mu.Lock()
+	ws := st.wake.waitings
+	st.mu.Unlock()
+	for _, w := range ws {
+		if w() {
+			return true
+		}
+	}
+	return false
 }
 
 // stopListening ends what OnWake started and waits for it.

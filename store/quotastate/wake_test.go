@@ -15,7 +15,8 @@ import (
 
 // TestSettleWakesOtherProcesses: a settle written by one process (its own
 // store and State) wakes the waiters of another listening on the same
-// database, through PostgreSQL's NOTIFY or SQLite's data_version.
+// database, through PostgreSQL's NOTIFY or SQLite's data_version — the
+// waiters of each transport sharing that State.
 func TestSettleWakesOtherProcesses(t *testing.T) {
 	backends := map[string]func(t *testing.T) string{
 		"sqlite":   func(t *testing.T) string { return filepath.Join(t.TempDir(), "wake.db") },
@@ -34,10 +35,12 @@ func TestSettleWakesOtherProcesses(t *testing.T) {
 				return st
 			}
 			a, b := open(), open()
-			woken := make(chan struct{}, 100)
+			woken, second := make(chan struct{}, 100), make(chan struct{}, 100)
 			b.OnWake(func() { woken <- struct{}{} }, func() bool { return true })
+			b.OnWake(func() { second <- struct{}{} }, func() bool { return false })
 			if name == "sqlite" {
 				<-woken // a wait's start looks once: a commit may precede it
+				<-second
 			}
 			sl := transport.Slot{Owner: transport.OwnerID{Provider: "p", Owner: "o"}, Bucket: transport.BucketID{Provider: "p", Owner: "o", Resource: "core"}}
 			// Settles until one wakes b: PostgreSQL's LISTEN may still be
@@ -57,6 +60,7 @@ func TestSettleWakesOtherProcesses(t *testing.T) {
 				}
 				select {
 				case <-woken:
+					<-second // the other transport on b, at the same wake
 					return
 				case <-deadline:
 					t.Fatal("no wake in 10 s")
