@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -39,9 +40,9 @@ func BenchmarkFleet(b *testing.B) {
 		limit int64
 		dsn   func(b *testing.B) string
 	}{
-		{"postgres-16-L10", 16, 10, func(b *testing.B) string { return storetest.NewPostgresSchema(b, storetest.PostgresBase(b)) }},
+		{"postgres-16-L10", 16, 10, func(b *testing.B) string { return storetest.NewPostgresSchema(b, fleetPostgres(b)) }},
 		{"sqlite-4-L10", 4, 10, func(b *testing.B) string { return filepath.Join(b.TempDir(), "fleet.db") }},
-		{"postgres-16-L100", 16, 100, func(b *testing.B) string { return storetest.NewPostgresSchema(b, storetest.PostgresBase(b)) }},
+		{"postgres-16-L100", 16, 100, func(b *testing.B) string { return storetest.NewPostgresSchema(b, fleetPostgres(b)) }},
 		{"sqlite-4-L100", 4, 100, func(b *testing.B) string { return filepath.Join(b.TempDir(), "fleet.db") }},
 	}
 	for _, c := range cases {
@@ -64,6 +65,21 @@ func BenchmarkFleet(b *testing.B) {
 			}
 		})
 	}
+}
+
+// fleetPostgres returns the PostgreSQL the fleet benchmarks use: the one
+// in RATEKEEPER_TEST_POSTGRES, else one started the way CI starts it
+// (.ci/pg-start: a throwaway server on loopback, reused when running).
+func fleetPostgres(b *testing.B) string {
+	b.Helper()
+	if os.Getenv(storetest.PostgresEnv) == "" {
+		out, err := exec.Command("bash", filepath.Join("..", "..", ".ci", "pg-start")).Output()
+		if err != nil {
+			b.Fatalf("starting PostgreSQL with .ci/pg-start: %v", err)
+		}
+		b.Setenv(storetest.PostgresEnv, strings.TrimSpace(string(out)))
+	}
+	return storetest.PostgresBase(b)
 }
 
 // Variables of a decide worker (envWorker=decide): it runs reservations
@@ -187,7 +203,7 @@ func BenchmarkFleetDecisions(b *testing.B) {
 	for _, procs := range []int{1, 2, 4, 8, 16} {
 		b.Run(fmt.Sprintf("procs-%d", procs), func(b *testing.B) {
 			for b.Loop() {
-				dsn := storetest.NewPostgresSchema(b, storetest.PostgresBase(b))
+				dsn := storetest.NewPostgresSchema(b, fleetPostgres(b))
 				seedBuckets(b, dsn)
 				var mu sync.Mutex
 				var all []time.Duration

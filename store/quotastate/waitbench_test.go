@@ -141,7 +141,7 @@ func waitWorker() int {
 func BenchmarkWaiting(b *testing.B) {
 	backends := map[string]func(b *testing.B) string{
 		"sqlite":   func(b *testing.B) string { return filepath.Join(b.TempDir(), "wait.db") },
-		"postgres": func(b *testing.B) string { return storetest.NewPostgresDatabase(b, "rkwait") },
+		"postgres": func(b *testing.B) string { fleetPostgres(b); return storetest.NewPostgresDatabase(b, "rkwait") },
 	}
 	for _, name := range []string{"sqlite", "postgres"} {
 		b.Run(name, func(b *testing.B) {
