@@ -377,7 +377,14 @@ func (b *Bucket) take(p Policy, l Lease, now time.Time) {
 	b.prune(now)
 	b.roll(now)
 	l.Spacing = time.Duration(l.units()) * b.interval(p, now)
-	b.TAT = maxTime(b.TAT, now).Add(l.Spacing)
+	if l.Spacing > 0 {
+		// A request that spaces nothing (greedy) leaves the schedule
+		// alone: moving it to its own now would make a decision taken
+		// at an earlier now (another goroutine's, another process's
+		// whose clock offset is off by a millisecond) wait the
+		// difference.
+		b.TAT = maxTime(b.TAT, now).Add(l.Spacing)
+	}
 	b.Leases = append(b.Leases, l)
 }
 

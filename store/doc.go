@@ -15,7 +15,12 @@
 //
 // Package store holds the interfaces ([Store], [Blobs]) and [Open], the
 // one place that reads a connection string ([KindOf], [SQLitePath],
-// [Redact]: the task queue asks them too). Below it:
+// [Redact]: the task queue asks them too). What a fleet needs beyond one
+// atomic update is offered by the stores through optional interfaces:
+// [Snapshot] (read many keys without locks, to decide before locking),
+// [Clock] (the database's time, the one clock a fleet shares) and
+// [Notifier] with [WithNotification] (wake other processes at a commit).
+// Below it:
 //
 //   - store/memory: in this process's memory; updates are atomic among its
 //     goroutines and everything is gone when the process exits. It suits a

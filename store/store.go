@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"time"
 
 	"github.com/ratekeeper/ratekeeper/store/internal/core"
 )
@@ -61,6 +62,55 @@ type Store interface {
 	// Close releases the store's resources. Every later call except Close
 	// returns an error wrapping [ErrClosed]; closing twice is harmless.
 	Close() error
+}
+
+// Snapshot is implemented by the SQL stores: GetMany reads the records
+// of several keys in one statement, locking none, in the order of keys (an
+// absent key has a nil Value and Version 0). The records may be from
+// different moments of other writers' transactions; a caller that writes
+// what it decided on them re-checks them under UpdateMany.
+type Snapshot interface {
+	GetMany(ctx context.Context, keys []string) ([]Record, error)
+}
+
+// Clock is implemented by every store: DatabaseNow is the time on the
+// database's clock, the one clock every process sharing the database
+// agrees on (see store/quotastate). PostgreSQL reads its server's clock;
+// SQLite and memory, whose processes share one machine, return
+// Options.Now.
+type Clock interface {
+	DatabaseNow(ctx context.Context) (time.Time, error)
+}
+
+// Notifier is implemented by stores that can tell every process sharing
+// the database that something changed, so that a process waiting for
+// another's write need not poll. Listen calls fn with the payload of each
+// notification sent on channel (store.WithNotification), this process's
+// own included, until ctx ends. fn("") also means something may have
+// changed unseen (a lost connection was restored, or the store cannot
+// tell who wrote). waiting reports whether anyone is waiting for news: a
+// store that must poll to notice other processes' writes polls only then.
+// Listen returns ctx's error.
+//
+// PostgreSQL uses LISTEN/NOTIFY on a connection of its own; SQLite,
+// whose processes share one machine and cannot signal each other through
+// the file, watches PRAGMA data_version (which moves whenever another
+// connection commits) a few times a second while someone waits.
+type Notifier interface {
+	Listen(ctx context.Context, channel string, fn func(payload string), waiting func() bool) error
+}
+
+// Notification is what a write tells the processes listening: see
+// WithNotification.
+type Notification = core.Notification
+
+// WithNotification returns ctx carrying n: an Update or UpdateMany run with
+// it sends n to every process listening on n.Channel (Notifier.Listen)
+// when, and only when, its transaction commits a write, in the same
+// transaction. Stores that cannot send one ignore it (SQLite's listeners
+// notice every commit anyway).
+func WithNotification(ctx context.Context, n Notification) context.Context {
+	return core.WithNotification(ctx, n)
 }
 
 // Blobs is a table of byte values bounded in total size: once the total

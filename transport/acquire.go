@@ -71,6 +71,7 @@ func (x *exchange) acquire() error {
 		// without the caller knowing, and its lease would be held until
 		// it lapsed. (A State that does I/O bounds it with a timeout of
 		// its own.)
+		gen := t.waiters.gen()
 		i, w, err := t.state.Reserve(context.WithoutCancel(x.ctx), &x.reserve)
 		if err != nil && x.learnerCannotServe(err) {
 			continue
@@ -113,7 +114,7 @@ func (x *exchange) acquire() error {
 		if werr != nil {
 			return werr
 		}
-		if baton, err = t.waitFor(x.ctx, sleep, &x.waited); err != nil {
+		if baton, err = t.waitFor(x.ctx, sleep, &x.waited, gen); err != nil {
 			return err
 		}
 	}
@@ -130,9 +131,12 @@ func (x *exchange) acquire() error {
 // at an answer, which wakes the request, and at the latest when their
 // earliest lease lapses (w): it is waited for until the max wait runs out,
 // and its WaitError then carries when an answer is expected, one round
-// trip from now. Such a wait also asks again every round trip: a first
-// probe's answer frees every waiter, not one, and on a state shared with
-// other processes their answers wake nobody here.
+// trip from now. On a State whose other processes' answers wake waiters
+// here (Waker), such a wait sleeps until then, at most maxOnAnswerSleep:
+// a wake lost (a listener reconnecting, a wake between a decision and
+// its sleep that the spare did not catch) costs at most that. Otherwise
+// it asks again every round trip: on a state shared with other processes
+// their answers wake nobody here.
 func (x *exchange) nextWait(c *creds.Credential, w time.Duration, now time.Time) (time.Duration, error) {
 	maxWait := x.l.maxWait
 	waitErr := func(d time.Duration) error {
@@ -150,12 +154,19 @@ func (x *exchange) nextWait(c *creds.Credential, w time.Duration, now time.Time)
 	if left <= 0 {
 		return 0, waitErr(min(rtt, w))
 	}
+	if x.t.waiters.across {
+		return min(w, left, maxOnAnswerSleep), nil
+	}
 	// Asked again every round trip: an answer wakes one waiter, which
 	// suits an answer that frees one slot, but a first probe's answer
 	// opens the bucket to all of them, and on a shared state other
 	// processes' answers wake nobody here.
 	return min(w, left, rtt), nil
 }
+
+// maxOnAnswerSleep bounds a wait on requests in flight when answers of
+// every process wake it (see nextWait).
+const maxOnAnswerSleep = time.Second
 
 // candidates lists the credentials the request may go with, in the order
 // that breaks ties: taking turns (Pool.AppendTurn), except that the route's
@@ -262,9 +273,10 @@ func (t *Transport) leaseID() uint64 {
 // waitFor sleeps d, or less when an answer may have freed what the request
 // waits for (see waiters), or until ctx ends; it adds the time slept to
 // *waited. It returns the baton of a wake it received, to be passed on if
-// the request still cannot go.
-func (t *Transport) waitFor(ctx context.Context, d time.Duration, waited *time.Duration) (uint64, error) {
-	w := t.waiters.join()
+// the request still cannot go. gen is the waiters' wakes count taken
+// before the decision to wait (see waiters.join).
+func (t *Transport) waitFor(ctx context.Context, d time.Duration, waited *time.Duration, gen uint64) (uint64, error) {
+	w := t.waiters.join(gen)
 	start := t.opts.Now()
 	timer := t.opts.Clock.NewTimer(d)
 	defer timer.Stop()

@@ -125,6 +125,27 @@ type Heartbeats interface {
 	Beats(ctx context.Context) (map[string]time.Time, error)
 }
 
+// Clocked is implemented by a State that keeps shared times on a clock
+// other than the transport's (store/quotastate keeps them on the
+// database's, so machines whose clocks differ agree): New gives it the
+// transport's clock, whose offset it then measures and applies.
+type Clocked interface {
+	UseClock(now func() time.Time)
+}
+
+// Waker is implemented by a State shared with other processes that can
+// tell when another process's settle may have freed quota or a
+// concurrency slot (store/quotastate: PostgreSQL's LISTEN/NOTIFY, SQLite's
+// data_version). New registers the transport's waiters: fn wakes the
+// oldest, which passes the wake on; waiting reports whether any request
+// waits, for a State that must poll to notice. With a Waker, a request
+// waiting on requests in flight sleeps until the time its decision gave
+// (the earliest lease lapse), woken early by an answer in any process,
+// instead of asking again every round trip.
+type Waker interface {
+	OnWake(fn func(), waiting func() bool)
+}
+
 // CredentialRecord is what a shared store remembers of a credential, so
 // a restarted process knows invalid tokens and owners without spending a
 // request. It never holds the token.

@@ -211,6 +211,13 @@ func New(opts Options) (*Transport, error) {
 		late: map[*provider.Provider]*lane{}, auto: map[string]*lane{}}
 	_, t.shared = t.state.(Heartbeats)
 	t.turns, _ = t.state.(LearningTurns)
+	if c, ok := t.state.(Clocked); ok {
+		c.UseClock(opts.Clock.Now)
+	}
+	if w, ok := t.state.(Waker); ok {
+		t.waiters.across = true
+		w.OnWake(t.waiters.wake, t.waiters.waiting)
+	}
 	if !opts.DisableCache {
 		t.cache = opts.Cache
 		if t.cache == nil {

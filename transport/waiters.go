@@ -13,11 +13,20 @@ import "sync"
 // that freed one slot costs one retry, a waiter that cannot use it does not
 // stop the one that can, and the chain ends after each earlier waiter has
 // tried once. Waits also end at their own deadline, which covers what the
-// chain misses (another process's answers, a window that refilled).
+// chain misses (a window that refilled). On a State shared with other
+// processes that notifies (Waker), their answers wake the oldest waiter
+// here too (across is set).
+//
+// A wake that finds no one waiting is remembered (idleWake): a request
+// that decided to wait before it, and joins after, tries again at once;
+// it would otherwise sleep past the answer that freed its slot.
 type waiters struct {
-	mu    sync.Mutex
-	seq   uint64
-	queue []*waiter // oldest first
+	mu       sync.Mutex
+	seq      uint64
+	queue    []*waiter // oldest first
+	wakes    uint64    // wake calls so far
+	idleWake uint64    // the wakes count at the latest wake that found no one
+	across   bool      // a Waker wakes them for answers of other processes too
 }
 
 type waiter struct {
@@ -25,14 +34,34 @@ type waiter struct {
 	woken chan uint64 // receives the baton: the last seq the wake may reach
 }
 
-// join registers a new waiter, the youngest.
-func (q *waiters) join() *waiter {
+// gen returns the count of wakes so far, to be passed to join by a
+// request about to decide.
+func (q *waiters) gen() uint64 {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.wakes
+}
+
+// join registers a new waiter, the youngest, whose decision began when
+// the wakes count was gen; it is woken at once if a wake found no one
+// waiting since.
+func (q *waiters) join(gen uint64) *waiter {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	q.seq++
 	w := &waiter{seq: q.seq, woken: make(chan uint64, 1)}
 	q.queue = append(q.queue, w)
+	if q.idleWake > gen {
+		q.wakeLocked(q.seq)
+	}
 	return w
+}
+
+// waiting reports whether any request waits.
+func (q *waiters) waiting() bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return len(q.queue) > 0
 }
 
 // leave removes w if no wake has taken it out yet. It reports whether w was
@@ -54,6 +83,11 @@ func (q *waiters) leave(w *waiter) bool {
 func (q *waiters) wake() {
 	q.mu.Lock()
 	defer q.mu.Unlock()
+	q.wakes++
+	if len(q.queue) == 0 {
+		q.idleWake = q.wakes
+		return
+	}
 	q.wakeLocked(q.seq)
 }
 

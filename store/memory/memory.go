@@ -13,6 +13,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/ratekeeper/ratekeeper/store/internal/core"
 )
@@ -145,6 +146,36 @@ func (m *Store) Get(ctx context.Context, key string) (core.Record, error) {
 	}
 	rec.Value = core.CloneBytes(rec.Value)
 	return rec, nil
+}
+
+// DatabaseNow implements store.Clock: Options.Now.
+func (m *Store) DatabaseNow(context.Context) (time.Time, error) {
+	if err := m.closed.Check(); err != nil {
+		return time.Time{}, err
+	}
+	return m.opts.Now(), nil
+}
+
+// GetMany implements store.Snapshot.
+func (m *Store) GetMany(ctx context.Context, keys []string) ([]core.Record, error) {
+	if err := m.closed.Check(); err != nil {
+		return nil, err
+	}
+	if err := core.ValidateKeys(keys); err != nil {
+		return nil, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make([]core.Record, len(keys))
+	for i, k := range keys {
+		rec, ok := m.records[k]
+		if !ok {
+			rec = core.Record{Key: k}
+		}
+		rec.Value = core.CloneBytes(rec.Value)
+		out[i] = rec
+	}
+	return out, nil
 }
 
 // List implements store.Store.

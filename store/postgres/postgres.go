@@ -94,6 +94,20 @@ func open(ctx context.Context, dsn string, opts core.Options, target int) (*Stor
 	return st, nil
 }
 
+// DatabaseNow implements store.Clock: the server's clock_timestamp(),
+// the time when the statement runs (now() would be the start of a
+// transaction).
+func (s *Store) DatabaseNow(ctx context.Context) (time.Time, error) {
+	if err := s.shared.Closed.Check(); err != nil {
+		return time.Time{}, err
+	}
+	var t time.Time
+	if err := s.pool.QueryRow(ctx, `SELECT clock_timestamp()`).Scan(&t); err != nil {
+		return time.Time{}, fmt.Errorf("store: database time: %w", err)
+	}
+	return t, nil
+}
+
 // describe names the database for messages, without the password.
 func describe(cfg *pgxpool.Config) string {
 	c := cfg.ConnConfig
@@ -148,6 +162,10 @@ func (s *Store) updateOnce(ctx context.Context, keys []string, fn core.UpdateFn)
 	write, written, once := s.writes(keys, recs, olds, exists, all)
 	if len(written) == 0 {
 		return nil, nil, endTx(ctx, conn)
+	}
+	if n, ok := core.NotificationFrom(ctx); ok && (n.When == nil || n.When()) {
+		// Sent at COMMIT, and only if it commits.
+		write.Queue(`SELECT pg_notify($1, $2)`, n.Channel, n.Payload)
 	}
 	tags, err := commit(ctx, conn, write)
 	if err != nil {

@@ -26,16 +26,19 @@ type beat struct {
 }
 
 // Beat implements transport.Heartbeats: it records that holder was alive
-// at now.
+// at now (on the database's clock, see ClockOffset).
 func (st *State) Beat(ctx context.Context, holder string, now time.Time) error {
+	off := st.ClockOffset(ctx)
 	return update(ctx, st, key("holder", holder), func() beat { return beat{} }, func(b *beat) error {
-		b.Seen = now.UTC()
+		b.Seen = now.Add(off).UTC()
 		return nil
 	})
 }
 
-// Beats implements transport.Heartbeats: every holder's latest heartbeat.
+// Beats implements transport.Heartbeats: every holder's latest heartbeat,
+// on the transport's clock.
 func (st *State) Beats(ctx context.Context) (map[string]time.Time, error) {
+	off := st.ClockOffset(ctx)
 	recs, err := st.s.List(ctx, "holder/")
 	if err != nil {
 		return nil, err
@@ -51,7 +54,7 @@ func (st *State) Beats(ctx context.Context) (map[string]time.Time, error) {
 			st.corrupt(rec.Key, err)
 			continue
 		}
-		out[h] = b.Seen
+		out[h] = b.Seen.Add(-off)
 	}
 	return out, nil
 }
@@ -99,6 +102,8 @@ func (st *State) FreeHolders(ctx context.Context, gone func(holder string) bool)
 		return 0, nil
 	}
 	freed := 0
+	// Freed slots wake the waiters of every process.
+	ctx = store.WithNotification(ctx, store.Notification{Channel: WakeChannel, Payload: st.wakeID()})
 	err := st.s.UpdateMany(ctx, keys, func(recs []*store.Record) error {
 		freed = 0
 		for _, rec := range recs {

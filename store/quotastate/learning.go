@@ -34,13 +34,18 @@ var errTurnHeld = errors.New("turn held")
 // TakeLearningTurn implements transport.LearningTurns.
 func (st *State) TakeLearningTurn(ctx context.Context, p *transport.TurnParams) (transport.TurnTaken, error) {
 	var got transport.TurnTaken
+	// The turn's end is a shared time: on the database's clock, like a
+	// lease's, so a process whose clock runs ahead cannot take a turn
+	// that has not ended.
+	off := st.ClockOffset(ctx)
+	now, until := p.Now.Add(off), p.Until.Add(off)
 	err := update(ctx, st, turnKey(p.Key), func() turn { return turn{} }, func(v *turn) error {
-		free := v.Holder == "" || v.Holder == p.Holder || !p.Now.Before(v.Until) || v.Holder == p.Gone
+		free := v.Holder == "" || v.Holder == p.Holder || !now.Before(v.Until) || v.Holder == p.Gone
 		if !free {
 			got = transport.TurnTaken{Seq: v.Seq, Holder: v.Holder}
 			return errTurnHeld
 		}
-		v.Holder, v.Until = p.Holder, p.Until.UTC()
+		v.Holder, v.Until = p.Holder, until.UTC()
 		v.Seq++
 		got = transport.TurnTaken{Taken: true, Seq: v.Seq}
 		return nil

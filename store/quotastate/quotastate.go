@@ -30,8 +30,10 @@ import (
 	"errors"
 	"log/slog"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/ratekeeper/ratekeeper/headers"
@@ -61,6 +63,10 @@ type State struct {
 	// once pending is empty, an answer may still be in a transaction
 	// that has not committed.
 	writing sync.RWMutex
+
+	races atomic.Int64 // see Races
+	clk   clock        // see ClockOffset
+	wake  wakes        // see OnWake
 }
 
 // DefaultFlushDelay is State.FlushDelay's default.
@@ -243,8 +249,10 @@ func (l *loaded) decide(okeys, bkeys []string, p *transport.ReserveParams) quota
 	return quota.Decide(opts, &p.Ask, p.Lease, p.Now)
 }
 
-// applySettles runs quota.Settle for each settle on the loaded values.
-func applySettles(l *loaded, settles []*transport.SettleParams) {
+// applySettles runs quota.Settle for each settle on the loaded values. It
+// reports whether any freed what a request of another process may be
+// waiting for (see freesForWaiters).
+func applySettles(l *loaded, settles []*transport.SettleParams) (frees bool) {
 	for _, p := range settles {
 		var o *quota.Owner
 		if p.Slot.Owner != (transport.OwnerID{}) {
@@ -254,23 +262,106 @@ func applySettles(l *loaded, settles []*transport.SettleParams) {
 		for _, id := range p.Slot.Also {
 			also = append(also, l.buckets[bucketKey(id)])
 		}
-		quota.Settle(o, l.buckets[bucketKey(p.Slot.Bucket)], p.Lease, &p.Answer, p.Now, also...)
+		b := l.buckets[bucketKey(p.Slot.Bucket)]
+		frees = frees || freesForWaiters(o, b, p)
+		quota.Settle(o, b, p.Lease, &p.Answer, p.Now, also...)
 	}
+	return frees
 }
 
-// Reserve implements transport.State: one transaction (store.UpdateMany)
-// over the owner and bucket rows of every slot runs quota.Reserve. The
-// same transaction first
-// applies the settles waiting to be written (see Settle). Only rows that
-// changed are written: a refusal writes nothing of its own.
+// Reserve implements transport.State. It locks only what it chooses:
+//
+//  1. it reads a snapshot of every slot's owner and bucket, locking
+//     nothing (store.Snapshot), applies the settles waiting to be written,
+//     and decides (quota.Decide);
+//  2. a wait or an error commits nothing of its own: it is returned (the
+//     settles, if any, are written in a transaction of their own);
+//  3. a slot that can go now is locked alone — its owner and bucket rows
+//     (and the buckets it may share), with the settles' rows — and decided
+//     again on what is under the lock. When another process wrote those
+//     rows since the snapshot (their versions moved) and the slot can no
+//     longer go, nothing of the reservation is written, and Reserve reads
+//     and chooses again, at most maxRaces times before it locks every
+//     slot's rows (reserveLocked) so that a busy pool still ends.
+//
+// Decisions on different buckets thus lock different rows and run in
+// parallel, and no lock is held while deciding on rows the transaction
+// will not write (on SQLite, the one write lock of every process). When
+// every slot spends from the same rows (one credential, or tokens of one
+// owner) there is nothing to choose: a request that has not waited yet
+// locks them at once, saving the snapshot's read.
 func (st *State) Reserve(ctx context.Context, p *transport.ReserveParams) (int, time.Duration, error) {
 	// The transport's context has no end (a reservation cut short could
 	// commit unseen): bound the transaction here.
 	ctx, cancel := context.WithTimeout(ctx, settleTimeout)
 	defer cancel()
-	l := newLoaded(2 * len(p.Slots))
-	okeys := make([]string, len(p.Slots))
-	bkeys := make([]string, len(p.Slots))
+	defer reserveOnDBClock(p, st.ClockOffset(ctx))()
+	st.writing.RLock()
+	defer st.writing.RUnlock()
+	settles := st.takePending()
+	if oneChoice(p.Slots) && !p.Waited {
+		// Nothing to choose among (one credential, or tokens of one
+		// owner): the snapshot would only add a read. A request that
+		// already waited is likely to wait again, which the snapshot
+		// tells without a write transaction (on SQLite, the write lock
+		// of every process).
+		return st.reserveLocked(ctx, p, settles)
+	}
+	for range maxRaces {
+		l, okeys, bkeys := slotKeys(p, settles)
+		snap, err := st.snapshot(ctx, l)
+		if err != nil {
+			st.requeue(settles)
+			return 0, 0, err
+		}
+		applySettles(l, settles)
+		d := l.decide(okeys, bkeys, p)
+		p.OnAnswer = d.OnAnswer
+		if d.Wait > 0 || d.Err != nil || d.Index < 0 {
+			if err := st.write(ctx, settles); err != nil {
+				st.requeue(settles)
+				return d.Index, d.Wait, err
+			}
+			return d.Index, d.Wait, d.Err
+		}
+		won, err := st.commitChosen(ctx, p, d.Index, snap, settles)
+		if err != nil {
+			st.requeue(settles)
+			return d.Index, 0, err
+		}
+		settles = nil // written by commitChosen, won or lost
+		if won {
+			return d.Index, 0, nil
+		}
+	}
+	return st.reserveLocked(ctx, p, settles)
+}
+
+// maxRaces bounds how often Reserve chooses again after losing its chosen
+// slot to another process before it locks the whole pool.
+const maxRaces = 4
+
+// Races returns how many times a Reserve lost the slot it had chosen on a
+// snapshot to another writer (the rows' versions had moved and the slot
+// could no longer go) and chose again.
+func (st *State) Races() int64 { return st.races.Load() }
+
+// oneChoice reports whether every slot spends from the same rows.
+func oneChoice(slots []transport.Slot) bool {
+	for _, s := range slots[min(1, len(slots)):] {
+		if s.Owner != slots[0].Owner || s.Bucket != slots[0].Bucket || !slices.Equal(s.Also, slots[0].Also) {
+			return false
+		}
+	}
+	return true
+}
+
+// slotKeys lists the rows of p's slots and of settles in a fresh loaded,
+// and each slot's owner and bucket key.
+func slotKeys(p *transport.ReserveParams, settles []*transport.SettleParams) (l *loaded, okeys, bkeys []string) {
+	l = newLoaded(2 * len(p.Slots))
+	okeys = make([]string, len(p.Slots))
+	bkeys = make([]string, len(p.Slots))
 	for i, s := range p.Slots {
 		okeys[i], bkeys[i] = ownerKey(s.Owner), bucketKey(s.Bucket)
 		l.addOwner(okeys[i])
@@ -279,26 +370,92 @@ func (st *State) Reserve(ctx context.Context, p *transport.ReserveParams) (int, 
 			l.addBucket(bucketKey(id))
 		}
 	}
-	if p.Waited && st.pendingEmpty() {
-		// A request that already waited: look first without a lock
-		// (on SQLite a write transaction holds the one write lock of
-		// every process), and lock only when it can go now.
-		if d, ok := st.lookFirst(ctx, l, okeys, bkeys, p); ok {
-			return d.Index, d.Wait, d.Err
-		}
-	}
-	st.writing.RLock()
-	defer st.writing.RUnlock()
-	settles := st.takePending()
 	for _, sp := range settles {
 		l.addSettle(sp)
 	}
+	return l, okeys, bkeys
+}
+
+// snapshot reads l's rows without locking and decodes them into l; it
+// returns each row's version.
+func (st *State) snapshot(ctx context.Context, l *loaded) (map[string]int64, error) {
+	var recs []store.Record
+	if sn, ok := st.s.(store.Snapshot); ok {
+		var err error
+		if recs, err = sn.GetMany(ctx, l.keys); err != nil {
+			return nil, err
+		}
+	} else {
+		for _, k := range l.keys {
+			rec, err := st.s.Get(ctx, k)
+			if errors.Is(err, store.ErrNotFound) {
+				rec = store.Record{Key: k}
+			} else if err != nil {
+				return nil, err
+			}
+			recs = append(recs, rec)
+		}
+	}
+	ptrs := make([]*store.Record, len(recs))
+	versions := make(map[string]int64, len(recs))
+	for i := range recs {
+		ptrs[i] = &recs[i]
+		versions[recs[i].Key] = recs[i].Version
+	}
+	st.decodeAll(l, ptrs)
+	return versions, nil
+}
+
+// commitChosen locks slot i's rows and the settles', applies the settles
+// and reserves slot i on what is under the lock. It reports whether the
+// reservation was written; the settles are written either way. Rows whose
+// versions match the snapshot decide as the snapshot did; only rows another
+// writer changed can turn the decision.
+func (st *State) commitChosen(ctx context.Context, p *transport.ReserveParams, i int, snap map[string]int64, settles []*transport.SettleParams) (bool, error) {
+	one := *p
+	one.Slots = p.Slots[i : i+1]
+	l, okeys, bkeys := slotKeys(&one, settles)
+	won, raced, frees := false, false, false
+	err := st.s.UpdateMany(st.notifying(ctx, settles, &frees), l.keys, func(recs []*store.Record) error {
+		raced = false
+		st.decodeAll(l, recs)
+		frees = applySettles(l, settles)
+		d := l.decide(okeys, bkeys, &one)
+		won = d.Wait == 0 && d.Err == nil && d.Index == 0
+		if !won && moved(recs, snap) {
+			raced = true
+		}
+		return encodeAll(l, recs)
+	})
+	if raced {
+		st.races.Add(1)
+	}
+	return won, err
+}
+
+// moved reports whether any of recs changed since the snapshot.
+func moved(recs []*store.Record, snap map[string]int64) bool {
+	for _, r := range recs {
+		if v, ok := snap[r.Key]; !ok || v != r.Version {
+			return true
+		}
+	}
+	return false
+}
+
+// reserveLocked decides p with every slot's owner and bucket rows locked,
+// in one transaction that also writes settles: the way every decision was
+// taken before Reserve locked only its choice, kept for a pool whose
+// chosen rows keep changing under it.
+func (st *State) reserveLocked(ctx context.Context, p *transport.ReserveParams, settles []*transport.SettleParams) (int, time.Duration, error) {
+	l, okeys, bkeys := slotKeys(p, settles)
 	var chosen int
 	var wait time.Duration
 	var refused error // the decision's own error: the settles are still written
-	err := st.s.UpdateMany(ctx, l.keys, func(recs []*store.Record) error {
+	frees := false
+	err := st.s.UpdateMany(st.notifying(ctx, settles, &frees), l.keys, func(recs []*store.Record) error {
 		st.decodeAll(l, recs)
-		applySettles(l, settles)
+		frees = applySettles(l, settles)
 		d := l.decide(okeys, bkeys, p)
 		chosen, wait, refused, p.OnAnswer = d.Index, d.Wait, d.Err, d.OnAnswer
 		return encodeAll(l, recs)
@@ -308,37 +465,6 @@ func (st *State) Reserve(ctx context.Context, p *transport.ReserveParams) (int, 
 		return chosen, wait, err
 	}
 	return chosen, wait, refused
-}
-
-// lookFirst decides p on a snapshot read without locking and reports it
-// (ok) when it is a wait or an error: nothing is committed then, so no
-// lock is needed. When the request could go now, ok is false and the
-// caller decides again under the lock (the snapshot may be stale).
-func (st *State) lookFirst(ctx context.Context, l *loaded, okeys, bkeys []string, p *transport.ReserveParams) (quota.Decision, bool) {
-	recs := make([]*store.Record, 0, len(l.keys))
-	for _, k := range l.keys {
-		rec, err := st.s.Get(ctx, k)
-		if errors.Is(err, store.ErrNotFound) {
-			rec = store.Record{Key: k}
-		} else if err != nil {
-			return quota.Decision{}, false
-		}
-		recs = append(recs, &rec)
-	}
-	st.decodeAll(l, recs)
-	d := l.decide(okeys, bkeys, p)
-	if d.Wait == 0 && d.Err == nil {
-		return d, false
-	}
-	p.OnAnswer = d.OnAnswer
-	return d, true
-}
-
-// pendingEmpty reports whether no answer waits to be written.
-func (st *State) pendingEmpty() bool {
-	st.mu.Lock()
-	defer st.mu.Unlock()
-	return len(st.pending) == 0
 }
 
 // Settle implements transport.State. An answer that pauses nothing (a
@@ -355,6 +481,7 @@ func (st *State) Settle(ctx context.Context, p *transport.SettleParams) error {
 	// not stop a settle): bound the write here.
 	ctx, cancel := context.WithTimeout(ctx, settleTimeout)
 	defer cancel()
+	p = settleOnDBClock(p, st.ClockOffset(ctx))
 	if r := p.Answer.Reading; r == nil || (r.Limited == headers.NotLimited && !r.HasRetryAfter) {
 		if st.queue(p) {
 			return nil
@@ -379,9 +506,10 @@ func (st *State) write(ctx context.Context, settles []*transport.SettleParams) e
 	for _, sp := range settles {
 		l.addSettle(sp)
 	}
-	return st.s.UpdateMany(ctx, l.keys, func(recs []*store.Record) error {
+	frees := false
+	return st.s.UpdateMany(st.notifying(ctx, settles, &frees), l.keys, func(recs []*store.Record) error {
 		st.decodeAll(l, recs)
-		applySettles(l, settles)
+		frees = applySettles(l, settles)
 		return encodeAll(l, recs)
 	})
 }
@@ -496,6 +624,7 @@ func (st *State) flush(ctx context.Context) error {
 // Close writes what waits and stops writing later; it does not close the
 // store, which the caller owns.
 func (st *State) Close(ctx context.Context) error {
+	st.stopListening()
 	err := st.Flush(ctx)
 	st.mu.Lock()
 	st.closed = true
@@ -506,25 +635,27 @@ func (st *State) Close(ctx context.Context) error {
 	return err
 }
 
-// Buckets implements transport.State.
+// Buckets implements transport.State, its times on the transport's clock.
 func (st *State) Buckets(ctx context.Context) (map[transport.BucketID]quota.Bucket, error) {
+	off := st.ClockOffset(ctx)
 	out := map[transport.BucketID]quota.Bucket{}
 	err := st.each(ctx, "bucket/", 3, func(parts []string, rec store.Record) {
 		b := quota.NewBucket()
 		if st.unmarshal(rec, &b) {
-			out[transport.BucketID{Provider: parts[0], Owner: parts[1], Resource: parts[2]}] = b
+			out[transport.BucketID{Provider: parts[0], Owner: parts[1], Resource: parts[2]}] = bucketOnLocalClock(b, off)
 		}
 	})
 	return out, err
 }
 
-// Owners implements transport.State.
+// Owners implements transport.State, its times on the transport's clock.
 func (st *State) Owners(ctx context.Context) (map[transport.OwnerID]quota.Owner, error) {
+	off := st.ClockOffset(ctx)
 	out := map[transport.OwnerID]quota.Owner{}
 	err := st.each(ctx, "owner/", 2, func(parts []string, rec store.Record) {
 		var o quota.Owner
 		if st.unmarshal(rec, &o) {
-			out[transport.OwnerID{Provider: parts[0], Owner: parts[1]}] = o
+			out[transport.OwnerID{Provider: parts[0], Owner: parts[1]}] = ownerOnLocalClock(o, off)
 		}
 	})
 	return out, err

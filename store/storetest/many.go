@@ -155,3 +155,27 @@ func testProcessesUpdateMany(t *testing.T, b Backend) {
 type discard struct{}
 
 func (discard) Write(p []byte) (int, error) { return len(p), nil }
+
+// testGetMany: a store that reads snapshots (store.Snapshot) returns every
+// key's record in the order asked, absent ones with a nil Value.
+func testGetMany(t *testing.T, b Backend) {
+	s := b.open(t, store.Options{})
+	sn, ok := s.(store.Snapshot)
+	if !ok {
+		t.Fatalf("%T does not implement store.Snapshot", s)
+	}
+	mustUpdate(t, s, "snap/a", set("1"))
+	mustUpdate(t, s, "snap/b", set("2"))
+	mustUpdate(t, s, "snap/b", set("3"))
+	recs, err := sn.GetMany(t.Context(), []string{"snap/b", "snap/none", "snap/a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(recs) != 3 || string(recs[0].Value) != "3" || recs[0].Version != 2 || recs[1].Value != nil ||
+		recs[1].Version != 0 || recs[1].Key != "snap/none" || string(recs[2].Value) != "1" || recs[2].Version != 1 {
+		t.Fatalf("GetMany = %+v", recs)
+	}
+	if _, err := sn.GetMany(t.Context(), []string{"snap/a", "snap/a"}); !errors.Is(err, store.ErrInvalidKey) {
+		t.Fatalf("repeated key: %v, want ErrInvalidKey", err)
+	}
+}

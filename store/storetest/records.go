@@ -252,3 +252,26 @@ func testClose(t *testing.T, b Backend) {
 		t.Errorf("second Close = %v; want nil", err)
 	}
 }
+
+// testDatabaseNow: every store tells the time on the clock its processes
+// share; on one machine it is Options.Now, and on a server a clock that
+// moves forward.
+func testDatabaseNow(t *testing.T, b Backend) {
+	fixed := time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)
+	s := b.open(t, store.Options{Now: func() time.Time { return fixed }})
+	c, ok := s.(store.Clock)
+	if !ok {
+		t.Fatalf("%T does not implement store.Clock", s)
+	}
+	t1, err := c.DatabaseNow(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t2, err := c.DatabaseNow(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !t1.Equal(fixed) && (t2.Before(t1) || time.Since(t1).Abs() > time.Hour) {
+		t.Fatalf("DatabaseNow = %v then %v: neither Options.Now nor a server clock near ours", t1, t2)
+	}
+}

@@ -102,6 +102,8 @@ func Run(t *testing.T, b Backend) {
 		{"ConcurrentIncrements", testConcurrentIncrements},
 		{"UpdateMany", testUpdateMany},
 		{"ConcurrentUpdateMany", testConcurrentUpdateMany},
+		{"GetMany", testGetMany},
+		{"DatabaseNow", testDatabaseNow},
 		{"Blobs", testBlobs},
 		{"BlobEvictionLRU", testBlobEviction},
 		{"TouchBlob", testTouchBlob},

@@ -64,6 +64,10 @@ type Statements struct {
 
 	// Written once for both (Shared).
 
+	// NumberedPlaceholders says the database takes $1, $2, … rather than
+	// ?, for the statements built at run time.
+	NumberedPlaceholders bool
+
 	CreateSchema     string
 	GetVersion       string
 	SetVersion       string // (version)
@@ -88,6 +92,7 @@ func Shared(st Statements, numbered bool) *Statements {
 	if numbered {
 		ph = dollarNumbered
 	}
+	st.NumberedPlaceholders = numbered
 	st.CreateSchema = `CREATE TABLE IF NOT EXISTS ratekeeper_schema (id integer PRIMARY KEY CHECK (id = 1), version integer NOT NULL)`
 	st.GetVersion = `SELECT version FROM ratekeeper_schema WHERE id = 1`
 	st.SetVersion = ph(`INSERT INTO ratekeeper_schema (id, version) VALUES (1, ?) ON CONFLICT (id) DO UPDATE SET version = excluded.version`)
@@ -253,6 +258,39 @@ func (s *SQL) list(ctx context.Context, prefix string) ([]Record, error) {
 	})
 	if err != nil {
 		return nil, fmt.Errorf("store: list %q: %w", prefix, err)
+	}
+	return out, nil
+}
+
+// getMany implements store.Snapshot: one statement reads every key, no
+// row locked, so a decision can read the pool without making other
+// processes wait.
+func (s *SQL) getMany(ctx context.Context, keys []string) ([]Record, error) {
+	if err := s.Closed.Check(); err != nil {
+		return nil, err
+	}
+	if err := ValidateKeys(keys); err != nil {
+		return nil, err
+	}
+	query := `SELECT ` + RecordColumns + ` FROM ratekeeper_records WHERE key IN (?` + strings.Repeat(`, ?`, len(keys)-1) + `)`
+	if s.NumberedPlaceholders {
+		query = dollarNumbered(query)
+	}
+	args := make([]any, len(keys))
+	for i, k := range keys {
+		args[i] = k
+	}
+	rows, err := s.Reader.Query(ctx, query, args...)
+	if err != nil {
+		return nil, fmt.Errorf("store: get %d keys: %w", len(keys), err)
+	}
+	recs, _, err := s.ReadRecords(rows, keys)
+	if err != nil {
+		return nil, fmt.Errorf("store: get %d keys: %w", len(keys), err)
+	}
+	out := make([]Record, len(recs))
+	for i, r := range recs {
+		out[i] = *r
 	}
 	return out, nil
 }

@@ -3,6 +3,7 @@ package core
 import (
 	"context"
 	"fmt"
+	"time"
 )
 
 // Store is the store.Store both SQL stores are: the checks every call
@@ -101,6 +102,20 @@ func (s *Store) Get(ctx context.Context, key string) (Record, error) { return s.
 // List implements store.Store.
 func (s *Store) List(ctx context.Context, prefix string) ([]Record, error) {
 	return s.sql.list(ctx, prefix)
+}
+
+// DatabaseNow implements store.Clock for a database on this machine
+// (SQLite): its clock is Options.Now.
+func (s *Store) DatabaseNow(context.Context) (time.Time, error) {
+	if err := s.sql.Closed.Check(); err != nil {
+		return time.Time{}, err
+	}
+	return s.sql.Opts.Now(), nil
+}
+
+// GetMany implements store.Snapshot.
+func (s *Store) GetMany(ctx context.Context, keys []string) ([]Record, error) {
+	return s.sql.getMany(ctx, keys)
 }
 
 // GetBlob implements store.Blobs. A hit is a read; it writes only when

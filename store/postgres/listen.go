@@ -1,0 +1,55 @@
+package postgres
+
+import (
+	"context"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// relisten is how long Listen waits before connecting again after its
+// connection failed.
+const relisten = time.Second
+
+// Listen implements store.Notifier with LISTEN on a connection of its
+// own, outside the pool: a notification arrives within a round trip of
+// the commit that sent it, and waiting costs the database nothing. After
+// a lost connection it connects again and calls fn(""), since what was
+// sent meanwhile is lost. waiting is not needed: nothing is polled.
+func (s *Store) Listen(ctx context.Context, channel string, fn func(payload string), _ func() bool) error {
+	for {
+		if err := s.listenOnce(ctx, channel, fn); ctx.Err() != nil {
+			return ctx.Err()
+		} else if err != nil {
+			s.shared.Opts.Logger.Warn("store: listening for notifications failed; connecting again", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(relisten):
+		}
+		fn("")
+	}
+}
+
+// listenOnce listens on one connection until it fails or ctx ends.
+func (s *Store) listenOnce(ctx context.Context, channel string, fn func(payload string)) error {
+	if err := s.shared.Closed.Check(); err != nil {
+		return err
+	}
+	conn, err := pgx.ConnectConfig(ctx, s.pool.Config().ConnConfig.Copy())
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	if _, err := conn.Exec(ctx, `LISTEN `+pgx.Identifier{channel}.Sanitize()); err != nil {
+		return err
+	}
+	for {
+		n, err := conn.WaitForNotification(ctx)
+		if err != nil {
+			return err
+		}
+		fn(n.Payload)
+	}
+}

@@ -1,0 +1,177 @@
+package quotastate
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/ratekeeper/ratekeeper/quota"
+	"github.com/ratekeeper/ratekeeper/store"
+	"github.com/ratekeeper/ratekeeper/transport"
+)
+
+// One clock for shared times. Leases, pacing times, pauses and heartbeats
+// are absolute times that other processes compare with their own now: if
+// each wrote its machine's clock, a machine 3 s behind would see every
+// pause end 3 s early and overspend. So the State writes and compares them
+// on the database's clock (store.Clock): it measures this process's
+// offset to it — the database's time less the midpoint of the round trip
+// that read it, the sample with the shortest round trip of 3 to 10 — and
+// adds it to every time the transport gives, before the shared state sees
+// it, and takes it off the heartbeats it reads back. Durations (waits)
+// need no translation. The offset is measured at the first use and again
+// every ClockCheck, in the background; its error is at most half a round
+// trip to the database.
+//
+// On SQLite and the memory store every process shares one machine, whose
+// clock is the database's (Options.Now): the offset is the one between
+// the transport's clock and that, 0 unless a test injects a clock.
+
+// ClockCheck is how often a State measures its offset to the database's
+// clock again: often enough to follow a machine clock that NTP slews (at
+// most 0.5 ms a second), rarely enough to cost nothing.
+const ClockCheck = time.Minute
+
+// A measurement takes at least minClockSamples round trips and goes on,
+// up to maxClockSamples, while the shortest is above goodRoundTrip: the
+// offset's error is at most half the shortest, and a loaded machine or
+// network makes some round trips long.
+const (
+	minClockSamples = 3
+	maxClockSamples = 10
+	goodRoundTrip   = 5 * time.Millisecond
+)
+
+type clock struct {
+	mu        sync.Mutex
+	now       func() time.Time // the transport's clock
+	offset    time.Duration    // database time − transport time
+	measured  time.Time        // when (transport time); zero: never
+	measuring bool
+}
+
+// UseClock implements transport.Clocked: now is the clock of the
+// transport's times, whose offset to the database's clock the State
+// measures and applies. Without it the State assumes the system's clock.
+func (st *State) UseClock(now func() time.Time) {
+	st.clk.mu.Lock()
+	defer st.clk.mu.Unlock()
+	if st.clk.now == nil || now != nil {
+		st.clk.now = now
+		st.clk.measured = time.Time{}
+	}
+}
+
+// ClockOffset returns the offset applied to the transport's times: the
+// database's clock less the transport's. The first call measures it.
+func (st *State) ClockOffset(ctx context.Context) time.Duration {
+	st.clk.mu.Lock()
+	if st.clk.now == nil {
+		st.clk.now = time.Now
+	}
+	now := st.clk.now()
+	if st.clk.measured.IsZero() {
+		// The first decision waits for the measurement: until then no
+		// time of this process can be compared with the others'.
+		defer st.clk.mu.Unlock()
+		st.measureLocked(ctx)
+		return st.clk.offset
+	}
+	if now.Sub(st.clk.measured) >= ClockCheck && !st.clk.measuring {
+		st.clk.measuring = true
+		go st.remeasure()
+	}
+	defer st.clk.mu.Unlock()
+	return st.clk.offset
+}
+
+func (st *State) remeasure() {
+	ctx, cancel := context.WithTimeout(context.Background(), settleTimeout)
+	defer cancel()
+	st.clk.mu.Lock()
+	defer st.clk.mu.Unlock()
+	st.measureLocked(ctx)
+	st.clk.measuring = false
+}
+
+// measureLocked measures the offset; on failure it keeps the last one (0
+// at first) and tries again at the next ClockCheck.
+func (st *State) measureLocked(ctx context.Context) {
+	now := st.clk.now
+	st.clk.measured = now()
+	c, ok := st.s.(store.Clock)
+	if !ok {
+		return
+	}
+	best := time.Duration(-1)
+	for i := 0; i < maxClockSamples && (i < minClockSamples || best > goodRoundTrip); i++ {
+		t0 := now()
+		db, err := c.DatabaseNow(ctx)
+		t1 := now()
+		if err != nil {
+			st.log.Warn("quota state: reading the database's clock failed; keeping the last offset", "err", err)
+			return
+		}
+		if rtt := t1.Sub(t0); best < 0 || rtt < best {
+			best = rtt
+			st.clk.offset = db.Sub(t0.Add(rtt / 2))
+		}
+	}
+}
+
+// shift moves t by d, leaving a zero time (unknown) zero.
+func shift(t time.Time, d time.Duration) time.Time {
+	if t.IsZero() {
+		return t
+	}
+	return t.Add(d)
+}
+
+// settleOnDBClock returns a copy of p with its times on the database's
+// clock; p, which the caller keeps, is not changed.
+func settleOnDBClock(p *transport.SettleParams, off time.Duration) *transport.SettleParams {
+	c := *p
+	c.Now = shift(p.Now, off)
+	c.Answer.Sent = shift(p.Answer.Sent, off)
+	if r := p.Answer.Reading; r != nil {
+		rc := *r
+		rc.Reset = shift(r.Reset, off)
+		c.Answer.Reading = &rc
+	}
+	return &c
+}
+
+// reserveOnDBClock moves p's times to the database's clock and returns
+// what puts them back.
+func reserveOnDBClock(p *transport.ReserveParams, off time.Duration) (restore func()) {
+	now, until := p.Now, p.Lease.Until
+	p.Now, p.Lease.Until = shift(now, off), shift(until, off)
+	return func() { p.Now, p.Lease.Until = now, until }
+}
+
+// bucketOnLocalClock returns b with its times moved by −off, from the
+// database's clock back to the transport's, for status displays.
+func bucketOnLocalClock(b quota.Bucket, off time.Duration) quota.Bucket {
+	b.Reset, b.BlockedUntil = shift(b.Reset, -off), shift(b.BlockedUntil, -off)
+	b.TAT, b.Observed = shift(b.TAT, -off), shift(b.Observed, -off)
+	b.Leases = leasesOnLocalClock(b.Leases, off)
+	return b
+}
+
+// ownerOnLocalClock is bucketOnLocalClock for an owner.
+func ownerOnLocalClock(o quota.Owner, off time.Duration) quota.Owner {
+	o.PenaltyUntil, o.CapAt, o.NextWrite = shift(o.PenaltyUntil, -off), shift(o.CapAt, -off), shift(o.NextWrite, -off)
+	o.ContentMin, o.ContentHour = shift(o.ContentMin, -off), shift(o.ContentHour, -off)
+	for k, t := range o.PointsTAT {
+		o.PointsTAT[k] = shift(t, -off)
+	}
+	o.Leases = leasesOnLocalClock(o.Leases, off)
+	return o
+}
+
+func leasesOnLocalClock(ls quota.Leases, off time.Duration) quota.Leases {
+	for i := range ls {
+		ls[i].Until = shift(ls[i].Until, -off)
+	}
+	return ls
+}

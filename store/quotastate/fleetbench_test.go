@@ -1,0 +1,242 @@
+package quotastate_test
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/ratekeeper/ratekeeper/headers"
+	"github.com/ratekeeper/ratekeeper/quota"
+	"github.com/ratekeeper/ratekeeper/store"
+	"github.com/ratekeeper/ratekeeper/store/quotastate"
+	"github.com/ratekeeper/ratekeeper/store/storetest"
+	"github.com/ratekeeper/ratekeeper/transport"
+)
+
+// BenchmarkFleet measures the targets: 16 processes sharing 30
+// tokens of 10 owners on one PostgreSQL, and 4 on one SQLite file, each
+// process sending on 8 goroutines through the transport to the simulator,
+// at two sizes: 10 requests per owner per 10 s window (400 GETs: a fleet
+// can send each window's 100 at once) and 100 (4,000 GETs: each window's
+// 1,000 take a loaded two-core machine about as long as the window). The
+// physical limit is K·L/W (10 owners × L ÷ W); greedy spending sends the
+// first window's K·L at once, so a batch of n = 4·K·L ideally ends 3
+// windows after it starts, and the throughput after the first window,
+// (n − K·L) ÷ makespan, is reported as a percentage of K·L/W. The
+// makespan includes starting the processes. Run with -benchtime=1x.
+func BenchmarkFleet(b *testing.B) {
+	cases := []struct {
+		name  string
+		procs int
+		limit int64
+		dsn   func(b *testing.B) string
+	}{
+		{"postgres-16-L10", 16, 10, func(b *testing.B) string { return storetest.NewPostgresSchema(b, fleetPostgres(b)) }},
+		{"sqlite-4-L10", 4, 10, func(b *testing.B) string { return filepath.Join(b.TempDir(), "fleet.db") }},
+		{"postgres-16-L100", 16, 100, func(b *testing.B) string { return storetest.NewPostgresSchema(b, fleetPostgres(b)) }},
+		{"sqlite-4-L100", 4, 100, func(b *testing.B) string { return filepath.Join(b.TempDir(), "fleet.db") }},
+	}
+	for _, c := range cases {
+		b.Run(c.name, func(b *testing.B) {
+			for b.Loop() {
+				const window = 10 * time.Second
+				kl := 10 * c.limit
+				n := 4 * kl
+				rate := float64(kl) / window.Seconds()
+				r := runFleet(b, fleet{dsn: c.dsn(b), procs: c.procs, n: int(n), tokens: 30, owners: 10, limit: c.limit, window: window})
+				b.ReportMetric(r.makespan.Seconds(), "makespan-s")
+				b.ReportMetric(100*float64(n-kl)/r.makespan.Seconds()/rate, "%-of-limit")
+				b.ReportMetric(float64(r.stats.Total.Violations), "violations")
+				b.ReportMetric(float64(percentile(r.decisions, 0.99).Microseconds()), "p99-decision-µs")
+				for _, bk := range r.stats.Buckets {
+					if bk.Accepted > 0 {
+						b.Logf("%s %s: accepted per second %v", bk.Owner, bk.Resource, bk.Timeline)
+					}
+				}
+			}
+		})
+	}
+}
+
+// fleetPostgres returns the PostgreSQL the fleet benchmarks use: the one
+// in RATEKEEPER_TEST_POSTGRES, else one started the way CI starts it
+// (.ci/pg-start: a throwaway server on loopback, reused when running).
+func fleetPostgres(b *testing.B) string {
+	b.Helper()
+	if os.Getenv(storetest.PostgresEnv) == "" {
+		out, err := exec.Command("bash", filepath.Join("..", "..", ".ci", "pg-start")).Output()
+		if err != nil {
+			b.Fatalf("starting PostgreSQL with .ci/pg-start: %v", err)
+		}
+		b.Setenv(storetest.PostgresEnv, strings.TrimSpace(string(out)))
+	}
+	return storetest.PostgresBase(b)
+}
+
+// Variables of a decide worker (envWorker=decide): it runs reservations
+// and their releases on the shared state directly, as fast as it can, on
+// envGoroutines goroutines for envFor, among 30 slots of 10 owners, and
+// prints their times ("decisions …") and "done".
+const (
+	envGoroutines = "RATEKEEPER_FLEET_GOROUTINES"
+	envFor        = "RATEKEEPER_FLEET_FOR"
+)
+
+// decideSlots are the worker's 30 credentials' slots: token i belongs to
+// owner i % 10.
+func decideSlots() []transport.Slot {
+	slots := make([]transport.Slot, 30)
+	for i := range slots {
+		o := fmt.Sprintf("owner%d", i%10)
+		slots[i] = transport.Slot{Owner: transport.OwnerID{Provider: "bench", Owner: o}, Bucket: transport.BucketID{Provider: "bench", Owner: o, Resource: "core"}}
+	}
+	return slots
+}
+
+func decideWorker() int {
+	g, _ := strconv.Atoi(os.Getenv(envGoroutines))
+	d, _ := time.ParseDuration(os.Getenv(envFor))
+	s, err := store.Open(context.Background(), os.Getenv(envDB), store.Options{Advisory: true})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 3
+	}
+	defer s.Close()
+	st := &timedState{State: quotastate.New(s, nil)}
+	defer st.Close(context.Background())
+	slots := decideSlots()
+	end := time.Now().Add(d)
+	var wg sync.WaitGroup
+	var failed sync.Once
+	code := 0
+	// Processes take turns from different credentials: had they all
+	// started at the first, they would choose the same bucket at the
+	// same moments and queue on its row.
+	first := rand.IntN(30)
+	for w := range g {
+		wg.Go(func() {
+			for k := first + w*30/g; time.Now().Before(end); k++ {
+				// Taking turns: each request prefers the next credential.
+				turn := append(slices.Clone(slots[k%30:]), slots[:k%30]...)
+				if err := decideOnce(st, turn); err != nil {
+					failed.Do(func() { fmt.Fprintln(os.Stderr, err); code = 1 })
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	st.print()
+	if r, ok := any(st.State).(interface{ Races() int64 }); ok {
+		fmt.Printf("races %d\n", r.Races())
+	}
+	fmt.Println("done")
+	return code
+}
+
+var leaseSeq struct {
+	sync.Mutex
+	n uint64
+}
+
+// decideOnce reserves among slots and releases what it took. A wait (a
+// few milliseconds: greedy spending's pacing time, set by a decision
+// whose now was later than this one's) is a decision too; it is slept.
+func decideOnce(st *timedState, slots []transport.Slot) error {
+	leaseSeq.Lock()
+	leaseSeq.n++
+	id := leaseSeq.n<<16 | uint64(os.Getpid()&0xffff)
+	leaseSeq.Unlock()
+	now := time.Now()
+	p := &transport.ReserveParams{Slots: slots, Ask: quota.Ask{Policy: quota.Policy{Kind: quota.Greedy}},
+		Lease: quota.Lease{ID: id, Until: now.Add(time.Minute)}, Now: now}
+	i, w, err := st.Reserve(context.Background(), p)
+	if err != nil || w > time.Second {
+		return fmt.Errorf("reserve: wait %v, %v", w, err)
+	}
+	if w > 0 {
+		time.Sleep(w)
+		return nil
+	}
+	return st.Settle(context.Background(), &transport.SettleParams{Slot: slots[i], Lease: id, Now: time.Now()})
+}
+
+// seedBuckets makes the 10 owners' buckets known and plentiful, so every
+// decision can go.
+func seedBuckets(tb testing.TB, dsn string) {
+	tb.Helper()
+	s, err := store.Open(context.Background(), dsn, store.Options{})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer s.Close()
+	st := quotastate.New(s, nil)
+	now := time.Now()
+	for _, sl := range decideSlots()[:10] {
+		r := &headers.Reading{Status: 200, Limit: 1e9, Remaining: 1e9, Reset: now.Add(time.Hour)}
+		if err := st.Settle(context.Background(), &transport.SettleParams{Slot: sl, Now: now, Answer: quota.Answer{Reading: r, Counted: true}}); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	if err := st.Close(context.Background()); err != nil {
+		tb.Fatal(err)
+	}
+}
+
+// BenchmarkFleetDecisions measures fleet-wide quota decisions per second
+// on one PostgreSQL as processes are added (1, 2, 4, 8, 16), each deciding
+// on 4 goroutines for 5 s among 30 credentials of 10 owners whose quota
+// never binds (a reservation and its release per decision, the release
+// written with the next reservation), and the p99 time of one decision.
+// Run with -benchtime=1x.
+func BenchmarkFleetDecisions(b *testing.B) {
+	const goroutines, span = 4, 5 * time.Second
+	for _, procs := range []int{1, 2, 4, 8, 16} {
+		b.Run(fmt.Sprintf("procs-%d", procs), func(b *testing.B) {
+			for b.Loop() {
+				dsn := storetest.NewPostgresSchema(b, fleetPostgres(b))
+				seedBuckets(b, dsn)
+				var mu sync.Mutex
+				var all []time.Duration
+				var races int64
+				var wg sync.WaitGroup
+				for range procs {
+					wg.Go(func() {
+						lines, err := runWorker([]string{envWorker + "=decide", envDB + "=" + dsn,
+							envGoroutines + "=" + strconv.Itoa(goroutines), envFor + "=" + span.String()})
+						if err == nil && !strings.HasPrefix(lines[len(lines)-1], "done") {
+							err = fmt.Errorf("worker said %q", lines[len(lines)-1])
+						}
+						if err != nil {
+							b.Error(err)
+							return
+						}
+						mu.Lock()
+						all = append(all, parseDecisions(lines)...)
+						for _, l := range lines {
+							if n, ok := strings.CutPrefix(l, "races "); ok {
+								v, _ := strconv.ParseInt(n, 10, 64)
+								races += v
+							}
+						}
+						mu.Unlock()
+					})
+				}
+				wg.Wait()
+				b.ReportMetric(float64(len(all))/span.Seconds(), "decisions/s")
+				b.ReportMetric(float64(percentile(all, 0.99).Microseconds()), "p99-µs")
+				b.ReportMetric(float64(percentile(all, 0.5).Microseconds()), "p50-µs")
+				b.ReportMetric(float64(races), "lost-races")
+			}
+		})
+	}
+}

@@ -1,0 +1,116 @@
+package quotastate_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/ratekeeper/ratekeeper/headers"
+	"github.com/ratekeeper/ratekeeper/quota"
+	"github.com/ratekeeper/ratekeeper/store"
+	"github.com/ratekeeper/ratekeeper/store/quotastate"
+	"github.com/ratekeeper/ratekeeper/transport"
+)
+
+// keysStore records the keys of every locking transaction, and runs
+// before (once) ahead of the next one: another process writing between a
+// snapshot and its lock.
+type keysStore struct {
+	store.Store
+	locked [][]string
+	before func()
+}
+
+func (k *keysStore) GetMany(ctx context.Context, keys []string) ([]store.Record, error) {
+	return k.Store.(store.Snapshot).GetMany(ctx, keys)
+}
+
+func (k *keysStore) UpdateMany(ctx context.Context, keys []string, fn func([]*store.Record) error) error {
+	if f := k.before; f != nil {
+		k.before = nil
+		f()
+	}
+	k.locked = append(k.locked, slices.Clone(keys))
+	return k.Store.UpdateMany(ctx, keys, fn)
+}
+
+func pool(n int) []transport.Slot {
+	slots := make([]transport.Slot, n)
+	for i := range slots {
+		o := fmt.Sprintf("owner%02d", i)
+		slots[i] = transport.Slot{Owner: transport.OwnerID{Provider: "p", Owner: o}, Bucket: transport.BucketID{Provider: "p", Owner: o, Resource: "core"}}
+	}
+	return slots
+}
+
+func spend(t *testing.T, st *quotastate.State, sl transport.Slot, remaining int64, now time.Time) {
+	t.Helper()
+	if err := st.Settle(t.Context(), &transport.SettleParams{Slot: sl, Now: now, Answer: quota.Answer{Counted: true,
+		Reading: &headers.Reading{Status: 200, Limit: 5000, Remaining: remaining, Used: 5000 - remaining, Reset: now.Add(time.Hour)}}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Flush(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A reservation among 30 credentials locks the two rows it chose (owner
+// and bucket), not the 60 of the pool; when another process spends the
+// chosen bucket between the snapshot and the lock, it chooses again and
+// takes the next credential, never the spent one.
+func TestReserveLocksOnlyTheChosenSlot(t *testing.T) {
+	ks := &keysStore{Store: openSQLite(t)}
+	st := quotastate.New(ks, nil)
+	defer st.Close(context.Background())
+	now := time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)
+	slots := pool(30)
+	for _, sl := range slots {
+		spend(t, st, sl, 1, now) // one request left in each
+	}
+	other := quotastate.New(ks.Store, nil) // another process on the same database
+	defer other.Close(context.Background())
+
+	reserve := func(id uint64) (int, time.Duration) {
+		t.Helper()
+		ks.locked = nil
+		i, w, err := st.Reserve(t.Context(), &transport.ReserveParams{Slots: slots, Ask: quota.Ask{Policy: quota.Policy{Kind: quota.Greedy}},
+			Lease: quota.Lease{ID: id, Until: now.Add(time.Minute)}, Now: now})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return i, w
+	}
+	if i, w := reserve(1); i != 0 || w != 0 {
+		t.Fatalf("first reservation: slot %d, wait %v", i, w)
+	}
+	if len(ks.locked) != 1 || len(ks.locked[0]) != 2 {
+		t.Fatalf("locked %v, want one transaction over the chosen owner and bucket", ks.locked)
+	}
+
+	// Slot 1 is next; another process spends it after the snapshot.
+	ks.before = func() {
+		_, w, err := other.Reserve(t.Context(), &transport.ReserveParams{Slots: slots[1:2], Ask: quota.Ask{Policy: quota.Policy{Kind: quota.Greedy}},
+			Lease: quota.Lease{ID: 99, Until: now.Add(time.Minute)}, Now: now})
+		if err != nil || w != 0 {
+			t.Errorf("the other process could not reserve: %v %v", w, err)
+		}
+	}
+	races := st.Races()
+	if i, w := reserve(2); i != 2 || w != 0 {
+		t.Fatalf("after a lost race: slot %d, wait %v; want slot 2 at once", i, w)
+	}
+	if st.Races() != races+1 {
+		t.Fatalf("races %d → %d, want one more", races, st.Races())
+	}
+	b, err := st.Buckets(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, sl := range slots[:3] {
+		if n := len(b[sl.Bucket].Leases); n != 1 {
+			t.Fatalf("slot %d holds %d leases, want 1 (no bucket of one request is spent twice)", i, n)
+		}
+	}
+}
