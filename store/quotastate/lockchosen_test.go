@@ -21,9 +21,11 @@ type keysStore struct {
 	store.Store
 	locked [][]string
 	before func()
+	reads  int // snapshot reads
 }
 
 func (k *keysStore) GetMany(ctx context.Context, keys []string) ([]store.Record, error) {
+	k.reads++
 	return k.Store.(store.Snapshot).GetMany(ctx, keys)
 }
 
@@ -112,5 +114,49 @@ func TestReserveLocksOnlyTheChosenSlot(t *testing.T) {
 		if n := len(b[sl.Bucket].Leases); n != 1 {
 			t.Fatalf("slot %d holds %d leases, want 1 (no bucket of one request is spent twice)", i, n)
 		}
+	}
+}
+
+// A reservation chooses on what its process last saw of the rows, when it
+// saw them moments ago, and reads no snapshot; the choice is decided again
+// under the lock. When what it saw says wait, it reads: another process
+// may have freed quota since.
+func TestReserveChoosesOnWhatItLastSaw(t *testing.T) {
+	ks := &keysStore{Store: openSQLite(t)}
+	st := quotastate.New(ks, nil)
+	defer st.Close(context.Background())
+	now := time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)
+	slots := pool(2)
+	for _, sl := range slots {
+		spend(t, st, sl, 1, now) // one request left in each
+	}
+	other := quotastate.New(ks.Store, nil)
+	defer other.Close(context.Background())
+	reserve := func(id uint64) (int, time.Duration) {
+		t.Helper()
+		i, w, err := st.Reserve(t.Context(), &transport.ReserveParams{Slots: slots, Ask: quota.Ask{Policy: quota.Policy{Kind: quota.Greedy}},
+			Lease: quota.Lease{ID: id, Until: now.Add(time.Minute)}, Now: now})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return i, w
+	}
+	if i, w := reserve(1); i != 0 || w != 0 || ks.reads != 1 {
+		t.Fatalf("first reservation: slot %d, wait %v, %d snapshot reads; want slot 0 at once after one read", i, w, ks.reads)
+	}
+	if i, w := reserve(2); i != 1 || w != 0 || ks.reads != 1 {
+		t.Fatalf("second reservation: slot %d, wait %v, %d snapshot reads; want slot 1 on what it saw, no read", i, w, ks.reads)
+	}
+	// Both are spent as this process saw them; another process's answer
+	// to request 1 refills slot 0.
+	if err := other.Settle(t.Context(), &transport.SettleParams{Slot: slots[0], Lease: 1, Now: now, Answer: quota.Answer{Counted: true,
+		Reading: &headers.Reading{Status: 200, Limit: 5000, Remaining: 5, Used: 4995, Reset: now.Add(time.Hour)}}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := other.Flush(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if i, w := reserve(3); i != 0 || w != 0 || ks.reads != 2 {
+		t.Fatalf("after another process freed slot 0: slot %d, wait %v, %d snapshot reads; want slot 0 at once after a read", i, w, ks.reads)
 	}
 }

@@ -65,6 +65,7 @@ type State struct {
 	writing sync.RWMutex
 
 	races atomic.Int64 // see Races
+	view  view         // see look
 	clk   clock        // see ClockOffset
 	wake  wakes        // see OnWake
 }
@@ -307,9 +308,13 @@ func (st *State) Reserve(ctx context.Context, p *transport.ReserveParams) (int, 
 		// of every process).
 		return st.reserveLocked(ctx, p, settles)
 	}
-	for range maxRaces {
+	// A request that already waited would likely see a wait in the view
+	// and read anyway.
+	useView := !p.Waited
+	for races := 0; races < maxRaces; {
 		l, okeys, bkeys := slotKeys(p, settles)
-		snap, err := st.snapshot(ctx, l)
+		snap, fromView, err := st.look(ctx, l, useView)
+		useView = false
 		if err != nil {
 			st.requeue(settles)
 			return 0, 0, err
@@ -318,6 +323,11 @@ func (st *State) Reserve(ctx context.Context, p *transport.ReserveParams) (int, 
 		d := l.decide(okeys, bkeys, p)
 		p.OnAnswer = d.OnAnswer
 		if d.Wait > 0 || d.Err != nil || d.Index < 0 {
+			if fromView {
+				// What this process last saw says wait: the rows
+				// may have moved since; a read tells.
+				continue
+			}
 			if err := st.write(ctx, settles); err != nil {
 				st.requeue(settles)
 				return d.Index, d.Wait, err
@@ -333,6 +343,7 @@ func (st *State) Reserve(ctx context.Context, p *transport.ReserveParams) (int, 
 		if won {
 			return d.Index, 0, nil
 		}
+		races++
 	}
 	return st.reserveLocked(ctx, p, settles)
 }
@@ -376,6 +387,19 @@ func slotKeys(p *transport.ReserveParams, settles []*transport.SettleParams) (l 
 	return l, okeys, bkeys
 }
 
+// look decodes l's rows into l from the view when useView and the view
+// holds them all fresh, else from a snapshot read; it returns each row's
+// version and whether they came from the view.
+func (st *State) look(ctx context.Context, l *loaded, useView bool) (map[string]int64, bool, error) {
+	if useView {
+		if recs, ok := st.view.get(l.keys, time.Now()); ok {
+			return st.decodeVersions(l, recs), true, nil
+		}
+	}
+	snap, err := st.snapshot(ctx, l)
+	return snap, false, err
+}
+
 // snapshot reads l's rows without locking and decodes them into l; it
 // returns each row's version.
 func (st *State) snapshot(ctx context.Context, l *loaded) (map[string]int64, error) {
@@ -396,6 +420,12 @@ func (st *State) snapshot(ctx context.Context, l *loaded) (map[string]int64, err
 			recs = append(recs, rec)
 		}
 	}
+	st.view.put(recs, time.Now())
+	return st.decodeVersions(l, recs), nil
+}
+
+// decodeVersions decodes recs into l and returns each one's version.
+func (st *State) decodeVersions(l *loaded, recs []store.Record) map[string]int64 {
 	ptrs := make([]*store.Record, len(recs))
 	versions := make(map[string]int64, len(recs))
 	for i := range recs {
@@ -403,7 +433,7 @@ func (st *State) snapshot(ctx context.Context, l *loaded) (map[string]int64, err
 		versions[recs[i].Key] = recs[i].Version
 	}
 	st.decodeAll(l, ptrs)
-	return versions, nil
+	return versions
 }
 
 // commitChosen locks slot i's rows and the settles', applies the settles
@@ -416,6 +446,8 @@ func (st *State) commitChosen(ctx context.Context, p *transport.ReserveParams, i
 	one.Slots = p.Slots[i : i+1]
 	l, okeys, bkeys := slotKeys(&one, settles)
 	won, raced, frees := false, false, false
+	var last []*store.Record
+	var olds [][]byte
 	err := st.s.UpdateMany(st.notifying(ctx, settles, &frees), l.keys, func(recs []*store.Record) error {
 		raced = false
 		st.decodeAll(l, recs)
@@ -425,8 +457,17 @@ func (st *State) commitChosen(ctx context.Context, p *transport.ReserveParams, i
 		if !won && moved(recs, snap) {
 			raced = true
 		}
+		last, olds = recs, make([][]byte, len(recs))
+		for i, r := range recs {
+			olds[i] = r.Value
+		}
 		return encodeAll(l, recs)
 	})
+	if err != nil {
+		st.view.forget(l.keys)
+	} else {
+		st.view.written(last, olds, time.Now())
+	}
 	if raced {
 		st.races.Add(1)
 	}
@@ -460,6 +501,7 @@ func (st *State) reserveLocked(ctx context.Context, p *transport.ReserveParams, 
 		chosen, wait, refused, p.OnAnswer = d.Index, d.Wait, d.Err, d.OnAnswer
 		return encodeAll(l, recs)
 	})
+	st.view.forget(l.keys) // written here, not recorded: read again
 	if err != nil {
 		st.requeue(settles)
 		return chosen, wait, err
@@ -507,6 +549,7 @@ func (st *State) write(ctx context.Context, settles []*transport.SettleParams) e
 		l.addSettle(sp)
 	}
 	frees := false
+	defer st.view.forget(l.keys) // written here, not recorded: read again
 	return st.s.UpdateMany(st.notifying(ctx, settles, &frees), l.keys, func(recs []*store.Record) error {
 		st.decodeAll(l, recs)
 		frees = applySettles(l, settles)
