@@ -63,26 +63,12 @@ func spend(t *testing.T, st *quotastate.State, sl transport.Slot, remaining int6
 // chosen bucket between the snapshot and the lock, it chooses again and
 // takes the next credential, never the spent one.
 func TestReserveLocksOnlyTheChosenSlot(t *testing.T) {
-	ks := &keysStore{Store: openSQLite(t)}
-	st := quotastate.New(ks, nil)
-	defer st.Close(context.Background())
-	now := time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)
-	slots := pool(30)
-	for _, sl := range slots {
-		spend(t, st, sl, 1, now) // one request left in each
-	}
-	other := quotastate.New(ks.Store, nil) // another process on the same database
-	defer other.Close(context.Background())
+	ks, st, other, slots, now := twoProcesses(t, 30)
 
 	reserve := func(id uint64) (int, time.Duration) {
 		t.Helper()
 		ks.locked = nil
-		i, w, err := st.Reserve(t.Context(), &transport.ReserveParams{Slots: slots, Ask: quota.Ask{Policy: quota.Policy{Kind: quota.Greedy}},
-			Lease: quota.Lease{ID: id, Until: now.Add(time.Minute)}, Now: now})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return i, w
+		return reserveGreedy(t, st, slots, id, now)
 	}
 	if i, w := reserve(1); i != 0 || w != 0 {
 		t.Fatalf("first reservation: slot %d, wait %v", i, w)
@@ -122,24 +108,10 @@ func TestReserveLocksOnlyTheChosenSlot(t *testing.T) {
 // under the lock. When what it saw says wait, it reads: another process
 // may have freed quota since.
 func TestReserveChoosesOnWhatItLastSaw(t *testing.T) {
-	ks := &keysStore{Store: openSQLite(t)}
-	st := quotastate.New(ks, nil)
-	defer st.Close(context.Background())
-	now := time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)
-	slots := pool(2)
-	for _, sl := range slots {
-		spend(t, st, sl, 1, now) // one request left in each
-	}
-	other := quotastate.New(ks.Store, nil)
-	defer other.Close(context.Background())
+	ks, st, other, slots, now := twoProcesses(t, 2)
 	reserve := func(id uint64) (int, time.Duration) {
 		t.Helper()
-		i, w, err := st.Reserve(t.Context(), &transport.ReserveParams{Slots: slots, Ask: quota.Ask{Policy: quota.Policy{Kind: quota.Greedy}},
-			Lease: quota.Lease{ID: id, Until: now.Add(time.Minute)}, Now: now})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return i, w
+		return reserveGreedy(t, st, slots, id, now)
 	}
 	if i, w := reserve(1); i != 0 || w != 0 || ks.reads != 1 {
 		t.Fatalf("first reservation: slot %d, wait %v, %d snapshot reads; want slot 0 at once after one read", i, w, ks.reads)
@@ -159,4 +131,32 @@ func TestReserveChoosesOnWhatItLastSaw(t *testing.T) {
 	if i, w := reserve(3); i != 0 || w != 0 || ks.reads != 2 {
 		t.Fatalf("after another process freed slot 0: slot %d, wait %v, %d snapshot reads; want slot 0 at once after a read", i, w, ks.reads)
 	}
+}
+
+// reserveGreedy reserves lease id among slots under the greedy policy.
+func reserveGreedy(t *testing.T, st *quotastate.State, slots []transport.Slot, id uint64, now time.Time) (int, time.Duration) {
+	t.Helper()
+	i, w, err := st.Reserve(t.Context(), &transport.ReserveParams{Slots: slots, Ask: quota.Ask{Policy: quota.Policy{Kind: quota.Greedy}},
+		Lease: quota.Lease{ID: id, Until: now.Add(time.Minute)}, Now: now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return i, w
+}
+
+// twoProcesses opens two States on one SQLite database (two processes),
+// the first through a keysStore, with n slots of one request left each.
+func twoProcesses(t *testing.T, n int) (ks *keysStore, st, other *quotastate.State, slots []transport.Slot, now time.Time) {
+	t.Helper()
+	ks = &keysStore{Store: openSQLite(t)}
+	st = quotastate.New(ks, nil)
+	t.Cleanup(func() { st.Close(context.Background()) })
+	now = time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)
+	slots = pool(n)
+	for _, sl := range slots {
+		spend(t, st, sl, 1, now)
+	}
+	other = quotastate.New(ks.Store, nil)
+	t.Cleanup(func() { other.Close(context.Background()) })
+	return ks, st, other, slots, now
 }
