@@ -22,6 +22,9 @@ func PostgresBase(t testing.TB) string {
 	t.Helper()
 	base := os.Getenv(PostgresEnv)
 	if base == "" {
+		if os.Getenv("CI") != "" {
+			t.Fatal("CI must run the PostgreSQL tests, but " + PostgresEnv + " is not set (.ci/run sets it from .ci/pg-start)")
+		}
 		t.Skip(PostgresEnv + " is not set: PostgreSQL tests skipped (CI sets it; locally: export " + PostgresEnv + "=$(bash .ci/pg-start))")
 	}
 	return base
