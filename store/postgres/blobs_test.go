@@ -39,30 +39,9 @@ func TestBlobHitWritesNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	if err := s.PutBlob(t.Context(), "body", []byte("cached")); err != nil {
-		t.Fatal(err)
-	}
-	xmin := func() int64 {
+	storetest.HitsWriteNothing(t, s, &now, "the row's xmin", func() int64 {
 		return queryInt(t, dsn, "SELECT xmin::text::bigint FROM ratekeeper_blobs WHERE key = 'body'")
-	}
-	hit := func() {
-		if _, ok, err := s.GetBlob(t.Context(), "body"); err != nil || !ok {
-			t.Fatalf("GetBlob = %v, %v; want a hit", ok, err)
-		}
-	}
-
-	before := xmin()
-	for range 100 {
-		hit()
-	}
-	if x := xmin(); x != before {
-		t.Fatalf("100 hits within %v of the blob's write rewrote its row (xmin %d, then %d); want no write", store.BlobUseGranularity, before, x)
-	}
-	now = now.Add(store.BlobUseGranularity + time.Second)
-	hit()
-	if x := xmin(); x == before {
-		t.Fatalf("a hit past the granularity left the row's xmin at %d; it must record the use (and this test sees writes)", x)
-	}
+	})
 }
 
 // The usage rows stay exact whatever deletes blobs and from whichever

@@ -35,9 +35,6 @@ func TestBlobHitCommitsNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	if err := s.PutBlob(t.Context(), "body", []byte("cached")); err != nil {
-		t.Fatal(err)
-	}
 	db, err := sqlite.OpenDB(t.Context(), dsn)
 	if err != nil {
 		t.Fatal(err)
@@ -48,30 +45,12 @@ func TestBlobHitCommitsNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Close()
-	version := func() (v int64) {
+	storetest.HitsWriteNothing(t, s, &now, "data_version", func() (v int64) {
 		if err := conn.QueryRowContext(t.Context(), "PRAGMA data_version").Scan(&v); err != nil {
 			t.Fatal(err)
 		}
 		return v
-	}
-	hit := func() {
-		if _, ok, err := s.GetBlob(t.Context(), "body"); err != nil || !ok {
-			t.Fatalf("GetBlob = %v, %v; want a hit", ok, err)
-		}
-	}
-
-	before := version()
-	for range 100 {
-		hit()
-	}
-	if v := version(); v != before {
-		t.Fatalf("100 hits within %v of the blob's write changed data_version from %d to %d; want no commit", store.BlobUseGranularity, before, v)
-	}
-	now = now.Add(store.BlobUseGranularity + time.Second)
-	hit()
-	if v := version(); v == before {
-		t.Fatalf("a hit past the granularity left data_version at %d; it must record the use (and this test sees commits)", v)
-	}
+	})
 }
 
 func BenchmarkBlobs(b *testing.B) {

@@ -346,3 +346,33 @@ func testProcessesPutBlobs(t *testing.T, b Backend) {
 		wantBlobUsage(t, b, dsn, int64(present*blobSize))
 	}
 }
+
+// HitsWriteNothing checks, on a store s whose Options.Now returns *now,
+// that 100 hits within store.BlobUseGranularity of a blob's write change
+// nothing in the database — changes reads a counter that moves with every
+// write the database sees (SQLite's data_version, a PostgreSQL row's
+// xmin), named what — and that a hit past the granularity does record the
+// use (so the counter is seen to move).
+func HitsWriteNothing(t *testing.T, s store.Blobs, now *time.Time, what string, changes func() int64) {
+	t.Helper()
+	if err := s.PutBlob(t.Context(), "body", []byte("cached")); err != nil {
+		t.Fatal(err)
+	}
+	hit := func() {
+		if _, ok, err := s.GetBlob(t.Context(), "body"); err != nil || !ok {
+			t.Fatalf("GetBlob = %v, %v; want a hit", ok, err)
+		}
+	}
+	before := changes()
+	for range 100 {
+		hit()
+	}
+	if c := changes(); c != before {
+		t.Fatalf("100 hits within %v of the blob's write changed %s from %d to %d; want no write", store.BlobUseGranularity, what, before, c)
+	}
+	*now = now.Add(store.BlobUseGranularity + time.Second)
+	hit()
+	if c := changes(); c == before {
+		t.Fatalf("a hit past the granularity left %s at %d; it must record the use (and this test sees writes)", what, c)
+	}
+}
