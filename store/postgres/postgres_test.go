@@ -49,14 +49,7 @@ func backend(t testing.TB) storetest.Backend {
 }
 
 func TestMigrationsMatchTheSchemaVersion(t *testing.T) {
-	if n := len(postgres.Migrations); n != store.SchemaVersion {
-		t.Fatalf("%d PostgreSQL migrations but SchemaVersion is %d", n, store.SchemaVersion)
-	}
-	for v, m := range postgres.Migrations {
-		if len(m) == 0 {
-			t.Errorf("the migration to version %d has no statements", v+1)
-		}
-	}
+	storetest.MigrationsMatch(t, "PostgreSQL", postgres.Migrations)
 }
 
 // Advisory values (quota state, cached answers) are committed without

@@ -47,14 +47,7 @@ func backend() storetest.Backend {
 }
 
 func TestMigrationsMatchTheSchemaVersion(t *testing.T) {
-	if n := len(sqlite.Migrations); n != store.SchemaVersion {
-		t.Fatalf("%d SQLite migrations but SchemaVersion is %d", n, store.SchemaVersion)
-	}
-	for v, m := range sqlite.Migrations {
-		if len(m) == 0 {
-			t.Errorf("the migration to version %d has no statements", v+1)
-		}
-	}
+	storetest.MigrationsMatch(t, "SQLite", sqlite.Migrations)
 }
 
 // SQLite lets a damaged column hold any type; such rows are absent too.

@@ -224,3 +224,18 @@ func wantRecord(t *testing.T, s store.Store, key, value string, version int64) s
 	}
 	return rec
 }
+
+// MigrationsMatch checks a store's schema history (one list of statements
+// per version) against store.SchemaVersion: one migration per version,
+// none empty.
+func MigrationsMatch(t *testing.T, name string, migrations [][]string) {
+	t.Helper()
+	if n := len(migrations); n != store.SchemaVersion {
+		t.Fatalf("%d %s migrations but SchemaVersion is %d", n, name, store.SchemaVersion)
+	}
+	for v, m := range migrations {
+		if len(m) == 0 {
+			t.Errorf("the migration to version %d has no statements", v+1)
+		}
+	}
+}
