@@ -230,7 +230,7 @@ func runFleet(t testing.TB, f fleet) fleetResult {
 }
 
 // runWorker runs this binary as a worker with env and returns its output
-// lines (at least one).
+// lines (at least one), after a first line "cpu N": the CPU it used, in µs.
 func runWorker(env []string) ([]string, error) {
 	exe, err := os.Executable()
 	if err != nil {
@@ -256,6 +256,9 @@ func runWorker(env []string) ([]string, error) {
 	if err := cmd.Wait(); err != nil {
 		return nil, fmt.Errorf("worker: %v: %s", err, stderr.String())
 	}
+	// First: the CPU the worker used (user and system, µs), which
+	// benchmarks divide by their decisions.
+	lines = append([]string{fmt.Sprintf("cpu %d", (cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()).Microseconds())}, lines...)
 	if len(lines) == 0 {
 		return nil, fmt.Errorf("worker said nothing: %s", stderr.String())
 	}

@@ -208,6 +208,7 @@ func BenchmarkFleetDecisions(b *testing.B) {
 				var mu sync.Mutex
 				var all []time.Duration
 				var races int64
+				var cpu time.Duration // the workers' own, not the database's
 				var wg sync.WaitGroup
 				for range procs {
 					wg.Go(func() {
@@ -227,6 +228,10 @@ func BenchmarkFleetDecisions(b *testing.B) {
 								v, _ := strconv.ParseInt(n, 10, 64)
 								races += v
 							}
+							if n, ok := strings.CutPrefix(l, "cpu "); ok {
+								v, _ := strconv.ParseInt(n, 10, 64)
+								cpu += time.Duration(v) * time.Microsecond
+							}
 						}
 						mu.Unlock()
 					})
@@ -236,6 +241,7 @@ func BenchmarkFleetDecisions(b *testing.B) {
 				b.ReportMetric(float64(percentile(all, 0.99).Microseconds()), "p99-µs")
 				b.ReportMetric(float64(percentile(all, 0.5).Microseconds()), "p50-µs")
 				b.ReportMetric(float64(races), "lost-races")
+				b.ReportMetric(float64(cpu.Microseconds())/float64(max(1, len(all))), "worker-cpu-µs/decision")
 			}
 		})
 	}

@@ -65,6 +65,7 @@ type State struct {
 	writing sync.RWMutex
 
 	races atomic.Int64 // see Races
+	batch batches      // under mu; see reserveTogether
 	view  view         // see look
 	clk   clock        // see ClockOffset
 	wake  wakes        // see OnWake
@@ -237,12 +238,26 @@ func encodeAll(l *loaded, recs []*store.Record) error {
 	return nil
 }
 
-// decide runs quota.Decide for p on the loaded owners and buckets (okeys
-// and bkeys are each slot's keys).
-func (l *loaded) decide(okeys, bkeys []string, p *transport.ReserveParams) quota.Decision {
+// addSlots adds the rows of slots and returns each slot's keys.
+func (l *loaded) addSlots(slots []transport.Slot) slotRows {
+	r := slotRows{owners: make([]string, len(slots)), buckets: make([]string, len(slots))}
+	for i, s := range slots {
+		r.owners[i], r.buckets[i] = ownerKey(s.Owner), bucketKey(s.Bucket)
+		l.addOwner(r.owners[i])
+		l.addBucket(r.buckets[i])
+		for _, id := range s.Also {
+			l.addBucket(bucketKey(id))
+		}
+	}
+	return r
+}
+
+// decide runs quota.Decide for p on the loaded owners and buckets (r
+// holds each slot's keys).
+func (l *loaded) decide(r slotRows, p *transport.ReserveParams) quota.Decision {
 	opts := make([]quota.Option, len(p.Slots))
 	for i, s := range p.Slots {
-		opts[i] = quota.Option{Owner: l.owners[okeys[i]], Bucket: l.buckets[bkeys[i]]}
+		opts[i] = quota.Option{Owner: l.owners[r.owners[i]], Bucket: l.buckets[r.buckets[i]]}
 		for _, id := range s.Also {
 			opts[i].Also = append(opts[i].Also, l.buckets[bucketKey(id)])
 		}
@@ -270,7 +285,18 @@ func applySettles(l *loaded, settles []*transport.SettleParams) (frees bool) {
 	return frees
 }
 
-// Reserve implements transport.State. It locks only what it chooses:
+// Reserve implements transport.State. A request that has not waited may
+// be decided together with others of this process (reserveTogether);
+// otherwise, and when that could not send it, it is decided alone
+// (reserveAlone).
+func (st *State) Reserve(ctx context.Context, p *transport.ReserveParams) (int, time.Duration, error) {
+	if p.Waited {
+		return st.reserveAlone(ctx, p)
+	}
+	return st.reserveTogether(ctx, p)
+}
+
+// reserveAlone decides one request. It locks only what it chooses:
 //
 //  1. it reads a snapshot of every slot's owner and bucket, locking
 //     nothing (store.Snapshot), applies the settles waiting to be written,
@@ -291,7 +317,7 @@ func applySettles(l *loaded, settles []*transport.SettleParams) (frees bool) {
 // every slot spends from the same rows (one credential, or tokens of one
 // owner) there is nothing to choose: a request that has not waited yet
 // locks them at once, saving the snapshot's read.
-func (st *State) Reserve(ctx context.Context, p *transport.ReserveParams) (int, time.Duration, error) {
+func (st *State) reserveAlone(ctx context.Context, p *transport.ReserveParams) (int, time.Duration, error) {
 	// The transport's context has no end (a reservation cut short could
 	// commit unseen): bound the transaction here.
 	ctx, cancel := context.WithTimeout(ctx, settleTimeout)
@@ -312,7 +338,7 @@ func (st *State) Reserve(ctx context.Context, p *transport.ReserveParams) (int, 
 	// and read anyway.
 	useView := !p.Waited
 	for races := 0; races < maxRaces; {
-		l, okeys, bkeys := slotKeys(p, settles)
+		l, r := slotKeys(p, settles)
 		snap, fromView, err := st.look(ctx, l, useView)
 		useView = false
 		if err != nil {
@@ -320,7 +346,7 @@ func (st *State) Reserve(ctx context.Context, p *transport.ReserveParams) (int, 
 			return 0, 0, err
 		}
 		applySettles(l, settles)
-		d := l.decide(okeys, bkeys, p)
+		d := l.decide(r, p)
 		p.OnAnswer = d.OnAnswer
 		if d.Wait > 0 || d.Err != nil || d.Index < 0 {
 			if fromView {
@@ -334,13 +360,13 @@ func (st *State) Reserve(ctx context.Context, p *transport.ReserveParams) (int, 
 			}
 			return d.Index, d.Wait, d.Err
 		}
-		won, err := st.commitChosen(ctx, p, d.Index, snap, settles)
+		won, err := st.commitChosen(ctx, []choice{{p: p, i: d.Index}}, snap, settles)
 		if err != nil {
 			st.requeue(settles)
 			return d.Index, 0, err
 		}
 		settles = nil // written by commitChosen, won or lost
-		if won {
+		if won[0] {
 			return d.Index, 0, nil
 		}
 		races++
@@ -369,22 +395,13 @@ func oneChoice(slots []transport.Slot) bool {
 
 // slotKeys lists the rows of p's slots and of settles in a fresh loaded,
 // and each slot's owner and bucket key.
-func slotKeys(p *transport.ReserveParams, settles []*transport.SettleParams) (l *loaded, okeys, bkeys []string) {
-	l = newLoaded(2 * len(p.Slots))
-	okeys = make([]string, len(p.Slots))
-	bkeys = make([]string, len(p.Slots))
-	for i, s := range p.Slots {
-		okeys[i], bkeys[i] = ownerKey(s.Owner), bucketKey(s.Bucket)
-		l.addOwner(okeys[i])
-		l.addBucket(bkeys[i])
-		for _, id := range s.Also {
-			l.addBucket(bucketKey(id))
-		}
-	}
+func slotKeys(p *transport.ReserveParams, settles []*transport.SettleParams) (*loaded, slotRows) {
+	l := newLoaded(2 * len(p.Slots))
+	r := l.addSlots(p.Slots)
 	for _, sp := range settles {
 		l.addSettle(sp)
 	}
-	return l, okeys, bkeys
+	return l, r
 }
 
 // look decodes l's rows into l from the view when useView and the view
@@ -436,26 +453,38 @@ func (st *State) decodeVersions(l *loaded, recs []store.Record) map[string]int64
 	return versions
 }
 
-// commitChosen locks slot i's rows and the settles', applies the settles
-// and reserves slot i on what is under the lock. It reports whether the
-// reservation was written; the settles are written either way. Rows whose
-// versions match the snapshot decide as the snapshot did; only rows another
-// writer changed can turn the decision.
-func (st *State) commitChosen(ctx context.Context, p *transport.ReserveParams, i int, snap map[string]int64, settles []*transport.SettleParams) (bool, error) {
-	one := *p
-	one.Slots = p.Slots[i : i+1]
-	l, okeys, bkeys := slotKeys(&one, settles)
-	won, raced, frees := false, false, false
+// commitChosen locks the rows of each choice's slot and the settles',
+// applies the settles and reserves each chosen slot, in order, on what is
+// under the lock. It reports which reservations were written; the settles
+// are written either way. Rows whose versions match the snapshot decide as
+// the snapshot did; only rows another writer changed can turn a decision.
+func (st *State) commitChosen(ctx context.Context, chosen []choice, snap map[string]int64, settles []*transport.SettleParams) ([]bool, error) {
+	l := newLoaded(2 * len(chosen))
+	ones := make([]transport.ReserveParams, len(chosen))
+	rows := make([]slotRows, len(chosen))
+	for k, ch := range chosen {
+		ones[k] = *ch.p
+		ones[k].Slots = ch.p.Slots[ch.i : ch.i+1]
+		rows[k] = l.addSlots(ones[k].Slots)
+	}
+	for _, sp := range settles {
+		l.addSettle(sp)
+	}
+	won := make([]bool, len(chosen))
+	raced, frees := 0, false
 	var last []*store.Record
 	var olds [][]byte
 	err := st.s.UpdateMany(st.notifying(ctx, settles, &frees), l.keys, func(recs []*store.Record) error {
-		raced = false
+		raced = 0
 		st.decodeAll(l, recs)
 		frees = applySettles(l, settles)
-		d := l.decide(okeys, bkeys, &one)
-		won = d.Wait == 0 && d.Err == nil && d.Index == 0
-		if !won && moved(recs, snap) {
-			raced = true
+		wasMoved := moved(recs, snap)
+		for k := range ones {
+			d := l.decide(rows[k], &ones[k])
+			won[k] = d.Wait == 0 && d.Err == nil && d.Index == 0
+			if !won[k] && wasMoved {
+				raced++
+			}
 		}
 		last, olds = recs, make([][]byte, len(recs))
 		for i, r := range recs {
@@ -468,9 +497,7 @@ func (st *State) commitChosen(ctx context.Context, p *transport.ReserveParams, i
 	} else {
 		st.view.written(last, olds, time.Now())
 	}
-	if raced {
-		st.races.Add(1)
-	}
+	st.races.Add(int64(raced))
 	return won, err
 }
 
@@ -489,7 +516,7 @@ func moved(recs []*store.Record, snap map[string]int64) bool {
 // taken before Reserve locked only its choice, kept for a pool whose
 // chosen rows keep changing under it.
 func (st *State) reserveLocked(ctx context.Context, p *transport.ReserveParams, settles []*transport.SettleParams) (int, time.Duration, error) {
-	l, okeys, bkeys := slotKeys(p, settles)
+	l, r := slotKeys(p, settles)
 	var chosen int
 	var wait time.Duration
 	var refused error // the decision's own error: the settles are still written
@@ -497,7 +524,7 @@ func (st *State) reserveLocked(ctx context.Context, p *transport.ReserveParams, 
 	err := st.s.UpdateMany(st.notifying(ctx, settles, &frees), l.keys, func(recs []*store.Record) error {
 		st.decodeAll(l, recs)
 		frees = applySettles(l, settles)
-		d := l.decide(okeys, bkeys, p)
+		d := l.decide(r, p)
 		chosen, wait, refused, p.OnAnswer = d.Index, d.Wait, d.Err, d.OnAnswer
 		return encodeAll(l, recs)
 	})
