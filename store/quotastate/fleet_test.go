@@ -256,12 +256,12 @@ func runWorker(env []string) ([]string, error) {
 	if err := cmd.Wait(); err != nil {
 		return nil, fmt.Errorf("worker: %v: %s", err, stderr.String())
 	}
-	// First: the CPU the worker used (user and system, µs), which
-	// benchmarks divide by their decisions.
-	lines = append([]string{fmt.Sprintf("cpu %d", (cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()).Microseconds())}, lines...)
 	if len(lines) == 0 {
 		return nil, fmt.Errorf("worker said nothing: %s", stderr.String())
 	}
+	// First: the CPU the worker used (user and system, µs), which
+	// benchmarks divide by their decisions.
+	lines = append([]string{fmt.Sprintf("cpu %d", (cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()).Microseconds())}, lines...)
 	return lines, nil
 }
 

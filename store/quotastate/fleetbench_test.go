@@ -196,8 +196,9 @@ func seedBuckets(tb testing.TB, dsn string) {
 // on one PostgreSQL as processes are added (1, 2, 4, 8, 16), each deciding
 // on 4 goroutines for 5 s among 30 credentials of 10 owners whose quota
 // never binds (a reservation and its release per decision, the release
-// written with the next reservation), and the p99 time of one decision.
-// Run with -benchtime=1x.
+// written with the next reservation), the p99 time of one decision, and
+// the CPU the deciding processes used per decision (the database's is not
+// counted). Run with -benchtime=1x.
 func BenchmarkFleetDecisions(b *testing.B) {
 	const goroutines, span = 4, 5 * time.Second
 	for _, procs := range []int{1, 2, 4, 8, 16} {
