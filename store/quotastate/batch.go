@@ -18,7 +18,11 @@ import (
 // transaction decides for all of them at once, in the order they came:
 // one read (or the view), one locking read of the rows they chose, one
 // commit. The busier the process, the more decisions a lock carries; an
-// idle process decides each request at once, as before.
+// idle process decides each request at once, as before. The timer's write
+// of answers (State.Settle) takes the same turn: within a process, answers
+// and reservations are written one after the other, so a reservation never
+// decides while the answers of its own process's requests are being
+// written beside it (it would count them still in flight).
 
 // maxTransactions is how many reservation transactions one State runs at
 // a time before requests queue to be decided together. One: measured with
@@ -83,16 +87,7 @@ func (st *State) lead(ctx context.Context, batch []*call) {
 		for _, c := range batch[1:] {
 			c.turn <- nil
 		}
-		st.mu.Lock()
-		next := st.batch.queue
-		st.batch.queue = nil
-		if len(next) == 0 {
-			st.batch.running--
-		}
-		st.mu.Unlock()
-		if len(next) > 0 {
-			next[0].turn <- next
-		}
+		st.passTurn()
 	}()
 	if len(batch) == 1 {
 		c := batch[0]
@@ -101,6 +96,33 @@ func (st *State) lead(ctx context.Context, batch []*call) {
 		return
 	}
 	st.decideTogether(batch)
+}
+
+// tryTurn takes a turn to run a transaction when fewer than
+// maxTransactions run, and reports whether it did; passTurn gives it back.
+func (st *State) tryTurn() bool {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.batch.running < maxTransactions {
+		st.batch.running++
+		return true
+	}
+	return false
+}
+
+// passTurn hands the turn over to the first of the reservations queued,
+// with all of them as its batch, or gives it back.
+func (st *State) passTurn() {
+	st.mu.Lock()
+	next := st.batch.queue
+	st.batch.queue = nil
+	if len(next) == 0 {
+		st.batch.running--
+	}
+	st.mu.Unlock()
+	if len(next) > 0 {
+		next[0].turn <- next
+	}
 }
 
 // decideTogether decides the calls of batch in one transaction when they

@@ -639,6 +639,18 @@ func (st *State) requeue(settles []*transport.SettleParams) {
 // flushLater is the timer's flush. After a failure it tries again a
 // second later (the next reservation also tries); a closed store ends it.
 func (st *State) flushLater() {
+	if !st.tryTurn() {
+		// A reservation of this process is under way: it or the one
+		// queued next writes what waits first, else this timer does,
+		// a FlushDelay later.
+		st.mu.Lock()
+		if st.timer != nil && !st.closed {
+			st.timer.Reset(st.FlushDelay)
+		}
+		st.mu.Unlock()
+		return
+	}
+	defer st.passTurn()
 	ctx, cancel := context.WithTimeout(context.Background(), flushTimeout)
 	defer cancel()
 	err := st.flush(ctx)
