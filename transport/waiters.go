@@ -17,16 +17,17 @@ import "sync"
 // processes that notifies (Waker), their answers wake the oldest waiter
 // here too (across is set).
 //
-// A wake that finds no one waiting is remembered (idleWake): a request
-// that decided to wait before it, and joins after, tries again at once;
-// it would otherwise sleep past the answer that freed its slot.
+// A request that decided to wait while a wake happened — before it joined,
+// so the wake and its chain could not reach it — tries again at once when
+// it joins; it would otherwise sleep past the answer that freed its slot.
+// That covers a wake that found no one waiting, and one whose chain ended
+// among the requests already waiting while this one was still deciding.
 type waiters struct {
-	mu       sync.Mutex
-	seq      uint64
-	queue    []*waiter // oldest first
-	wakes    uint64    // wake calls so far
-	idleWake uint64    // the wakes count at the latest wake that found no one
-	across   bool      // a Waker wakes them for answers of other processes too
+	mu     sync.Mutex
+	seq    uint64
+	queue  []*waiter // oldest first
+	wakes  uint64    // wake calls so far
+	across bool      // a Waker wakes them for answers of other processes too
 }
 
 type waiter struct {
@@ -43,17 +44,19 @@ func (q *waiters) gen() uint64 {
 }
 
 // join registers a new waiter, the youngest, whose decision began when
-// the wakes count was gen; it is woken at once if a wake found no one
-// waiting since.
+// the wakes count was gen; it is woken at once if a wake came since.
 func (q *waiters) join(gen uint64) *waiter {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	q.seq++
 	w := &waiter{seq: q.seq, woken: make(chan uint64, 1)}
-	q.queue = append(q.queue, w)
-	if q.idleWake > gen {
-		q.wakeLocked(q.seq)
+	if q.wakes > gen {
+		// Tries again at once. Its baton is 0: the wake's own chain
+		// already went through those waiting before it.
+		w.woken <- 0
+		return w
 	}
+	q.queue = append(q.queue, w)
 	return w
 }
 
@@ -84,10 +87,6 @@ func (q *waiters) wake() {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	q.wakes++
-	if len(q.queue) == 0 {
-		q.idleWake = q.wakes
-		return
-	}
 	q.wakeLocked(q.seq)
 }
 
