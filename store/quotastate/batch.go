@@ -35,6 +35,10 @@ const maxTransactions = 1
 type batches struct {
 	running int
 	queue   []*call
+	// flushDue: the timer found the turn taken and left the answers
+	// waiting to whoever holds it; passTurn sets the timer again if the
+	// turn is given back with answers still waiting.
+	flushDue bool
 }
 
 // call is one reservation in a batch.
@@ -118,6 +122,10 @@ func (st *State) passTurn() {
 	st.batch.queue = nil
 	if len(next) == 0 {
 		st.batch.running--
+		if st.batch.flushDue && len(st.pending) > 0 && st.timer != nil && !st.closed {
+			st.timer.Reset(st.FlushDelay)
+		}
+		st.batch.flushDue = false
 	}
 	st.mu.Unlock()
 	if len(next) > 0 {

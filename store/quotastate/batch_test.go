@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ratekeeper/ratekeeper/headers"
 	"github.com/ratekeeper/ratekeeper/quota"
 	"github.com/ratekeeper/ratekeeper/store"
 	"github.com/ratekeeper/ratekeeper/store/quotastate"
@@ -192,5 +193,43 @@ func drain(c chan []string) [][]string {
 		default:
 			return out
 		}
+	}
+}
+
+// Answers whose timer fired while a reservation held the transaction turn
+// are written once the turn is given back, within FlushDelay: the timer
+// does not poll while transactions follow one another, and an answer is
+// not left waiting when none follows.
+func TestAnswersWaitingForTheTurnAreWritten(t *testing.T) {
+	g, st, slots, now := gatedState(t)
+	outs := queueBehindGate(t, g, st, slots, now, 0) // holds the turn at the gate
+	// The answer of another request, read by nobody until written.
+	r := &headers.Reading{Status: 200, Limit: 5000, Remaining: 0, Used: 5000, Reset: now.Add(time.Hour)}
+	if err := st.Settle(t.Context(), &transport.SettleParams{Slot: slots[2], Now: now, Answer: quota.Answer{Counted: true, Reading: r}}); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for !quotastate.FlushDue(st) {
+		if time.Now().After(deadline) {
+			t.Fatal("the timer never found the turn taken")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	openGate(g)
+	collect(t, outs)
+	other := quotastate.New(g.Store, nil) // another process, reading the store
+	t.Cleanup(func() { other.Close(context.Background()) })
+	for {
+		bs, err := other.Buckets(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if bs[slots[2].Bucket].Remaining == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the answer was never written: %+v", bs[slots[2].Bucket])
+		}
+		time.Sleep(time.Millisecond)
 	}
 }

@@ -7,3 +7,11 @@ func QueuedReservations(st *State) int {
 	defer st.mu.Unlock()
 	return len(st.batch.queue)
 }
+
+// FlushDue reports whether st's timer found the transaction turn taken and
+// left the answers waiting to whoever holds it.
+func FlushDue(st *State) bool {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return st.batch.flushDue
+}

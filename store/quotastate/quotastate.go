@@ -640,13 +640,12 @@ func (st *State) requeue(settles []*transport.SettleParams) {
 // second later (the next reservation also tries); a closed store ends it.
 func (st *State) flushLater() {
 	if !st.tryTurn() {
-		// A reservation of this process is under way: it or the one
-		// queued next writes what waits first, else this timer does,
-		// a FlushDelay later.
+		// A reservation of this process is under way: the one queued
+		// next writes what waits first; if none is, passTurn sets the
+		// timer again as the turn is given back (not a timer every
+		// FlushDelay while transactions follow one another).
 		st.mu.Lock()
-		if st.timer != nil && !st.closed {
-			st.timer.Reset(st.FlushDelay)
-		}
+		st.batch.flushDue = true
 		st.mu.Unlock()
 		return
 	}
