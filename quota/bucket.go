@@ -1,6 +1,7 @@
 package quota
 
 import (
+	"slices"
 	"time"
 
 	"github.com/ratekeeper/ratekeeper/headers"
@@ -142,4 +143,11 @@ func sameWindowTolerance(window time.Duration) time.Duration {
 		tol = window / 2
 	}
 	return tol
+}
+
+// Clone returns a copy of b that shares no memory with it: a decision on
+// the copy leaves b as it was.
+func (b Bucket) Clone() Bucket {
+	b.Leases = slices.Clone(b.Leases)
+	return b
 }

@@ -1,6 +1,10 @@
 package quota
 
-import "time"
+import (
+	"maps"
+	"slices"
+	"time"
+)
 
 // Secondary describes the limits a provider enforces per owner on top of
 // its quota buckets (GitHub's secondary limits). Zero fields are off.
@@ -195,3 +199,10 @@ func (o *Owner) refund(id uint64) {
 
 // InFlight is the number of the owner's requests in flight at now.
 func (o *Owner) InFlight(now time.Time) int64 { return o.Leases.Live(now) }
+
+// Clone returns a copy of o that shares no memory with it.
+func (o Owner) Clone() Owner {
+	o.Leases = slices.Clone(o.Leases)
+	o.PointsTAT = maps.Clone(o.PointsTAT)
+	return o
+}

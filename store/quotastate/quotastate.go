@@ -64,11 +64,12 @@ type State struct {
 	// that has not committed.
 	writing sync.RWMutex
 
-	races atomic.Int64 // see Races
-	batch batches      // under mu; see reserveTogether
-	view  view         // see look
-	clk   clock        // see ClockOffset
-	wake  wakes        // see OnWake
+	races   atomic.Int64 // see Races
+	decoded decodings    // see decodeAll
+	batch   batches      // under mu; see reserveTogether
+	view    view         // see look
+	clk     clock        // see ClockOffset
+	wake    wakes        // see OnWake
 }
 
 // DefaultFlushDelay is State.FlushDelay's default.
@@ -206,17 +207,24 @@ func (l *loaded) addSettle(p *transport.SettleParams) (okey, bkey string) {
 	return okey, bkey
 }
 
-// decodeAll fills l's owners and buckets from recs.
+// decodeAll fills l's owners and buckets from recs, each a copy of its
+// own (decisions change them).
 func (st *State) decodeAll(l *loaded, recs []*store.Record) {
 	for _, rec := range recs {
 		if _, ok := l.owners[rec.Key]; ok {
-			o := &quota.Owner{}
-			st.decode(rec, o)
-			l.owners[rec.Key] = o
+			o := cachedCopy(&st.decoded, rec, func(c *decoding) *quota.Owner { return &c.owner }, func() quota.Owner {
+				var o quota.Owner
+				st.decode(rec, &o)
+				return o
+			})
+			l.owners[rec.Key] = &o
 			continue
 		}
-		b := quota.NewBucket()
-		st.decode(rec, &b)
+		b := cachedCopy(&st.decoded, rec, func(c *decoding) *quota.Bucket { return &c.bucket }, func() quota.Bucket {
+			b := quota.NewBucket()
+			st.decode(rec, &b)
+			return b
+		})
 		l.buckets[rec.Key] = &b
 	}
 }
