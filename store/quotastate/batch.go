@@ -102,28 +102,17 @@ func (st *State) lead(ctx context.Context, batch []*call) {
 	st.decideTogether(batch)
 }
 
-// tryTurn takes a turn to run a transaction when fewer than
-// maxTransactions run, and reports whether it did; passTurn gives it back.
-func (st *State) tryTurn() bool {
-	st.mu.Lock()
-	defer st.mu.Unlock()
-	if st.batch.running < maxTransactions {
-		st.batch.running++
-		return true
-	}
-	return false
-}
-
-// passTurn hands the turn over to the first of the reservations queued,
-// with all of them as its batch, or gives it back.
+// passTurn hands the transaction turn (taken by reserveTogether or the
+// answers' timer) over to the first of the reservations queued, with all
+// of them as its batch, or gives it back.
 func (st *State) passTurn() {
 	st.mu.Lock()
 	next := st.batch.queue
 	st.batch.queue = nil
 	if len(next) == 0 {
 		st.batch.running--
-		if st.batch.flushDue && len(st.pending) > 0 && st.timer != nil && !st.closed {
-			st.timer.Reset(st.FlushDelay)
+		if st.batch.flushDue && len(st.pending) > 0 {
+			st.armLocked(st.FlushDelay)
 		}
 		st.batch.flushDue = false
 	}

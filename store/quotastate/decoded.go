@@ -53,7 +53,7 @@ func (d *decodings) put(rec *store.Record, c decoding) {
 	if rec.Value == nil {
 		return
 	}
-	c.raw = rec.Value
+	c.raw = bytes.Clone(rec.Value) // what the caller does with its record is its own
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.rows == nil {

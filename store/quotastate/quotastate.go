@@ -57,6 +57,7 @@ type State struct {
 	mu      sync.Mutex
 	pending []*transport.SettleParams
 	timer   *time.Timer
+	armed   bool // timer is set and has not fired yet
 	closed  bool
 	// writing is held shared by every transaction carrying settles taken
 	// from pending, so that Flush can wait for those already under way:
@@ -610,12 +611,22 @@ func (st *State) queue(p *transport.SettleParams) bool {
 		c.Answer.Reading = &r
 	}
 	st.pending = append(st.pending, &c)
-	if st.timer == nil {
-		st.timer = time.AfterFunc(st.FlushDelay, st.flushLater)
-	} else if len(st.pending) == 1 {
-		st.timer.Reset(st.FlushDelay)
-	}
+	st.armLocked(st.FlushDelay)
 	return true
+}
+
+// armLocked makes the timer write what waits within d, unless it is set
+// already. Called with mu held.
+func (st *State) armLocked(d time.Duration) {
+	if st.armed || st.closed {
+		return
+	}
+	st.armed = true
+	if st.timer == nil {
+		st.timer = time.AfterFunc(d, st.flushLater)
+	} else {
+		st.timer.Reset(d)
+	}
 }
 
 func (st *State) takePending() []*transport.SettleParams {
@@ -638,6 +649,7 @@ func (st *State) requeue(settles []*transport.SettleParams) {
 		return
 	}
 	st.pending = append(settles, st.pending...)
+	st.armLocked(st.FlushDelay)
 	if len(st.pending) > maxPending {
 		st.log.Warn("quota state: dropping answers that could not be written; their reservations lapse with their leases", "dropped", len(st.pending)-maxPending)
 		st.pending = st.pending[:maxPending]
@@ -647,16 +659,21 @@ func (st *State) requeue(settles []*transport.SettleParams) {
 // flushLater is the timer's flush. After a failure it tries again a
 // second later (the next reservation also tries); a closed store ends it.
 func (st *State) flushLater() {
-	if !st.tryTurn() {
+	st.mu.Lock()
+	st.armed = false
+	if st.batch.running >= maxTransactions {
 		// A reservation of this process is under way: the one queued
 		// next writes what waits first; if none is, passTurn sets the
 		// timer again as the turn is given back (not a timer every
-		// FlushDelay while transactions follow one another).
-		st.mu.Lock()
+		// FlushDelay while transactions follow one another). Checked
+		// and marked under one lock, so a turn given back meanwhile
+		// cannot miss it.
 		st.batch.flushDue = true
 		st.mu.Unlock()
 		return
 	}
+	st.batch.running++
+	st.mu.Unlock()
 	defer st.passTurn()
 	ctx, cancel := context.WithTimeout(context.Background(), flushTimeout)
 	defer cancel()
@@ -670,9 +687,7 @@ func (st *State) flushLater() {
 	default:
 		st.log.Warn("quota state: writing answers failed; retrying", "err", err)
 		st.mu.Lock()
-		if st.timer != nil && !st.closed {
-			st.timer.Reset(flushRetry)
-		}
+		st.armLocked(flushRetry)
 		st.mu.Unlock()
 	}
 }
