@@ -118,13 +118,18 @@ func TestClientsOnSecondaryConcurrency(t *testing.T) {
 		done      int
 		violates  bool
 		unfinshed bool
+		// atMost: done may fall short of done. The 40 first requests
+		// arrive at one instant in an order the scheduler picks; when a
+		// refused one is counted before some of the first 30, its
+		// penalty refuses those too.
+		atMost bool
 	}{
-		{"ratekeeper greedy", 90, false, false}, // 20 in flight, under 30
-		{"net/http", 90, true, false},
-		{"go-github-ratelimit", 90, true, false},
-		{"go-retryablehttp", 30, true, false}, // secondary 403s are not retried
+		{"ratekeeper greedy", 90, false, false, false}, // 20 in flight, under 30
+		{"net/http", 90, true, false, false},
+		{"go-github-ratelimit", 90, true, false, false},
+		{"go-retryablehttp", 30, true, false, true}, // secondary 403s are not retried
 		// Spread paces 5,000 an hour over the hour: 90 GETs take minutes.
-		{"ratekeeper spread", 0, false, true},
+		{"ratekeeper spread", 0, false, true, false},
 	} {
 		t.Run(c.client, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
@@ -136,7 +141,7 @@ func TestClientsOnSecondaryConcurrency(t *testing.T) {
 				if (r.SecondaryViolations > 0) != c.violates || (r.Unfinished > 0) != c.unfinshed {
 					t.Errorf("secondary violations %d, unfinished %d", r.SecondaryViolations, r.Unfinished)
 				}
-				if !c.unfinshed && r.Done != c.done {
+				if !c.unfinshed && (r.Done > c.done || r.Done < c.done && !c.atMost || r.Done == 0) {
 					t.Errorf("done %d, want %d (first error %q)", r.Done, c.done, r.FirstError)
 				}
 				if c.client == "ratekeeper greedy" && r.MaxInFlight > 20 {
