@@ -19,8 +19,9 @@ import (
 // one read (or the view), one locking read of the rows they chose, one
 // commit. The busier the process, the more decisions a lock carries; an
 // idle process decides each request at once, as before. The timer's write
-// of answers (State.Settle) takes the same turn: within a process, answers
-// and reservations are written one after the other, so a reservation never
+// of answers (State.Settle) takes the same turn, or, finding it taken,
+// leaves them to it (see flushDue): within a process, answers and
+// reservations are written one after the other, so a reservation never
 // decides while the answers of its own process's requests are being
 // written beside it (it would count them still in flight).
 
