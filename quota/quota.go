@@ -445,10 +445,18 @@ func (b *Bucket) refund(id uint64) {
 const probeInFlight = 1
 
 // wait is waitUnits on a refreshed bucket: how long until n units may go,
-// and whether the wait is on requests in flight — the first probe of a
-// bucket nothing is known about, or a spent bucket whose refill only their
-// answers can tell. Such a wait is until the earliest lease lapses, the
-// latest their answer can come; an answer ends it sooner (see Decide).
+// and whether the wait is on requests in flight, which their answers may
+// end sooner (see Decide): the first probe of a bucket nothing is known
+// about (until the earliest lease lapses, the latest its answer can come),
+// or a bucket spent only by its requests in flight (until the refill).
+//
+// The latter because the server's remaining is read when a request
+// arrives: a request still in flight here may already be counted in the
+// remaining of an answer that came back first, and is then subtracted
+// twice until its own answer arrives. Just after a refill, when a fleet's
+// waiters all send at once, that can show a bucket spent with units left;
+// a waiter that then slept until the next refill would leave them unused
+// for a whole window.
 func (b *Bucket) wait(p Policy, n int64, now time.Time) (time.Duration, bool) {
 	var w, inFlight time.Duration
 	if now.Before(b.BlockedUntil) {
@@ -461,14 +469,20 @@ func (b *Bucket) wait(p Policy, n int64, now time.Time) (time.Duration, bool) {
 			inFlight = b.Leases.firstLapse(now)
 		}
 	case budget < b.fits(p, n):
+		var refill time.Duration
 		if at := b.refillAt(); !at.IsZero() {
-			w = max(w, at.Sub(now))
+			refill = at.Sub(now)
 		} else if b.InFlight(now) > 0 {
-			inFlight = b.Leases.firstLapse(now)
+			refill = b.Leases.firstLapse(now)
 		} else if b.Window > 0 {
-			w = max(w, b.Window)
+			refill = b.Window
 		} else {
-			w = max(w, headers.DefaultWait)
+			refill = headers.DefaultWait
+		}
+		if b.InFlight(now) > 0 && (b.refillAt().IsZero() || b.Remaining-p.reserveFor(b) >= b.fits(p, n)) {
+			inFlight = refill
+		} else {
+			w = max(w, refill)
 		}
 	default:
 		// GCRA with a tolerance of Burst intervals: that many may go
@@ -477,6 +491,24 @@ func (b *Bucket) wait(p Policy, n int64, now time.Time) (time.Duration, bool) {
 		w = max(w, due)
 	}
 	return max(w, inFlight), inFlight > w
+}
+
+// AnswersMayFree reports whether an answer of one of b's requests in
+// flight may let a request go that cannot go now: b is spent only by its
+// requests in flight (see wait) — the server said units are left, fewer
+// than are in flight here — for a policy keeping back at most a tenth of
+// b's limit. A store shared by processes wakes their waiters when it
+// writes such an answer; a waiter of a policy keeping back more asks again
+// on its own (its wait is on answers all the same). Not on a bucket with
+// units to spare (nobody waits) or one the server says is spent (an
+// answer gives nothing back before the refill), so a busy bucket's
+// answers wake nobody.
+func (b *Bucket) AnswersMayFree(now time.Time) bool {
+	if !b.Known() || b.Remaining <= 0 {
+		return false
+	}
+	inFlight := b.InFlight(now)
+	return inFlight > 0 && b.Remaining-inFlight < 1+max(b.Limit, 0)/10
 }
 
 // grace is added to waits for a reset: a server that rounds its Unix

@@ -579,3 +579,83 @@ func TestReserveTheEarliest(t *testing.T) {
 		t.Fatalf("Reserve(nil) = %d, %v, %v", i, w, err)
 	}
 }
+
+// TestSpentOnlyInFlightWaitsOnAnswers: the server reads its remaining when
+// a request arrives, so an answer that comes back before others sent with
+// it already counts them while they are still in flight here. At GitHub's
+// numbers (5,000 an hour, 10 left, the reset 30 minutes away), 8 requests
+// go; the 5th to arrive answers first ("5 left"): 5 left less 7 in flight
+// shows the bucket spent, though the server will end with 2 left. The
+// wait is then on answers (an answer may end it), not a sleep until the
+// reset; once every answer is in, 2 requests go. A bucket the server says
+// is spent waits for the reset alone.
+func TestSpentOnlyInFlightWaitsOnAnswers(t *testing.T) {
+	reset := t0.Add(30 * time.Minute)
+	b := NewBucket()
+	b.Observe(reading(5000, 10, reset), t0, true, Default{})
+	var o Owner
+	ask := &Ask{Policy: Policy{Kind: Greedy}}
+	opts := []Option{{Owner: &o, Bucket: &b}}
+	var ids []uint64
+	for range 8 {
+		l := lz(t0)
+		if d := Decide(opts, ask, l, t0); d.Wait != 0 {
+			t.Fatalf("request %d: wait %v", len(ids)+1, d.Wait)
+		}
+		ids = append(ids, l.ID)
+	}
+	now := t0.Add(300 * time.Millisecond)
+	answer := func(id uint64, remaining int64) {
+		Settle(&o, &b, id, &Answer{Reading: reading(5000, remaining, reset), Counted: true}, now)
+	}
+	plenty := b.Clone()
+	plenty.Remaining = 4000
+	if plenty.AnswersMayFree(now) {
+		t.Fatal("4,000 left, 8 in flight: answers said to free what nobody waits for")
+	}
+	answer(ids[4], 5)
+	if !b.AnswersMayFree(now) {
+		t.Fatal("5 left, 7 in flight: answers not said to free")
+	}
+	d := Decide(opts, ask, lz(now), now)
+	if d.Wait < reset.Sub(now) || !d.OnAnswer {
+		t.Fatalf("5 left, 7 in flight: wait %v on answers %v; want until the reset (%v), on answers", d.Wait, d.OnAnswer, reset.Sub(now))
+	}
+	for k, rem := range []int64{9, 8, 7, 6, 4, 3, 2} {
+		answer(ids[[]int{0, 1, 2, 3, 5, 6, 7}[k]], rem)
+	}
+	ids = ids[:0]
+	for i := range 2 {
+		l := lz(now)
+		if d := Decide(opts, ask, l, now); d.Wait != 0 {
+			t.Fatalf("every answer in, 2 left: request %d waits %v", i+1, d.Wait)
+		}
+		ids = append(ids, l.ID)
+	}
+	answer(ids[0], 1)
+	answer(ids[1], 0)
+	// Spent by the server's word: no answer can give back what the
+	// server says is gone.
+	d = Decide(opts, ask, lz(now), now)
+	if b.AnswersMayFree(now) {
+		t.Fatal("0 left: answers said to free")
+	}
+	if d.Wait < reset.Sub(now) || d.OnAnswer {
+		t.Fatalf("0 left: wait %v on answers %v; want until the reset, not on answers", d.Wait, d.OnAnswer)
+	}
+
+	// Among options, the soonest known time is the wait, and an option
+	// spent only in flight makes it end at an answer too.
+	other := NewBucket()
+	other.Observe(reading(5000, 0, t0.Add(20*time.Minute)), t0, true, Default{})
+	c := NewBucket()
+	c.Observe(reading(5000, 1, reset), t0, true, Default{})
+	var oc Owner
+	if d := Decide([]Option{{Owner: &oc, Bucket: &c}}, ask, lz(t0), t0); d.Wait != 0 {
+		t.Fatal(d.Wait)
+	}
+	d = Decide([]Option{{Owner: &oc, Bucket: &c}, {Owner: &Owner{}, Bucket: &other}}, ask, lz(t0), t0)
+	if d.Index != 1 || d.Wait > 21*time.Minute || !d.OnAnswer {
+		t.Fatalf("Decide = %+v; want option 1's 20 minutes, on answers", d)
+	}
+}

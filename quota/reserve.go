@@ -119,10 +119,12 @@ type Decision struct {
 	Index int
 	// Wait is how long until the soonest option allows the request.
 	Wait time.Duration
-	// OnAnswer says the wait is on requests in flight — a concurrency
-	// slot, the first probe of an unknown bucket — which return it when
-	// they answer: Wait is then only the latest moment (the earliest
-	// lease lapses), and a waiter should try again at each answer.
+	// OnAnswer says an answer may end the wait sooner: some option
+	// waits on requests in flight — a concurrency slot, the first probe
+	// of an unknown bucket, a bucket spent only by its requests in
+	// flight (see Bucket.wait) — which may return what it lacks when
+	// they answer. Wait is then only the latest moment, and a waiter
+	// should try again at each answer.
 	OnAnswer bool
 	// Err is a *ReserveError when no option could ever allow it.
 	Err error
@@ -133,6 +135,7 @@ func Decide(opts []Option, a *Ask, l Lease, now time.Time) Decision {
 	best := -1
 	var bestWait waitFor
 	var never error
+	onAnswer := false
 	for i := range opts {
 		if !a.Free {
 			if err := a.Policy.reachable(opts[i].Bucket); err != nil {
@@ -147,12 +150,16 @@ func Decide(opts []Option, a *Ask, l Lease, now time.Time) Decision {
 				break
 			}
 		}
+		// An answer may end any option's wait on requests in flight
+		// long before the soonest known time: the decision's wait
+		// is then on answers too.
+		onAnswer = onAnswer || w.onAnswer
 	}
 	if best < 0 {
 		return Decision{Index: -1, Err: never}
 	}
 	if bestWait.d > 0 {
-		return Decision{Index: best, Wait: bestWait.d, OnAnswer: bestWait.onAnswer}
+		return Decision{Index: best, Wait: bestWait.d, OnAnswer: onAnswer}
 	}
 	o, b := opts[best].Owner, opts[best].Bucket
 	if a.Units > 1 {

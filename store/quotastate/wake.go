@@ -59,9 +59,10 @@ func (st *State) notifying(ctx context.Context, settles []*transport.SettleParam
 
 // freesForWaiters reports whether settling p, on owner o and bucket b as
 // they are before it, frees what a request may be waiting for on answers
-// (quota.Decision.OnAnswer): a concurrency slot of an owner at its cap, or
-// a bucket whose first probe is out. Other settles wake nobody: waits on
-// known times end by themselves. A nil o or b frees nothing of its own.
+// (quota.Decision.OnAnswer): a concurrency slot of an owner at its cap, a
+// bucket whose first probe is out, or one spent only by its requests in
+// flight (quota.Bucket.AnswersMayFree). Other settles wake nobody: waits
+// on known times end by themselves. A nil o or b frees nothing of its own.
 func freesForWaiters(o *quota.Owner, b *quota.Bucket, p *transport.SettleParams) bool {
 	if p.Lease == 0 {
 		return false
@@ -71,7 +72,7 @@ func freesForWaiters(o *quota.Owner, b *quota.Bucket, p *transport.SettleParams)
 			return true
 		}
 	}
-	return b != nil && !b.Known()
+	return b != nil && (!b.Known() || b.AnswersMayFree(p.Now))
 }
 
 // OnWake implements transport.Waker: on a store that notifies
