@@ -1,12 +1,14 @@
 package main
 
 import (
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
 	"regexp"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -128,10 +130,24 @@ func (s *simProxy) waitInFlight(tb testing.TB, n int64, output func() string) {
 	tb.Helper()
 	for deadline := time.Now().Add(30 * time.Second); s.inFlight.Load() < n; {
 		if time.Now().After(deadline) {
-			tb.Fatalf("%d requests in flight after 30 s, want %d:\n%s", s.inFlight.Load(), n, output())
+			tb.Fatalf("%d requests in flight after 30 s, want %d (%s):\n%s", s.inFlight.Load(), n, s.seen(), output())
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
+}
+
+// seen describes what the simulator received, for a failure's message: how
+// many requests, and each answer's arrival, answer and status (seconds
+// and milliseconds of the minute).
+func (s *simProxy) seen() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var b strings.Builder
+	fmt.Fprintf(&b, "%d arrived by %s; answers:", len(s.arrivals), time.Now().Format("05.000"))
+	for _, a := range s.answers {
+		fmt.Fprintf(&b, " %s→%s %d", a.arrived.Format("05.000"), a.answered.Format("05.000"), a.status)
+	}
+	return b.String()
 }
 
 // refusals returns the answers with status 403 or 429, by arrival.
