@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -187,4 +188,41 @@ func TestTwoGatewaysShareTheQuota(t *testing.T) {
 	if ok.Load() == 0 || refused.Load() == 0 || alice.Charged > 20 {
 		t.Fatalf("%d answered, %d refused, %d charged of 20", ok.Load(), refused.Load(), alice.Charged)
 	}
+}
+
+// TestWaitersGoAtTheProbesAnswer: eight clients ask at once on one token
+// whose bucket nothing is known about; the first request goes alone, as
+// the probe, and the server answers it after 1.5 s. At that answer four
+// more go (an owner never refused starts at quota.RampStart requests in
+// flight), and the last three at theirs: answered at 1.5, 3 and 4.5 s.
+// The gateway's waits on requests in flight end at the answer that frees
+// them (transport.WaitError.Await). Before, each was told to come back
+// one default round trip (1 s) later, found the probe still out, and came
+// back a round trip after that: the last were answered at 5 s.
+func TestWaitersGoAtTheProbesAnswer(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		api := githubAPI(5000, time.Hour, simTokens...)
+		api.Latency = 1500 * time.Millisecond
+		e := newEnv(t, []sim.APIConfig{api}, map[string][]string{"github": {"tok-alice-1"}}, nil)
+		start := time.Now()
+		took := make([]time.Duration, 8)
+		var wg sync.WaitGroup
+		for c := range took {
+			wg.Go(func() {
+				if resp, body := e.get(t, fmt.Sprintf("/github/repos/o/r%d", c)); resp.StatusCode != http.StatusOK {
+					t.Errorf("client %d: %d %s", c, resp.StatusCode, body)
+				}
+				took[c] = time.Since(start)
+			})
+		}
+		wg.Wait()
+		slices.Sort(took)
+		for k, d := range took {
+			rounds := time.Duration(min(k, 1) + min(max(k-4, 0), 1) + 1)
+			if d > rounds*api.Latency {
+				t.Errorf("answer %d of %d came after %v, want by %v: %v", k+1, len(took), d, rounds*api.Latency, took)
+				break
+			}
+		}
+	})
 }

@@ -10,7 +10,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/ratekeeper/ratekeeper/internal/sleep"
 	"github.com/ratekeeper/ratekeeper/provider"
 	"github.com/ratekeeper/ratekeeper/transport"
 )
@@ -92,13 +91,16 @@ func (g *Gateway) send(out *http.Request) (*http.Response, error) {
 		if !ok {
 			return nil, &quotaError{WaitError: we, maxWait: ri.maxWait, waited: waited}
 		}
-		// A waiting request is not woken early when some answer changes the
-		// quota state: the transport's waits are exact (pacing, the reset, a
-		// penalty's end) or short polls (20 ms while a bucket's limits are
-		// unknown or an owner's concurrency is full), and with a shared
-		// database every early wake of every waiting request costs a
-		// transaction.
-		if err := sleep.For(wanted, d); err != nil {
+		// A wait until a known time (pacing, the reset, a penalty's end)
+		// is slept: an early wake would only cost a decision (with a
+		// shared database, a transaction). A wait on requests in flight
+		// (a first probe, an owner's concurrency full, a bucket spent
+		// only in flight) ends at the answer that may free it, as the
+		// transport's own waits do: its WaitError says when quota
+		// returns as one round trip from now, which is also when that
+		// answer comes, and a request that asked just before the answer
+		// would otherwise wait one more round trip.
+		if err := we.Await(wanted, d); err != nil {
 			return nil, errClientGone
 		}
 		waited += g.now().Sub(now)

@@ -112,6 +112,9 @@ func (x *exchange) acquire() error {
 		baton = 0
 		sleep, werr := x.nextWait(c, w, now)
 		if werr != nil {
+			if we, ok := werr.(*WaitError); ok {
+				we.t, we.onAnswer, we.gen = t, x.reserve.OnAnswer, gen
+			}
 			return werr
 		}
 		if baton, err = t.waitFor(x.ctx, sleep, &x.waited, gen); err != nil {

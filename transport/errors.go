@@ -1,11 +1,13 @@
 package transport
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
 	"time"
 
+	"github.com/ratekeeper/ratekeeper/internal/sleep"
 	"github.com/ratekeeper/ratekeeper/provider"
 	"github.com/ratekeeper/ratekeeper/quota"
 )
@@ -24,6 +26,15 @@ type WaitError struct {
 	Until   time.Time
 	Wait    time.Duration
 	MaxWait time.Duration
+
+	// t is the transport that decided (nil: a WaitError made
+	// elsewhere). onAnswer says the wait is on requests in flight (a
+	// first probe, a concurrency slot, a bucket spent only in flight):
+	// an answer may end it, and Await wakes at that answer. gen is the
+	// transport's count of wakes when the decision began (see waiters).
+	t        *Transport
+	onAnswer bool
+	gen      uint64
 }
 
 func (e *WaitError) Error() string {
@@ -33,6 +44,43 @@ func (e *WaitError) Error() string {
 
 // RetryAt is when the request could be sent.
 func (e *WaitError) RetryAt() time.Time { return e.Until }
+
+// Await waits d (until RetryAt, or a caller's deadline before it) or
+// until ctx ends, whose error it then returns; when the wait is on
+// requests in flight it ends at the first answer that may have freed
+// what the request lacks — of this transport, or of another process
+// sharing its state that wakes it (Waker) — so that a caller waiting for
+// quota itself (the gateway) asks again at once. A wake since the
+// decision that returned e, before Await was called, ends it at once.
+func (e *WaitError) Await(ctx context.Context, d time.Duration) error {
+	if e.t == nil {
+		return sleep.For(ctx, d)
+	}
+	timer := e.t.opts.Clock.NewTimer(d)
+	defer timer.Stop()
+	if !e.onAnswer {
+		select {
+		case <-timer.C():
+		case <-ctx.Done():
+		}
+		return ctx.Err()
+	}
+	q := &e.t.waiters
+	w := q.join(e.gen)
+	select {
+	case baton := <-w.woken:
+		// The caller asks again as a new request, which holds no
+		// baton: the wake goes on at once to the next waiter.
+		q.pass(baton)
+		return nil
+	case <-timer.C():
+	case <-ctx.Done():
+	}
+	if !q.leave(w) {
+		q.pass(<-w.woken) // handed over just as the wait ended
+	}
+	return ctx.Err()
+}
 
 // NoCredentialError is returned when every credential of a provider has
 // been rejected by the server.

@@ -1,7 +1,7 @@
 // Package sleep owns the one wait of real time that a context cuts short,
-// for the gateway's waits for quota, the poller's waits for the next poll
-// and the benchmark's clients. (The transport waits on its own injected
-// clock instead.)
+// for the poller's waits for the next poll, the benchmark's clients and a
+// transport.WaitError that no transport made. (The transport waits on its
+// own injected clock instead, in WaitError.Await too.)
 package sleep
 
 import (
