@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -84,12 +85,24 @@ func fleetPostgres(b *testing.B) string {
 
 // Variables of a decide worker (envWorker=decide): it runs reservations
 // and their releases on the shared state directly, as fast as it can, on
-// envGoroutines goroutines for envFor, among 30 slots of 10 owners, and
-// prints their times ("decisions …") and "done".
+// envGoroutines goroutines from envStart for envFor, among 30 slots of 10
+// owners, and prints their times ("decisions …"), the CPU it used while
+// deciding ("window-cpu", µs) and "done" ("late" first if it was not
+// ready at the start).
 const (
 	envGoroutines = "RATEKEEPER_FLEET_GOROUTINES"
 	envFor        = "RATEKEEPER_FLEET_FOR"
+	envStart      = "RATEKEEPER_FLEET_START" // Unix nanoseconds
 )
+
+// processCPU is the CPU this process has used so far, user and system.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
 
 // decideSlots are the worker's 30 credentials' slots: token i belongs to
 // owner i % 10.
@@ -114,7 +127,23 @@ func decideWorker() int {
 	st := &timedState{State: quotastate.New(s, nil)}
 	defer st.Close(context.Background())
 	slots := decideSlots()
-	end := time.Now().Add(d)
+	// Every process decides over the same span: one that started
+	// deciding while the others were still starting would be measured
+	// against their start-up, not their decisions.
+	// Connected, and the database's clock read, before the start.
+	if _, err := st.Buckets(context.Background()); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 3
+	}
+	startNs, _ := strconv.ParseInt(os.Getenv(envStart), 10, 64)
+	start := time.Unix(0, startNs)
+	if wait := time.Until(start); wait > 0 {
+		time.Sleep(wait)
+	} else {
+		fmt.Println("late")
+	}
+	cpu := processCPU()
+	end := start.Add(d)
 	var wg sync.WaitGroup
 	var failed sync.Once
 	code := 0
@@ -135,6 +164,7 @@ func decideWorker() int {
 		})
 	}
 	wg.Wait()
+	fmt.Printf("window-cpu %d\n", (processCPU() - cpu).Microseconds())
 	st.print()
 	if r, ok := any(st.State).(interface{ Races() int64 }); ok {
 		fmt.Printf("races %d\n", r.Races())
@@ -194,11 +224,12 @@ func seedBuckets(tb testing.TB, dsn string) {
 
 // BenchmarkFleetDecisions measures fleet-wide quota decisions per second
 // on one PostgreSQL as processes are added (1, 2, 4, 8, 16), each deciding
-// on 4 goroutines for 5 s among 30 credentials of 10 owners whose quota
-// never binds (a reservation and its release per decision, the release
-// written with the next reservation), the p99 time of one decision, and
-// the CPU the deciding processes used per decision (the database's is not
-// counted). Run with -benchtime=1x.
+// on 4 goroutines over the same 5 s (they start together once all are
+// ready) among 30 credentials of 10 owners whose quota never binds (a
+// reservation and its release per decision, the release written with the
+// next reservation), the p99 time of one decision, and the CPU the
+// deciding processes used per decision over those 5 s (the database's is
+// not counted). Run with -benchtime=1x.
 func BenchmarkFleetDecisions(b *testing.B) {
 	const goroutines, span = 4, 5 * time.Second
 	for _, procs := range []int{1, 2, 4, 8, 16} {
@@ -209,12 +240,19 @@ func BenchmarkFleetDecisions(b *testing.B) {
 				var mu sync.Mutex
 				var all []time.Duration
 				var races int64
-				var cpu time.Duration // the workers' own, not the database's
+				var cpu time.Duration // the workers' own while deciding, not the database's
 				var wg sync.WaitGroup
+				// Time enough for every process to start on a loaded
+				// two-core machine.
+				start := time.Now().Add(time.Second + time.Duration(procs)*250*time.Millisecond)
 				for range procs {
 					wg.Go(func() {
 						lines, err := runWorker([]string{envWorker + "=decide", envDB + "=" + dsn,
-							envGoroutines + "=" + strconv.Itoa(goroutines), envFor + "=" + span.String()})
+							envGoroutines + "=" + strconv.Itoa(goroutines), envFor + "=" + span.String(),
+							envStart + "=" + strconv.FormatInt(start.UnixNano(), 10)})
+						if err == nil && slices.Contains(lines, "late") {
+							err = fmt.Errorf("a worker was not ready at the start; give the processes more time to start")
+						}
 						if err == nil && !strings.HasPrefix(lines[len(lines)-1], "done") {
 							err = fmt.Errorf("worker said %q", lines[len(lines)-1])
 						}
@@ -229,7 +267,7 @@ func BenchmarkFleetDecisions(b *testing.B) {
 								v, _ := strconv.ParseInt(n, 10, 64)
 								races += v
 							}
-							if n, ok := strings.CutPrefix(l, "cpu "); ok {
+							if n, ok := strings.CutPrefix(l, "window-cpu "); ok {
 								v, _ := strconv.ParseInt(n, 10, 64)
 								cpu += time.Duration(v) * time.Microsecond
 							}
