@@ -127,14 +127,14 @@ func decideWorker() int {
 	st := &timedState{State: quotastate.New(s, nil)}
 	defer st.Close(context.Background())
 	slots := decideSlots()
-	// Every process decides over the same span: one that started
-	// deciding while the others were still starting would be measured
-	// against their start-up, not their decisions.
 	// Connected, and the database's clock read, before the start.
 	if _, err := st.Buckets(context.Background()); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 3
 	}
+	// Every process decides over the same span: one that started
+	// deciding while the others were still starting would be measured
+	// against their start-up, not their decisions.
 	startNs, _ := strconv.ParseInt(os.Getenv(envStart), 10, 64)
 	start := time.Unix(0, startNs)
 	if wait := time.Until(start); wait > 0 {
