@@ -100,9 +100,13 @@ func (g *Gateway) send(out *http.Request) (*http.Response, error) {
 		// returns as one round trip from now, which is also when that
 		// answer comes, and a request that asked just before the answer
 		// would otherwise wait one more round trip.
-		if err := we.Await(wanted, d); err != nil {
+		next, err := we.Await(wanted, d)
+		if err != nil {
 			return nil, errClientGone
 		}
+		// The next attempt carries the wake that ended the wait, if
+		// one did, for the transport to hand on once it has decided.
+		out = out.WithContext(next)
 		waited += g.now().Sub(now)
 	}
 }

@@ -42,7 +42,9 @@ func (x *exchange) acquire() error {
 	}
 	x.reserve.Ask = l.ask(x.class)
 	t.startHolding(x.ctx)
-	var baton uint64
+	// A wake handed to the request while it waited outside (a gateway,
+	// WaitError.Await) goes on after its first decision, as a waiter's.
+	baton := takeWake(x.ctx)
 	for {
 		if err := x.ctx.Err(); err != nil {
 			t.waiters.pass(baton)

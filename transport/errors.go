@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/ratekeeper/ratekeeper/internal/sleep"
@@ -52,9 +53,15 @@ func (e *WaitError) RetryAt() time.Time { return e.Until }
 // sharing its state that wakes it (Waker) — so that a caller waiting for
 // quota itself (the gateway) asks again at once. A wake since the
 // decision that returned e, before Await was called, ends it at once.
-func (e *WaitError) Await(ctx context.Context, d time.Duration) error {
+//
+// It returns the context to send the request again with: ctx, carrying
+// the wake when an answer ended the wait. The transport hands that wake
+// on to the next waiter once the request has decided again, as it does
+// for its own waiters, so one answer has the waiters decide one after
+// the other, not all at once.
+func (e *WaitError) Await(ctx context.Context, d time.Duration) (context.Context, error) {
 	if e.t == nil {
-		return sleep.For(ctx, d)
+		return ctx, sleep.For(ctx, d)
 	}
 	timer := e.t.opts.Clock.NewTimer(d)
 	defer timer.Stop()
@@ -63,23 +70,50 @@ func (e *WaitError) Await(ctx context.Context, d time.Duration) error {
 		case <-timer.C():
 		case <-ctx.Done():
 		}
-		return ctx.Err()
+		return ctx, ctx.Err()
 	}
 	q := &e.t.waiters
 	w := q.join(e.gen)
 	select {
 	case baton := <-w.woken:
-		// The caller asks again as a new request, which holds no
-		// baton: the wake goes on at once to the next waiter.
-		q.pass(baton)
-		return nil
+		return withWake(ctx, baton), nil
 	case <-timer.C():
 	case <-ctx.Done():
 	}
 	if !q.leave(w) {
-		q.pass(<-w.woken) // handed over just as the wait ended
+		// A wake was handed over just as the wait ended.
+		baton := <-w.woken
+		if ctx.Err() == nil {
+			return withWake(ctx, baton), nil
+		}
+		q.pass(baton)
 	}
-	return ctx.Err()
+	return ctx, ctx.Err()
+}
+
+// wakeKey carries a wake handed to a request that waited outside the
+// transport (WaitError.Await) into its next attempt.
+type wakeKey struct{}
+
+// heldWake is such a wake, taken once: by the first decision of the
+// attempt, which passes it on (see acquire).
+type heldWake struct{ baton atomic.Uint64 }
+
+func withWake(ctx context.Context, baton uint64) context.Context {
+	if baton == 0 {
+		return ctx
+	}
+	h := &heldWake{}
+	h.baton.Store(baton)
+	return context.WithValue(ctx, wakeKey{}, h)
+}
+
+// takeWake returns the wake ctx carries, once; 0 for none.
+func takeWake(ctx context.Context) uint64 {
+	if h, ok := ctx.Value(wakeKey{}).(*heldWake); ok {
+		return h.baton.Swap(0)
+	}
+	return 0
 }
 
 // NoCredentialError is returned when every credential of a provider has
