@@ -469,17 +469,19 @@ func (b *Bucket) wait(p Policy, n int64, now time.Time) (time.Duration, bool) {
 			inFlight = b.Leases.firstLapse(now)
 		}
 	case budget < b.fits(p, n):
+		at, out := b.refillAt(), b.InFlight(now) > 0
 		var refill time.Duration
-		if at := b.refillAt(); !at.IsZero() {
+		switch {
+		case !at.IsZero():
 			refill = at.Sub(now)
-		} else if b.InFlight(now) > 0 {
+		case out:
 			refill = b.Leases.firstLapse(now)
-		} else if b.Window > 0 {
+		case b.Window > 0:
 			refill = b.Window
-		} else {
+		default:
 			refill = headers.DefaultWait
 		}
-		if b.InFlight(now) > 0 && (b.refillAt().IsZero() || b.Remaining-p.reserveFor(b) >= b.fits(p, n)) {
+		if out && (at.IsZero() || b.Remaining-p.reserveFor(b) >= b.fits(p, n)) {
 			inFlight = refill
 		} else {
 			w = max(w, refill)
