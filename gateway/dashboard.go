@@ -190,6 +190,11 @@ func (g *Gateway) dashboardData(rep transport.StatusReport) dashboardData {
 			row := base
 			row.First = i == 0
 			row.Resource = rs.Resource
+			if rs.Origin != "" {
+				// A scope's limit nobody announced: say where it
+				// comes from.
+				row.Resource += " (" + rs.Origin + ")"
+			}
 			row.Remaining, row.Limit, row.Percent = "?", "?", ""
 			if rs.Remaining != nil {
 				row.Remaining = strconv.FormatInt(*rs.Remaining, 10)

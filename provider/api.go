@@ -61,6 +61,12 @@ type API interface {
 	// and its path below the base URL: only Resource, Write and Free;
 	// the provider works out the rest from them and its configuration.
 	Classify(method, rel string) Request
+	// Group is the endpoint group a request with this method and path
+	// below the base URL belongs to, as a path pattern below the base
+	// ("/users/*", "POST /projects/*/issues"; see [Pattern]), or "" when
+	// the API knows none: a refusal the announced buckets do not explain
+	// pauses that group and nothing else (see [Provider.ScopeOf]).
+	Group(method, rel string) string
 	// PriceQuery prices a query sent to resource with this body (a
 	// GraphQL request) when the API counts queries by their content;
 	// false leaves the request at one unit.

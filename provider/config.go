@@ -51,6 +51,10 @@ func ParsePolicy(s string) (string, error) {
 //	default_limit = 60                 # assumed when the server sends no headers ...
 //	default_window = "1m"              # ... per this window
 //
+//	[providers.gitlab.limits]          # limits the server enforces without announcing them
+//	"GET /api/v4/users/*" = "300/10m"  # requests per window for every matching request
+//	"POST /api/v4/projects/*/issues" = "200/1m"
+//
 //	[providers.ghe]                    # a new provider
 //	kind = "github"                    # github, gitlab, huggingface/hf, gitea/codeberg/forgejo, generic
 //	base_url = "https://ghe.example.com/api/v3"
@@ -118,6 +122,9 @@ type providerSettings struct {
 	burst          *int
 
 	app *AppConfig
+
+	limits    []EndpointLimit // [providers.NAME.limits], in file order
+	limitsSet bool
 }
 
 // LoadConfig reads and parses the TOML configuration file at path.
@@ -222,8 +229,13 @@ func (c *Config) parseProvider(name string, v any, at func(...string) string) (p
 			if s.app, err = c.parseApp(name, val, s.at); err != nil {
 				return s, err // already names its key
 			}
+		case k == "limits":
+			if s.limits, err = c.parseLimits(name, val, s.at); err != nil {
+				return s, err // already names its key
+			}
+			s.limitsSet = true
 		default:
-			return s, fmt.Errorf("%s: unknown key; known keys: app, auth_header, auth_prefix, base_url, burst, default_limit, default_window, kind, max_concurrency, max_interval, max_pause, max_wait, min_interval, policy, reserve, secondary_wait, token_env, velocity, web_url, write_spacing", s.at(k))
+			return s, fmt.Errorf("%s: unknown key; known keys: app, auth_header, auth_prefix, base_url, burst, default_limit, default_window, kind, limits, max_concurrency, max_interval, max_pause, max_wait, min_interval, policy, reserve, secondary_wait, token_env, velocity, web_url, write_spacing", s.at(k))
 		}
 		if err != nil {
 			return s, fmt.Errorf("%s: %v", s.at(k), err)
@@ -319,6 +331,29 @@ func (s *providerSettings) parseNumber(k string, val any) (known bool, err error
 		return false, nil
 	}
 	return true, err
+}
+
+// parseLimits reads [providers.NAME.limits]: path patterns, each with a
+// count per window, such as "GET /api/v4/users/*" = "300/10m".
+func (c *Config) parseLimits(name string, v any, at func(...string) string) ([]EndpointLimit, error) {
+	t, ok := v.(map[string]any)
+	if !ok {
+		return nil, fmt.Errorf("%s: expected a table of patterns such as \"GET /api/v4/users/*\" = \"300/10m\", got %s", at("limits"), tomlType(v))
+	}
+	var out []EndpointLimit
+	for _, k := range inFileOrder(t, c.lines, "providers", name, "limits") {
+		rate, err := asString(t[k])
+		if err == nil {
+			var l EndpointLimit
+			if l, err = ParseEndpointLimit(k, rate); err == nil {
+				out = append(out, l)
+			}
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%s: %v", at("limits", k), err)
+		}
+	}
+	return out, nil
 }
 
 func (c *Config) parseApp(name string, v any, at func(...string) string) (*AppConfig, error) {
@@ -418,6 +453,9 @@ func (s *providerSettings) build(r *Registry) (*Provider, error) {
 	}
 	if err := s.applyLimits(p); err != nil {
 		return nil, err
+	}
+	if s.limitsSet {
+		p.EndpointLimits = s.limits
 	}
 	if s.app != nil {
 		if !p.SupportsApps() {

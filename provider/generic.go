@@ -47,6 +47,10 @@ func (GenericAPI) Classify(method, _ string) Request {
 	return Request{Resource: "api", Write: isWrite(method)}
 }
 
+// Group is the path's first segments (see firstSegmentsGroup): a custom
+// host's unannounced limits are most often per collection.
+func (GenericAPI) Group(_, rel string) string { return firstSegmentsGroup(rel) }
+
 func (GenericAPI) PriceQuery(string, []byte) (Query, bool) { return Query{}, false }
 
 func (GenericAPI) StatedCost([]byte) (int64, bool) { return 0, false }

@@ -75,6 +75,11 @@ func (githubAPI) WebURL(base *url.URL) *url.URL {
 // Classify follows /rate_limit's resources (githubResource). POST
 // /graphql counts as a read until its body says it is a mutation
 // (PriceQuery), and GET /rate_limit is free.
+// Group is none: GitHub's limits are announced per resource (core,
+// search, graphql…) and its unannounced ones are the owner's secondary
+// limits, which pause the owner.
+func (githubAPI) Group(string, string) string { return "" }
+
 func (githubAPI) Classify(method, rel string) Request {
 	return Request{
 		Resource: githubResource(method, rel),

@@ -62,6 +62,29 @@ func (gitlabAPI) ReadmeURL(page RepoPage) (*url.URL, string, error) {
 	return u, "", nil
 }
 
+// Group is the GitLab API a request belongs to, for the per-endpoint
+// limits GitLab enforces without announcing them while they are not
+// exceeded: issue creation and project export (their own limits), and the
+// Users, Projects and Groups APIs. Anything else has none: a refusal
+// there is the main throttle's.
+func (gitlabAPI) Group(method, rel string) string {
+	segs := segments(rel)
+	if len(segs) == 0 {
+		return ""
+	}
+	switch {
+	case method == "POST" && len(segs) == 3 && segs[0] == "projects" && segs[2] == "issues":
+		return "POST /projects/*/issues"
+	case method == "POST" && len(segs) == 3 && segs[0] == "projects" && segs[2] == "export":
+		return "POST /projects/*/export"
+	}
+	switch segs[0] {
+	case "users", "projects", "groups":
+		return "/" + segs[0] + "/*"
+	}
+	return ""
+}
+
 // EncodedSlashes: GitLab's API documents project and file paths with
 // encoded slashes, such as /projects/group%2Fproject.
 func (gitlabAPI) EncodedSlashes() bool { return true }

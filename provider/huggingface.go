@@ -40,6 +40,10 @@ func (huggingFaceAPI) WebURL(base *url.URL) *url.URL { return below(base, "") }
 
 // Classify follows the Hub's three buckets: Hub APIs under /api,
 // resolvers (any path with a /resolve/ segment) and web pages.
+// Group is none: Hugging Face announces each of its buckets (api,
+// resolvers, pages) in its headers.
+func (huggingFaceAPI) Group(string, string) string { return "" }
+
 func (huggingFaceAPI) Classify(method, rel string) Request {
 	r := Request{Resource: "pages", Write: isWrite(method)}
 	switch {

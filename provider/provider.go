@@ -104,6 +104,10 @@ type Provider struct {
 	Limits    Limits
 	Secondary Secondary
 	App       *AppConfig // GitHub App installations to use as credentials; nil for none
+	// EndpointLimits are limits the user knows and the server does not
+	// announce, in the config file's order: the first whose pattern
+	// matches a request paces it (see [Provider.ScopeOf]).
+	EndpointLimits []EndpointLimit
 
 	api         API      // what is known of Kind
 	base        *url.URL // API root, normalised

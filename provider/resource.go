@@ -40,6 +40,9 @@ type Request struct {
 	// ClassifyGraphQL): queries of one shape cost alike. Empty for other
 	// requests.
 	Shape string
+	// Scope is the request's scope (see [Provider.ScopeOf]); Classify
+	// leaves it empty, the transport fills it in.
+	Scope Scope
 }
 
 // Resource returns the name of the rate-limit bucket a request with this

@@ -57,6 +57,25 @@ type Bucket struct {
 
 	// Observed is when the last reading was applied.
 	Observed time.Time `json:"observed,omitzero"`
+
+	// Name is the server's name for the bucket's throttle, when its
+	// answers give one (GitLab's RateLimit-Name, an IETF policy name): a
+	// refusal naming another is not this bucket's (see refusalOfScope).
+	Name string `json:"name,omitempty"`
+
+	// The fields below are a scope's (see scope.go). Learnt marks a limit
+	// the server never announced, learnt from its refusals; Configured,
+	// one the user wrote down. LimitStated says a refusal stated the
+	// limit (RateLimit-Limit), so it is not raised. Strikes counts the
+	// fresh refusals in a row that named no time; EpisodeAt is when the
+	// episode of refusals under way began, RefusedAt when the last fresh
+	// refusal came.
+	Learnt      bool      `json:"learnt,omitempty"`
+	Configured  bool      `json:"configured,omitempty"`
+	LimitStated bool      `json:"limit_stated,omitempty"`
+	Strikes     int       `json:"strikes,omitempty"`
+	EpisodeAt   time.Time `json:"episode_at,omitzero"`
+	RefusedAt   time.Time `json:"refused_at,omitzero"`
 }
 
 // NewBucket returns a bucket nothing is known about yet.
@@ -107,6 +126,7 @@ func (b *Bucket) refillAt() time.Time {
 // a shallow copy may roll without disturbing the original.
 func (b *Bucket) roll(now time.Time) {
 	if at := b.refillAt(); !at.IsZero() && !now.Before(at) {
+		b.riseLearnt(at)
 		if b.Limit != UnknownCount {
 			b.Remaining = b.Limit
 		} else {

@@ -226,9 +226,17 @@ func (b *Bucket) observe(r *headers.Reading, now time.Time, counted bool, def De
 	if r.Window > 0 {
 		b.Window = r.Window
 	}
+	if r.Resource != "" && r.Limited == headers.NotLimited {
+		b.Name = r.Resource
+	}
 	if r.Remaining != UnknownCount {
 		b.Silent = false
 		if !b.observeStated(r, now, def) {
+			if r.Limited == headers.Primary {
+				// A refusal from a window already overtaken teaches
+				// no counts, but the time it names is still kept.
+				b.blockStale(r, now, maxPause)
+			}
 			return
 		}
 	} else {
@@ -352,6 +360,22 @@ func (b *Bucket) observeRefusal(r *headers.Reading, now time.Time, maxPause time
 		// bound): assume it refills then (exactly, since the
 		// wait already holds any grace).
 		b.Reset, b.Assumed, b.Inferred = until, true, false
+	}
+	if until.After(b.BlockedUntil) {
+		b.BlockedUntil = until
+	}
+}
+
+// blockStale keeps the wait of a refusal whose counts describe a window
+// already overtaken: nothing goes before its Retry-After, or its reset (plus
+// the grace) while that is still ahead. Both are at most moments away.
+func (b *Bucket) blockStale(r *headers.Reading, now time.Time, maxPause time.Duration) {
+	var until time.Time
+	switch {
+	case r.HasRetryAfter:
+		until = now.Add(capPause(r.RetryAfter, maxPause))
+	case r.Reset.After(now):
+		until = r.Reset.Add(b.grace())
 	}
 	if until.After(b.BlockedUntil) {
 		b.BlockedUntil = until

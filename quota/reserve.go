@@ -26,6 +26,10 @@ type Ask struct {
 	// them all (at most the bucket's limit less the reserve), and the
 	// lease holds them until the answer.
 	Units int64
+	// Scope is the limit the user wrote for the request's scope (see
+	// Option.Scope), zero for none: a scope nothing else is known of
+	// starts from it.
+	Scope Default
 }
 
 // units is what a asks of its bucket: at least 1.
@@ -42,6 +46,11 @@ type Option struct {
 	// lease until the answer tells, so a first request of an unknown
 	// token never goes into a bucket already spent.
 	Also []*Bucket
+	// Scope is the bucket of the request's scope (see scope.go), nil for
+	// none: the part of the API a refusal the announced buckets cannot
+	// explain pauses. It must allow the request too once anything is
+	// known of it, and holds its lease until the answer.
+	Scope *Bucket
 }
 
 // Wait returns how long from now until a request asking a may go on owner
@@ -78,6 +87,7 @@ func waitOption(opt *Option, a *Ask, now time.Time) waitFor {
 	w.add(opt.Owner.wait(a.Secondary, a.Cost, now))
 	if !a.Free {
 		w.add(opt.Bucket.waitUnits(a.Policy, a.units(), now))
+		w.add(scopeWait(opt.Scope, a, now))
 		for _, b := range opt.Also {
 			// A bucket the reserve leaves nothing of would make the wait
 			// never end; the answer will tell whether the credential
@@ -168,6 +178,7 @@ func Decide(opts []Option, a *Ask, l Lease, now time.Time) Decision {
 	o.take(a.Secondary, a.Cost, l, now)
 	if !a.Free {
 		b.take(a.Policy, l, now)
+		takeScope(opts[best].Scope, a, l, now)
 		for _, x := range opts[best].Also {
 			x.take(a.Policy, l, now)
 		}
@@ -206,17 +217,28 @@ type Answer struct {
 	// when the reading states no remaining: the bucket then counts the
 	// units itself. A stated remaining already counts them.
 	Units int64
+	// Succeeded counts the requests of the answer's scope this process
+	// saw succeed since a time, for a refusal of a scope nothing was
+	// known of (see Bucket.observeScopeRefusal); nil when unknown.
+	Succeeded func(since time.Time) int64
 }
 
-// Settle ends the reservation of lease id on owner o and bucket b (and the
-// buckets also held: their lease is returned and a counted request counted
-// in them as well) and applies the answer:
-// the request's concurrency and in-flight quota are returned, and the
-// reading (if any) updates o and b. Either of o and b may be nil when there
-// is nothing to apply to it; id 0 settles no reservation (a reading learnt
-// outside one, such as a status endpoint's). Settling a lease that lapsed
-// is harmless: the reading still applies.
+// Settle is SettleScoped for a request with no scope.
 func Settle(o *Owner, b *Bucket, id uint64, ans *Answer, now time.Time, also ...*Bucket) {
+	SettleScoped(o, b, nil, id, ans, now, also...)
+}
+
+// SettleScoped ends the reservation of lease id on owner o, bucket b and the
+// request's scope (nil for none; see Option.Scope) — and the buckets also
+// held: their lease is returned and a counted request counted in them as
+// well — and applies the answer: the request's concurrency and in-flight
+// quota are returned, and the reading (if any) updates o and b, or, for a
+// refusal b's state cannot explain (see refusalOfScope), pauses and
+// teaches the scope instead, leaving b as it was. Either of o and b may be
+// nil when there is nothing to apply to it; id 0 settles no reservation (a
+// reading learnt outside one, such as a status endpoint's). Settling a
+// lease that lapsed is harmless: the reading still applies.
+func SettleScoped(o *Owner, b, scope *Bucket, id uint64, ans *Answer, now time.Time, also ...*Bucket) {
 	for _, x := range also {
 		x.Release(id)
 		if r := ans.Reading; r != nil && ans.Counted && r.Limited == headers.NotLimited {
@@ -224,6 +246,14 @@ func Settle(o *Owner, b *Bucket, id uint64, ans *Answer, now time.Time, also ...
 			// there too, until the bucket's own answers speak (the
 			// extra unit is at most one per unknown credential).
 			x.spentElsewhere(now)
+		}
+	}
+	scoped := false
+	if scope != nil {
+		scope.Release(id)
+		if r := ans.Reading; r != nil {
+			scoped = r.Limited == headers.Primary && (b == nil || refusalOfScope(b, r, now))
+			scope.observeScope(ans, scoped, now)
 		}
 	}
 	// An answer the server did not charge (a 304 to a conditional
@@ -248,7 +278,7 @@ func Settle(o *Owner, b *Bucket, id uint64, ans *Answer, now time.Time, also ...
 		} else {
 			b.Release(id)
 		}
-		if ans.Reading != nil {
+		if ans.Reading != nil && !scoped {
 			b.observe(ans.Reading, now, ans.Counted, ans.Default, ans.MaxPause)
 			b.countUnits(ans)
 		} else {

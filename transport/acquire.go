@@ -261,7 +261,11 @@ func (l *lane) knownBuckets(pool *creds.Pool, c *creds.Credential, class provide
 func (l *lane) slot(c *creds.Credential, class provider.Request) Slot {
 	owner := c.BucketOwner()
 	key := l.key
-	return Slot{Owner: OwnerID{Provider: key, Owner: owner}, Bucket: BucketID{Provider: key, Owner: owner, Resource: class.Resource}}
+	s := Slot{Owner: OwnerID{Provider: key, Owner: owner}, Bucket: BucketID{Provider: key, Owner: owner, Resource: class.Resource}}
+	if class.Scope.Key != "" {
+		s.Scope = BucketID{Provider: key, Owner: owner, Resource: class.Scope.Key}
+	}
+	return s
 }
 
 // leaseID returns a new reservation's lease ID: this process's random base

@@ -148,6 +148,8 @@ func (x *exchange) classify() {
 	x.class = x.l.p.Classify(req.Method, req.URL)
 	if x.class.Resource == provider.ResourceGraphQL {
 		x.priceQuery()
+	} else {
+		x.class.Scope = x.l.p.ScopeOf(req.Method, req.URL)
 	}
 	x.o = outcome{replayable: req.Body == nil || req.Body == http.NoBody || req.GetBody != nil, idempotent: isIdempotent(req),
 		maxRetries: t.opts.MaxRetries, maxLimitRetries: t.opts.MaxRateLimitRetries, retryCap: t.opts.RetryCap}
@@ -425,6 +427,9 @@ func (x *exchange) settle(r *headers.Reading, now time.Time, counted bool) {
 	g.held = false
 	x.settleP = SettleParams{Slot: g.slot, Lease: g.lease, Now: now, Answer: x.l.answer(r, counted, g.sent, t.opts.Rand())}
 	x.settleP.Answer.Units = g.units
+	if id := g.slot.Scope; id != (BucketID{}) && r != nil {
+		x.settleP.Answer.Succeeded = x.l.scopes.answered(id, r, counted, now)
+	}
 	if err := t.state.Settle(context.WithoutCancel(x.ctx), &x.settleP); err != nil {
 		t.log.Warn("quota state update failed; the reservation lapses with its lease", "bucket", g.slot.Bucket.String(), "err", err)
 	}

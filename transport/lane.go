@@ -42,6 +42,8 @@ type lane struct {
 	maxWait, maxPause  time.Duration
 	def                quota.Default
 	cache              *cache.Cache
+	// scopes counts the successes of each scope (see scopeTally).
+	scopes scopeTally
 
 	mu   sync.Mutex
 	skew quota.Skew
@@ -281,7 +283,8 @@ func (l *lane) ask(class provider.Request) quota.Ask {
 		sec = l.graphql
 	}
 	return quota.Ask{Policy: l.policy, Secondary: sec, Free: class.Free, Units: int64(class.Units),
-		Cost: quota.Cost{Write: class.Write, Points: int64(class.Points), Endpoint: class.Endpoint, CreatesContent: class.CreatesContent}}
+		Cost:  quota.Cost{Write: class.Write, Points: int64(class.Points), Endpoint: class.Endpoint, CreatesContent: class.CreatesContent},
+		Scope: quota.Default{Limit: class.Scope.Limit, Window: class.Scope.Window}}
 }
 
 // answer is what reading r (nil: none) of a request sent at sent tells the

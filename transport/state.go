@@ -41,6 +41,9 @@ type Slot struct {
 	// Also are the buckets a credential whose owner is not known yet may
 	// share (see quota.Option.Also).
 	Also []BucketID
+	// Scope is the bucket of the request's scope (see quota.Option.Scope):
+	// the zero BucketID for none. Its Resource is the scope's pattern.
+	Scope BucketID
 }
 
 // ReserveParams describe one reservation.
@@ -212,6 +215,9 @@ func (m *memoryState) Reserve(_ context.Context, p *ReserveParams) (int, time.Du
 	defer m.mu.Unlock()
 	for _, s := range p.Slots {
 		opt := quota.Option{Owner: m.owner(s.Owner), Bucket: m.bucket(s.Bucket)}
+		if s.Scope != (BucketID{}) {
+			opt.Scope = m.bucket(s.Scope)
+		}
 		for _, id := range s.Also {
 			opt.Also = append(opt.Also, m.bucket(id))
 		}
@@ -233,7 +239,11 @@ func (m *memoryState) Settle(_ context.Context, p *SettleParams) error {
 	for _, id := range p.Slot.Also {
 		also = append(also, m.bucket(id))
 	}
-	quota.Settle(o, m.bucket(p.Slot.Bucket), p.Lease, &p.Answer, p.Now, also...)
+	var scope *quota.Bucket
+	if p.Slot.Scope != (BucketID{}) {
+		scope = m.bucket(p.Slot.Scope)
+	}
+	quota.SettleScoped(o, m.bucket(p.Slot.Bucket), scope, p.Lease, &p.Answer, p.Now, also...)
 	return nil
 }
 

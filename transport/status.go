@@ -74,6 +74,17 @@ type ResourceStatus struct {
 	// InFlight is what reservations not yet answered hold of the bucket,
 	// in its unit (a GraphQL query holds its predicted points).
 	InFlight int64 `json:"in_flight"`
+	// Origin says where the limit of a scope (a Resource that is a path
+	// pattern, such as "/api/v4/users/*") comes from: "learnt" from the
+	// server's refusals, or "configured" in the config file; empty for
+	// the buckets the server announces.
+	Origin string `json:"origin,omitempty"`
+	// Name is the server's name for the throttle, when it gave one
+	// (GitLab's RateLimit-Name).
+	Name string `json:"name,omitempty"`
+	// BlockedUntil is when a refusal's pause ends, while it lasts:
+	// nothing is sent to the bucket before it.
+	BlockedUntil *time.Time `json:"blocked_until,omitempty"`
 }
 
 // StatusReport is what `ratekeeper status --json` prints and the gateway's
@@ -273,6 +284,9 @@ func (t *Transport) status(ctx context.Context, now time.Time, buckets map[Bucke
 					continue
 				}
 				b := buckets[id]
+				if IsScope(id.Resource) && !b.Learnt && !b.Configured {
+					continue // a scope nothing is known of
+				}
 				cs.Resources = append(cs.Resources, resourceStatus(id.Resource, &b, now))
 			}
 			out = append(out, cs)
@@ -306,6 +320,11 @@ func concurrencyStatus(o *quota.Owner, s quota.Secondary, now time.Time) *Concur
 	return cs
 }
 
+// IsScope reports whether a bucket's resource names a scope (a path
+// pattern such as "/api/v4/users/*" or "POST /api/v4/projects/*/issues",
+// see provider.ScopeOf) rather than a bucket the server announces.
+func IsScope(resource string) bool { return strings.Contains(resource, "/") }
+
 // resourceStatus is bucket b at now: a window whose reset has passed is
 // shown rolled over (refilled, assumed), not as the last answer left it.
 func resourceStatus(name string, stored *quota.Bucket, now time.Time) ResourceStatus {
@@ -313,6 +332,19 @@ func resourceStatus(name string, stored *quota.Bucket, now time.Time) ResourceSt
 	rs := ResourceStatus{Resource: name, Health: string(b.HealthAt(now)), Assumed: b.Assumed, Unit: "requests", InFlight: b.InFlight(now)}
 	if name == provider.ResourceGraphQL {
 		rs.Unit = "points"
+	}
+	switch {
+	case b.Learnt:
+		rs.Origin = "learnt"
+	case b.Configured:
+		rs.Origin = "configured"
+	}
+	if b.Name != "" && IsScope(name) {
+		rs.Name = b.Name
+	}
+	if now.Before(b.BlockedUntil) {
+		u := b.BlockedUntil.UTC()
+		rs.BlockedUntil = &u
 	}
 	if b.Limit != quota.UnknownCount {
 		v := b.Limit

@@ -147,10 +147,23 @@ func writeStatus(out io.Writer, st []transport.CredentialStatus, now time.Time, 
 			if i > 0 {
 				p, cr, ow, stt, cc = "", "", "", "", ""
 			}
-			fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", p, cr, ow, stt, r.Resource, remainingText(r, verbose), resetText(r), r.Health, cc)
+			fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", p, cr, ow, stt, resourceText(r), remainingText(r, verbose), resetText(r), r.Health, cc)
 		}
 	}
 	w.Flush()
+}
+
+// resourceText is the resource's name; a scope's says where its limit
+// comes from and, while a refusal pauses it, until when: "/api/v4/users/*
+// (learnt, paused 42s)".
+func resourceText(r transport.ResourceStatus) string {
+	if r.Origin == "" {
+		return r.Resource
+	}
+	if r.BlockedUntil != nil && r.ResetsIn != nil {
+		return fmt.Sprintf("%s (%s, paused until %s)", r.Resource, r.Origin, r.BlockedUntil.Format(time.TimeOnly))
+	}
+	return r.Resource + " (" + r.Origin + ")"
 }
 
 func remainingText(r transport.ResourceStatus, verbose bool) string {

@@ -138,6 +138,10 @@ func settleOnDBClock(p *transport.SettleParams, off time.Duration) *transport.Se
 		rc.Reset = shift(r.Reset, off)
 		c.Answer.Reading = &rc
 	}
+	if count := p.Answer.Succeeded; count != nil {
+		// The count is kept on the transport's clock.
+		c.Answer.Succeeded = func(since time.Time) int64 { return count(shift(since, -off)) }
+	}
 	return &c
 }
 
@@ -154,6 +158,7 @@ func reserveOnDBClock(p *transport.ReserveParams, off time.Duration) (restore fu
 func bucketOnLocalClock(b quota.Bucket, off time.Duration) quota.Bucket {
 	b.Reset, b.BlockedUntil = shift(b.Reset, -off), shift(b.BlockedUntil, -off)
 	b.TAT, b.Observed = shift(b.TAT, -off), shift(b.Observed, -off)
+	b.EpisodeAt, b.RefusedAt = shift(b.EpisodeAt, -off), shift(b.RefusedAt, -off)
 	b.Leases = leasesOnLocalClock(b.Leases, off)
 	return b
 }

@@ -202,6 +202,9 @@ func (l *loaded) addSettle(p *transport.SettleParams) (okey, bkey string) {
 	}
 	bkey = bucketKey(p.Slot.Bucket)
 	l.addBucket(bkey)
+	if p.Slot.Scope != (transport.BucketID{}) {
+		l.addBucket(bucketKey(p.Slot.Scope))
+	}
 	for _, id := range p.Slot.Also {
 		l.addBucket(bucketKey(id))
 	}
@@ -254,6 +257,9 @@ func (l *loaded) addSlots(slots []transport.Slot) slotRows {
 		r.owners[i], r.buckets[i] = ownerKey(s.Owner), bucketKey(s.Bucket)
 		l.addOwner(r.owners[i])
 		l.addBucket(r.buckets[i])
+		if s.Scope != (transport.BucketID{}) {
+			l.addBucket(bucketKey(s.Scope))
+		}
 		for _, id := range s.Also {
 			l.addBucket(bucketKey(id))
 		}
@@ -267,6 +273,9 @@ func (l *loaded) decide(r slotRows, p *transport.ReserveParams) quota.Decision {
 	opts := make([]quota.Option, len(p.Slots))
 	for i, s := range p.Slots {
 		opts[i] = quota.Option{Owner: l.owners[r.owners[i]], Bucket: l.buckets[r.buckets[i]]}
+		if s.Scope != (transport.BucketID{}) {
+			opts[i].Scope = l.buckets[bucketKey(s.Scope)]
+		}
 		for _, id := range s.Also {
 			opts[i].Also = append(opts[i].Also, l.buckets[bucketKey(id)])
 		}
@@ -288,8 +297,12 @@ func applySettles(l *loaded, settles []*transport.SettleParams) (frees bool) {
 			also = append(also, l.buckets[bucketKey(id)])
 		}
 		b := l.buckets[bucketKey(p.Slot.Bucket)]
+		var scope *quota.Bucket
+		if p.Slot.Scope != (transport.BucketID{}) {
+			scope = l.buckets[bucketKey(p.Slot.Scope)]
+		}
 		frees = frees || freesForWaiters(o, b, p)
-		quota.Settle(o, b, p.Lease, &p.Answer, p.Now, also...)
+		quota.SettleScoped(o, b, scope, p.Lease, &p.Answer, p.Now, also...)
 	}
 	return frees
 }
@@ -395,7 +408,7 @@ func (st *State) Races() int64 { return st.races.Load() }
 // oneChoice reports whether every slot spends from the same rows.
 func oneChoice(slots []transport.Slot) bool {
 	for _, s := range slots[min(1, len(slots)):] {
-		if s.Owner != slots[0].Owner || s.Bucket != slots[0].Bucket || !slices.Equal(s.Also, slots[0].Also) {
+		if s.Owner != slots[0].Owner || s.Bucket != slots[0].Bucket || s.Scope != slots[0].Scope || !slices.Equal(s.Also, slots[0].Also) {
 			return false
 		}
 	}

@@ -71,6 +71,7 @@ func Run(t *testing.T, b Backend) {
 		{"TransportFreesDeadHolders", testTransportFreesDeadHolders},
 		{"RemoteHolderFreedWhenSilent", testRemoteHolderSilent},
 		{"ReservationsHoldTheirUnits", testUnits},
+		{"ScopeRefusalPausesOnlyItsScope", testScopeRefusal},
 	}
 	if b.NewDSN != nil && b.Open != nil {
 		tests = append(tests, struct {

@@ -1,0 +1,245 @@
+package quota
+
+import (
+	"time"
+
+	"github.com/ratekeeper/ratekeeper/headers"
+)
+
+// This file is what the engine keeps of limits a server enforces without
+// announcing them: a scope's bucket (see Option.Scope). A scope is the part
+// of an API a refusal pauses — a throttle GitLab names in RateLimit-Name,
+// an endpoint group the provider knows, a custom host's path — and its
+// bucket takes part in decisions only once something is known of it: a
+// refusal (the bucket is then "learnt") or a limit the user wrote down
+// ("configured").
+// Until then a scope costs nothing: no wait, no lease, nothing written.
+
+// ScopeBackoff is the first pause after a scope's refusal that names no
+// time (no Retry-After, no reset: gitlab.com's bare 429, GitLab Dedicated's
+// plain "Retry later"); each fresh refusal in a row doubles it, with
+// jitter that only ever lengthens it (see scopeBackoff), so a refused
+// scope is never asked again sooner than a second after its refusal.
+const ScopeBackoff = time.Second
+
+// scopeBackoff is the pause after a fresh refusal that names no time,
+// following strikes others in a row: ScopeBackoff·2^strikes, lengthened by
+// up to as much again by jitter (in [0, 1)), so that many clients refused
+// together do not come back together, and none comes back sooner than the
+// doubling promises. The caller caps it.
+func scopeBackoff(strikes int, jitter float64) time.Duration {
+	if jitter < 0 || jitter >= 1 || jitter != jitter {
+		jitter = 0
+	}
+	d := ScopeBackoff << min(strikes, 20)
+	return d + time.Duration(jitter*float64(d))
+}
+
+// commonWindows are the windows a learnt limit's unstated window is rounded
+// up to: the periods servers' throttles use.
+var commonWindows = [...]time.Duration{time.Second, 10 * time.Second, time.Minute, 10 * time.Minute, time.Hour}
+
+// commonWindow rounds d up to a common window (an hour at most).
+func commonWindow(d time.Duration) time.Duration {
+	for _, w := range commonWindows {
+		if d <= w {
+			return w
+		}
+	}
+	return commonWindows[len(commonWindows)-1]
+}
+
+// scopePolicy is the policy a scope's bucket is paced by: the request's,
+// without its reserve, which is kept back in the announced buckets and
+// would leave nothing of a learnt limit smaller than it.
+func scopePolicy(p Policy) Policy {
+	p.Reserve, p.ReservePercent = 0, 0
+	return p
+}
+
+// seedScope gives a scope nothing is known of the limit the user wrote
+// for it (d): full, its window starting now.
+func (b *Bucket) seedScope(d Default, now time.Time) {
+	if b.Known() || d.Limit <= 0 || d.Window <= 0 {
+		return
+	}
+	b.Limit, b.Remaining, b.Window, b.Configured = d.Limit, d.Limit, d.Window, true
+	b.Reset, b.Inferred = now.Add(d.Window), true
+}
+
+// scopeActive reports whether a scope's bucket (already seeded) takes part
+// in decisions at now: something is known of it.
+func (b *Bucket) scopeActive(now time.Time) bool {
+	return b.Known() || now.Before(b.BlockedUntil)
+}
+
+// scopeWait is how long the scope lets a request of n units wait, and
+// whether an answer may end it sooner; zero for a scope nothing is known
+// of. It changes nothing.
+func scopeWait(s *Bucket, a *Ask, now time.Time) (time.Duration, bool) {
+	if s == nil {
+		return 0, false
+	}
+	v := *s // seeded and rolled on the copy: the shared Leases are only read
+	v.seedScope(a.Scope, now)
+	if !v.scopeActive(now) {
+		return 0, false
+	}
+	return v.waitUnits(scopePolicy(a.Policy), a.units(), now)
+}
+
+// takeScope commits a reservation in the scope's bucket, when it takes
+// part.
+func takeScope(s *Bucket, a *Ask, l Lease, now time.Time) {
+	if s == nil {
+		return
+	}
+	s.seedScope(a.Scope, now)
+	if s.scopeActive(now) {
+		s.take(scopePolicy(a.Policy), l, now)
+	}
+}
+
+// refusalOfScope decides whether a primary-limit refusal r of a request
+// that spends from bucket b and has a scope was the scope's, not b's: a
+// refusal b's announced state cannot explain. It names another throttle
+// than b's, or states a limit other than b's; or, stating nothing, it
+// comes while b says quota is left beyond the requests in flight (the
+// refused one's lease is still held in b). A refusal that states counts
+// for a bucket nothing is known of goes to the scope, the narrowest
+// choice.
+func refusalOfScope(b *Bucket, r *headers.Reading, now time.Time) bool {
+	switch {
+	case r.Resource != "" && b.Name != "":
+		return r.Resource != b.Name
+	case r.Limit != UnknownCount:
+		return b.Limit == UnknownCount || r.Limit != b.Limit
+	case r.Remaining != UnknownCount:
+		return !b.Known()
+	}
+	c := *b
+	c.roll(now)
+	budget, known := c.Budget(0, now)
+	return !known || budget > 0
+}
+
+// observeScope applies an answer to the scope of its request: a success
+// the server charged counts against a known scope; a refusal of the scope
+// (refused) pauses and teaches it.
+func (s *Bucket) observeScope(ans *Answer, refused bool, now time.Time) {
+	r := ans.Reading
+	switch {
+	case refused:
+		s.observeScopeRefusal(ans, now)
+	case r.Limited == headers.NotLimited && r.Status < 500 && ans.Counted && s.Known():
+		s.prune(now)
+		s.roll(now)
+		if s.Remaining > 0 {
+			s.Remaining--
+		}
+		if sent := sentAt(ans, now); !sent.Before(s.BlockedUntil) {
+			// The server renewed the scope since its last pause:
+			// that episode is over.
+			s.Strikes, s.EpisodeAt = 0, time.Time{}
+		}
+	}
+}
+
+// sentAt is when the answer's request was sent: Answer.Sent, else now.
+func sentAt(ans *Answer, now time.Time) time.Time {
+	if ans.Sent.IsZero() {
+		return now
+	}
+	return ans.Sent
+}
+
+// observeScopeRefusal pauses the scope until the time the refusal names —
+// its Retry-After exactly, else its stated reset, else ScopeBackoff
+// doubled with each fresh refusal in a row — and learns its limit.
+//
+// Refusals come in episodes, as an owner's do (see Owner.Observe): a
+// request sent before the scope's current pause ended was in flight when
+// the server began refusing, and its refusal can only lengthen the pause.
+// A fresh refusal (a request sent at or after it) learns:
+//   - the limit: the refusal's RateLimit-Limit when stated; else how many
+//     requests succeeded in the scope since its window began — this
+//     process's count (Answer.Succeeded) for a scope refused for the first
+//     time, the scope's own count after that — and, when none did, the
+//     limit stays and the window was too short;
+//   - the window: stated (RateLimit-Policy w=), else the time since the
+//     episode's first refusal plus the wait, rounded up to a common window
+//     (1 s, 10 s, 1 min, 10 min, 1 h), never shorter than the one known.
+func (s *Bucket) observeScopeRefusal(ans *Answer, now time.Time) {
+	r := ans.Reading
+	s.prune(now)
+	s.roll(now)
+	fresh := !sentAt(ans, now).Before(s.BlockedUntil)
+	var wait time.Duration
+	named := true
+	switch {
+	case r.HasRetryAfter:
+		wait = r.RetryAfter
+	case r.HasReset() && r.Reset.After(now):
+		wait = r.Reset.Sub(now)
+	case fresh:
+		wait, named = scopeBackoff(s.Strikes, ans.Jitter), false
+	}
+	until := now.Add(capPause(wait, ans.MaxPause))
+	if !fresh {
+		if until.After(s.BlockedUntil) {
+			s.BlockedUntil = until
+		}
+		return
+	}
+	if r.Resource != "" {
+		s.Name = r.Resource
+	}
+	if s.EpisodeAt.IsZero() {
+		s.EpisodeAt = now
+	}
+	if !named {
+		s.Strikes++
+	}
+	window := r.Window
+	if window <= 0 {
+		window = max(commonWindow(until.Sub(s.EpisodeAt)), s.Window)
+	}
+	switch {
+	case r.Limit > 0:
+		s.Limit, s.LimitStated = r.Limit, true
+	case s.LimitStated:
+	default:
+		var n int64
+		switch {
+		case s.Learnt && s.Limit > 0:
+			n = s.Limit - max(s.Remaining, 0)
+		case ans.Succeeded != nil:
+			n = ans.Succeeded(until.Add(-window))
+		}
+		if n > 0 || s.Limit <= 0 {
+			s.Limit = max(n, 1)
+		}
+	}
+	s.Learnt, s.Window, s.Remaining = true, window, 0
+	s.Reset, s.Inferred, s.Assumed = until, false, false
+	s.RefusedAt = now
+	if until.After(s.BlockedUntil) {
+		s.BlockedUntil = until
+	}
+}
+
+// riseLearnt raises a learnt limit that proved too low: the window that
+// just ended (whose reset was at) spent it whole with no refusal. It rises
+// by a tenth (at least one) a window, as the learnt concurrency cap rises
+// a step at a time: a server allowing more is found without a burst of
+// refusals, and one refusal puts it back. A limit the server stated, or one
+// the user wrote (not learnt), stays.
+func (b *Bucket) riseLearnt(at time.Time) {
+	if !b.Learnt || b.Configured || b.LimitStated || b.Limit <= 0 || b.Remaining > 0 || b.Window <= 0 {
+		return
+	}
+	if !b.RefusedAt.IsZero() && !b.RefusedAt.Before(at.Add(-b.Window)) {
+		return // refused within the window
+	}
+	b.Limit += max(1, b.Limit/10)
+}

@@ -1,0 +1,251 @@
+package quota
+
+import (
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/ratekeeper/ratekeeper/headers"
+)
+
+// gitlabMain is GitLab's main throttle as its answers announce it: 2,000
+// a minute, plenty left.
+func gitlabMain(remaining int64, reset time.Time) *headers.Reading {
+	return &headers.Reading{Status: http.StatusOK, Limit: 2000, Remaining: remaining, Used: UnknownCount, Reset: reset}
+}
+
+// usersRefusal is the 429 of GitLab's Users API throttle (40 per aligned
+// minute here) as gitlab.com sends it: Retry-After to the end of its
+// window and that throttle's own RateLimit-* headers.
+func usersRefusal(retryAfter time.Duration, reset time.Time) *headers.Reading {
+	return &headers.Reading{Status: http.StatusTooManyRequests, Limit: 40, Remaining: 0, Used: UnknownCount, Reset: reset,
+		RetryAfter: retryAfter, HasRetryAfter: true, Resource: "throttle_authenticated_users_api", Limited: headers.Primary}
+}
+
+// bareRefusal is a 429 that says nothing at all (gitlab.com sometimes,
+// GitLab Dedicated's plain "Retry later").
+func bareRefusal() *headers.Reading {
+	return &headers.Reading{Status: http.StatusTooManyRequests, Limit: UnknownCount, Remaining: UnknownCount, Used: UnknownCount, Limited: headers.Primary}
+}
+
+// reserveScoped reserves one request on bucket b with scope s at now and
+// returns its lease ID, or fails with the wait.
+func reserveScoped(t *testing.T, b, s *Bucket, a *Ask, now time.Time) uint64 {
+	t.Helper()
+	o := &Owner{}
+	l := lz(now)
+	d := Decide([]Option{{Owner: o, Bucket: b, Scope: s}}, a, l, now)
+	if d.Wait != 0 || d.Err != nil {
+		t.Fatalf("at %v: wait %v err %v, want to go", now.Sub(t0), d.Wait, d.Err)
+	}
+	return l.ID
+}
+
+func waitScoped(b, s *Bucket, a *Ask, now time.Time) time.Duration {
+	return Decide([]Option{{Owner: &Owner{}, Bucket: b, Scope: s}}, a, lz(now), now).Wait
+}
+
+// A refusal of GitLab's Users API, whose counts describe its own throttle
+// (40, reset at the end of its minute), pauses the Users API scope until
+// its Retry-After and leaves the main bucket as its answers left it: the
+// Projects API goes on at once. On main before scopes the refusal was read
+// as a stale reading of the main bucket (its reset is earlier) and
+// ignored, so the refused URL went again at once.
+func TestScopeRefusalPausesTheScopeNotTheBucket(t *testing.T) {
+	mainReset := t0.Add(time.Minute)
+	b, users := NewBucket(), NewBucket()
+	a := &Ask{Policy: Policy{Kind: Greedy}}
+	Settle(nil, &b, 0, &Answer{Reading: gitlabMain(1960, mainReset), Counted: true}, t0)
+
+	// One /users/ request in flight when the refusal comes, one sent
+	// with it.
+	refused := reserveScoped(t, &b, &users, a, t0.Add(10*time.Second))
+	inFlight := reserveScoped(t, &b, &users, a, t0.Add(10*time.Second))
+	at := t0.Add(10*time.Second + 100*time.Millisecond)
+	ra := 20 * time.Second // to the end of the users throttle's window
+	SettleScoped(nil, &b, &users, refused, &Answer{Reading: usersRefusal(ra, at.Add(ra)), Counted: true, Sent: t0.Add(10 * time.Second)}, at)
+
+	if b.Remaining != 1960 || !b.BlockedUntil.IsZero() || b.Reset != mainReset {
+		t.Errorf("the main bucket took the Users API's refusal: remaining %d, blocked until %v, reset %v", b.Remaining, b.BlockedUntil, b.Reset)
+	}
+	if !users.Learnt || users.Limit != 40 || !users.LimitStated || users.Name != "throttle_authenticated_users_api" {
+		t.Errorf("scope learnt %+v, want 40 stated, named", users)
+	}
+	if !users.BlockedUntil.Equal(at.Add(ra)) {
+		t.Errorf("scope blocked until %v, want the Retry-After's %v", users.BlockedUntil, at.Add(ra))
+	}
+	// Nothing goes to the scope before the Retry-After, not even a
+	// millisecond before; the main bucket goes now.
+	if w := waitScoped(&b, &users, a, at); w != ra {
+		t.Errorf("the scope's next request waits %v, want %v", w, ra)
+	}
+	if w := waitScoped(&b, &users, a, at.Add(ra-time.Millisecond)); w != time.Millisecond {
+		t.Errorf("a millisecond before the Retry-After the scope waits %v", w)
+	}
+	var none *Bucket
+	if w := waitScoped(&b, none, a, at); w != 0 {
+		t.Errorf("a Projects API request waits %v behind the Users API's pause", w)
+	}
+	// The request in flight is refused too (it arrived after the first):
+	// the pause stays as it was, nothing more is learnt.
+	later := at.Add(30 * time.Millisecond)
+	SettleScoped(nil, &b, &users, inFlight, &Answer{Reading: usersRefusal(ra-time.Second, at.Add(ra)), Counted: true, Sent: t0.Add(10 * time.Second)}, later)
+	if !users.BlockedUntil.Equal(at.Add(ra)) || users.Strikes != 0 {
+		t.Errorf("the episode's second refusal moved the pause to %v (strikes %d)", users.BlockedUntil, users.Strikes)
+	}
+	// Once the pause ends, 40 go in the window, then the scope waits for
+	// the next.
+	open := at.Add(ra)
+	for i := range 40 {
+		id := reserveScoped(t, &b, &users, a, open)
+		SettleScoped(nil, &b, &users, id, &Answer{Reading: gitlabMain(1900-int64(i), mainReset.Add(time.Minute)), Counted: true, Sent: open}, open)
+	}
+	if w := waitScoped(&b, &users, a, open); w < 59*time.Second {
+		t.Errorf("after the window's 40 the scope waits %v, want the rest of its minute", w)
+	}
+}
+
+// The main throttle's own refusal (its limit, remaining 0) of a scoped
+// request pauses the main bucket, as before scopes.
+func TestMainRefusalOfAScopedRequestPausesTheBucket(t *testing.T) {
+	reset := t0.Add(time.Minute)
+	b, users := NewBucket(), NewBucket()
+	a := &Ask{Policy: Policy{Kind: Greedy}}
+	Settle(nil, &b, 0, &Answer{Reading: gitlabMain(1, reset), Counted: true}, t0)
+	id := reserveScoped(t, &b, &users, a, t0)
+	r := &headers.Reading{Status: 429, Limit: 2000, Remaining: 0, Used: UnknownCount, Reset: reset, RetryAfter: 59 * time.Second, HasRetryAfter: true,
+		Resource: "throttle_authenticated_api", Limited: headers.Primary}
+	SettleScoped(nil, &b, &users, id, &Answer{Reading: r, Counted: true, Sent: t0}, t0.Add(time.Second))
+	if users.Learnt || users.Known() {
+		t.Errorf("the scope learnt the main throttle's refusal: %+v", users)
+	}
+	if !b.BlockedUntil.Equal(t0.Add(time.Minute)) {
+		t.Errorf("main bucket blocked until %v, want the Retry-After", b.BlockedUntil)
+	}
+}
+
+// A 429 that states nothing while the main bucket has plenty left is a
+// limit nobody announced: the scope learns how many succeeded since its
+// window began, and pauses for a second, then longer (never shorter) on
+// each fresh refusal in a row; a refusal of a request sent before the
+// pause ended changes nothing.
+func TestBareRefusalBacksOffAndLearnsTheCount(t *testing.T) {
+	reset := t0.Add(time.Minute)
+	b, users := NewBucket(), NewBucket()
+	a := &Ask{Policy: Policy{Kind: Greedy}}
+	Settle(nil, &b, 0, &Answer{Reading: gitlabMain(1900, reset), Counted: true}, t0)
+	id := reserveScoped(t, &b, &users, a, t0)
+	var since time.Time
+	count := func(s time.Time) int64 { since = s; return 37 }
+	at := t0.Add(100 * time.Millisecond)
+	SettleScoped(nil, &b, &users, id, &Answer{Reading: bareRefusal(), Counted: true, Sent: t0, Succeeded: count}, at)
+	if users.Limit != 37 || users.LimitStated || !users.Learnt {
+		t.Errorf("learnt %+v, want 37 learnt from the count", users)
+	}
+	if want := at.Add(ScopeBackoff); !users.BlockedUntil.Equal(want) {
+		t.Errorf("first bare refusal pauses until %v, want %v (the first backoff, jitter never shortens it)", users.BlockedUntil, want)
+	}
+	if users.Window != time.Second || !since.Equal(at.Add(ScopeBackoff).Add(-time.Second)) {
+		t.Errorf("window %v counted since %v: want the wait rounded up to 1s, counted over it", users.Window, since)
+	}
+	// Refused again as soon as it opens: the window was too short; the
+	// limit stays, the pause at least doubles and the window grows to
+	// cover the time since the episode began.
+	open := users.BlockedUntil
+	id = reserveScoped(t, &b, &users, a, open)
+	SettleScoped(nil, &b, &users, id, &Answer{Reading: bareRefusal(), Counted: true, Sent: open, Jitter: 0}, open.Add(100*time.Millisecond))
+	if users.Limit != 37 || users.Strikes != 2 {
+		t.Errorf("second strike: limit %d strikes %d, want 37 and 2", users.Limit, users.Strikes)
+	}
+	if w := users.BlockedUntil.Sub(open.Add(100 * time.Millisecond)); w < 2*ScopeBackoff {
+		t.Errorf("second fresh refusal pauses %v, want at least %v", w, 2*ScopeBackoff)
+	}
+	if users.Window != 10*time.Second {
+		t.Errorf("window %v, want 10s (the episode's time and the wait, rounded up)", users.Window)
+	}
+}
+
+// A limit written in the config paces its scope from the first request:
+// at GitLab's documented 300 per 10 minutes for GET /users/:id, the 301st
+// waits for the window; nothing written, the scope costs nothing.
+func TestConfiguredLimitPacesFromTheFirstRequest(t *testing.T) {
+	b, users := NewBucket(), NewBucket()
+	Settle(nil, &b, 0, &Answer{Reading: gitlabMain(2000, t0.Add(time.Minute)), Counted: true}, t0)
+	a := &Ask{Policy: Policy{Kind: Greedy}, Scope: Default{Limit: 300, Window: 10 * time.Minute}}
+	for range 300 {
+		id := reserveScoped(t, &b, &users, a, t0)
+		SettleScoped(nil, &b, &users, id, &Answer{Reading: gitlabMain(1999, t0.Add(time.Minute)), Counted: true, Sent: t0}, t0)
+	}
+	if w := waitScoped(&b, &users, a, t0); w < 10*time.Minute {
+		t.Errorf("the 301st waits %v, want the 10-minute window", w)
+	}
+	if !users.Configured || users.Learnt {
+		t.Errorf("configured scope %+v", users)
+	}
+	free := NewBucket()
+	if w := waitScoped(&b, &free, &Ask{Policy: Policy{Kind: Greedy}}, t0); w != 0 || free.Known() {
+		t.Errorf("a scope nothing is known of waits %v, known %v", w, free.Known())
+	}
+	id := reserveScoped(t, &b, &free, &Ask{Policy: Policy{Kind: Greedy}}, t0)
+	if len(free.Leases) != 0 {
+		t.Errorf("a scope nothing is known of holds a lease")
+	}
+	SettleScoped(nil, &b, &free, id, &Answer{Reading: gitlabMain(1, t0.Add(time.Minute)), Counted: true}, t0)
+	if free.Known() {
+		t.Errorf("a success taught the idle scope: %+v", free)
+	}
+}
+
+// A learnt limit rises again once a window at its level passes without a
+// refusal; a stated one does not.
+func TestLearntLimitRisesAfterACleanWindow(t *testing.T) {
+	s := NewBucket()
+	s.Learnt, s.Limit, s.Remaining, s.Window, s.Reset = true, 20, 0, time.Minute, t0.Add(time.Minute)
+	s.RefusedAt = t0.Add(-2 * time.Minute)
+	s.BlockedUntil = s.RefusedAt
+	s.roll(t0.Add(time.Minute + 2*time.Second))
+	if s.Limit != 22 || s.Remaining != 22 {
+		t.Errorf("after a clean full window: limit %d remaining %d, want 22", s.Limit, s.Remaining)
+	}
+	s.Remaining = 0
+	s.LimitStated = true
+	s.roll(t0.Add(2*time.Minute + 2*time.Second))
+	if s.Limit != 22 {
+		t.Errorf("a stated limit rose to %d", s.Limit)
+	}
+	// Refused within the window: no rise.
+	r := NewBucket()
+	r.Learnt, r.Limit, r.Remaining, r.Window, r.Reset = true, 20, 0, time.Minute, t0.Add(time.Minute)
+	r.RefusedAt = t0.Add(30 * time.Second)
+	r.roll(t0.Add(time.Minute + 2*time.Second))
+	if r.Limit != 20 {
+		t.Errorf("refused in the window, the limit rose to %d", r.Limit)
+	}
+}
+
+// A refusal whose counts describe a window already overtaken (its reset
+// is before the bucket's) still keeps its Retry-After: before scopes it
+// was dropped whole and its request resent at once.
+func TestStaleRefusalKeepsItsRetryAfter(t *testing.T) {
+	b := NewBucket()
+	Settle(nil, &b, 0, &Answer{Reading: gitlabMain(1500, t0.Add(time.Minute)), Counted: true}, t0)
+	r := usersRefusal(3*time.Second, t0.Add(3*time.Second))
+	Settle(nil, &b, 0, &Answer{Reading: r, Counted: true}, t0)
+	if b.Remaining != 1500 {
+		t.Errorf("remaining %d: the overtaken refusal's counts were taken", b.Remaining)
+	}
+	if w := b.Wait(Policy{Kind: Greedy}, t0); w != 3*time.Second {
+		t.Errorf("waits %v, want the refusal's 3s", w)
+	}
+}
+
+func TestCommonWindow(t *testing.T) {
+	for _, c := range []struct{ in, want time.Duration }{
+		{0, time.Second}, {time.Second, time.Second}, {1100 * time.Millisecond, 10 * time.Second},
+		{59 * time.Second, time.Minute}, {61 * time.Second, 10 * time.Minute}, {2 * time.Hour, time.Hour},
+	} {
+		if got := commonWindow(c.in); got != c.want {
+			t.Errorf("commonWindow(%v) = %v, want %v", c.in, got, c.want)
+		}
+	}
+}

@@ -1,0 +1,58 @@
+package transport
+
+import (
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/ratekeeper/ratekeeper/headers"
+)
+
+// scopeTally keeps, per scope of one owner, when this process saw its
+// requests succeed over the last hour: what a first refusal of a scope
+// nothing was known of learns its limit from when the refusal does not
+// state it (see quota.Answer.Succeeded). Only scoped requests of the
+// APIs that have scopes (GitLab, generic hosts) are counted, in memory.
+type scopeTally struct {
+	mu sync.Mutex
+	at map[BucketID][]time.Time
+}
+
+// scopeMemory is how far back successes are kept: the longest common
+// window a learnt limit's is rounded to.
+const scopeMemory = time.Hour
+
+// answered records an answer of scope id at now: a success the server
+// charged is counted. For a refusal it returns the count of successes
+// since a time, for the refusal to learn from; nil otherwise.
+func (s *scopeTally) answered(id BucketID, r *headers.Reading, counted bool, now time.Time) func(since time.Time) int64 {
+	switch {
+	case r.Limited == headers.NotLimited && counted && r.Status < http.StatusInternalServerError:
+		s.mu.Lock()
+		if s.at == nil {
+			s.at = map[BucketID][]time.Time{}
+		}
+		ts := s.at[id]
+		drop := 0
+		for drop < len(ts) && now.Sub(ts[drop]) > scopeMemory {
+			drop++
+		}
+		s.at[id] = append(ts[drop:], now)
+		s.mu.Unlock()
+	case r.Limited != headers.NotLimited:
+		return func(since time.Time) int64 { return s.since(id, since) }
+	}
+	return nil
+}
+
+// since counts the successes of scope id at or after t.
+func (s *scopeTally) since(id BucketID, t time.Time) int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var n int64
+	ts := s.at[id]
+	for i := len(ts) - 1; i >= 0 && !ts[i].Before(t); i-- {
+		n++
+	}
+	return n
+}
