@@ -85,7 +85,14 @@ func scopeWait(s *Bucket, a *Ask, now time.Time) (time.Duration, bool) {
 	if !v.scopeActive(now) {
 		return 0, false
 	}
-	return v.waitUnits(scopePolicy(a.Policy), a.units(), now)
+	w, onAnswer := v.waitUnits(scopePolicy(a.Policy), a.units(), now)
+	if !v.EpisodeAt.IsZero() && w == 0 && v.InFlight(now) >= probeInFlight {
+		// An episode of refusals is under way: one probe at a time
+		// asks whether the server has renewed the scope, so that each
+		// refused probe is one refusal, not a burst.
+		return v.Leases.firstLapse(now), true
+	}
+	return w, onAnswer
 }
 
 // takeScope commits a reservation in the scope's bucket, when it takes
@@ -124,8 +131,9 @@ func refusalOfScope(b *Bucket, r *headers.Reading, now time.Time) bool {
 }
 
 // observeScope applies an answer to the scope of its request: a success
-// the server charged counts against a known scope; a refusal of the scope
-// (refused) pauses and teaches it.
+// the server charged counts against a known scope, and the first success
+// after an episode of refusals ends it; a refusal of the scope (refused)
+// pauses and teaches it.
 func (s *Bucket) observeScope(ans *Answer, refused bool, now time.Time) {
 	r := ans.Reading
 	switch {
@@ -134,14 +142,29 @@ func (s *Bucket) observeScope(ans *Answer, refused bool, now time.Time) {
 	case r.Limited == headers.NotLimited && r.Status < 500 && ans.Counted && s.Known():
 		s.prune(now)
 		s.roll(now)
+		if !s.EpisodeAt.IsZero() && !sentAt(ans, now).Before(s.BlockedUntil) {
+			s.endEpisode(ans, now)
+		}
 		if s.Remaining > 0 {
 			s.Remaining--
 		}
-		if sent := sentAt(ans, now); !sent.Before(s.BlockedUntil) {
-			// The server renewed the scope since its last pause:
-			// that episode is over.
-			s.Strikes, s.EpisodeAt = 0, time.Time{}
+	}
+}
+
+// endEpisode closes an episode of refusals at the first success of a
+// request sent after its pause: the server has renewed the scope. The
+// limit is what succeeded in the window before the episode began (this
+// process's count), when no refusal stated it, and the scope's window
+// starts now: a server whose windows are fixed has just opened one.
+func (s *Bucket) endEpisode(ans *Answer, now time.Time) {
+	if !s.LimitStated && !s.Configured && ans.Succeeded != nil && s.Window > 0 {
+		if n := ans.Succeeded(s.EpisodeAt.Add(-s.Window)) - ans.Succeeded(s.EpisodeAt.Add(time.Nanosecond)); n > 0 {
+			s.Limit = n
 		}
+	}
+	s.Strikes, s.EpisodeAt = 0, time.Time{}
+	if s.Window > 0 {
+		s.Remaining, s.Reset, s.Assumed = s.Limit, now.Add(s.Window), false
 	}
 }
 
@@ -155,20 +178,24 @@ func sentAt(ans *Answer, now time.Time) time.Time {
 
 // observeScopeRefusal pauses the scope until the time the refusal names —
 // its Retry-After exactly, else its stated reset, else ScopeBackoff
-// doubled with each fresh refusal in a row — and learns its limit.
+// doubled with each fresh refusal in a row (see scopeBackoff) — and
+// learns its limit and window.
 //
 // Refusals come in episodes, as an owner's do (see Owner.Observe): a
 // request sent before the scope's current pause ended was in flight when
 // the server began refusing, and its refusal can only lengthen the pause.
-// A fresh refusal (a request sent at or after it) learns:
-//   - the limit: the refusal's RateLimit-Limit when stated; else how many
-//     requests succeeded in the scope since its window began — this
-//     process's count (Answer.Succeeded) for a scope refused for the first
-//     time, the scope's own count after that — and, when none did, the
-//     limit stays and the window was too short;
-//   - the window: stated (RateLimit-Policy w=), else the time since the
-//     episode's first refusal plus the wait, rounded up to a common window
-//     (1 s, 10 s, 1 min, 10 min, 1 h), never shorter than the one known.
+// A fresh refusal (of a request sent at or after it) learns:
+//   - the limit: the refusal's RateLimit-Limit when stated; else, at the
+//     episode's first refusal, how many requests succeeded in the scope
+//     over the window before it (this process's count, Answer.Succeeded,
+//     for a scope refused for the first time; the scope's own count after
+//     that); a refusal later in the episode leaves it;
+//   - the window: stated (RateLimit-Policy w=), else the wait the refusal
+//     names (or, for the episode's first, the first backoff) rounded up
+//     to a common window (1 s, 10 s, 1 min, 10 min, 1 h); and since a
+//     fixed window cannot end while its refusals go on, never shorter
+//     than the episode so far, rounded up the same way, nor than the
+//     window known.
 func (s *Bucket) observeScopeRefusal(ans *Answer, now time.Time) {
 	r := ans.Reading
 	s.prune(now)
@@ -183,6 +210,10 @@ func (s *Bucket) observeScopeRefusal(ans *Answer, now time.Time) {
 		wait = r.Reset.Sub(now)
 	case fresh:
 		wait, named = scopeBackoff(s.Strikes, ans.Jitter), false
+	default:
+		// A refusal of the episode naming no time: nothing goes sooner
+		// than the first backoff after any refusal received.
+		wait = ScopeBackoff
 	}
 	until := now.Add(capPause(wait, ans.MaxPause))
 	if !fresh {
@@ -194,7 +225,8 @@ func (s *Bucket) observeScopeRefusal(ans *Answer, now time.Time) {
 	if r.Resource != "" {
 		s.Name = r.Resource
 	}
-	if s.EpisodeAt.IsZero() {
+	first := s.EpisodeAt.IsZero()
+	if first {
 		s.EpisodeAt = now
 	}
 	if !named {
@@ -202,19 +234,31 @@ func (s *Bucket) observeScopeRefusal(ans *Answer, now time.Time) {
 	}
 	window := r.Window
 	if window <= 0 {
-		window = max(commonWindow(until.Sub(s.EpisodeAt)), s.Window)
+		window = s.Window
+		if named || first {
+			window = max(window, commonWindow(until.Sub(now)))
+		}
+		if !first {
+			// Our own backoff says nothing of the server's window;
+			// the episode's length does.
+			window = max(window, commonWindow(now.Sub(s.EpisodeAt)))
+		}
 	}
 	switch {
 	case r.Limit > 0:
 		s.Limit, s.LimitStated = r.Limit, true
-	case s.LimitStated:
+	case s.LimitStated || !first:
 	default:
+		end := now // the window the refusal ends is the one before it
+		if named {
+			end = until
+		}
 		var n int64
 		switch {
 		case s.Learnt && s.Limit > 0:
 			n = s.Limit - max(s.Remaining, 0)
 		case ans.Succeeded != nil:
-			n = ans.Succeeded(until.Add(-window))
+			n = ans.Succeeded(end.Add(-window))
 		}
 		if n > 0 || s.Limit <= 0 {
 			s.Limit = max(n, 1)

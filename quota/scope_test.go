@@ -145,12 +145,12 @@ func TestBareRefusalBacksOffAndLearnsTheCount(t *testing.T) {
 	if want := at.Add(ScopeBackoff); !users.BlockedUntil.Equal(want) {
 		t.Errorf("first bare refusal pauses until %v, want %v (the first backoff, jitter never shortens it)", users.BlockedUntil, want)
 	}
-	if users.Window != time.Second || !since.Equal(at.Add(ScopeBackoff).Add(-time.Second)) {
-		t.Errorf("window %v counted since %v: want the wait rounded up to 1s, counted over it", users.Window, since)
+	if users.Window != time.Second || !since.Equal(at.Add(-time.Second)) {
+		t.Errorf("window %v counted since %v: want the first backoff rounded up to 1s, counted over the second before the refusal", users.Window, since)
 	}
-	// Refused again as soon as it opens: the window was too short; the
-	// limit stays, the pause at least doubles and the window grows to
-	// cover the time since the episode began.
+	// Refused again as soon as it opens (a probe: one at a time while the
+	// episode lasts): the window was too short; the limit stays, the
+	// pause at least doubles and the window grows to cover the episode.
 	open := users.BlockedUntil
 	id = reserveScoped(t, &b, &users, a, open)
 	SettleScoped(nil, &b, &users, id, &Answer{Reading: bareRefusal(), Counted: true, Sent: open, Jitter: 0}, open.Add(100*time.Millisecond))
@@ -161,7 +161,29 @@ func TestBareRefusalBacksOffAndLearnsTheCount(t *testing.T) {
 		t.Errorf("second fresh refusal pauses %v, want at least %v", w, 2*ScopeBackoff)
 	}
 	if users.Window != 10*time.Second {
-		t.Errorf("window %v, want 10s (the episode's time and the wait, rounded up)", users.Window)
+		t.Errorf("window %v, want 10s (the episode so far, rounded up)", users.Window)
+	}
+	// While the episode lasts, one probe at a time.
+	probeAt := users.BlockedUntil
+	reserveScoped(t, &b, &users, a, probeAt)
+	if w := waitScoped(&b, &users, a, probeAt); w == 0 {
+		t.Errorf("a second request went beside the episode's probe")
+	}
+	// The probe succeeds: the server renewed the scope. The episode ends,
+	// the limit is what succeeded in the window before it began, and the
+	// scope's window starts now.
+	SettleScoped(nil, &b, &users, users.Leases[0].ID, &Answer{Reading: gitlabMain(1800, reset), Counted: true, Sent: probeAt,
+		Succeeded: func(s time.Time) int64 {
+			if s.After(at) {
+				return 0
+			}
+			return 40
+		}}, probeAt.Add(40*time.Millisecond))
+	if !users.EpisodeAt.IsZero() || users.Strikes != 0 || users.Limit != 40 || users.Remaining != 39 {
+		t.Errorf("after the episode: %+v, want it ended with 40, 39 left", users)
+	}
+	if w := waitScoped(&b, &users, a, probeAt.Add(40*time.Millisecond)); w != 0 {
+		t.Errorf("after the episode the scope waits %v", w)
 	}
 }
 

@@ -22,12 +22,12 @@ type scopeTally struct {
 // window a learnt limit's is rounded to.
 const scopeMemory = time.Hour
 
-// answered records an answer of scope id at now: a success the server
-// charged is counted. For a refusal it returns the count of successes
-// since a time, for the refusal to learn from; nil otherwise.
+// answered records an answer of scope id at now (a success the server
+// charged is counted) and returns the count of the scope's successes
+// since a time, for the scope to learn its limit from (see
+// quota.Answer.Succeeded).
 func (s *scopeTally) answered(id BucketID, r *headers.Reading, counted bool, now time.Time) func(since time.Time) int64 {
-	switch {
-	case r.Limited == headers.NotLimited && counted && r.Status < http.StatusInternalServerError:
+	if r.Limited == headers.NotLimited && counted && r.Status < http.StatusInternalServerError {
 		s.mu.Lock()
 		if s.at == nil {
 			s.at = map[BucketID][]time.Time{}
@@ -39,10 +39,8 @@ func (s *scopeTally) answered(id BucketID, r *headers.Reading, counted bool, now
 		}
 		s.at[id] = append(ts[drop:], now)
 		s.mu.Unlock()
-	case r.Limited != headers.NotLimited:
-		return func(since time.Time) int64 { return s.since(id, since) }
 	}
-	return nil
+	return func(since time.Time) int64 { return s.since(id, since) }
 }
 
 // since counts the successes of scope id at or after t.

@@ -1,0 +1,275 @@
+package transport
+
+import (
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/ratekeeper/ratekeeper/creds"
+	"github.com/ratekeeper/ratekeeper/provider"
+	"github.com/ratekeeper/ratekeeper/quota"
+)
+
+// hiddenLimit is a server with a generous announced limit (2,000 a
+// minute, stated on every answer in the dialect's headers) and, under one
+// path, a limit it never announces while it is not exceeded: 40 requests
+// per aligned minute, as GitLab's Users API. Its refusals come in one of
+// the styles real servers use. It runs in the synctest bubble, on its
+// fake clock.
+type hiddenLimit struct {
+	dialect   string // "gitlab" (RateLimit-*) or "generic" (X-RateLimit-*)
+	limited   string // the path prefix of the hidden limit
+	refusal   string // "headers", "bare" or "plain"
+	perWindow int
+	window    time.Duration
+
+	mu                  sync.Mutex
+	main                int
+	mainReset           time.Time
+	hidden              int
+	hiddenReset         time.Time
+	refusals            int
+	served, servedFirst int
+}
+
+func (h *hiddenLimit) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	now := time.Now()
+	if !now.Before(h.mainReset) {
+		h.main, h.mainReset = 0, now.Truncate(time.Minute).Add(time.Minute)
+	}
+	if !now.Before(h.hiddenReset) {
+		h.hidden, h.hiddenReset = 0, now.Truncate(h.window).Add(h.window)
+	}
+	if strings.HasPrefix(r.URL.Path, h.limited) {
+		if h.hidden >= h.perWindow {
+			h.refusals++
+			h.refuse(w, now)
+			return
+		}
+		h.hidden++
+	}
+	h.main++
+	if h.dialect == "gitlab" {
+		w.Header().Set("RateLimit-Limit", "2000")
+		w.Header().Set("RateLimit-Remaining", strconv.Itoa(2000-h.main))
+		w.Header().Set("RateLimit-Observed", strconv.Itoa(h.main))
+		w.Header().Set("RateLimit-Reset", strconv.FormatInt(h.mainReset.Unix(), 10))
+	} else {
+		w.Header().Set("X-RateLimit-Limit", "2000")
+		w.Header().Set("X-RateLimit-Remaining", strconv.Itoa(2000-h.main))
+		w.Header().Set("X-RateLimit-Reset", strconv.FormatInt(h.mainReset.Unix(), 10))
+	}
+	h.served++
+	io.WriteString(w, "{}")
+}
+
+func (h *hiddenLimit) refuse(w http.ResponseWriter, now time.Time) {
+	switch h.refusal {
+	case "headers":
+		ra := max(int(h.hiddenReset.Sub(now).Seconds()+0.999), 1) // whole seconds, rounded up
+		w.Header().Set("Retry-After", strconv.Itoa(ra))
+		w.Header().Set("RateLimit-Name", "throttle_authenticated_users_api")
+		w.Header().Set("RateLimit-Limit", strconv.Itoa(h.perWindow))
+		w.Header().Set("RateLimit-Observed", strconv.Itoa(h.hidden+1))
+		w.Header().Set("RateLimit-Remaining", "0")
+		w.Header().Set("RateLimit-Reset", strconv.FormatInt(h.hiddenReset.Unix(), 10))
+		w.Header().Set("RateLimit-ResetTime", h.hiddenReset.UTC().Format(http.TimeFormat))
+		w.WriteHeader(http.StatusTooManyRequests)
+		io.WriteString(w, "Retry later\n")
+	case "plain":
+		w.Header().Set("Content-Type", "text/plain")
+		w.WriteHeader(http.StatusTooManyRequests)
+		io.WriteString(w, "Retry later\n")
+	default:
+		w.WriteHeader(http.StatusTooManyRequests)
+	}
+}
+
+// refusalWatch is the client's side of the wire: every request the
+// transport sends and every refusal it receives. An early retry is a
+// request to the refused path sent after the transport received a
+// refusal and before the time that refusal named (its Retry-After; a
+// second for one that names none). A request sent at the very instant a
+// refusal arrives was decided before it: it was in flight.
+type refusalWatch struct {
+	base    http.RoundTripper
+	limited string
+
+	mu       sync.Mutex
+	received time.Time // the last refusal's arrival
+	until    time.Time // the latest time a refusal named
+	early    int
+	refusals int
+}
+
+func (rw *refusalWatch) RoundTrip(req *http.Request) (*http.Response, error) {
+	scoped := strings.HasPrefix(req.URL.Path, rw.limited)
+	rw.mu.Lock()
+	if now := time.Now(); scoped && now.After(rw.received) && now.Before(rw.until) {
+		rw.early++
+	}
+	rw.mu.Unlock()
+	time.Sleep(20 * time.Millisecond) // one way
+	resp, err := rw.base.RoundTrip(req)
+	time.Sleep(20 * time.Millisecond) // and back
+	if err != nil || resp.StatusCode != http.StatusTooManyRequests {
+		return resp, err
+	}
+	wait := time.Second
+	if s, err := strconv.Atoi(resp.Header.Get("Retry-After")); err == nil {
+		wait = time.Duration(s) * time.Second
+	}
+	rw.mu.Lock()
+	rw.refusals++
+	rw.received = time.Now()
+	if u := time.Now().Add(wait); u.After(rw.until) {
+		rw.until = u
+	}
+	rw.mu.Unlock()
+	return resp, nil
+}
+
+type hiddenRun struct {
+	early, refusals, delivered429 int
+	projects, all                 time.Duration
+}
+
+// runHidden sends 400 URLs of the free part and users URLs of the hidden
+// limit (shuffled, one goroutine each) through a transport of provider p
+// with one token, and reports the batch.
+func runHidden(t *testing.T, h *hiddenLimit, p *provider.Provider, base string, users int) hiddenRun {
+	var run hiddenRun
+	synctest.Test(t, func(t *testing.T) {
+		reg := provider.NewRegistry()
+		if err := reg.Add(p); err != nil {
+			t.Fatal(err)
+		}
+		watch := &refusalWatch{base: handlerRT{h}, limited: h.limited}
+		tr, err := New(Options{Providers: reg, Base: watch, SkipValidation: true, DisableCache: true, MaxWait: time.Hour,
+			Policy: quota.Policy{Kind: quota.Greedy},
+			Pools:  map[string]*creds.Pool{p.Name: creds.NewPool(p.Name, creds.NewToken(p.Name, 1, "tok-hidden-1234", "test"))}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var urls []string
+		origin := base[:strings.Index(base[len("https://"):], "/")+len("https://")]
+		for i := range users {
+			urls = append(urls, fmt.Sprintf("%s%s%d", origin, h.limited, i))
+		}
+		for i := range 400 {
+			urls = append(urls, fmt.Sprintf("%s/projects/%d", base, i))
+		}
+		rand.New(rand.NewPCG(1, 2)).Shuffle(len(urls), func(i, j int) { urls[i], urls[j] = urls[j], urls[i] })
+		start := time.Now()
+		var mu sync.Mutex
+		var wg sync.WaitGroup
+		for _, u := range urls {
+			wg.Go(func() {
+				req, _ := http.NewRequest(http.MethodGet, u, nil)
+				resp, err := tr.RoundTrip(req)
+				if err != nil {
+					t.Errorf("%s: %v", u, err)
+					return
+				}
+				resp.Body.Close()
+				mu.Lock()
+				defer mu.Unlock()
+				if resp.StatusCode == http.StatusTooManyRequests {
+					run.delivered429++
+				}
+				if strings.Contains(u, "/projects/") {
+					run.projects = max(run.projects, time.Since(start))
+				}
+			})
+		}
+		wg.Wait()
+		run.all = time.Since(start)
+		run.early, run.refusals = watch.early, watch.refusals
+	})
+	return run
+}
+
+// A server's hidden per-path limit (GitLab's Users API: 40 a minute, no
+// headers until exceeded) is obeyed at its real numbers in each refusal
+// style: no request goes to the refused path before the time the refusal
+// named, the refusal episodes are few, no refusal reaches the caller
+// (every wait is within the max wait), and the rest of the API is not held
+// back (the project URLs end within 1.1 × their time alone). On main
+// before scopes the headed case saw 880 refusals, 879 early, 80 handed to
+// the caller.
+func TestHiddenLimitIsObeyedAndLearnt(t *testing.T) {
+	var gitlab func() *provider.Provider
+	gitlab = func() *provider.Provider {
+		p, _ := provider.New("gitlab", provider.GitLab, "https://gitlab.test/api/v4")
+		return p
+	}
+	generic := func() *provider.Provider {
+		p, _ := provider.New("corp", provider.Generic, "https://api.corp.test")
+		return p
+	}
+	for _, tc := range []struct {
+		name, dialect, refusal, limited, base string
+		provider                              func() *provider.Provider
+		maxRefusals                           int
+	}{
+		// The limit written in the config: paced from the first request,
+		// never refused.
+		{"gitlab-configured", "gitlab", "bare", "/api/v4/users/", "https://gitlab.test/api/v4", func() *provider.Provider {
+			p := gitlab()
+			l, err := provider.ParseEndpointLimit("GET /api/v4/users/*", "40/1m")
+			if err != nil {
+				panic(err)
+			}
+			p.EndpointLimits = []provider.EndpointLimit{l}
+			return p
+		}, 0},
+		// The first refusal's Retry-After and stated limit teach
+		// everything: one episode (the requests in flight when it came).
+		{"gitlab-headers", "gitlab", "headers", "/api/v4/users/", "https://gitlab.test/api/v4", gitlab, 60},
+		// Nothing stated: backoff from a second, the window and limit
+		// learnt from the episode; each refusal after the first is of
+		// a probe at the end of a backoff.
+		{"gitlab-bare", "gitlab", "bare", "/api/v4/users/", "https://gitlab.test/api/v4", gitlab, 80},
+		{"gitlab-plain", "gitlab", "plain", "/api/v4/users/", "https://gitlab.test/api/v4", gitlab, 80},
+		{"generic-bare", "generic", "bare", "/v1/users/", "https://api.corp.test/v1", generic, 80},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			newServer := func() *hiddenLimit {
+				return &hiddenLimit{dialect: tc.dialect, limited: tc.limited, refusal: tc.refusal, perWindow: 40, window: time.Minute}
+			}
+			h := newServer()
+			run := runHidden(t, h, tc.provider(), tc.base, 120)
+			alone := runHidden(t, newServer(), tc.provider(), tc.base, 0)
+			t.Logf("%s: %d refusals, %d early, %d handed to the caller; projects %v (alone %v), batch %v; served %d",
+				tc.name, run.refusals, run.early, run.delivered429, run.projects, alone.projects, run.all, h.served)
+			if run.early != 0 {
+				t.Errorf("%d requests went to the refused path before the time its refusal named", run.early)
+			}
+			if run.delivered429 != 0 {
+				t.Errorf("%d refusals were handed to the caller although every wait was within the max wait", run.delivered429)
+			}
+			if run.refusals > tc.maxRefusals {
+				t.Errorf("%d refusals, want at most %d", run.refusals, tc.maxRefusals)
+			}
+			// The owner's requests in flight are capped, and the 40
+			// users requests each window allows share the cap with the
+			// 400 projects: 440 ÷ 400 of their time alone, and a
+			// twentieth for the ramp.
+			if limit := alone.projects * 440 / 400 * 21 / 20; run.projects > limit {
+				t.Errorf("the project URLs took %v, %v alone: the hidden limit held them back", run.projects, alone.projects)
+			}
+			if h.served != 520 {
+				t.Errorf("served %d, want 520", h.served)
+			}
+		})
+	}
+}
