@@ -1,6 +1,9 @@
 package transport
 
 import (
+	"context"
+	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -68,6 +71,7 @@ type Metrics struct {
 	reset       *prometheus.GaugeVec
 	waits       *prometheus.HistogramVec
 	rateLimited *prometheus.CounterVec
+	scopes      *scopeMetrics
 }
 
 // NewMetrics builds the collectors and registers them on reg (nil: none).
@@ -93,9 +97,73 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		rateLimited: collectors.Counter("ratekeeper_rate_limited_total",
 			"Responses that refused a request for rate limiting, by provider and kind (primary, secondary).",
 			"provider", "kind"),
+		scopes: newScopeMetrics(),
 	}
-	if err := collectors.Register(reg, m.requests, m.remaining, m.limit, m.reset, m.waits, m.rateLimited); err != nil {
+	if err := collectors.Register(reg, m.requests, m.remaining, m.limit, m.reset, m.waits, m.rateLimited, m.scopes); err != nil {
 		return nil, err
 	}
 	return m, nil
+}
+
+// scopeMetrics exports, at each scrape, the scopes whose limits nobody
+// announced (see quota's scope.go): read from the transport's State when
+// the scrape comes, so a limit learnt by another process sharing the
+// database shows too.
+type scopeMetrics struct {
+	limit, paused *prometheus.Desc
+	state         atomic.Pointer[State]
+}
+
+func newScopeMetrics() *scopeMetrics {
+	labels := []string{"provider", "owner", "scope", "origin"}
+	return &scopeMetrics{
+		limit: prometheus.NewDesc("ratekeeper_scope_limit",
+			"Requests per window allowed in a scope the server does not announce (origin: learnt from its refusals, or configured), by provider, bucket owner and scope (a path pattern).",
+			labels, nil),
+		paused: prometheus.NewDesc("ratekeeper_scope_paused_until_timestamp_seconds",
+			"When a refusal's pause of the scope ends (Unix seconds); 0 when it is not paused.",
+			labels, nil),
+	}
+}
+
+func (m *scopeMetrics) Describe(ch chan<- *prometheus.Desc) {
+	ch <- m.limit
+	ch <- m.paused
+}
+
+func (m *scopeMetrics) Collect(ch chan<- prometheus.Metric) {
+	st := m.state.Load()
+	if st == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	buckets, err := (*st).Buckets(ctx)
+	if err != nil {
+		return
+	}
+	now := time.Now()
+	for id, b := range buckets {
+		origin := ""
+		switch {
+		case !IsScope(id.Resource):
+			continue
+		case b.Learnt:
+			origin = "learnt"
+		case b.Configured:
+			origin = "configured"
+		default:
+			continue
+		}
+		name, _, _ := strings.Cut(id.Provider, " ") // the state key is "name base-URL"
+		labels := []string{name, id.Owner, id.Resource, origin}
+		if b.Limit > 0 {
+			ch <- prometheus.MustNewConstMetric(m.limit, prometheus.GaugeValue, float64(b.Limit), labels...)
+		}
+		paused := 0.0
+		if b.BlockedUntil.After(now) {
+			paused = float64(b.BlockedUntil.Unix())
+		}
+		ch <- prometheus.MustNewConstMetric(m.paused, prometheus.GaugeValue, paused, labels...)
+	}
 }

@@ -12,6 +12,10 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/prometheus/common/expfmt"
+
 	"github.com/ratekeeper/ratekeeper/creds"
 	"github.com/ratekeeper/ratekeeper/provider"
 	"github.com/ratekeeper/ratekeeper/quota"
@@ -271,5 +275,52 @@ func TestHiddenLimitIsObeyedAndLearnt(t *testing.T) {
 				t.Errorf("served %d, want 520", h.served)
 			}
 		})
+	}
+}
+
+// A learnt scope shows in /status (origin "learnt", its pause) and in the
+// metrics.
+func TestLearntScopeShows(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	m, err := NewMetrics(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, _ := provider.New("gitlab", provider.GitLab, "https://gitlab.test/api/v4")
+	providers := provider.NewRegistry()
+	_ = providers.Add(p)
+	h := &hiddenLimit{dialect: "gitlab", limited: "/api/v4/users/", refusal: "headers", perWindow: 1, window: time.Hour}
+	tr, err := New(Options{Providers: providers, Base: handlerRT{h}, SkipValidation: true, DisableCache: true, MaxWait: time.Millisecond, Metrics: m,
+		Pools: map[string]*creds.Pool{"gitlab": creds.NewPool("gitlab", creds.NewToken("gitlab", 1, "tok-shows-1234", "test"))}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		req, _ := http.NewRequest(http.MethodGet, "https://gitlab.test/api/v4/users/1", nil)
+		if resp, err := tr.RoundTrip(req); err == nil {
+			resp.Body.Close()
+		}
+	}
+	creds, err := tr.Status(t.Context(), time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var found *ResourceStatus
+	for _, c := range creds {
+		for i, r := range c.Resources {
+			if r.Resource == "/api/v4/users/*" {
+				found = &c.Resources[i]
+			}
+		}
+	}
+	if found == nil || found.Origin != "learnt" || found.Name != "throttle_authenticated_users_api" || found.BlockedUntil == nil || found.Limit == nil || *found.Limit != 1 {
+		t.Fatalf("status shows the scope as %+v", found)
+	}
+	out, err := testutil.CollectAndFormat(m.scopes, expfmt.TypeTextPlain, "ratekeeper_scope_limit", "ratekeeper_scope_paused_until_timestamp_seconds")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(out), `ratekeeper_scope_limit{origin="learnt",owner=`) || !strings.Contains(string(out), `scope="/api/v4/users/*"} 1`) {
+		t.Errorf("metrics:\n%s", out)
 	}
 }

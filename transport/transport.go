@@ -209,6 +209,9 @@ func New(opts Options) (*Transport, error) {
 	t := &Transport{opts: opts, reg: opts.Providers, base: opts.Base, state: opts.State, log: opts.Logger,
 		holder: opts.Holder, lanes: map[*provider.Provider]*lane{}, given: map[string]*creds.Pool{},
 		late: map[*provider.Provider]*lane{}, auto: map[string]*lane{}}
+	if m := opts.Metrics; m != nil && m.scopes != nil {
+		m.scopes.state.Store(&t.state)
+	}
 	_, t.shared = t.state.(Heartbeats)
 	t.turns, _ = t.state.(LearningTurns)
 	if c, ok := t.state.(Clocked); ok {
