@@ -795,3 +795,28 @@ func TestConfigurationKeysAndVariables(t *testing.T) {
 		}
 	}
 }
+
+// TestDocsExplainOutput: the explanation README.md and docs/tools.md show
+// is what `ratekeeper explain` prints for the repository's sample answer.
+func TestDocsExplainOutput(t *testing.T) {
+	in, err := os.Open("testdata/responses/github-primary-exceeded.http")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer in.Close()
+	var stdout, stderr strings.Builder
+	if code := cli.Execute([]string{"explain"}, in, &stdout, &stderr); code != 0 {
+		t.Fatalf("explain exited %d: %s", code, stderr.String())
+	}
+	first, _, _ := strings.Cut(stdout.String(), "\n")
+	for _, file := range []string{"README.md", "docs/tools.md"} {
+		data, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(string(data), "ratekeeper explain < testdata/responses/github-primary-exceeded.http") ||
+			!strings.Contains(string(data), "\n"+first+"\n") {
+			t.Errorf("%s does not show explain's output for the sample answer:\n%s", file, stdout.String())
+		}
+	}
+}
