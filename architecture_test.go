@@ -3,7 +3,6 @@ package ratekeeper
 import (
 	"bufio"
 	"fmt"
-	"maps"
 	"os"
 	"os/exec"
 	"regexp"
@@ -117,15 +116,11 @@ func violations(layers map[string]int, deps map[string][]string) []string {
 	return v
 }
 
-// TestArchitecture holds the packages to docs/architecture.md's table, and
-// the README's table to that one.
+// TestArchitecture holds the packages to docs/architecture.md's table.
 func TestArchitecture(t *testing.T) {
 	layers := readLayers(t, "docs/architecture.md")
 	for _, v := range violations(layers, goListDeps(t)) {
 		t.Error(v)
-	}
-	if readme := readLayers(t, "README.md"); !maps.Equal(readme, layers) {
-		t.Errorf("README.md's layout table differs from docs/architecture.md's:\n README %v\n   docs %v", readme, layers)
 	}
 }
 

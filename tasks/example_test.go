@@ -5,12 +5,14 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/signal"
 	"path/filepath"
 	"time"
 
 	"github.com/ratekeeper/ratekeeper"
+	"github.com/ratekeeper/ratekeeper/sim"
 	"github.com/ratekeeper/ratekeeper/tasks"
 )
 
@@ -100,4 +102,62 @@ func ExampleOptions_rateLimitAwareClient() {
 	if err := q.Work(ctx, tasks.WorkOptions{Concurrency: 10}); err != nil {
 		panic(err)
 	}
+}
+
+// The built-in http task through ratekeeper's client: its request is
+// paced with the client's others, and a wait for quota longer than the
+// client's MaxWait reschedules the task until the quota returns instead of
+// blocking the worker.
+func ExampleQueue_Submit_http() {
+	srv, _ := sim.New(sim.Config{APIs: []sim.APIConfig{{Dialect: "github", Limit: 100, Window: time.Hour,
+		Tokens: []sim.TokenConfig{{Token: "tok-example-1", Owner: "octocat"}}}}})
+	api := httptest.NewServer(srv) // a simulated GitHub on loopback
+	defer api.Close()
+
+	dir, err := os.MkdirTemp("", "tasks-example")
+	if err != nil {
+		panic(err)
+	}
+	defer os.RemoveAll(dir)
+	ctx := context.Background()
+	client := ratekeeper.NewClient(ratekeeper.Options{
+		Providers: []string{"github=" + api.URL},
+		Tokens:    map[string][]string{"github": {"tok-example-1"}},
+		MaxWait:   30 * time.Second,
+	})
+	q, err := tasks.Open(ctx, filepath.Join(dir, "ratekeeper.db"), tasks.Options{HTTPClient: client})
+	if err != nil {
+		panic(err)
+	}
+	defer q.Close()
+
+	input, _ := json.Marshal(map[string]string{"url": api.URL + "/repos/golang/go"})
+	id, err := q.Submit(ctx, "http", input, tasks.SubmitOptions{})
+	if err != nil {
+		panic(err)
+	}
+	workCtx, stop := context.WithCancel(ctx)
+	worked := make(chan error)
+	go func() { worked <- q.Work(workCtx, tasks.WorkOptions{WorkerID: "example"}) }()
+	t, err := q.Await(ctx, id)
+	stop()
+	if err := <-worked; err != nil {
+		panic(err)
+	}
+	if err != nil {
+		panic(err)
+	}
+	var result tasks.HTTPResult
+	if err := json.Unmarshal(t.Result, &result); err != nil || result.Body == nil {
+		panic(fmt.Sprint(err, string(t.Result)))
+	}
+	var repo struct {
+		FullName string `json:"full_name"`
+	}
+	if err := json.Unmarshal([]byte(*result.Body), &repo); err != nil {
+		panic(err)
+	}
+	fmt.Println(t.State, result.Status, repo.FullName, result.Headers.Get("X-Ratekeeper-Credential"))
+	// Output:
+	// completed 200 golang/go #1 …e-1
 }
