@@ -319,6 +319,39 @@ func (c *Cache) Holds(req *http.Request, owner string) bool {
 	return false
 }
 
+// Revalidatable reports whether req is likely to go as a conditional
+// request whose answer may be a free 304: a GET the caller made
+// conditional itself (If-None-Match or If-Modified-Since), or one for
+// which this process's memory holds an answer with a validator (any
+// owner's: the transport may compute another token's tag from it). It
+// never reads the backend. The transport lets such a request go while
+// the server's own count has room, without holding quota a counted
+// request needs; the answer then says what it cost.
+func (c *Cache) Revalidatable(req *http.Request) bool {
+	if req == nil || req.URL == nil || (req.Method != http.MethodGet && req.Method != "") {
+		return false
+	}
+	if _, ok := req.Header["If-None-Match"]; ok {
+		return true
+	}
+	if _, ok := req.Header["If-Modified-Since"]; ok {
+		return true
+	}
+	if c == nil || !c.usable(req, "any") || isConditional(req.Header) {
+		return false
+	}
+	r := c.memory().get(requestKey(req))
+	if r == nil {
+		return false
+	}
+	for _, v := range r.variants {
+		if (v.inm != nil || v.ims != nil) && v.matches(req) {
+			return true
+		}
+	}
+	return false
+}
+
 // Revalidated returns the response for a request whose 304 answered the
 // validators Prepare set from entry: the stored status and body with the
 // stored header fields updated from the 304's (RFC 9111 §4.3.4: each field

@@ -34,10 +34,21 @@ type Lease struct {
 	// query's predicted points; 0 means 1, a request (see Ask.Units). An
 	// owner counts each lease once, whatever its units.
 	Units int64 `json:"units,omitempty"`
+	// Conditional marks the lease of a request likely to be answered with
+	// a free 304 (see Ask.Conditional): it holds a concurrency slot of
+	// its owner but none of its bucket's quota, so it never makes a
+	// counted request wait. Its answer says what it cost.
+	Conditional bool `json:"conditional,omitempty"`
 }
 
-// units is what the lease holds of its bucket: at least 1.
-func (l Lease) units() int64 { return max(l.Units, 1) }
+// units is what the lease holds of its bucket: at least 1, none for a
+// conditional request.
+func (l Lease) units() int64 {
+	if l.Conditional {
+		return 0
+	}
+	return max(l.Units, 1)
+}
 
 // Leases is a set of leases, small (requests in flight) and kept as a
 // slice so that it serialises as a short JSON array.

@@ -489,7 +489,7 @@ func (b *Bucket) wait(p Policy, n int64, now time.Time) (time.Duration, bool) {
 	budget, known := b.Budget(p.reserveFor(b), now)
 	switch {
 	case !known:
-		if !b.Silent && b.InFlight(now) >= probeInFlight {
+		if !b.Silent && b.Leases.Live(now) >= probeInFlight {
 			inFlight = b.Leases.firstLapse(now)
 		}
 	case budget < b.fits(p, n):
@@ -517,6 +517,20 @@ func (b *Bucket) wait(p Policy, n int64, now time.Time) (time.Duration, bool) {
 		w = max(w, due)
 	}
 	return max(w, inFlight), inFlight > w
+}
+
+// waitConditional is Wait for a request likely to be answered with a free
+// 304 (Ask.Conditional): it goes while the server's own remaining, less
+// the counted requests in flight, is above zero — the reserve is not its
+// to keep, and it is not paced, since it is not expected to spend. A
+// server that refuses conditional requests at an empty bucket (GitHub
+// appears to) is never asked at one. A bucket nothing is known of is
+// probed one request at a time, as for any request.
+func (b *Bucket) waitConditional(now time.Time) (time.Duration, bool) {
+	c := *b // rolls scalars only: the shared Leases are just read
+	c.roll(now)
+	c.TAT = time.Time{}
+	return c.wait(Policy{Kind: Greedy}, 1, now)
 }
 
 // AnswersMayFree reports whether an answer of one of b's requests in

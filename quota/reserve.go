@@ -26,6 +26,11 @@ type Ask struct {
 	// them all (at most the bucket's limit less the reserve), and the
 	// lease holds them until the answer.
 	Units int64
+	// Conditional marks a request likely to be answered with a free 304
+	// (a revalidation): it waits only until the server's own remaining,
+	// less the counted requests in flight, is above zero (see
+	// Bucket.waitConditional), and its lease holds no quota.
+	Conditional bool
 	// Scope is the limit the user wrote for the request's scope (see
 	// Option.Scope), zero for none: a scope nothing else is known of
 	// starts from it.
@@ -85,7 +90,15 @@ func (w *waitFor) add(d time.Duration, onAnswer bool) {
 func waitOption(opt *Option, a *Ask, now time.Time) waitFor {
 	var w waitFor
 	w.add(opt.Owner.wait(a.Secondary, a.Cost, now))
-	if !a.Free {
+	switch {
+	case a.Free:
+	case a.Conditional:
+		w.add(opt.Bucket.waitConditional(now))
+		w.add(scopeWait(opt.Scope, a, now)) // a refused scope's pause holds for every request
+		for _, b := range opt.Also {
+			w.add(b.waitConditional(now))
+		}
+	default:
 		w.add(opt.Bucket.waitUnits(a.Policy, a.units(), now))
 		w.add(scopeWait(opt.Scope, a, now))
 		for _, b := range opt.Also {
@@ -175,6 +188,7 @@ func Decide(opts []Option, a *Ask, l Lease, now time.Time) Decision {
 	if a.Units > 1 {
 		l.Units = a.Units
 	}
+	l.Conditional = a.Conditional
 	o.take(a.Secondary, a.Cost, l, now)
 	if !a.Free {
 		b.take(a.Policy, l, now)

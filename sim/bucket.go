@@ -100,7 +100,13 @@ func (b *bucket) admit(now time.Time, realNow time.Time, inFlight, cost int64, f
 	b.roll(sec)
 	b.requests++
 	b.maxInFlight = max(b.maxInFlight, inFlight)
-	if !free && b.limit > 0 && b.used+cost > b.limit {
+	// A conditional request whose answer would be a free 304 is still
+	// refused at an empty bucket: a production GitHub mirror serves its
+	// stored copy when such a request comes back 403 "API rate limit
+	// exceeded", which says GitHub refuses them; a client must not count
+	// on a 304 it cannot be given.
+	empty := notModified && b.limit > 0 && b.used >= b.limit
+	if (!free || empty) && b.limit > 0 && b.used+cost > b.limit {
 		b.primaryViolations++
 		if countRefused {
 			b.used += cost

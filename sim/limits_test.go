@@ -558,3 +558,20 @@ func TestGitHubEntityTagsFollowTheRequest(t *testing.T) {
 		t.Errorf("%d 304s, want 2", st.Total.NotModified)
 	}
 }
+
+// A conditional request that would be a free 304 is refused at an empty
+// bucket, as GitHub appears to (a production mirror falls back to its
+// stored copy on exactly that 403): a client must not count on a free
+// 304 it cannot be given.
+func TestConditionalRequestRefusedAtAnEmptyBucket(t *testing.T) {
+	srv := mustNew(t, Config{APIs: []APIConfig{{Dialect: "github", Limit: 2, Secondary: noSecondary(), Tokens: []TokenConfig{{Token: "tok-f-1"}}}}})
+	c := newClient(t, srv)
+	etag := c.get("/repos/o/r", "tok-f-1").h("ETag")
+	if a := c.get("/repos/o/r", "tok-f-1", "If-None-Match", etag); a.status != 304 {
+		t.Fatalf("with quota left: %d, want a free 304", a.status)
+	}
+	c.get("/repos/o/r2", "tok-f-1") // the last unit
+	if a := c.get("/repos/o/r", "tok-f-1", "If-None-Match", etag); a.status != 403 || a.h("X-RateLimit-Remaining") != "0" {
+		t.Errorf("at an empty bucket: %d remaining %s, want 403 and 0", a.status, a.h("X-RateLimit-Remaining"))
+	}
+}

@@ -41,6 +41,7 @@ func (x *exchange) acquire() error {
 		return l.policyErr
 	}
 	x.reserve.Ask = l.ask(x.class)
+	x.reserve.Ask.Conditional = x.conditional
 	t.startHolding(x.ctx)
 	// A wake handed to the request while it waited outside (a gateway,
 	// WaitError.Await) goes on after its first decision, as a waiter's.

@@ -41,6 +41,9 @@ type exchange struct {
 	// waited is what the request has waited so far (the learning turn
 	// and quota): the max wait bounds it all.
 	waited time.Duration
+	// conditional: the request is likely to go as a revalidation whose
+	// answer is a free 304 (see cache.Revalidatable, quota.Ask.Conditional).
+	conditional bool
 
 	reserve ReserveParams
 	settleP SettleParams
@@ -151,6 +154,7 @@ func (x *exchange) classify() {
 	} else {
 		x.class.Scope = x.l.p.ScopeOf(req.Method, req.URL)
 	}
+	x.conditional = !x.rt.validating && x.l.cache.Revalidatable(req)
 	x.o = outcome{replayable: req.Body == nil || req.Body == http.NoBody || req.GetBody != nil, idempotent: isIdempotent(req),
 		maxRetries: t.opts.MaxRetries, maxLimitRetries: t.opts.MaxRateLimitRetries, retryCap: t.opts.RetryCap}
 }
