@@ -108,3 +108,15 @@ func (p *Pool) Buckets() [][]*Credential {
 	}
 	return groups
 }
+
+// AppendEligible appends the credentials that may be used at now (not
+// invalid) to dst, in index order, and returns the extended slice: the
+// allocation-free form of Eligible for a hot path with a buffer of its own.
+func (p *Pool) AppendEligible(dst []*Credential, now time.Time) []*Credential {
+	for _, c := range p.creds {
+		if c.Eligible(now) {
+			dst = append(dst, c)
+		}
+	}
+	return dst
+}
