@@ -214,10 +214,6 @@ type rateLimitField struct {
 	kind           fieldKind
 }
 
-// unixFloor tells a Unix time from delta seconds in a bare reset value,
-// as package headers reads them.
-const unixFloor = 1_000_000_000
-
 // write puts f's figures in w for every rate-limit field h holds.
 func (f *poolFigures) write(w *fieldWriter, h http.Header, now time.Time) {
 	used := max(f.limit-f.remaining, 0)
@@ -242,7 +238,11 @@ func (f *poolFigures) write(w *fieldWriter, h http.Header, now time.Time) {
 			if f.reset.IsZero() {
 				continue
 			}
-			if v, err := strconv.ParseInt(firstValue(old), 10, 64); err == nil && v < unixFloor {
+			// The bare-number rule of package headers: a value nearer
+			// to now's Unix time than to zero is a Unix time, else delta
+			// seconds; the pool's reset is written the way the server
+			// wrote its own.
+			if v, err := strconv.ParseInt(firstValue(old), 10, 64); err == nil && v < now.Unix()/2 {
 				w.put(rf, valueInt, resetIn, 0, "")
 			} else {
 				w.put(rf, valueInt, now.Unix()+resetIn, 0, "")
