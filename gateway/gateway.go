@@ -379,6 +379,7 @@ func (g *Gateway) newTransport(client assemble.Options) (transport.Options, erro
 	g.maxWait = to.MaxWait
 	if g.maxWaits, to.Providers, err = gatewayWaits(to.Providers, to.MaxWait); err == nil {
 		to.MaxWait = transportMaxWait
+		to.CallerMaxWait = g.maxWaits // the horizon of the answers' pool fields
 		to.MaxRetries = -1
 		to.Base = upstream{base: to.Base, timeout: g.upstreamTimeout}
 		// With pass-through, clients' tokens learn their owners by

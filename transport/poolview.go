@@ -70,12 +70,34 @@ type poolFigures struct {
 	reset time.Time
 }
 
-// figures sums the resource's buckets over the pool's usable credentials,
-// each bucket once (credentials of one owner share it). A bucket whose
-// window has passed counts as refilled; one no answer has described yet
-// (a credential not used so far) counts as a fresh bucket of the largest
-// limit the others state, since it can serve as soon as it is asked.
+// figures is what the pool allows a request of the resource sent at now.
+// When nothing is left but a bucket refills within the max wait, a request
+// sent now is still served, after a wait in the transport: the figures
+// are then those at the end of the max wait, so that a client keeping its
+// own view of the limit sends it rather than refusing it itself. Remaining
+// is 0 only when no bucket can serve within the max wait, when the request
+// would get a *WaitError (the gateway's 429).
 func (t *Transport) figures(l *lane, pool *creds.Pool, resource string, now time.Time) poolFigures {
+	f := t.figuresAt(l, pool, resource, now)
+	if f.known && f.remaining == 0 {
+		horizon := l.maxWait
+		if w, ok := t.opts.CallerMaxWait[l.p.Name]; ok {
+			horizon = w
+		}
+		if later := t.figuresAt(l, pool, resource, now.Add(horizon)); later.remaining > 0 {
+			f.remaining, f.limit = later.remaining, later.limit
+		}
+	}
+	return f
+}
+
+// figuresAt sums the resource's buckets at the moment at over the pool's
+// usable credentials, each bucket once (credentials of one owner share
+// it). A bucket whose window has passed counts as refilled; one no answer
+// has described yet (a credential not used so far) counts as a fresh
+// bucket of the largest limit the others state, since it can serve as soon
+// as it is asked.
+func (t *Transport) figuresAt(l *lane, pool *creds.Pool, resource string, now time.Time) poolFigures {
 	var credBuf [16]*creds.Credential
 	var ownerBuf [16]string
 	cs := pool.AppendEligible(credBuf[:0], now)

@@ -38,8 +38,10 @@ func TestAnswersCarryThePool(t *testing.T) {
 		t.Run(c.dialect, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				tokens := []sim.TokenConfig{{Token: "tok-pv-a1", Owner: "alice"}, {Token: "tok-pv-b1", Owner: "bob"}}
+				// A max wait shorter than the window: once both buckets
+				// are dry nothing can serve within it.
 				s := newSim(t, sim.APIConfig{Dialect: c.dialect, Limit: 3, Window: time.Minute, Tokens: tokens},
-					[]string{"tok-pv-a1", "tok-pv-b1"}, nil)
+					[]string{"tok-pv-a1", "tok-pv-b1"}, func(o *Options) { o.MaxWait = 10 * time.Second })
 				start := time.Now()
 				sawOwnZero := false
 				for i := 1; i <= 6; i++ {
@@ -115,7 +117,7 @@ func TestPoolFieldsLeaveTheReserveOut(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		tokens := []sim.TokenConfig{{Token: "tok-pv-a1", Owner: "alice"}, {Token: "tok-pv-b1", Owner: "bob"}}
 		s := newSim(t, sim.APIConfig{Dialect: "github", Limit: 3, Window: time.Minute, Tokens: tokens},
-			[]string{"tok-pv-a1", "tok-pv-b1"}, func(o *Options) { o.Policy.Reserve = 1 })
+			[]string{"tok-pv-a1", "tok-pv-b1"}, func(o *Options) { o.Policy.Reserve = 1; o.MaxWait = 10 * time.Second })
 		for i := 1; i <= 4; i++ {
 			resp := s.get(t, fmt.Sprintf("/repos/o/r%d", i))
 			drain(resp)
@@ -240,5 +242,15 @@ func TestFiguresCountEachBucketOnce(t *testing.T) {
 	}
 	if f = tr.figures(l, pool, "core", now.Add(11*time.Minute)); f.remaining != 10 {
 		t.Fatalf("after bob's reset: %+v, want his bucket refilled", f)
+	}
+	// Within the max wait of bob's reset a request sent now is served
+	// (it waits in the transport): the figures say so.
+	if f = tr.figures(l, pool, "core", now.Add(10*time.Minute-DefaultMaxWait+time.Minute)); f.remaining != 10 || !f.reset.Equal(now.Add(10*time.Minute)) {
+		t.Fatalf("bob's reset within the max wait: %+v, want remaining 10, reset bob's", f)
+	}
+	// The gateway's own wait is the horizon where it waits itself.
+	tr.opts.CallerMaxWait = map[string]time.Duration{"github": time.Minute}
+	if f = tr.figures(l, pool, "core", now.Add(10*time.Minute-2*time.Minute)); f.remaining != 0 {
+		t.Fatalf("bob's reset beyond the caller's max wait: %+v, want remaining 0", f)
 	}
 }

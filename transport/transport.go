@@ -158,6 +158,12 @@ type Options struct {
 	// while another credential could serve; the server's values are then
 	// under X-Ratekeeper-Upstream-NAME.
 	UpstreamRateLimitHeaders bool
+	// CallerMaxWait is, by provider name, the longest a request waits for
+	// quota in all where the caller waits outside the transport (the
+	// gateway hands every wait back, with a MaxWait of a nanosecond here):
+	// a bucket that refills within it still serves, and the pool's
+	// rate-limit fields count it. A provider not named uses its max wait.
+	CallerMaxWait map[string]time.Duration
 }
 
 // Transport is an http.RoundTripper that paces requests to rate-limited
