@@ -3,7 +3,6 @@ package transport
 import (
 	"context"
 	"net/http"
-	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -98,19 +97,12 @@ func (t *Transport) figures(l *lane, pool *creds.Pool, resource string, now time
 // bucket of the largest limit the others state, since it can serve as soon
 // as it is asked.
 func (t *Transport) figuresAt(l *lane, pool *creds.Pool, resource string, now time.Time) poolFigures {
-	var credBuf [16]*creds.Credential
 	var ownerBuf [16]string
-	cs := pool.AppendEligible(credBuf[:0], now)
-	owners := ownerBuf[:0]
+	owners := pool.AppendBuckets(ownerBuf[:0], now)
 	var f poolFigures
 	var unknown, largest int64
 	t.view.mu.Lock()
-	for _, c := range cs {
-		owner := c.BucketOwner()
-		if slices.Contains(owners, owner) {
-			continue
-		}
-		owners = append(owners, owner)
+	for _, owner := range owners {
 		sb := t.view.buckets[BucketID{Provider: l.key, Owner: owner, Resource: resource}]
 		if sb == nil {
 			unknown++
@@ -173,7 +165,8 @@ func (x *exchange) showPool(resp *http.Response) {
 			w.put(&retryAfter, valueInt, ceilSeconds(d), 0, "")
 		}
 	}
-	if !hasRateLimitFields(h) {
+	fields := familyOf(h)
+	if fields == nil {
 		w.apply(h)
 		return
 	}
@@ -182,18 +175,19 @@ func (x *exchange) showPool(resp *http.Response) {
 		w.apply(h)
 		return
 	}
-	f.write(&w, h, now)
+	f.write(&w, h, fields, now)
 	w.apply(h)
 }
 
-// hasRateLimitFields reports whether h holds a field write replaces.
-func hasRateLimitFields(h http.Header) bool {
-	for i := range rateLimitFields {
-		if h[rateLimitFields[i].name] != nil {
-			return true
+// familyOf returns the family of rate-limit fields h holds, told by one
+// field each family always has; nil when h holds none.
+func familyOf(h http.Header) []rateLimitField {
+	for _, fam := range rateLimitFamilies {
+		if h[fam[1].name] != nil {
+			return fam
 		}
 	}
-	return false
+	return nil
 }
 
 // fieldKind is what a rate-limit field states.
@@ -209,26 +203,36 @@ const (
 	kindPolicy
 )
 
-// rateLimitFields are the fields the pool's figures replace, by their
-// canonical names: GitHub's and Gitea's x-ratelimit-*, x-rate-limit-*,
-// GitLab's and the earlier IETF drafts' RateLimit-*, and the IETF draft's
-// structured RateLimit and RateLimit-Policy (Hugging Face). Other
-// dialects (Discord's buckets, OpenAI's per-kind fields) pass unchanged.
-var rateLimitFields = [...]rateLimitField{
-	{"X-Ratelimit-Limit", HeaderUpstreamPrefix + "X-Ratelimit-Limit", kindLimit},
-	{"X-Ratelimit-Remaining", HeaderUpstreamPrefix + "X-Ratelimit-Remaining", kindRemaining},
-	{"X-Ratelimit-Used", HeaderUpstreamPrefix + "X-Ratelimit-Used", kindUsed},
-	{"X-Ratelimit-Reset", HeaderUpstreamPrefix + "X-Ratelimit-Reset", kindReset},
-	{"X-Rate-Limit-Limit", HeaderUpstreamPrefix + "X-Rate-Limit-Limit", kindLimit},
-	{"X-Rate-Limit-Remaining", HeaderUpstreamPrefix + "X-Rate-Limit-Remaining", kindRemaining},
-	{"X-Rate-Limit-Reset", HeaderUpstreamPrefix + "X-Rate-Limit-Reset", kindReset},
-	{"Ratelimit-Limit", HeaderUpstreamPrefix + "Ratelimit-Limit", kindLimit},
-	{"Ratelimit-Remaining", HeaderUpstreamPrefix + "Ratelimit-Remaining", kindRemaining},
-	{"Ratelimit-Observed", HeaderUpstreamPrefix + "Ratelimit-Observed", kindUsed},
-	{"Ratelimit-Reset", HeaderUpstreamPrefix + "Ratelimit-Reset", kindReset},
-	{"Ratelimit-Resettime", HeaderUpstreamPrefix + "Ratelimit-Resettime", kindResetTime},
-	{"Ratelimit", HeaderUpstreamPrefix + "Ratelimit", kindStructured},
-	{"Ratelimit-Policy", HeaderUpstreamPrefix + "Ratelimit-Policy", kindPolicy},
+// rateLimitFamilies are the fields the pool's figures replace, by their
+// canonical names, in families whose second field (Remaining, or the
+// structured RateLimit) tells that an answer speaks it: GitHub's and
+// Gitea's x-ratelimit-*, GitLab's and the earlier IETF drafts'
+// RateLimit-*, the IETF draft's structured RateLimit and RateLimit-Policy
+// (Hugging Face), and x-rate-limit-*. Other dialects (Discord's buckets,
+// OpenAI's per-kind fields) pass unchanged.
+var rateLimitFamilies = [...][]rateLimitField{
+	{
+		{"X-Ratelimit-Limit", HeaderUpstreamPrefix + "X-Ratelimit-Limit", kindLimit},
+		{"X-Ratelimit-Remaining", HeaderUpstreamPrefix + "X-Ratelimit-Remaining", kindRemaining},
+		{"X-Ratelimit-Used", HeaderUpstreamPrefix + "X-Ratelimit-Used", kindUsed},
+		{"X-Ratelimit-Reset", HeaderUpstreamPrefix + "X-Ratelimit-Reset", kindReset},
+	},
+	{
+		{"Ratelimit-Limit", HeaderUpstreamPrefix + "Ratelimit-Limit", kindLimit},
+		{"Ratelimit-Remaining", HeaderUpstreamPrefix + "Ratelimit-Remaining", kindRemaining},
+		{"Ratelimit-Observed", HeaderUpstreamPrefix + "Ratelimit-Observed", kindUsed},
+		{"Ratelimit-Reset", HeaderUpstreamPrefix + "Ratelimit-Reset", kindReset},
+		{"Ratelimit-Resettime", HeaderUpstreamPrefix + "Ratelimit-Resettime", kindResetTime},
+	},
+	{
+		{"Ratelimit-Policy", HeaderUpstreamPrefix + "Ratelimit-Policy", kindPolicy},
+		{"Ratelimit", HeaderUpstreamPrefix + "Ratelimit", kindStructured},
+	},
+	{
+		{"X-Rate-Limit-Limit", HeaderUpstreamPrefix + "X-Rate-Limit-Limit", kindLimit},
+		{"X-Rate-Limit-Remaining", HeaderUpstreamPrefix + "X-Rate-Limit-Remaining", kindRemaining},
+		{"X-Rate-Limit-Reset", HeaderUpstreamPrefix + "X-Rate-Limit-Reset", kindReset},
+	},
 }
 
 type rateLimitField struct {
@@ -236,15 +240,15 @@ type rateLimitField struct {
 	kind           fieldKind
 }
 
-// write puts f's figures in w for every rate-limit field h holds.
-func (f *poolFigures) write(w *fieldWriter, h http.Header, now time.Time) {
+// write puts f's figures in w for every field of the family that h holds.
+func (f *poolFigures) write(w *fieldWriter, h http.Header, fields []rateLimitField, now time.Time) {
 	used := max(f.limit-f.remaining, 0)
 	var resetIn int64
 	if !f.reset.IsZero() {
 		resetIn = ceilSeconds(f.reset.Sub(now))
 	}
-	for i := range rateLimitFields {
-		rf := &rateLimitFields[i]
+	for i := range fields {
+		rf := &fields[i]
 		old := h[rf.name]
 		if old == nil {
 			continue
@@ -383,9 +387,9 @@ type fieldWriter struct {
 	n      int
 }
 
-// maxFields is how many fields one answer may have replaced: one per
-// entry of rateLimitFields, and Retry-After.
-const maxFields = 15
+// maxFields is how many fields one answer may have replaced: those of
+// the largest family, and Retry-After.
+const maxFields = 6
 
 // newField is one field's new value: a number, an HTTP date, or a
 // structured field's item with parameters set.
@@ -464,9 +468,8 @@ func (x *exchange) poolWait(now time.Time) (time.Duration, bool) {
 		return 0, false
 	}
 	ask := l.ask(x.class)
-	var buf [16]*creds.Credential
 	best, found := time.Duration(0), false
-	for _, c := range x.pool.AppendEligible(buf[:0], now) {
+	for _, c := range x.pool.Eligible(now) {
 		sl := l.slot(c, x.class)
 		b, ok := buckets[sl.Bucket]
 		if !ok {
