@@ -149,7 +149,7 @@ func reserveOf(p quota.Policy, limit int64) int64 {
 
 // showPool replaces the rate-limit fields of the answer about to be
 // delivered with the pool's figures, in the dialect the server used, and
-// a refusal's Retry-After with the soonest moment any credential of the
+// gives a refusal a Retry-After: the soonest moment any credential of the
 // pool can go. Nothing changes while no bucket of the pool has stated its
 // counts, nor with Options.UpstreamRateLimitHeaders.
 func (x *exchange) showPool(resp *http.Response) {
@@ -160,7 +160,9 @@ func (x *exchange) showPool(resp *http.Response) {
 	now := t.opts.Now()
 	h := resp.Header
 	var w fieldWriter
-	if x.o.limited && h["Retry-After"] != nil {
+	if x.o.limited {
+		// Added where the server sent none (GitHub's primary refusal):
+		// the token's reset in the fields below would no longer say it.
 		if d, ok := x.poolWait(now); ok {
 			w.put(&retryAfter, valueInt, ceilSeconds(d), 0, "")
 		}
@@ -452,7 +454,9 @@ func (w *fieldWriter) apply(h http.Header) {
 		f := &w.fields[i]
 		vals[i] = all[start:ends[i]]
 		start = ends[i]
-		h[f.upstream] = h[f.name]
+		if old := h[f.name]; old != nil {
+			h[f.upstream] = old
+		}
 		h[f.name] = vals[i : i+1 : i+1]
 	}
 }

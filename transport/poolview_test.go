@@ -155,20 +155,34 @@ func TestUpstreamRateLimitHeadersOption(t *testing.T) {
 // A refusal that reaches the caller (here: no retries after rate-limit
 // refusals) tells in Retry-After when the pool can go, not when the
 // refused token can: the other token can go at once.
+// A primary refusal (no Retry-After from GitHub) gets one too.
 func TestDeliveredRefusalTellsThePoolsRetryAfter(t *testing.T) {
+	t.Run("secondary", func(t *testing.T) { deliveredRefusal(t, false) })
+	t.Run("primary", func(t *testing.T) { deliveredRefusal(t, true) })
+}
+
+func deliveredRefusal(t *testing.T, primary bool) {
 	synctest.Test(t, func(t *testing.T) {
 		h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			refused := r.Header.Get("Authorization") == "Bearer tok-pv-a1"
 			w.Header().Set("X-RateLimit-Limit", "5000")
 			w.Header().Set("X-RateLimit-Remaining", "4000")
+			if refused && primary {
+				w.Header().Set("X-RateLimit-Remaining", "0")
+			}
 			w.Header().Set("X-RateLimit-Reset", strconv.FormatInt(time.Now().Add(time.Hour).Unix(), 10))
 			w.Header().Set("X-RateLimit-Resource", "core")
-			if r.Header.Get("Authorization") == "Bearer tok-pv-a1" {
+			switch {
+			case refused && primary:
+				w.WriteHeader(http.StatusForbidden)
+				fmt.Fprint(w, `{"message":"API rate limit exceeded for user ID 1."}`)
+			case refused:
 				w.Header().Set("Retry-After", "120")
 				w.WriteHeader(http.StatusForbidden)
 				fmt.Fprint(w, `{"message":"You have exceeded a secondary rate limit. Please wait a few minutes before you try again."}`)
-				return
+			default:
+				fmt.Fprint(w, `{}`)
 			}
-			fmt.Fprint(w, `{}`)
 		})
 		p, err := provider.New("github", provider.GitHub, "http://api.test")
 		if err != nil {
@@ -176,7 +190,12 @@ func TestDeliveredRefusalTellsThePoolsRetryAfter(t *testing.T) {
 		}
 		reg := provider.NewRegistry()
 		_ = reg.Add(p)
-		pool := creds.NewPool("github", creds.NewToken("github", 1, "tok-pv-a1", "test"), creds.NewToken("github", 2, "tok-pv-b1", "test"))
+		// Owners known: a token whose bucket is unknown would wait for the
+		// refused one's (learning never overspends a bucket it may share).
+		a1, b1 := creds.NewToken("github", 1, "tok-pv-a1", "test"), creds.NewToken("github", 2, "tok-pv-b1", "test")
+		a1.SetOwner(provider.Owner{ID: "1", Name: "alice"})
+		b1.SetOwner(provider.Owner{ID: "2", Name: "bob"})
+		pool := creds.NewPool("github", a1, b1)
 		tr, err := New(Options{Providers: reg, Pools: map[string]*creds.Pool{"github": pool}, Base: handlerRT{h},
 			Policy: quota.Policy{Kind: quota.Greedy}, MaxRateLimitRetries: -1, SkipValidation: true})
 		if err != nil {
@@ -197,8 +216,8 @@ func TestDeliveredRefusalTellsThePoolsRetryAfter(t *testing.T) {
 			if got := resp.Header.Get("Retry-After"); got != "0" {
 				t.Fatalf("refusal: Retry-After %q, want 0 (the other token can go now); header:\n%s", got, headerDump(resp.Header))
 			}
-			if got := resp.Header.Get(HeaderUpstreamPrefix + "Retry-After"); got != "120" {
-				t.Fatalf("refusal: %sRetry-After %q, want the server's 120", HeaderUpstreamPrefix, got)
+			if got, want := resp.Header.Get(HeaderUpstreamPrefix+"Retry-After"), map[bool]string{false: "120", true: ""}[primary]; got != want {
+				t.Fatalf("refusal: %sRetry-After %q, want the server's %q", HeaderUpstreamPrefix, got, want)
 			}
 		}
 		if refused == 0 {
