@@ -51,34 +51,42 @@ func BenchmarkPooledBatch(b *testing.B) {
 			stop()
 		}
 	})
-	b.Run("plain/serve", func(b *testing.B) {
-		for b.Loop() {
-			srv, base, stop := loopbackSim(b)
-			opts := loopbackOptions(srv, base)
-			opts.DB = filepath.Join(b.TempDir(), "ratekeeper.db")
-			gw, err := ratekeeper.NewGateway(ratekeeper.GatewayOptions{Client: opts, Providers: []string{"github"},
-				RefreshEvery: 15 * time.Minute})
-			if err != nil {
-				b.Fatal(err)
-			}
-			ln, err := net.Listen("tcp", "127.0.0.1:0")
-			if err != nil {
-				b.Fatal(err)
-			}
-			ctx, cancel := context.WithCancel(context.Background())
-			served := make(chan error, 1)
-			go func() { served <- gw.Serve(ctx, ln) }()
-			client := &http.Client{Transport: &http.Transport{MaxConnsPerHost: loopbackBatch.workers, MaxIdleConnsPerHost: loopbackBatch.workers}}
-			report(b, loopbackBatch.runPlain(client, "http://"+ln.Addr().String()+"/github/"), srv)
-			client.CloseIdleConnections()
-			cancel()
-			if err := <-served; err != nil {
-				b.Error(err)
-			}
-			gw.Close()
-			stop()
+	b.Run("plain/serve", func(b *testing.B) { serveBatch(b, loopbackBatch) })
+	revoked := loopbackBatch
+	revoked.revoked = true
+	b.Run("plain/serve/one-token-revoked", func(b *testing.B) { serveBatch(b, revoked) })
+}
+
+// serveBatch sends batch as plain GETs through the gateway.
+func serveBatch(b *testing.B, batch pooledBatch) {
+	for b.Loop() {
+		srv, base, stop := loopbackSim(b)
+		opts := batch.clientOptions(srv, false)
+		opts.Providers = []string{"github=" + base}
+		opts.Base = nil
+		opts.DB = filepath.Join(b.TempDir(), "ratekeeper.db")
+		gw, err := ratekeeper.NewGateway(ratekeeper.GatewayOptions{Client: opts, Providers: []string{"github"},
+			RefreshEvery: 15 * time.Minute})
+		if err != nil {
+			b.Fatal(err)
 		}
-	})
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			b.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		served := make(chan error, 1)
+		go func() { served <- gw.Serve(ctx, ln) }()
+		client := &http.Client{Transport: &http.Transport{MaxConnsPerHost: loopbackBatch.workers, MaxIdleConnsPerHost: loopbackBatch.workers}}
+		reportBatch(b, batch, batch.runPlain(client, "http://"+ln.Addr().String()+"/github/"), srv)
+		client.CloseIdleConnections()
+		cancel()
+		if err := <-served; err != nil {
+			b.Error(err)
+		}
+		gw.Close()
+		stop()
+	}
 }
 
 func loopbackSim(b *testing.B) (*sim.Server, string, func()) {
@@ -94,12 +102,14 @@ func loopbackOptions(srv *sim.Server, base string) ratekeeper.Options {
 	return opts
 }
 
-func report(b *testing.B, res batchResult, srv *sim.Server) {
+func report(b *testing.B, res batchResult, srv *sim.Server) { reportBatch(b, loopbackBatch, res, srv) }
+
+func reportBatch(b *testing.B, batch pooledBatch, res batchResult, srv *sim.Server) {
 	st := srv.Stats().Total
 	b.ReportMetric(res.makespan.Seconds(), "makespan-s")
-	b.ReportMetric(res.makespan.Seconds()/loopbackBatch.ideal().Seconds(), "x-ideal")
+	b.ReportMetric(res.makespan.Seconds()/batch.ideal().Seconds(), "x-ideal")
 	b.ReportMetric(float64(res.refusals), "local-refusals")
-	b.ReportMetric(float64(st.Charged)/float64(loopbackBatch.jobs()), "charged/URL")
+	b.ReportMetric(float64(st.Charged)/float64(batch.jobs()), "charged/URL")
 	b.ReportMetric(float64(st.Violations), "violations")
 	if res.failures > 0 {
 		b.Errorf("%d requests failed, first: %v", res.failures, res.firstErr)

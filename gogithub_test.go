@@ -35,8 +35,11 @@ type pooledBatch struct {
 	limit   int64
 	window  time.Duration
 	latency time.Duration
-	windows int // the batch is 3 buckets × limit × windows requests
+	windows int // the batch is buckets × limit × windows requests
 	workers int
+	// revoked: carol's token is one the server rejects, so two buckets
+	// carry the batch.
+	revoked bool
 }
 
 var pooledTokens = []sim.TokenConfig{
@@ -46,14 +49,19 @@ var pooledTokens = []sim.TokenConfig{
 	{Token: "tok-pool-c-0004", Owner: "carol"},
 }
 
-const pooledBuckets = 3
+func (b pooledBatch) buckets() int {
+	if b.revoked {
+		return 2
+	}
+	return 3
+}
 
-func (b pooledBatch) jobs() int { return pooledBuckets * int(b.limit) * b.windows }
+func (b pooledBatch) jobs() int { return b.buckets() * int(b.limit) * b.windows }
 
 // ideal is the physical limit: the last window opens windows−1 windows
 // after the first, and its requests take their rounds of the latency.
 func (b pooledBatch) ideal() time.Duration {
-	perWindow := pooledBuckets * int(b.limit)
+	perWindow := b.buckets() * int(b.limit)
 	rounds := (perWindow + b.workers - 1) / b.workers
 	return time.Duration(b.windows-1)*b.window + time.Duration(rounds)*b.latency
 }
@@ -72,6 +80,9 @@ func (b pooledBatch) clientOptions(srv *sim.Server, upstream bool) ratekeeper.Op
 	var tokens []string
 	for _, tc := range pooledTokens {
 		tokens = append(tokens, tc.Token)
+	}
+	if b.revoked {
+		tokens[len(tokens)-1] = "tok-revoked-9999"
 	}
 	return ratekeeper.Options{
 		Providers: []string{"github=http://api.test"},
