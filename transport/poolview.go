@@ -35,7 +35,7 @@ const HeaderUpstreamPrefix = "X-Ratekeeper-Upstream-"
 // shared database would cost a query per request). The server's counters
 // include every process's spending, so the shadow of a bucket is as true
 // as its last answer; a bucket no answer of this process described is
-// counted as a fresh one (see poolFigures).
+// counted as a fresh one (see figuresAt).
 type poolView struct {
 	mu      sync.Mutex
 	buckets map[BucketID]*quota.Bucket
