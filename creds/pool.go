@@ -108,3 +108,27 @@ func (p *Pool) Buckets() [][]*Credential {
 	}
 	return groups
 }
+
+// AppendBuckets appends to dst the bucket owner (see
+// [Credential.BucketOwner]) of each credential that may be used at now,
+// each once, in index order, and returns the extended slice: the distinct
+// buckets the pool can spend, allocation-free with a buffer of the
+// caller's.
+func (p *Pool) AppendBuckets(dst []string, now time.Time) []string {
+	for _, c := range p.creds {
+		c.st.mu.Lock()
+		st := c.st.statusAt(now).State
+		owner := c.st.ownerKey
+		c.st.mu.Unlock()
+		if st == Invalid {
+			continue
+		}
+		if owner == "" {
+			owner = c.identity
+		}
+		if !slices.Contains(dst, owner) {
+			dst = append(dst, owner)
+		}
+	}
+	return dst
+}

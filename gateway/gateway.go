@@ -131,9 +131,13 @@ type Options struct {
 	// rewrite Link and Location headers that point at an upstream;
 	// default: http:// plus the request's Host.
 	PublicURL string
-	// RefreshEvery makes Serve ask the servers about every credential
-	// (transport.Refresh) at start and then at this interval, so the
-	// dashboard shows quota before traffic; 0 never does.
+	// RefreshEvery makes Serve read the providers' free status endpoints
+	// (GitHub's /rate_limit; transport.ReadQuota) with every usable
+	// credential at this interval, so the dashboard shows buckets no
+	// request touched lately; 0 never does. Nothing goes out at start,
+	// and nothing that counts against a quota ever: owners are learnt
+	// from the answers to clients' requests, and a rejected token from
+	// its first 401.
 	RefreshEvery time.Duration
 	// ShutdownTimeout bounds how long Serve lets in-flight requests
 	// finish once its context ends. Default DefaultShutdownTimeout.
@@ -379,6 +383,7 @@ func (g *Gateway) newTransport(client assemble.Options) (transport.Options, erro
 	g.maxWait = to.MaxWait
 	if g.maxWaits, to.Providers, err = gatewayWaits(to.Providers, to.MaxWait); err == nil {
 		to.MaxWait = transportMaxWait
+		to.CallerMaxWait = g.maxWaits // the horizon of the answers' pool fields
 		to.MaxRetries = -1
 		to.Base = upstream{base: to.Base, timeout: g.upstreamTimeout}
 		// With pass-through, clients' tokens learn their owners by

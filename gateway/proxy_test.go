@@ -39,7 +39,12 @@ func TestProxyEndToEnd(t *testing.T) {
 		if c := resp.Header.Get(transport.HeaderCredential); !strings.HasPrefix(c, "#") {
 			t.Fatalf("credential header %q", c)
 		}
-		if resp.Header.Get("X-Ratelimit-Limit") != "100" {
+		// The rate-limit fields say what the pool can do (two owners
+		// of 100 an hour); the server's own are kept.
+		if resp.Header.Get("X-Ratelimit-Limit") != "200" || resp.Header.Get("X-Ratelimit-Remaining") != "199" {
+			t.Fatalf("rate-limit fields are not the pool's: %v", resp.Header)
+		}
+		if resp.Header.Get(transport.HeaderUpstreamPrefix+"X-Ratelimit-Limit") != "100" {
 			t.Fatalf("upstream rate-limit headers not passed on: %v", resp.Header)
 		}
 
@@ -163,8 +168,9 @@ func TestRouteForms(t *testing.T) {
 	})
 }
 
-// With RefreshEvery, the quota view is filled before any traffic: owners
-// are learnt and GitHub's free /rate_limit read.
+// With RefreshEvery, the quota view is filled without spending anything:
+// nothing goes out at start; after the interval, GitHub's free /rate_limit
+// is read with each token, which charges nothing.
 func TestRefreshFillsStatus(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		e := newEnv(t, []sim.APIConfig{githubAPI(100, time.Hour, simTokens...)},
@@ -173,11 +179,19 @@ func TestRefreshFillsStatus(t *testing.T) {
 		done := make(chan struct{})
 		go func() { e.gw.refreshLoop(ctx, time.Hour); close(done) }()
 		synctest.Wait()
+		if st := e.srv.Stats().Total; st.Requests != 0 {
+			t.Fatalf("%d requests at start, want none", st.Requests)
+		}
+		time.Sleep(time.Hour)
+		synctest.Wait()
 		rep := e.status(t)
 		for _, c := range rep.Credentials {
-			if c.Owner == "" || len(c.Resources) < 2 {
-				t.Fatalf("after a refresh, %s: owner %q, %d resources", c.Credential, c.Owner, len(c.Resources))
+			if len(c.Resources) < 2 {
+				t.Fatalf("after a refresh, %s: %d resources, want /rate_limit's", c.Credential, len(c.Resources))
 			}
+		}
+		if st := e.srv.Stats().Total; st.Requests != 2 || st.Charged != 0 {
+			t.Fatalf("a refresh sent %d requests charged %d, want one free /rate_limit per token", st.Requests, st.Charged)
 		}
 		cancel()
 		<-done

@@ -108,23 +108,25 @@ func (g *Gateway) HTTPServer() *http.Server {
 	}
 }
 
-// refreshLoop asks the servers about every served provider's credentials
-// now and then every interval.
+// refreshLoop reads every served provider's free status endpoint every
+// interval, from one interval after start: a "who am I" request and a
+// status read per token at start cost a counted request each, which on a
+// batch that fills its windows exactly spilled it into one more window.
 func (g *Gateway) refreshLoop(ctx context.Context, every time.Duration) {
 	t := time.NewTicker(every)
 	defer t.Stop()
 	for {
-		for _, name := range g.names {
-			// One provider at a time, so one that cannot be reached
-			// does not keep the others from being refreshed.
-			if err := g.main.Refresh(ctx, name); err != nil && ctx.Err() == nil {
-				g.log.Warn("refreshing quota", "provider", name, "err", err)
-			}
-		}
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+		}
+		for _, name := range g.names {
+			// One provider at a time, so one that cannot be reached
+			// does not keep the others from being refreshed.
+			if err := g.main.ReadQuota(ctx, name); err != nil && ctx.Err() == nil {
+				g.log.Warn("reading quota", "provider", name, "err", err)
+			}
 		}
 	}
 }

@@ -318,6 +318,7 @@ func (x *exchange) read() {
 		x.observeLearning(counted && r.Limited == headers.NotLimited && s.resp.StatusCode < 500)
 	}
 	x.settle(r, s.now, counted)
+	t.view.observe(g.slot.Bucket, &x.settleP.Answer, s.now)
 	t.record(x.l.p, g, s.resp.StatusCode, cacheOutcome(s.out.Method, s.entry != nil, s.resp.StatusCode), r)
 	if learning {
 		t.learnFrom(x.ctx, x.l.p, x.turn, s.now)
@@ -401,6 +402,7 @@ func (x *exchange) deliver() (*http.Response, error) {
 	if x.n > 1 {
 		resp.Header.Set(HeaderAttempts, strconv.Itoa(x.n))
 	}
+	x.showPool(resp)
 	// The base transport's request carries the token; the caller gets
 	// its own back.
 	resp.Request = x.req

@@ -150,6 +150,20 @@ type Options struct {
 	Now func() time.Time
 	// Rand returns numbers in [0, 1) for jitter; nil means math/rand/v2.
 	Rand func() float64
+	// UpstreamRateLimitHeaders delivers answers with the server's own
+	// rate-limit fields. By default they say what the pool can still do
+	// (see HeaderUpstreamPrefix): summed over its distinct buckets, the
+	// soonest reset, and a refusal's Retry-After when any credential can
+	// go, so that a client keeping its own view of the limit does not stop
+	// while another credential could serve; the server's values are then
+	// under X-Ratekeeper-Upstream-NAME.
+	UpstreamRateLimitHeaders bool
+	// CallerMaxWait is, by provider name, the longest a request waits for
+	// quota in all where the caller waits outside the transport (the
+	// gateway hands every wait back, with a MaxWait of a nanosecond here):
+	// a bucket that refills within it still serves, and the pool's
+	// rate-limit fields count it. A provider not named uses its max wait.
+	CallerMaxWait map[string]time.Duration
 }
 
 // Transport is an http.RoundTripper that paces requests to rate-limited
@@ -194,6 +208,7 @@ type Transport struct {
 
 	waiters   waiters
 	costs     graphqlCosts // GraphQL queries' costs, learnt per shape
+	view      poolView     // the buckets as answers describe them, for delivered answers' fields
 	leaseBase uint64
 	leaseSeq  atomic.Uint64
 }
@@ -499,6 +514,7 @@ func (t *Transport) observe(ctx context.Context, p *provider.Provider, slot Slot
 	if err := t.state.Settle(context.WithoutCancel(ctx), sp); err != nil {
 		t.log.Warn("quota state update failed", "bucket", slot.Bucket.String(), "err", err)
 	}
+	t.view.observe(slot.Bucket, &sp.Answer, now)
 	t.waiters.wake()
 }
 

@@ -96,6 +96,14 @@ type Options struct {
 	OnEvent func(transport.Event)
 	// Registerer receives the Prometheus collectors (nil: none).
 	Registerer prometheus.Registerer
+	// UpstreamRateLimitHeaders delivers answers with the server's own
+	// rate-limit fields. By default they say what the pool of tokens can
+	// still do — limit and remaining summed over its distinct buckets less
+	// the reserve, the soonest reset — so that a client keeping its own
+	// view of the limit (go-github, octokit's throttling) does not stop
+	// while another token could serve; the server's values are then under
+	// X-Ratekeeper-Upstream-NAME (see transport.HeaderUpstreamPrefix).
+	UpstreamRateLimitHeaders bool
 	// Tune sets anything else transport.Options offers; it runs last.
 	Tune func(*transport.Options)
 }
@@ -136,7 +144,8 @@ func Build(opts Options) (transport.Options, error) {
 		Logger:    opts.Logger,
 		OnEvent:   opts.OnEvent,
 
-		NoAutoProviders: noAuto,
+		NoAutoProviders:          noAuto,
+		UpstreamRateLimitHeaders: opts.UpstreamRateLimitHeaders,
 	}
 	if to.Policy, err = policy(opts); err != nil {
 		return transport.Options{}, err

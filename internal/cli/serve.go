@@ -38,6 +38,7 @@ type serveOptions struct {
 	publicURL          string
 	refresh            time.Duration
 	shutdownTimeout    time.Duration
+	upstreamHeaders    bool
 }
 
 func newServeCmd() *cobra.Command {
@@ -53,7 +54,11 @@ sent with the credential that can go soonest; identical concurrent GETs share on
 upstream request. --max-wait bounds the whole time a request waits for quota,
 queueing behind other requests included: when quota returns later than that,
 the client gets 429 at once, with Retry-After (when quota returns) and
-x-ratelimit-remaining/-reset headers, so its own rate-limit handling works. Once
+x-ratelimit-remaining/-reset headers, so its own rate-limit handling works.
+Every answer's rate-limit headers say what the pool of tokens can still do
+(limits summed over distinct buckets, the soonest reset), the server's own
+under X-Ratekeeper-Upstream-NAME; --upstream-rate-limit-headers passes the
+server's instead. Nothing is sent at start: owners are learnt from answers. Once
 sent, a request gets --upstream-timeout for the upstream's answer (504 beyond);
 an answer is always recorded in the quota state, even when its client has left,
 and a request whose client left while it waited is not sent. The gateway does
@@ -112,7 +117,8 @@ SIGTERM stops accepting and lets requests in flight finish (--shutdown-timeout).
 	f.IntVar(&o.maxPendingPerAddr, "max-pending-per-address", gateway.DefaultMaxPendingPerAddress, "most connections from one client address without a request (with keys: a valid key) for a second or more; beyond it a new one closes the oldest")
 	f.StringSliceVar(&o.hosts, "host", nil, "HOST=PROVIDER routes requests whose Host header is HOST to PROVIDER, whole path (repeatable)")
 	f.StringVar(&o.publicURL, "public-url", "", "the gateway's URL as clients see it, for rewritten Link and Location headers (default: from the request)")
-	f.DurationVar(&o.refresh, "refresh", 15*time.Minute, "ask the servers about every credential at start and then this often, for the dashboard (0: never)")
+	f.DurationVar(&o.refresh, "refresh", 15*time.Minute, "read the providers' free status endpoints (GitHub's /rate_limit) this often, for the dashboard; nothing at start, nothing counted (0: never)")
+	f.BoolVar(&o.upstreamHeaders, "upstream-rate-limit-headers", false, "pass the server's own rate-limit headers (default: what the pool of tokens can still do, the server's under X-Ratekeeper-Upstream-NAME)")
 	f.DurationVar(&o.shutdownTimeout, "shutdown-timeout", gateway.DefaultShutdownTimeout, "how long requests in flight may finish after SIGTERM")
 	return cmd
 }
@@ -176,6 +182,7 @@ func (o *serveOptions) gatewayOptions(stderr io.Writer) (gateway.Options, error)
 	if err != nil {
 		return gateway.Options{}, exitf(2, "%v", err)
 	}
+	copts.UpstreamRateLimitHeaders = o.upstreamHeaders
 	level := slog.LevelInfo
 	if o.client.verbose {
 		level = slog.LevelDebug

@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -175,5 +176,42 @@ func TestServeTimeoutsAndRefusals(t *testing.T) {
 	}
 	if n := upstream.Load(); n != 1 {
 		t.Fatalf("the rejected token was sent upstream %d times, want once", n)
+	}
+}
+
+// The gateway's answers say what the pool of tokens can do, the server's
+// own under X-Ratekeeper-Upstream-; --upstream-rate-limit-headers passes
+// the server's as they came.
+func TestServeUpstreamRateLimitHeaders(t *testing.T) {
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("X-RateLimit-Limit", "5000")
+		w.Header().Set("X-RateLimit-Remaining", "4999")
+		w.Header().Set("X-RateLimit-Used", "1")
+		w.Header().Set("X-RateLimit-Reset", strconv.FormatInt(time.Now().Add(time.Hour).Unix(), 10))
+		w.Header().Set("X-RateLimit-Resource", "core")
+		io.WriteString(w, `{}`)
+	}))
+	defer up.Close()
+	t.Setenv("GITHUB_TOKEN", "tok-serve-0001,tok-serve-0002")
+	for _, c := range []struct {
+		flags         []string
+		limit, server string
+	}{
+		{nil, "10000", "5000"},
+		{[]string{"--upstream-rate-limit-headers"}, "5000", ""},
+	} {
+		base := startServe(t, append([]string{"--provider", "github=" + up.URL}, c.flags...)...)
+		resp, err := http.Get(base + "/github/repos/o/r")
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if got := resp.Header.Get("X-Ratelimit-Limit"); got != c.limit {
+			t.Errorf("%v: X-RateLimit-Limit %q, want %s", c.flags, got, c.limit)
+		}
+		if got := resp.Header.Get("X-Ratekeeper-Upstream-X-Ratelimit-Limit"); got != c.server {
+			t.Errorf("%v: X-Ratekeeper-Upstream-X-RateLimit-Limit %q, want %q", c.flags, got, c.server)
+		}
 	}
 }
