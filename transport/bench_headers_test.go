@@ -79,7 +79,7 @@ func BenchmarkPoolViewPerAnswer(b *testing.B) {
 	r := quota.Read(200, resp.Header, nil, now, 0)
 	ans := quota.Answer{Reading: &r, Counted: true}
 	for _, c := range cs {
-		tr.view.observe(l.slot(c, provider.Request{Resource: "core"}).Bucket, &ans, now)
+		tr.view.observe(l.slot(c, provider.Request{Resource: "core"}), &ans, now)
 	}
 	// The fields showPool replaces are put back after each round; the
 	// upstream fields it adds are the same keys every round.
@@ -88,7 +88,7 @@ func BenchmarkPoolViewPerAnswer(b *testing.B) {
 		saved[k] = resp.Header[k]
 	}
 	x := &exchange{t: tr, l: l, pool: pool, class: provider.Request{Resource: "core"}}
-	id := l.slot(cs[0], provider.Request{Resource: "core"}).Bucket
+	id := l.slot(cs[0], provider.Request{Resource: "core"})
 	b.ReportAllocs()
 	for b.Loop() {
 		tr.view.observe(id, &ans, now)

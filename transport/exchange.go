@@ -318,7 +318,7 @@ func (x *exchange) read() {
 		x.observeLearning(counted && r.Limited == headers.NotLimited && s.resp.StatusCode < 500)
 	}
 	x.settle(r, s.now, counted)
-	t.view.observe(g.slot.Bucket, &x.settleP.Answer, s.now)
+	t.view.observe(g.slot, &x.settleP.Answer, s.now)
 	t.record(x.l.p, g, s.resp.StatusCode, cacheOutcome(s.out.Method, s.entry != nil, s.resp.StatusCode), r)
 	if learning {
 		t.learnFrom(x.ctx, x.l.p, x.turn, s.now)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/ratekeeper/ratekeeper/creds"
+	"github.com/ratekeeper/ratekeeper/headers"
 	"github.com/ratekeeper/ratekeeper/quota"
 )
 
@@ -41,8 +42,12 @@ type poolView struct {
 	buckets map[BucketID]*quota.Bucket
 }
 
-// observe applies an answer of bucket id to its shadow.
-func (v *poolView) observe(id BucketID, ans *quota.Answer, now time.Time) {
+// observe applies an answer of slot's bucket to its shadow. A refusal of
+// the request's scope (a limit the bucket does not announce, see
+// quota.SettleScoped) leaves the shadow as its answers left it, as it
+// leaves the bucket.
+func (v *poolView) observe(slot Slot, ans *quota.Answer, now time.Time) {
+	id := slot.Bucket
 	if ans.Reading == nil || id.Owner == "" {
 		return
 	}
@@ -56,6 +61,11 @@ func (v *poolView) observe(id BucketID, ans *quota.Answer, now time.Time) {
 		nb := quota.NewBucket()
 		b = &nb
 		v.buckets[id] = b
+	}
+	if slot.Scope != (BucketID{}) && ans.Reading.Limited != headers.NotLimited {
+		scratch := quota.NewBucket()
+		quota.SettleScoped(nil, b, &scratch, 0, ans, now)
+		return
 	}
 	quota.Settle(nil, b, 0, ans, now)
 }

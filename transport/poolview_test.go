@@ -247,7 +247,7 @@ func TestFiguresCountEachBucketOnce(t *testing.T) {
 	feed := func(c *creds.Credential, remaining int64, reset time.Time) {
 		r := quota.Read(200, http.Header{"X-Ratelimit-Limit": {"10"}, "X-Ratelimit-Remaining": {strconv.FormatInt(remaining, 10)},
 			"X-Ratelimit-Reset": {strconv.FormatInt(reset.Unix(), 10)}, "X-Ratelimit-Resource": {"core"}}, nil, now, 0)
-		tr.view.observe(l.slot(c, provider.Request{Resource: "core"}).Bucket, &quota.Answer{Reading: &r, Counted: true}, now)
+		tr.view.observe(l.slot(c, provider.Request{Resource: "core"}), &quota.Answer{Reading: &r, Counted: true}, now)
 	}
 	feed(a1, 0, now.Add(30*time.Minute))
 	f := tr.figures(l, pool, "core", now)

@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/common/expfmt"
 
 	"github.com/ratekeeper/ratekeeper/creds"
+	"github.com/ratekeeper/ratekeeper/headers"
 	"github.com/ratekeeper/ratekeeper/provider"
 	"github.com/ratekeeper/ratekeeper/quota"
 )
@@ -322,5 +323,23 @@ func TestLearntScopeShows(t *testing.T) {
 	}
 	if !strings.Contains(string(out), `ratekeeper_scope_limit{origin="learnt",owner=`) || !strings.Contains(string(out), `scope="/api/v4/users/*"} 1`) {
 		t.Errorf("metrics:\n%s", out)
+	}
+}
+
+// The pool's figures a caller sees are the announced bucket's: a refusal of
+// the request's scope, which states another throttle's 40 and 0, leaves
+// the shadow the answers feed as it was, as it leaves the bucket.
+func TestScopeRefusalLeavesThePoolFigures(t *testing.T) {
+	var v poolView
+	now := time.Date(2026, 1, 1, 0, 0, 10, 0, time.UTC)
+	slot := Slot{Bucket: BucketID{Provider: "gitlab x", Owner: "alice", Resource: "api"}}
+	slot.Scope = BucketID{Provider: "gitlab x", Owner: "alice", Resource: "/api/v4/users/*"}
+	ok := &headers.Reading{Status: 200, Limit: 2000, Remaining: 1990, Used: quota.UnknownCount, Reset: now.Add(50 * time.Second)}
+	v.observe(slot, &quota.Answer{Reading: ok, Counted: true}, now)
+	refusal := &headers.Reading{Status: 429, Limit: 40, Remaining: 0, Used: quota.UnknownCount, Reset: now.Add(50 * time.Second),
+		RetryAfter: 50 * time.Second, HasRetryAfter: true, Resource: "throttle_authenticated_users_api", Limited: headers.Primary}
+	v.observe(slot, &quota.Answer{Reading: refusal, Counted: true}, now)
+	if b := v.buckets[slot.Bucket]; b.Remaining != 1990 || b.Limit != 2000 || !b.BlockedUntil.IsZero() {
+		t.Errorf("the shadow took the scope's refusal: %d/%d, blocked until %v", b.Remaining, b.Limit, b.BlockedUntil)
 	}
 }

@@ -514,7 +514,7 @@ func (t *Transport) observe(ctx context.Context, p *provider.Provider, slot Slot
 	if err := t.state.Settle(context.WithoutCancel(ctx), sp); err != nil {
 		t.log.Warn("quota state update failed", "bucket", slot.Bucket.String(), "err", err)
 	}
-	t.view.observe(slot.Bucket, &sp.Answer, now)
+	t.view.observe(slot, &sp.Answer, now)
 	t.waiters.wake()
 }
 
