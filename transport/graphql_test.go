@@ -182,6 +182,39 @@ func TestGraphQLCostLearntPerShape(t *testing.T) {
 	}
 }
 
+// A cost learnt for a query sent with small sizes is not the cost of the
+// same text sent with large ones (or left to its defaults): the formula's
+// price is part of the shape.
+func TestGraphQLCostLearntPerPrice(t *testing.T) {
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("X-Ratelimit-Limit", "5000")
+		w.Header().Set("X-Ratelimit-Remaining", "4000")
+		w.Header().Set("X-Ratelimit-Reset", fmt.Sprint(time.Now().Add(time.Hour).Unix()))
+		w.Header().Set("X-Ratelimit-Resource", "graphql")
+		io.WriteString(w, `{"data":{"rateLimit":{"cost":1}}}`)
+	})
+	tr := handlerTransport(t, h, nil)
+	p := tr.reg.Providers()[0]
+	const q = `query($n: Int = 100) { viewer { repositories(first: $n) { nodes { issues(first: 30) { nodes { labels(first: 1) { totalCount } } } } } } rateLimit { cost } }`
+	units := func(vars map[string]any) int {
+		x := tr.newExchange(graphqlPost(t, p.GraphQLURL().String(), q, vars), tr.laneFor(p), route{})
+		defer x.close()
+		x.classify()
+		return x.class.Units
+	}
+	resp, err := tr.RoundTrip(graphqlPost(t, p.GraphQLURL().String(), q, map[string]any{"n": 1}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	drain(resp)
+	if got := units(map[string]any{"n": 1}); got != 1 {
+		t.Errorf("the query sent with n = 1: %d, want the learnt 1", got)
+	}
+	if got := units(nil); got != 31 {
+		t.Errorf("the query left to its default n = 100: %d, want the formula's 31 (1 + 100 + 3,000 requests)", got)
+	}
+}
+
 // Answers of queries that overlapped teach nothing: the rise of used
 // belongs to more than one of them.
 func TestGraphQLCostNotLearntFromOverlaps(t *testing.T) {

@@ -16,7 +16,8 @@ import (
 // A request reserving 1 would overspend the bucket by the cost of every
 // query in flight, so a GraphQL query reserves its predicted cost
 // (provider.Request.Units, quota.Ask.Units): the cost learnt for its shape
-// (its text without variables) from earlier answers, else the cost
+// (its text and formula price, without variables' values) from earlier
+// answers, else the cost
 // GitHub's published formula gives (the exchange's classify step prices
 // the query: exchange.priceQuery). Answers teach the real cost: the
 // rateLimit { cost } of the body when the query asks for it, otherwise the
