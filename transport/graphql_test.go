@@ -240,6 +240,35 @@ func TestGraphQLCostNotLearntFromOverlaps(t *testing.T) {
 	}
 }
 
+// Answers that arrive out of order teach nothing wrong: two queries in
+// flight (6 and 36 points), the later-sent one's answer (used 52) first,
+// the earlier one's (used 16) a moment later; the next query alone in
+// flight costs the rise from the highest used of the window, not from the
+// answer that happened to come last.
+func TestGraphQLCostLearntAcrossReversedAnswers(t *testing.T) {
+	var c graphqlCosts
+	id := BucketID{Provider: "github x", Owner: "a", Resource: "graphql"}
+	reset := time.Unix(1_800_000_000, 0)
+	reading := func(used int64, reset time.Time) *headers.Reading {
+		return &headers.Reading{Status: 200, Limit: 5000, Remaining: 5000 - used, Used: used, Reset: reset}
+	}
+	c.answered(id, "k", c.sent(id), reading(10, reset), 0)
+	a, b := c.sent(id), c.sent(id)
+	c.answered(id, "k", b, reading(52, reset), 0)
+	c.answered(id, "k", a, reading(16, reset), 0)
+	if got := c.answered(id, "k", c.sent(id), reading(59, reset), 0); got != 7 {
+		t.Errorf("learnt %d from a query alone after reversed answers, want 7", got)
+	}
+	// A straggler of the window before tells nothing either; the next
+	// window's first answer starts afresh.
+	next := reset.Add(time.Hour)
+	c.answered(id, "k", c.sent(id), reading(3, next), 0)
+	c.answered(id, "k", c.sent(id), reading(4990, reset), 0)
+	if got := c.answered(id, "k", c.sent(id), reading(8, next), 0); got != 5 {
+		t.Errorf("learnt %d after a straggler of the window before, want 5", got)
+	}
+}
+
 // A 200 with RATE_LIMITED is a refusal: the query is sent again once the
 // bucket resets, and the caller gets the answer.
 func TestGraphQLRateLimitedIsRetried(t *testing.T) {
