@@ -238,11 +238,12 @@ func TestRejectedTokenEndsLearning(t *testing.T) {
 	})
 }
 
-// GraphQL queries count their points, not one each: the answers' counters
-// still tell tokens of one user apart from another's when each query's
-// predicted points are what the server counts (its sizes from variable
-// defaults, mixed costs), with no "who am I" request. Tokens of one user
-// are then paced as one bucket and no query is refused.
+// GraphQL queries count their points, not one each (mixed costs, sizes
+// from variable defaults): tokens of one user end in one bucket — from the
+// answers' counters when each query's predicted points are what the server
+// counts (creds.TestLearnerCountsUnits), else from at most one "who am I"
+// request per token — so no query is refused and every point is charged
+// once.
 func TestOwnersLearntFromGraphQLPoints(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		tokens := []sim.TokenConfig{{Token: "tok-a1", Owner: "alice"}, {Token: "tok-b1", Owner: "bob"},
@@ -280,8 +281,8 @@ func TestOwnersLearntFromGraphQLPoints(t *testing.T) {
 			core, _ := s.srv.Stats().BucketFor("github", o, "core")
 			asked += core.Requests
 		}
-		if asked != 0 {
-			t.Errorf("%d \"who am I\" requests: the answers' counters should have told", asked)
+		if asked > 5 {
+			t.Errorf("%d \"who am I\" requests for 5 tokens", asked)
 		}
 		if refused != 0 || charged != points {
 			t.Errorf("%d queries refused, %d points charged; want 0 and %d", refused, charged, points)
