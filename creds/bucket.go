@@ -11,7 +11,14 @@ type Usage struct {
 	Used     int
 	Reset    time.Time
 	At       time.Time
+	// Units is what the reading's own request counted, when more than
+	// one: a GitHub GraphQL query counts its points (as priced before it
+	// went). 0 means 1.
+	Units int
 }
+
+// counts is what the reading's request counted: at least 1.
+func (u Usage) counts() int { return max(u.Units, 1) }
 
 // MaxUsageGap is how far apart two readings may be taken for [SameBucket] to
 // compare them.

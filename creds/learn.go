@@ -7,10 +7,11 @@ import "time"
 // counters their own answers carry, so that nothing is spent to learn it:
 // no "who am I" request, no window lost to it.
 //
-// It relies on the server counting requests one by one in each bucket
-// (GitHub's x-ratelimit-used, GitLab's RateLimit-Observed, or limit −
-// remaining where only those are stated) and on seeing the answers in the
-// order the server counted them. So while a pool is learning, its requests
+// It relies on the server counting requests in each bucket, one by one or
+// by a known number of units each (GitHub's x-ratelimit-used, GitLab's
+// RateLimit-Observed, or limit − remaining where only those are stated;
+// a GraphQL query counts its points, Usage.Units), and on seeing the
+// answers in the order the server counted them. So while a pool is learning, its requests
 // go one at a time (the transport makes sure of that) and each takes the
 // credential Next names:
 //
@@ -56,6 +57,11 @@ type learnGroup struct {
 	// mute is set for a group whose answers never counted (a few tries):
 	// it is not asked again, and probes are not compared with it.
 	mute bool
+	// inferred marks a group whose bucket this learner concluded was its
+	// first member's own (see place): true only against the groups there
+	// were then, so a later credential never told apart from it may
+	// share it (see retry).
+	inferred bool
 }
 
 // pair is a credential and a group shown to count apart.
@@ -68,8 +74,9 @@ type learnCandidate struct {
 	cred  *Credential
 	group *learnGroup
 	probe Usage
-	// exact: the probe counted exactly one more than the group's last
-	// answer, as one counter would with nobody else spending. Only then
+	// exact: the probe counted exactly its own units more than the
+	// group's last answer, as one counter would with nobody else
+	// spending. Only then
 	// can the confirmation merge them; a probe further above can only be
 	// refuted by it, or tried again.
 	exact bool
@@ -285,7 +292,7 @@ func (l *Learner) place(c *Credential, u Usage) []*Credential {
 		}
 	}
 	if best != nil {
-		l.cand = &learnCandidate{cred: c, group: best, probe: u, exact: u.Used == best.last.Used+1}
+		l.cand = &learnCandidate{cred: c, group: best, probe: u, exact: u.Used == best.last.Used+u.counts()}
 		return nil
 	}
 	if unsure || !comparable && l.hasVoice() {
@@ -294,7 +301,7 @@ func (l *Learner) place(c *Credential, u Usage) []*Credential {
 		l.retry(c)
 		return nil
 	}
-	l.groups = append(l.groups, &learnGroup{members: []*Credential{c}, last: u})
+	l.groups = append(l.groups, &learnGroup{members: []*Credential{c}, last: u, inferred: true})
 	c.KeepOwnBucket()
 	return []*Credential{c}
 }
@@ -310,14 +317,24 @@ func (l *Learner) hasVoice() bool {
 }
 
 // retry puts c back to be probed again, or hands it to "who am I" after
-// a few inconclusive tries.
+// a few inconclusive tries. The members of every group whose bucket was
+// only inferred to be their own, and that c was never told apart from,
+// go with it: "who am I" may put c in its owner's bucket, and a token of
+// that owner left in a bucket of its own would be paced as a second
+// quota the server does not have.
 func (l *Learner) retry(c *Credential) {
 	l.tries[c]++
-	if l.tries[c] >= maxLearnTries {
-		l.whoAmI = append(l.whoAmI, c)
+	if l.tries[c] < maxLearnTries {
+		l.unresolved = append(l.unresolved, c)
 		return
 	}
-	l.unresolved = append(l.unresolved, c)
+	l.whoAmI = append(l.whoAmI, c)
+	for _, g := range l.groups {
+		if g.inferred && !l.apart[pair{c, g}] {
+			g.inferred = false
+			l.whoAmI = append(l.whoAmI, g.members...)
+		}
+	}
 }
 
 // observeGroup takes the answer of a group member: it confirms or refutes
@@ -330,7 +347,7 @@ func (l *Learner) observeGroup(g *learnGroup, u Usage) []*Credential {
 		case !sameWindow(cand.probe, u):
 			// A new window: the counts cannot be compared.
 			l.retry(cand.cred)
-		case u.Used == cand.probe.Used+1 && !cand.exact:
+		case u.Used == cand.probe.Used+u.counts() && !cand.exact:
 			// The probe counted more than one above the group, so
 			// this may be a coincidence (another client spent the
 			// group's quota in between): probe again against this
@@ -338,7 +355,7 @@ func (l *Learner) observeGroup(g *learnGroup, u Usage) []*Credential {
 			g.last = u
 			l.retry(cand.cred)
 			return nil
-		case u.Used == cand.probe.Used+1:
+		case u.Used == cand.probe.Used+u.counts():
 			// Counted right after the probe, which counted right
 			// after the group's last answer, as one counter would:
 			// one bucket.

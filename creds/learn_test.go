@@ -161,7 +161,10 @@ func TestLearnerAsksWhoAmIWhenNothingTells(t *testing.T) {
 		t.Fatalf("NeedsWhoAmI = %v", got)
 	}
 	// Another client spending the same bucket between the probe and the
-	// confirmation proves nothing: tried again, then handed over.
+	// confirmation proves nothing: tried again, then handed over — with
+	// x, whose bucket was taken for its own only because it came first:
+	// left there while "who am I" puts y in alice's bucket, x would be
+	// paced as a second quota of alice's.
 	m := newModel()
 	x, y := m.token(1, "alice"), m.token(2, "alice")
 	l = NewLearner([]*Credential{x, y})
@@ -176,8 +179,8 @@ func TestLearnerAsksWhoAmIWhenNothingTells(t *testing.T) {
 	if l.Learning() || y.BucketKnown() {
 		t.Fatalf("learning %v, buckets %v", l.Learning(), buckets([]*Credential{x, y}))
 	}
-	if got := l.NeedsWhoAmI(); !slices.Equal(got, []*Credential{y}) {
-		t.Fatalf("NeedsWhoAmI = %v, want y", got)
+	if got := l.NeedsWhoAmI(); !slices.Equal(got, []*Credential{y, x}) {
+		t.Fatalf("NeedsWhoAmI = %v, want y and x", got)
 	}
 }
 
@@ -263,5 +266,33 @@ func TestForgetKeepsOtherProcessesFromFakingOneBucket(t *testing.T) {
 	}
 	if got := l.MayShare(b); !slices.Equal(got, []string{b.ID()}) {
 		t.Fatalf("MayShare(b) = %v, want its own bucket", got)
+	}
+}
+
+// A GraphQL query counts its points: a probe is one bucket's next count
+// when it counts its own units above the group's last answer, and its
+// confirmation the confirming query's units above the probe.
+func TestLearnerCountsUnits(t *testing.T) {
+	m := newModel()
+	a, b, c := m.token(1, "alice"), m.token(2, "bob"), m.token(3, "alice")
+	l := NewLearner([]*Credential{a, b, c})
+	costs := []int{33, 40, 5, 12, 21, 1, 8, 30, 17, 26}
+	for k := 0; l.Learning() && k < 30; k++ {
+		x := l.Next()
+		if x == nil {
+			x = a
+		}
+		cost := costs[k%len(costs)]
+		u := m.answer(x)
+		m.used[m.owner[x]] += cost - 1
+		u.Used += cost - 1
+		u.Units = cost
+		l.Observe(x, u, true)
+	}
+	if l.Learning() || len(l.NeedsWhoAmI()) != 0 {
+		t.Fatalf("still learning %v, or handed to \"who am I\"", l.Learning())
+	}
+	if got := buckets([]*Credential{a, b, c}); len(got) != 2 || a.BucketOwner() != c.BucketOwner() {
+		t.Fatalf("buckets %v, want alice's 1 and 3 apart from bob's 2", got)
 	}
 }

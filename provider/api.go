@@ -118,9 +118,10 @@ type Builtin struct {
 	Aliases []string
 }
 
-// Query is what [API.PriceQuery] says of a query: its shape (its text
-// apart from variables: queries of one shape cost alike), the units it is
-// predicted to take from its bucket, and whether it writes.
+// Query is what [API.PriceQuery] says of a query: its shape (its text and
+// price apart from variables' values: queries of one shape cost alike),
+// the units it is predicted to take from its bucket, and whether it
+// writes.
 type Query struct {
 	Shape    string
 	Units    int

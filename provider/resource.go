@@ -73,7 +73,8 @@ func (p *Provider) Classify(method string, u *url.URL) Request {
 // ClassifyGraphQL fills in r, a request to p's GraphQL endpoint as
 // Classify describes it, from its body, when the provider's API prices
 // queries by their content (GitHub's): Shape (the query text with
-// whitespace folded and the operation name, not the variables), Units
+// whitespace folded, the operation name and the price, not the variables'
+// values: one text priced differently is two shapes), Units
 // (what the API's formula gives for the query and its variables, at least
 // 1: the cost to reserve until answers tell the shape's real cost) and,
 // for a mutation, Write with the write Points of the secondary limits. It

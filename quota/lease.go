@@ -91,6 +91,16 @@ func (ls Leases) LiveUnits(now time.Time) int64 {
 	return n
 }
 
+// find returns the lease id of ls.
+func (ls Leases) find(id uint64) (Lease, bool) {
+	for _, l := range ls {
+		if id != 0 && l.ID == id {
+			return l, true
+		}
+	}
+	return Lease{}, false
+}
+
 // without returns ls less the lease id, and whether it was there. A lease
 // that already lapsed (and was pruned) is simply not found: releasing it
 // late is harmless.

@@ -438,14 +438,14 @@ func (b *Bucket) fits(p Policy, n int64) int64 {
 	return max(n, 1)
 }
 
-// spentElsewhere counts one request the server may have charged to the
-// bucket without telling it (a request of a credential whose owner was not
-// known, answered with another bucket's reading).
-func (b *Bucket) spentElsewhere(now time.Time) {
+// spentElsewhere counts n units the server may have charged to the bucket
+// without telling it (a request of a credential whose owner was not known,
+// answered with another bucket's reading).
+func (b *Bucket) spentElsewhere(n int64, now time.Time) {
 	b.prune(now)
 	b.roll(now)
 	if b.Remaining > 0 {
-		b.Remaining--
+		b.Remaining = max(b.Remaining-n, 0)
 	}
 }
 

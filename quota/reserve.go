@@ -227,9 +227,10 @@ type Answer struct {
 	// DefaultMaxPause. A refusal past the pause only starts another.
 	MaxPause time.Duration
 	// Units is what the request really cost, when more than 1 (a GraphQL
-	// query's points, known from its answer); 0 means 1. It matters only
-	// when the reading states no remaining: the bucket then counts the
-	// units itself. A stated remaining already counts them.
+	// query's points, known from its answer); 0 means what its lease
+	// held. It matters only when the reading states no remaining: the
+	// bucket then counts the units itself. A stated remaining already
+	// counts them.
 	Units int64
 	// Succeeded counts the requests of the answer's scope this process
 	// saw succeed since a time, for a refusal of a scope nothing was
@@ -253,13 +254,14 @@ func Settle(o *Owner, b *Bucket, id uint64, ans *Answer, now time.Time, also ...
 // reading learnt outside one, such as a status endpoint's). Settling a
 // lease that lapsed is harmless: the reading still applies.
 func SettleScoped(o *Owner, b, scope *Bucket, id uint64, ans *Answer, now time.Time, also ...*Bucket) {
+	spent := ans.spent(id, b, also)
 	for _, x := range also {
 		x.Release(id)
 		if r := ans.Reading; r != nil && ans.Counted && r.Limited == headers.NotLimited {
 			// The request may have been counted in it: count it
 			// there too, until the bucket's own answers speak (the
-			// extra unit is at most one per unknown credential).
-			x.spentElsewhere(now)
+			// extra is at most one request per unknown credential).
+			x.spentElsewhere(spent, now)
 		}
 	}
 	scoped := false
@@ -294,17 +296,38 @@ func SettleScoped(o *Owner, b, scope *Bucket, id uint64, ans *Answer, now time.T
 		}
 		if ans.Reading != nil && !scoped {
 			b.observe(ans.Reading, now, ans.Counted, ans.Default, ans.MaxPause)
-			b.countUnits(ans)
+			b.countUnits(ans, spent)
 		} else {
 			b.prune(now)
 		}
 	}
 }
 
-// countUnits counts the units of a charged request beyond the one observe
-// counted, when the server stated no remaining.
-func (b *Bucket) countUnits(ans *Answer) {
-	if ans.Units > 1 && ans.Counted && ans.Reading.Remaining == UnknownCount && b.Remaining != UnknownCount {
-		b.Remaining = max(b.Remaining-(ans.Units-1), 0)
+// countUnits counts the spent units of a charged request beyond the one
+// observe counted, when the server stated no remaining.
+func (b *Bucket) countUnits(ans *Answer, spent int64) {
+	if spent > 1 && ans.Counted && ans.Reading.Remaining == UnknownCount && b.Remaining != UnknownCount {
+		b.Remaining = max(b.Remaining-(spent-1), 0)
 	}
+}
+
+// spent is what the request of lease id cost if charged: the units its
+// answer states, else those its reservation held (in b or a bucket also
+// held), so that an answer which does not say gives back no points its
+// query held in flight.
+func (ans *Answer) spent(id uint64, b *Bucket, also []*Bucket) int64 {
+	if ans.Units > 0 {
+		return ans.Units
+	}
+	if b != nil {
+		if l, ok := b.Leases.find(id); ok {
+			return max(l.units(), 1)
+		}
+	}
+	for _, x := range also {
+		if l, ok := x.Leases.find(id); ok {
+			return max(l.units(), 1)
+		}
+	}
+	return 1
 }

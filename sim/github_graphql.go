@@ -49,13 +49,7 @@ func ghGraphQLEndpoint(c *call) endpoint {
 			return jsonBody(http.StatusOK, map[string]any{"errors": []map[string]any{{"message": msg}}})
 		}}
 	}
-	vars := map[string]any{}
-	for name, def := range op.vars {
-		vars[name] = def.resolve(nil)
-	}
-	for name, v := range in.Variables {
-		vars[name] = v
-	}
+	vars := op.variables(in.Variables)
 	cost, nodes := doc.gqlCost(op, vars)
 	mutation := op.kind == "mutation"
 	return endpoint{res: 3, graphql: true, write: mutation, cost: cost, dynamic: func(c *call, st bucketState) *rendered {

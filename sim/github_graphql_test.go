@@ -17,23 +17,61 @@ func gqlPost(c *client, query string, vars map[string]any) answer {
 	return c.do("POST", "/graphql", "Authorization", "bearer tok-alice-1", string(b))
 }
 
-// The cost GitHub documents: one request per connection and parent node,
-// ÷ 100, rounded, at least 1.
+// The cost GitHub documents ("Calculating a rate limit score"): one
+// request per unique connection and parent node, ÷ 100, rounded, at least
+// 1 — on GitHub's published examples and queries priced by hand.
 func TestGraphQLCost(t *testing.T) {
 	cases := []struct {
 		name, query string
 		vars        map[string]any
+		op          string
 		cost        int64
 	}{
-		{"no connection", `{ viewer { login } }`, nil, 1},
-		{"GitHub's documented example: 1 + 100 + 5,000 requests", `query {
+		{"no connection", `{ viewer { login } }`, nil, "", 1},
+		{"GitHub's score example: 1 + 100 + 5,000 requests", `query {
 		  viewer { login repositories(first: 100) { edges { node { id
-		    issues(first: 50) { edges { node { id labels(first: 60) { edges { node { id name } } } } } } } } } } }`, nil, 51},
-		{"sizes from variables", `query Q($n: Int!, $m: Int = 9) { viewer { repositories(first: $n) { nodes {
-		    issues(first: $m) { nodes { labels(last: 1) { nodes { name } } } } } } } }`, map[string]any{"n": 100}, 10},
-		{"through a fragment", `query { viewer { ...R } } fragment R on User { repositories(first: 100) { nodes { issues(first: 20) { totalCount } } } }`, nil, 1},
-		{"aliases count twice: 2 × 101 requests", `{ a: repository(owner: "o", name: "r") { issues(first: 100) { nodes { comments(first: 100) { totalCount } } } }
-		    b: repository(owner: "o", name: "s") { issues(first: 100) { nodes { comments(first: 100) { totalCount } } } } }`, nil, 2},
+		    issues(first: 50) { edges { node { id labels(first: 60) { edges { node { id name } } } } } } } } } } }`, nil, "", 51},
+		{"GitHub's simple node-limit example: 1 + 50 requests", `query { viewer { repositories(first: 50) { edges { repository:node { name
+		    issues(first: 10) { totalCount edges { node { title bodyHTML } } } } } } } }`, nil, "", 1},
+		{"GitHub's complex node-limit example: 1 + 50 + 1,000 + 50 + 1,000 + 1 requests", `query { viewer {
+		    repositories(first: 50) { edges { repository:node { name
+		      pullRequests(first: 20) { edges { pullRequest:node { title comments(first: 10) { edges { comment:node { bodyHTML } } } } } }
+		      issues(first: 20) { totalCount edges { issue:node { title bodyHTML comments(first: 10) { edges { comment:node { bodyHTML } } } } } } } } }
+		    followers(first: 10) { edges { follower:node { login } } } } }`, nil, "", 21},
+		{"sizes from variables and defaults", `query Q($n: Int!, $m: Int = 9) { viewer { repositories(first: $n) { nodes {
+		    issues(first: $m) { nodes { labels(last: 1) { nodes { name } } } } } } } }`, map[string]any{"n": 100}, "", 10},
+		{"sizes from defaults: 1 + 100 + 3,000 requests", `query($n: Int = 100, $m: Int = 30) { viewer { repositories(first: $n) { nodes {
+		    issues(first: $m) { nodes { labels(first: 5) { totalCount } } } } } } }`, nil, "", 31},
+		{"a sent variable overrides its default: 1 + 10 + 300 requests", `query($n: Int = 100, $m: Int = 30) { viewer { repositories(first: $n) { nodes {
+		    issues(first: $m) { nodes { labels(first: 5) { totalCount } } } } } } }`, map[string]any{"n": 10}, "", 3},
+		{"an object default before the selection: 1 + 100 + 2,000 requests", `query Q($order: IssueOrder = {field: CREATED_AT, direction: DESC}, $n: Int! = 100) {
+		    viewer { repositories(first: $n) { nodes { issues(first: 20, orderBy: $order) { nodes { comments(last: 1) { totalCount } } } } } } }`, nil, "", 21},
+		{"the named operation's own defaults: 1 + 100 + 4,000 requests", `query A($n: Int = 1) { viewer { repositories(first: $n) { totalCount } } }
+		  query B($n: Int = 100) { viewer { repositories(first: $n) { nodes { issues(first: 40) { nodes { labels(first: 1) { totalCount } } } } } } }`, nil, "B", 41},
+		{"through a fragment", `query { viewer { ...R } } fragment R on User { repositories(first: 100) { nodes { issues(first: 20) { totalCount } } } }`, nil, "", 1},
+		{"a minified spread: 1 + 100 + 5,000 requests", `{viewer{login...R}}fragment R on User{repositories(first:100){nodes{issues(first:50){nodes{labels(first:10){totalCount}}}}}}`, nil, "", 51},
+		{"fragments nested in fragments, declared first: 1 + 100 + 2,000 requests", `fragment I on Repository { issues(first: 20) { nodes { ...L } } }
+		  fragment L on Issue { labels(first: 100) { totalCount } }
+		  query { viewer { repositories(first: 100) { nodes { ...I } } } }`, nil, "", 21},
+		{"inline fragments: 1 + 100 + 100 requests", `{ search(type: ISSUE, query: "is:open", first: 100) { nodes {
+		    ... on Issue { comments(first: 100) { totalCount } } ... on PullRequest { reviews(first: 100) { totalCount } } } } }`, nil, "", 2},
+		{"a connection selected again through a fragment is one: 1 + 100 + 5,000 requests", `query { viewer {
+		    repositories(first: 100) { totalCount nodes { issues(first: 50) { totalCount } } } ...R } }
+		  fragment R on User { repositories(first: 100) { nodes { issues(first: 50) { nodes { labels(first: 10) { totalCount } } } } } }`, nil, "", 51},
+		{"aliases: 2 × (1 + 100 + 6,000) requests", `{ viewer {
+		    a: repositories(first: 100) { nodes { issues(first: 60) { totalCount } } }
+		    b: repositories(first: 100) { nodes { issues(first: 60) { nodes { labels(first: 1) { totalCount } } } } } } }`, nil, "", 62},
+		{"one key twice: 1 + 100 + 6,000 requests", `{ viewer {
+		    repositories(first: 100) { nodes { issues(first: 60) { totalCount } } }
+		    repositories(first: 100) { nodes { issues(first: 60) { nodes { labels(first: 1) { totalCount } } } } } } }`, nil, "", 61},
+		{"149 requests round down", `{ viewer { repositories(first: 100) { nodes { issues(first: 1) { totalCount } } }
+		    starredRepositories(first: 47) { nodes { issues(first: 1) { totalCount } } } } }`, nil, "", 1},
+		{"150 requests round up", `{ viewer { repositories(first: 100) { nodes { issues(first: 1) { totalCount } } }
+		    starredRepositories(first: 48) { nodes { issues(first: 1) { totalCount } } } } }`, nil, "", 2},
+		{"four levels: 1 + 10 + 100 + 1,000 requests", `query($a: Int = 10) { viewer { repositories(first: $a) { nodes { issues(last: 10) { nodes {
+		    comments(first: 10) { nodes { reactions(first: 10) { totalCount } } } } } } } } }`, nil, "", 11},
+		{"deep nesting saturates instead of overflowing", `{ a(first: 100) { b(first: 100) { c(first: 100) { d(first: 100) { e(first: 100) { f(first: 100) { g(first: 100) {
+		    h(first: 100) { i(first: 100) { j(first: 100) { k(first: 100) { totalCount } } } } } } } } } } } }`, nil, "", (1<<40 + 50) / 100},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -41,18 +79,11 @@ func TestGraphQLCost(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			op, err := doc.operation("")
+			op, err := doc.operation(tc.op)
 			if err != nil {
 				t.Fatal(err)
 			}
-			vars := map[string]any{}
-			for k, v := range op.vars {
-				vars[k] = v.resolve(nil)
-			}
-			for k, v := range tc.vars {
-				vars[k] = v
-			}
-			if cost, _ := doc.gqlCost(op, vars); cost != tc.cost {
+			if cost, _ := doc.gqlCost(op, op.variables(tc.vars)); cost != tc.cost {
 				t.Errorf("cost %d, want %d", cost, tc.cost)
 			}
 		})

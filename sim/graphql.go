@@ -115,6 +115,19 @@ func gqlInt(v any) (int64, bool) {
 	return 0, false
 }
 
+// variables returns the values op runs with: those sent, and for a
+// variable not sent, the default it declares.
+func (op *gqlOp) variables(sent map[string]any) map[string]any {
+	vars := map[string]any{}
+	for name, def := range op.vars {
+		vars[name] = def.resolve(nil)
+	}
+	for name, v := range sent {
+		vars[name] = v
+	}
+	return vars
+}
+
 // operation returns the operation to run: the one named, or the only one.
 func (d *gqlDoc) operation(name string) (*gqlOp, error) {
 	if name == "" {
@@ -151,34 +164,70 @@ func (d *gqlDoc) flatten(sel []gqlSel, depth int) []gqlSel {
 	return out
 }
 
-// gqlCost prices an operation as GitHub documents it ("Rate limits and
-// query limits for the GraphQL API"): every connection (a field with a
-// first or last argument) needs one request per parent node it hangs
-// from — one at the top, else the product of the first/last sizes of the
-// connections above it; the sum over all connections divided by 100 and
-// rounded to the nearest whole number is the cost, at least 1. nodes is
-// the most nodes the query could return.
+// gqlCost prices an operation as GitHub documents it ("Calculating a rate
+// limit score"): every unique connection (a field with a first or last
+// argument) needs one request per parent node it hangs from — one at the
+// top, else the product of the first/last sizes of the connections above
+// it; the sum over all connections divided by 100 and rounded to the
+// nearest whole number is the cost, at least 1. Fields of one response key
+// in a selection set are one field, as GraphQL merges them (the same
+// connection selected directly and through a fragment is fetched once);
+// aliases name distinct fields. vars holds the variables' values, the
+// declared defaults filled in. nodes is the most nodes the query could
+// return.
 func (d *gqlDoc) gqlCost(op *gqlOp, vars map[string]any) (cost, nodes int64) {
+	const most = 1 << 40 // counts saturate far beyond GitHub's 500,000-node limit
 	var requests int64
-	var walk func(sel []gqlSel, parents int64, depth int)
-	walk = func(sel []gqlSel, parents int64, depth int) {
+	var walk func(sets [][]gqlSel, parents int64, depth int)
+	walk = func(sets [][]gqlSel, parents int64, depth int) {
 		if depth > 30 {
 			return
 		}
-		for _, s := range d.flatten(sel, 0) {
-			n, ok := connectionSize(&s, vars)
-			if !ok {
-				walk(s.sel, parents, depth+1)
-				continue
+		type merged struct {
+			connection bool
+			size       int64
+			sel        [][]gqlSel
+		}
+		var order []string
+		byKey := map[string]*merged{}
+		for _, set := range sets {
+			for _, s := range d.flatten(set, 0) {
+				m := byKey[s.key()]
+				if m == nil {
+					m = &merged{}
+					byKey[s.key()] = m
+					order = append(order, s.key())
+				}
+				if n, ok := connectionSize(&s, vars); ok {
+					m.connection, m.size = true, max(m.size, min(n, most))
+				}
+				if len(s.sel) > 0 {
+					m.sel = append(m.sel, s.sel)
+				}
 			}
-			requests += parents
-			nodes += parents * n
-			walk(s.sel, parents*max(n, 1), depth+1)
+		}
+		for _, k := range order {
+			m := byKey[k]
+			children := parents
+			if m.connection {
+				requests = min(requests+parents, most)
+				nodes = min(nodes+timesAtMost(parents, m.size, most), most)
+				children = timesAtMost(parents, max(m.size, 1), most)
+			}
+			walk(m.sel, children, depth+1)
 		}
 	}
-	walk(op.sel, 1, 0)
-	cost = int64(math.Round(float64(requests) / 100))
+	walk([][]gqlSel{op.sel}, 1, 0)
+	cost = (requests + 50) / 100
 	return max(cost, 1), nodes
+}
+
+// timesAtMost is a × b for a, b ≥ 0, or most when that is more.
+func timesAtMost(a, b, most int64) int64 {
+	if b != 0 && a > most/b {
+		return most
+	}
+	return min(a*b, most)
 }
 
 // connectionSize is a connection's first or last argument; ok is false

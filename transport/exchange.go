@@ -311,9 +311,15 @@ func (x *exchange) read() {
 	}
 	x.reading = x.l.read(s.resp.StatusCode, s.resp.Header, s.prefix, s.sentAt, s.now)
 	r := &x.reading
+	learning := x.turn != nil && !x.rt.validating
+	if learning {
+		// While the pool learns which tokens share a bucket, another
+		// token's queries may have counted in this one's under another
+		// bucket: the rise of used is no query's cost.
+		s.gql.alone = false
+	}
 	t.learnGraphQL(x.l.p, g, s, r)
 	counted := s.resp.StatusCode != http.StatusNotModified && !x.class.Free
-	learning := x.turn != nil && !x.rt.validating
 	if learning {
 		x.observeLearning(counted && r.Limited == headers.NotLimited && s.resp.StatusCode < 500)
 	}

@@ -182,6 +182,39 @@ func TestGraphQLCostLearntPerShape(t *testing.T) {
 	}
 }
 
+// A cost learnt for a query sent with small sizes is not the cost of the
+// same text sent with large ones (or left to its defaults): the formula's
+// price is part of the shape.
+func TestGraphQLCostLearntPerPrice(t *testing.T) {
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("X-Ratelimit-Limit", "5000")
+		w.Header().Set("X-Ratelimit-Remaining", "4000")
+		w.Header().Set("X-Ratelimit-Reset", fmt.Sprint(time.Now().Add(time.Hour).Unix()))
+		w.Header().Set("X-Ratelimit-Resource", "graphql")
+		io.WriteString(w, `{"data":{"rateLimit":{"cost":1}}}`)
+	})
+	tr := handlerTransport(t, h, nil)
+	p := tr.reg.Providers()[0]
+	const q = `query($n: Int = 100) { viewer { repositories(first: $n) { nodes { issues(first: 30) { nodes { labels(first: 1) { totalCount } } } } } } rateLimit { cost } }`
+	units := func(vars map[string]any) int {
+		x := tr.newExchange(graphqlPost(t, p.GraphQLURL().String(), q, vars), tr.laneFor(p), route{})
+		defer x.close()
+		x.classify()
+		return x.class.Units
+	}
+	resp, err := tr.RoundTrip(graphqlPost(t, p.GraphQLURL().String(), q, map[string]any{"n": 1}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	drain(resp)
+	if got := units(map[string]any{"n": 1}); got != 1 {
+		t.Errorf("the query sent with n = 1: %d, want the learnt 1", got)
+	}
+	if got := units(nil); got != 31 {
+		t.Errorf("the query left to its default n = 100: %d, want the formula's 31 (1 + 100 + 3,000 requests)", got)
+	}
+}
+
 // Answers of queries that overlapped teach nothing: the rise of used
 // belongs to more than one of them.
 func TestGraphQLCostNotLearntFromOverlaps(t *testing.T) {
@@ -204,6 +237,35 @@ func TestGraphQLCostNotLearntFromOverlaps(t *testing.T) {
 	}
 	if got := c.answered(id, "k", c.sent(id), &headers.Reading{Status: 200, Limit: 5000, Remaining: 4990, Used: 10, Reset: reset.Add(time.Hour)}, 0); got != 0 {
 		t.Errorf("learnt %d across a new window", got)
+	}
+}
+
+// Answers that arrive out of order teach nothing wrong: two queries in
+// flight (6 and 36 points), the later-sent one's answer (used 52) first,
+// the earlier one's (used 16) a moment later; the next query alone in
+// flight costs the rise from the highest used of the window, not from the
+// answer that happened to come last.
+func TestGraphQLCostLearntAcrossReversedAnswers(t *testing.T) {
+	var c graphqlCosts
+	id := BucketID{Provider: "github x", Owner: "a", Resource: "graphql"}
+	reset := time.Unix(1_800_000_000, 0)
+	reading := func(used int64, reset time.Time) *headers.Reading {
+		return &headers.Reading{Status: 200, Limit: 5000, Remaining: 5000 - used, Used: used, Reset: reset}
+	}
+	c.answered(id, "k", c.sent(id), reading(10, reset), 0)
+	a, b := c.sent(id), c.sent(id)
+	c.answered(id, "k", b, reading(52, reset), 0)
+	c.answered(id, "k", a, reading(16, reset), 0)
+	if got := c.answered(id, "k", c.sent(id), reading(59, reset), 0); got != 7 {
+		t.Errorf("learnt %d from a query alone after reversed answers, want 7", got)
+	}
+	// A straggler of the window before tells nothing either; the next
+	// window's first answer starts afresh.
+	next := reset.Add(time.Hour)
+	c.answered(id, "k", c.sent(id), reading(3, next), 0)
+	c.answered(id, "k", c.sent(id), reading(4990, reset), 0)
+	if got := c.answered(id, "k", c.sent(id), reading(8, next), 0); got != 5 {
+		t.Errorf("learnt %d after a straggler of the window before, want 5", got)
 	}
 }
 

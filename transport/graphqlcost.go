@@ -16,7 +16,8 @@ import (
 // A request reserving 1 would overspend the bucket by the cost of every
 // query in flight, so a GraphQL query reserves its predicted cost
 // (provider.Request.Units, quota.Ask.Units): the cost learnt for its shape
-// (its text without variables) from earlier answers, else the cost
+// (its text and formula price, without variables' values) from earlier
+// answers, else the cost
 // GitHub's published formula gives (the exchange's classify step prices
 // the query: exchange.priceQuery). Answers teach the real cost: the
 // rateLimit { cost } of the body when the query asks for it, otherwise the
@@ -45,8 +46,22 @@ type graphqlCosts struct {
 type graphqlTrace struct {
 	inFlight int
 	seq      uint64    // sends and answers so far
-	used     int64     // the latest answer's x-ratelimit-used (UnknownCount: none)
+	used     int64     // the highest x-ratelimit-used of the latest window answered (UnknownCount: none)
 	reset    time.Time // and its reset
+}
+
+// later reports whether r says more of the bucket than the trace holds: the
+// first count, a later window's, or a higher one in the same window (used
+// only rises within a window, so an answer overtaken by a later-sent
+// query's, or a straggler of the window before, tells less).
+func (tr *graphqlTrace) later(r *headers.Reading) bool {
+	switch {
+	case tr.used == headers.UnknownCount:
+		return true
+	case absDuration(r.Reset.Sub(tr.reset)) <= 1100*time.Millisecond:
+		return r.Used > tr.used
+	}
+	return r.Reset.After(tr.reset)
 }
 
 // graphqlSend is a query's note of its bucket when it went.
@@ -111,7 +126,7 @@ func (c *graphqlCosts) answered(id BucketID, key string, s graphqlSend, r *heade
 	if real <= 0 && s.alone && tr.seq == s.seq+1 && s.used != headers.UnknownCount && r.Used != headers.UnknownCount && sameWindow {
 		real = r.Used - s.used
 	}
-	if r.Used != headers.UnknownCount && r.HasReset() {
+	if r.Used != headers.UnknownCount && r.HasReset() && tr.later(r) {
 		tr.used, tr.reset = r.Used, r.Reset
 	}
 	if real <= 0 {

@@ -92,6 +92,7 @@ func (lg *learning) next() *creds.Credential {
 func (x *exchange) observeLearning(counted bool) {
 	t, g, lg := x.t, &x.grant, x.turn
 	u := usageOf(&x.reading, x.class.Resource, x.s.now)
+	u.Units = x.class.Units // a GraphQL query counts its points
 	lg.mu.Lock()
 	lg.settled = append(lg.settled, lg.l.Observe(g.cred, u, counted)...)
 	keep := lg.l.MayShare(g.cred)
@@ -268,7 +269,9 @@ func (t *Transport) askOwner(ctx context.Context, p *provider.Provider, c *creds
 		close(done)
 		t.waiters.wake()
 	}()
-	if t.adopt(ctx, p, c) {
+	if t.adopt(ctx, p, c) && c.BucketOwner() != c.ID() {
+		// (A bucket of its own, remembered, is what the asking
+		// doubts: see creds.Learner.retry.)
 		return
 	}
 	t.whoAmI(ctx, p, c, turnHeld)

@@ -237,3 +237,102 @@ func TestRejectedTokenEndsLearning(t *testing.T) {
 		}
 	})
 }
+
+// GraphQL queries count their points, not one each (mixed costs, sizes
+// from variable defaults): tokens of one user end in one bucket — from the
+// answers' counters when each query's predicted points are what the server
+// counts (creds.TestLearnerCountsUnits), else from at most one "who am I"
+// request per token — so no query is refused and every point is charged
+// once.
+func TestOwnersLearntFromGraphQLPoints(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		tokens := []sim.TokenConfig{{Token: "tok-a1", Owner: "alice"}, {Token: "tok-b1", Owner: "bob"},
+			{Token: "tok-a2", Owner: "alice"}, {Token: "tok-c1", Owner: "carol"}, {Token: "tok-b2", Owner: "bob"}}
+		s := newSim(t, sim.APIConfig{Dialect: "github", Tokens: tokens,
+			Resources: map[string]sim.ResourceConfig{"graphql": {Limit: 1000, Window: time.Minute}}},
+			[]string{"tok-a1", "tok-b1", "tok-a2", "tok-c1", "tok-b2"}, nil)
+		var wg sync.WaitGroup
+		jobs := make(chan string)
+		for range 8 {
+			wg.Go(func() {
+				for q := range jobs {
+					resp, err := s.t.RoundTrip(graphqlPost(t, s.base+"/graphql", q, nil))
+					if err != nil {
+						t.Error(err)
+						continue
+					}
+					drain(resp)
+				}
+			})
+		}
+		points := int64(0)
+		for i := range 200 {
+			cost := 1 + (i*7)%40
+			points += int64(cost)
+			jobs <- defaultsQuery(cost)
+		}
+		close(jobs)
+		wg.Wait()
+		var refused, charged, asked int64
+		for _, o := range []string{"alice", "bob", "carol"} {
+			b, _ := s.srv.Stats().BucketFor("github", o, "graphql")
+			refused += b.PrimaryViolations
+			charged += b.Charged
+			core, _ := s.srv.Stats().BucketFor("github", o, "core")
+			asked += core.Requests
+		}
+		if asked > 5 {
+			t.Errorf("%d \"who am I\" requests for 5 tokens", asked)
+		}
+		if refused != 0 || charged != points {
+			t.Errorf("%d queries refused, %d points charged; want 0 and %d", refused, charged, points)
+		}
+		if got := bucketsOf(t, s.t, "github"); got != "1,3 2,5 4" {
+			t.Errorf("buckets %s, want 1,3 2,5 4", got)
+		}
+	})
+}
+
+// When the counters cannot tell (another client spends alice's quota
+// between the probes), the token that could not be placed is handed to
+// "who am I" with the token whose bucket was taken for its own only
+// because it came first: both end in alice's bucket, not one in alice's
+// and one in a bucket of its own paced as a second quota. With a shared
+// credential store, the first token's bucket of its own, remembered
+// there, does not stand in for the answer either.
+func TestOwnersAskedTogetherWhenCountersCannotTell(t *testing.T) {
+	for _, shared := range []bool{false, true} {
+		t.Run(fmt.Sprintf("shared store %v", shared), func(t *testing.T) { ownersAskedTogether(t, shared) })
+	}
+}
+
+func ownersAskedTogether(t *testing.T, shared bool) {
+	synctest.Test(t, func(t *testing.T) {
+		tokens := []sim.TokenConfig{{Token: "tok-a1", Owner: "alice"}, {Token: "tok-a2", Owner: "alice"}, {Token: "tok-x1", Owner: "alice"}}
+		var tune func(*Options)
+		if shared {
+			tune = onShared(newSharedMemory(), "p1", &countingBase{})
+		}
+		s := newSim(t, sim.APIConfig{Dialect: "github", Limit: 5000, Window: time.Hour, Tokens: tokens},
+			[]string{"tok-a1", "tok-a2"}, tune)
+		other := s.srv.Transport("")
+		for i := range 12 {
+			// Another client of alice's, between every two requests
+			// of the pool's.
+			req, _ := http.NewRequest(http.MethodGet, s.base+"/repos/o/other", nil)
+			req.Header.Set("Authorization", "token tok-x1")
+			if resp, err := other.RoundTrip(req); err == nil {
+				drain(resp)
+			}
+			req, _ = http.NewRequest(http.MethodGet, s.base+fmt.Sprintf("/repos/o/r%d", i), nil)
+			resp, err := s.t.RoundTrip(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			drain(resp)
+		}
+		if got := bucketsOf(t, s.t, "github"); got != "1,2" {
+			t.Errorf("buckets %s, want 1,2 (both alice's)", got)
+		}
+	})
+}
