@@ -39,6 +39,17 @@ type simServer struct {
 
 	mu     sync.Mutex
 	counts map[string]int
+	// started counts the requests that reached the server, and inFlight
+	// those it has not answered yet.
+	started, inFlight int
+}
+
+// flight returns how many requests reached the server, and how many of
+// them it has not answered yet.
+func (s *simServer) flight() (started, inFlight int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.started, s.inFlight
 }
 
 func startSim(t *testing.T, cfg sim.Config) *simServer {
@@ -50,12 +61,17 @@ func startSim(t *testing.T, cfg sim.Config) *simServer {
 	s := &simServer{Server: srv, counts: map[string]int{}}
 	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		rec := &statusRecorder{ResponseWriter: w}
+		s.mu.Lock()
+		s.started++
+		s.inFlight++
+		s.mu.Unlock()
 		srv.ServeHTTP(rec, r)
+		s.mu.Lock()
+		s.inFlight--
 		if rec.status != http.StatusUnauthorized {
-			s.mu.Lock()
 			s.counts[r.URL.Path]++
-			s.mu.Unlock()
 		}
+		s.mu.Unlock()
 	}))
 	t.Cleanup(ts.Close)
 	s.URL = ts.URL
