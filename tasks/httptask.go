@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"hash"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -209,8 +210,13 @@ func httpHandler(client *http.Client, bodyDir string, inlineLimit int64, failOn 
 		resp, err := client.Do(req)
 		if err != nil {
 			if in.SendOnce {
-				if err := sendFailure(err, ctx.Err() != nil, resp != nil, wireMarked); IsLocalFault(err) || isRetryAt(err) {
+				switch err := sendFailure(err, ctx.Err() != nil, resp != nil, wireMarked); {
+				case IsLocalFault(err), isRetryAt(err):
 					return nil, err
+				case neverSent(err):
+					// A retry would count as an attempt that may have
+					// sent; a reschedule does not.
+					return nil, Reschedule(min(time.Second<<min(t.Attempt, 10), 10*time.Minute))
 				}
 				return nil, Permanent(fmt.Errorf("%w: %s %s: %v; not sent again, since %s is not idempotent and the request has no Idempotency-Key",
 					ErrUnknownOutcome, req.Method, printableURL(req.URL), err, req.Method))
@@ -254,6 +260,13 @@ func httpHandler(client *http.Client, bodyDir string, inlineLimit int64, failOn 
 func isRetryAt(err error) bool {
 	var ra retryAter
 	return errors.As(err, &ra)
+}
+
+// neverSent reports whether err says the request never left this
+// machine: no connection could be made.
+func neverSent(err error) bool {
+	var op *net.OpError
+	return errors.As(err, &op) && op.Op == "dial"
 }
 
 // refusalPeek is how much of an error answer's body is read to tell a

@@ -12,8 +12,9 @@ import (
 
 // TestHTTPSendOnce: a send_once request is never sent after an attempt
 // that may have reached the server, and a 5xx or a failed send is its
-// outcome, not a retry; a reschedule (a wait for quota, a refusal) does
-// not count as an attempt that reached the server.
+// outcome, not a retry; a reschedule (a wait for quota, a refusal, a
+// connection that could not be made) does not count as an attempt that
+// reached the server.
 func TestHTTPSendOnce(t *testing.T) {
 	var hits atomic.Int32
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -56,10 +57,24 @@ func TestHTTPSendOnce(t *testing.T) {
 		t.Errorf("%d requests, want 3", hits.Load())
 	}
 
+	// A server that reads the request and hangs up: it may have acted.
+	hangUp := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		conn, _, err := w.(http.Hijacker).Hijack()
+		if err == nil {
+			conn.Close()
+		}
+	}))
+	defer hangUp.Close()
+	in, _ := json.Marshal(HTTPInput{URL: hangUp.URL + "/x", Method: "POST", SendOnce: true})
+	if _, err := h(ctx, &Task{ID: 2, Type: HTTPType, Input: in, Attempt: 1}); !errors.Is(err, ErrUnknownOutcome) || !IsPermanent(err) {
+		t.Errorf("a send that failed once the request was out: %v, want a permanent unknown outcome", err)
+	}
+	// No server at all: nothing left this machine, so it may be retried.
 	dead := httptest.NewServer(http.NotFoundHandler())
 	dead.Close()
-	in, _ := json.Marshal(HTTPInput{URL: dead.URL + "/x", Method: "POST", SendOnce: true})
-	if _, err := h(ctx, &Task{ID: 2, Type: HTTPType, Input: in, Attempt: 1}); !errors.Is(err, ErrUnknownOutcome) || !IsPermanent(err) {
-		t.Errorf("a failed send: %v, want a permanent unknown outcome", err)
+	in, _ = json.Marshal(HTTPInput{URL: dead.URL + "/x", Method: "POST", SendOnce: true})
+	var re *RescheduleError
+	if _, err := h(ctx, &Task{ID: 3, Type: HTTPType, Input: in, Attempt: 1}); !errors.As(err, &re) {
+		t.Errorf("a connection refused: %v, want a reschedule (not an attempt that may have sent)", err)
 	}
 }
