@@ -12,9 +12,11 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/ratekeeper/ratekeeper"
 	"github.com/ratekeeper/ratekeeper/fetch"
+	"github.com/ratekeeper/ratekeeper/sim"
 	"github.com/ratekeeper/ratekeeper/transport"
 )
 
@@ -441,5 +443,41 @@ func TestPaginateNextPageHeader(t *testing.T) {
 	}
 	if sum.Failed != 1 || sum.Written != 5 || !sum.Done() {
 		t.Errorf("summary %+v", sum)
+	}
+}
+
+// TestJSONLinesWritesSpaced: POSTs of a batch are writes to the
+// transport, spaced as GitHub's secondary limits ask (a second apart per
+// owner), however many workers run: the simulator, which refuses writes
+// closer than 800 ms, sees no violation.
+func TestJSONLinesWritesSpaced(t *testing.T) {
+	s := startSim(t, sim.Config{APIs: []sim.APIConfig{{
+		Dialect: sim.DialectGitHub, Prefix: "/github", Limit: 5000, Window: time.Hour,
+		Tokens:    []sim.TokenConfig{{Token: "tok-alice-1"}},
+		Secondary: &sim.SecondaryConfig{WriteSpacing: 800 * time.Millisecond},
+	}}})
+	tr := client(t, ratekeeper.Options{
+		Providers: []string{"github=" + s.URL + "/github"},
+		Tokens:    map[string][]string{"github": {"tok-alice-1"}},
+		MaxWait:   10 * time.Second,
+	})
+	var lines []string
+	for i := range 4 {
+		lines = append(lines, fmt.Sprintf(`{"url": "%s/github/repos/octo/w/issues", "method": "POST", "body": {"title": "t%d"}, "id": %d}`, s.URL, i, i))
+	}
+	targets, err := planLines(t, tr, strings.Join(lines, "\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	sum := run(t, sqliteDSN(t), tr, targets, fetch.NewStream(io.Discard, "stdout"))
+	if sum.Failed != 0 || sum.Written != 4 {
+		t.Errorf("summary %+v", sum)
+	}
+	if el := time.Since(start); el < 3*800*time.Millisecond {
+		t.Errorf("4 writes in %v: not spaced", el)
+	}
+	if v := s.Stats().Total.Violations; v != 0 {
+		t.Errorf("%d violations of the simulator's limits, want 0", v)
 	}
 }
