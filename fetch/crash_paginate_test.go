@@ -69,13 +69,33 @@ func killWhen(t *testing.T, cmd *exec.Cmd, stderr *bytes.Buffer, ready func() bo
 // (River's completer records outcomes every 250 ms) — not those recorded
 // but not yet written, nor those whose task was added.
 func TestCrashMidPagination(t *testing.T) {
+	t.Run("quota to spare", func(t *testing.T) {
+		t.Parallel()
+		crashMidPagination(t, sim.APIConfig{Limit: 5000, Window: time.Hour}, 60, true)
+	})
+	// Quota binds (two tokens of 20 a second, REST and GraphQL alike), and
+	// the kill comes halfway through the pages.
+	t.Run("quota bound", func(t *testing.T) {
+		t.Parallel()
+		crashMidPagination(t, sim.APIConfig{Limit: 20, Window: time.Second, WindowMode: sim.WindowFixed,
+			Resources: map[string]sim.ResourceConfig{"graphql": {Limit: 20, Window: time.Second, WindowMode: sim.WindowFixed}}}, 112, false)
+	})
+}
+
+// crashMidPagination runs the batch against api (with the GitHub dialect
+// and two tokens), killing it once the server has answered killAt
+// requests. With strict, a refusal by a rate limit fails the test; without,
+// refusals are only counted out of the requests sent again: when quota
+// binds, the next run frees the quota its killed predecessor had reserved
+// for requests in flight, which the server may have counted already, and
+// so may be refused once in that window.
+func crashMidPagination(t *testing.T, api sim.APIConfig, killAt int, strict bool) {
 	const concurrency = 4
-	s := startSim(t, sim.Config{APIs: []sim.APIConfig{{
-		Dialect: sim.DialectGitHub, Prefix: "/github", Limit: 5000, Window: time.Hour,
-		Tokens: []sim.TokenConfig{{Token: "tok-alice-1"}, {Token: "tok-bob-1"}},
-		// Slow enough answers that the kill lands mid-listing.
-		Latency: 15 * time.Millisecond,
-	}}})
+	api.Dialect, api.Prefix = sim.DialectGitHub, "/github"
+	api.Tokens = []sim.TokenConfig{{Token: "tok-alice-1"}, {Token: "tok-bob-1"}}
+	// Slow enough answers that the kill lands mid-listing.
+	api.Latency = 15 * time.Millisecond
+	s := startSim(t, sim.Config{APIs: []sim.APIConfig{api}})
 	dir := t.TempDir()
 	var lines []string
 	for i := range 12 {
@@ -99,10 +119,10 @@ func TestCrashMidPagination(t *testing.T) {
 	defer cancel()
 
 	first, firstErr := fetchChild(ctx, dir, env, args...)
-	// The kill lands when the server has answered 60 requests, whatever the
-	// output holds: some answers are then in tasks, not yet in lines.
+	// The kill lands when the server has answered killAt requests, whatever
+	// the output holds: some answers are then in tasks, not yet in lines.
 	var startedPre, inFlightPre int
-	killWhen(t, first, firstErr, func() bool { return s.total() >= 60 }, func() { startedPre, inFlightPre = s.flight() })
+	killWhen(t, first, firstErr, func() bool { return s.total() >= killAt }, func() { startedPre, inFlightPre = s.flight() })
 	startedPost, _ := s.flight()
 	// A request in flight at the kill was in flight just before it, or
 	// started after.
@@ -137,8 +157,8 @@ func TestCrashMidPagination(t *testing.T) {
 	if len(by) != len(lines) {
 		t.Errorf("%d listings in the output, want %d", len(by), len(lines))
 	}
-	extra := s.total() - len(recs)
-	t.Logf("killed after %d lines, %d requests served, %d at the server, %d tasks running; %d pages in all, %d requests: %d sent again", len(before), servedBefore, atServer, inFlight, len(recs), s.total(), extra)
+	extra := s.total() - s.refusals() - len(recs)
+	t.Logf("killed after %d lines, %d requests served, %d at the server, %d tasks running; %d pages in all, %d requests (%d refused): %d sent again", len(before), servedBefore, atServer, inFlight, len(recs), s.total(), s.refusals(), extra)
 	if extra < 0 || extra > inFlight {
 		t.Errorf("%d requests for %d pages: %d sent again, want at most the %d in flight at the kill", s.total(), len(recs), extra, inFlight)
 	}
@@ -147,6 +167,9 @@ func TestCrashMidPagination(t *testing.T) {
 	}
 	if !strings.Contains(secondErr.String(), "torn line") {
 		t.Errorf("second run did not say it cut off the torn line:\n%s", secondErr)
+	}
+	if v := s.Stats().Total.Violations; v != 0 && strict {
+		t.Errorf("%d rate-limit violations, want 0", v)
 	}
 }
 

@@ -42,6 +42,15 @@ type simServer struct {
 	// started counts the requests that reached the server, and inFlight
 	// those it has not answered yet.
 	started, inFlight int
+	// refused counts the answers 403 and 429 among those counted.
+	refused int
+}
+
+// refusals returns how many answers were 403 or 429.
+func (s *simServer) refusals() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.refused
 }
 
 // flight returns how many requests reached the server, and how many of
@@ -68,7 +77,12 @@ func startSim(t *testing.T, cfg sim.Config) *simServer {
 		srv.ServeHTTP(rec, r)
 		s.mu.Lock()
 		s.inFlight--
-		if rec.status != http.StatusUnauthorized {
+		switch rec.status {
+		case http.StatusUnauthorized:
+		case http.StatusForbidden, http.StatusTooManyRequests:
+			s.refused++
+			s.counts[r.URL.Path]++
+		default:
 			s.counts[r.URL.Path]++
 		}
 		s.mu.Unlock()
