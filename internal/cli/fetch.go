@@ -67,7 +67,8 @@ echoed in the output and is the request's key, else the key is the method,
 URL and a digest of the body. A request that is not idempotent (POST, PATCH)
 and has no Idempotency-Key header is sent at most once: if an attempt may
 have reached the server (a crash, a failed send), it is not sent again and
-its line says "unknown_outcome": true. A GraphQL query (POST …/graphql that
+its line says "unknown_outcome": true (--retry-failed sends it again, on
+your word). A GraphQL query (POST …/graphql that
 is not a mutation) is a read and may be sent again. Every line is checked
 before anything is submitted; a bad one is named with its number, and
 nothing is submitted.
@@ -80,7 +81,9 @@ variables.endCursor set. Each page is a line of its own with "page" (from 1)
 and "next" (the next page's url or cursor, absent on the last); pages of
 different requests are fetched side by side. A next page on another host is
 not followed (the line says so as its error): no credential goes there.
-Killed mid-listing, the same command goes on at the page it reached. With --readme the lines are repository pages (github.com/o/r,
+Killed mid-listing, the same command goes on at the page it reached.
+
+With --readme the lines are repository pages (github.com/o/r,
 gitlab.com/g/p, huggingface.co/o/m, codeberg.org/o/r, or a configured
 self-hosted web root) and fetch gets each one's README through the provider's
 API; the output's url is the repository as given.
