@@ -24,7 +24,7 @@ import (
 	"github.com/ratekeeper/ratekeeper/tasks"
 )
 
-// Entry is one URL of the input with where it came from.
+// Entry is one request of the input with where it came from.
 type Entry struct {
 	// Line is the 1-based line of the input file, or the position of the
 	// command-line argument.
@@ -139,8 +139,8 @@ func stripComment(s string) string {
 	return strings.TrimSpace(s)
 }
 
-// Target is one URL of a batch: what the user gave and the request that
-// fetches it.
+// Target is one request of a batch: what the user gave and the request
+// that fetches it.
 type Target struct {
 	Entry
 	// Request is the http task's input.
