@@ -46,6 +46,7 @@ func benchPaginate(b *testing.B, limit int64, window time.Duration) {
 		Secondary: &sim.SecondaryConfig{}}
 	lines, restPages, gqlPages := paginateBatch(b, api)
 	ideal := time.Duration(float64(max(restPages, gqlPages)) / float64(int64(len(tokens))*limit) * float64(window))
+	b.Logf("%d REST pages (core), %d GraphQL pages (graphql, 1 point each); ideal %v", restPages, gqlPages, ideal)
 	var (
 		elapsed  time.Duration
 		requests int
