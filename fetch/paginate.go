@@ -51,6 +51,9 @@ func nextPage(in tasks.HTTPInput, res *tasks.HTTPResult) (*NextPage, error) {
 		}
 		cursor, ok := endCursor(body)
 		if !ok {
+			if msg, bad := graphQLError(body); bad {
+				return nil, fmt.Errorf("the answer holds GraphQL errors and no next page (%s): the listing may be cut short here", shorten(msg))
+			}
 			return nil, nil
 		}
 		if cursor == currentCursor(in) {
@@ -196,7 +199,10 @@ func endCursor(body []byte) (string, bool) {
 			}
 			if inPageInfo() {
 				if sawCursor && sawNext {
-					return cursor, hasNext && cursor != ""
+					if !hasNext || cursor == "" {
+						return "", false
+					}
+					return cursor, true
 				}
 				sawCursor, sawNext = false, false
 			}
@@ -214,6 +220,25 @@ func endCursor(body []byte) (string, bool) {
 			}
 		}
 	}
+}
+
+// graphQLError reports whether a GraphQL answer holds errors, and the
+// first one's message.
+func graphQLError(body []byte) (string, bool) {
+	var ans struct {
+		Errors []struct {
+			Type    string `json:"type"`
+			Message string `json:"message"`
+		} `json:"errors"`
+	}
+	if json.Unmarshal(body, &ans) != nil || len(ans.Errors) == 0 {
+		return "", false
+	}
+	e := ans.Errors[0]
+	if e.Type != "" {
+		return e.Type + ": " + e.Message, true
+	}
+	return e.Message, true
 }
 
 // currentCursor is variables.endCursor of a GraphQL request, or "".
