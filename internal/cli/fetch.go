@@ -66,7 +66,8 @@ any other JSON value as application/json; id (a string or a number) is
 echoed in the output and is the request's key, else the key is the method,
 URL and a digest of the body. A request that is not idempotent (POST, PATCH)
 and has no Idempotency-Key header is sent at most once: if an attempt may
-have reached the server (a crash, a failed send), it is not sent again and
+have reached the server (it was running at a crash or a shutdown, even if
+still waiting for quota; its connection broke), it is not sent again and
 its line says "unknown_outcome": true (--retry-failed sends it again, on
 your word). A GraphQL query (POST …/graphql that
 is not a mutation) is a read and may be sent again. Every line is checked
