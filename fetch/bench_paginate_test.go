@@ -9,6 +9,8 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -17,6 +19,7 @@ import (
 	"github.com/ratekeeper/ratekeeper"
 	"github.com/ratekeeper/ratekeeper/fetch"
 	"github.com/ratekeeper/ratekeeper/sim"
+	"github.com/ratekeeper/ratekeeper/tasks"
 )
 
 // BenchmarkFetchPaginate: 50 listings of 1 to 40 pages, 25 REST (Link
@@ -164,4 +167,101 @@ func paginateBatch(b *testing.B, api sim.APIConfig) (lines []string, restPages, 
 		gqlPages += pages
 	}
 	return lines, restPages, gqlPages
+}
+
+// BenchmarkFetchPaginateKill runs the batch of BenchmarkFetchPaginate
+// (limit 20 a 2 s window) as `ratekeeper fetch --paginate -o FILE`, kills
+// it with SIGKILL once the server has answered half the pages, and runs
+// the same command again to the end. It reports the requests beyond the
+// pages across both runs, the tasks running at the kill (the most that may
+// be sent again: sent, or answered but not yet recorded), the server's
+// violations, and x_ideal for both runs together, restart included.
+func BenchmarkFetchPaginateKill(b *testing.B) {
+	const limit, window = 20, 2 * time.Second
+	tokens := []string{"tok-alice-1", "tok-bob-1"}
+	api := sim.APIConfig{Dialect: sim.DialectGitHub, Prefix: "/github", Limit: limit, Window: window, WindowMode: sim.WindowFixed,
+		Resources: map[string]sim.ResourceConfig{"graphql": {Limit: limit, Window: window, WindowMode: sim.WindowFixed}},
+		Tokens:    []sim.TokenConfig{{Token: tokens[0]}, {Token: tokens[1]}},
+		Secondary: &sim.SecondaryConfig{}}
+	lines, restPages, gqlPages := paginateBatch(b, api)
+	pages := restPages + gqlPages
+	ideal := time.Duration(float64(max(restPages, gqlPages)) / float64(len(tokens)*limit) * float64(window))
+	var (
+		elapsed              time.Duration
+		extra, running, runs int
+		violations           int64
+	)
+	for b.Loop() {
+		srv, err := sim.New(sim.Config{APIs: []sim.APIConfig{api}})
+		if err != nil {
+			b.Fatal(err)
+		}
+		var answered, sent atomic.Int64
+		ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			sent.Add(1)
+			srv.ServeHTTP(w, r)
+			answered.Add(1)
+		}))
+		dir := b.TempDir()
+		input, out, db := filepath.Join(dir, "requests.jsonl"), filepath.Join(dir, "results.jsonl"), filepath.Join(dir, "rk.db")
+		if err := os.WriteFile(input, []byte(strings.ReplaceAll(strings.Join(lines, "\n"), "BASE", ts.URL)+"\n"), 0o644); err != nil {
+			b.Fatal(err)
+		}
+		args := []string{"-i", input, "-o", out, "--db", db, "--paginate", "--provider", "github=" + ts.URL + "/github",
+			"--policy", "greedy", "--concurrency", "50", "--max-wait", "1s", "--timeout", "30s", "--progress", "off"}
+		env := []string{"GITHUB_TOKEN=" + strings.Join(tokens, ",")}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		start := time.Now()
+		first, firstErr := fetchChild(ctx, dir, env, args...)
+		killWhen(b, first, firstErr, func() bool { return answered.Load() >= int64(pages/2) })
+		q, err := tasks.Open(ctx, db, tasks.Options{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		ts2, err := q.List(ctx, tasks.Filter{State: tasks.StateRunning, Limit: 10_000})
+		q.Close()
+		if err != nil {
+			b.Fatal(err)
+		}
+		second, secondErr := fetchChild(ctx, dir, env, args...)
+		if err := second.Run(); err != nil {
+			b.Fatalf("second run: %v\n%s", err, secondErr)
+		}
+		elapsed += time.Since(start)
+		cancel()
+		ts.Close()
+		b.StopTimer()
+		data, err := os.ReadFile(out)
+		if err != nil {
+			b.Fatal(err)
+		}
+		recs := parseRecords(b, data)
+		seen := map[string]bool{}
+		for _, r := range recs {
+			k := fmt.Sprintf("%s#%d", r.Ident(), r.Page)
+			if seen[k] || r.Failed() {
+				b.Fatalf("%s written twice, or failed: %+v", k, r)
+			}
+			seen[k] = true
+		}
+		if len(recs) != pages {
+			b.Fatalf("%d pages written, want %d", len(recs), pages)
+		}
+		extra += int(sent.Load()) - pages
+		running += len(ts2)
+		st := srv.Stats()
+		violations += st.Total.Violations
+		for _, bs := range st.Buckets {
+			if bs.Violations > 0 {
+				b.Logf("run %d: %s/%s: %d violations (%d primary)", runs, bs.Owner, bs.Resource, bs.Violations, bs.PrimaryViolations)
+			}
+		}
+		runs++
+		b.StartTimer()
+	}
+	b.ReportMetric(float64(extra)/float64(runs), "extra_requests")
+	b.ReportMetric(float64(running)/float64(runs), "running_at_kill")
+	b.ReportMetric(float64(violations)/float64(runs), "violations")
+	b.ReportMetric(elapsed.Seconds()/float64(runs)/ideal.Seconds(), "x_ideal")
+	b.ReportMetric(float64(pages), "pages")
 }

@@ -35,7 +35,7 @@ func fetchChild(ctx context.Context, dir string, env []string, args ...string) (
 
 // killWhen starts cmd and kills it with SIGKILL once ready says so,
 // calling beforeKill, if any, just before.
-func killWhen(t *testing.T, cmd *exec.Cmd, stderr *bytes.Buffer, ready func() bool, beforeKill ...func()) {
+func killWhen(t testing.TB, cmd *exec.Cmd, stderr *bytes.Buffer, ready func() bool, beforeKill ...func()) {
 	t.Helper()
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
