@@ -481,3 +481,45 @@ func TestJSONLinesWritesSpaced(t *testing.T) {
 		t.Errorf("%d violations of the simulator's limits, want 0", v)
 	}
 }
+
+// TestJSONLinesGraphQLPricedByPoints: a GraphQL POST of a JSON line
+// reaches the transport with a body it can read again, so it is priced by
+// its points before it is sent: queries of 101 points each, through a
+// token of 250 points a second, are paced, none refused.
+func TestJSONLinesGraphQLPricedByPoints(t *testing.T) {
+	s := startSim(t, sim.Config{APIs: []sim.APIConfig{{
+		Dialect: sim.DialectGitHub, Prefix: "/github", Limit: 5000, Window: time.Hour,
+		Resources: map[string]sim.ResourceConfig{"graphql": {Limit: 250, Window: time.Second, WindowMode: sim.WindowFixed}},
+		Tokens:    []sim.TokenConfig{{Token: "tok-alice-1"}},
+		Secondary: &sim.SecondaryConfig{},
+	}}})
+	tr := client(t, ratekeeper.Options{
+		Providers: []string{"github=" + s.URL + "/github"},
+		Tokens:    map[string][]string{"github": {"tok-alice-1"}},
+		MaxWait:   5 * time.Second,
+	})
+	// 1 + 100 + 100 × 100 requests ÷ 100: 101 points.
+	const query = `{ viewer { repositories(first: 100) { nodes { issues(first: 100) { nodes { comments(first: 100) { totalCount } } } } } } }`
+	var lines []string
+	for i := range 5 {
+		b, _ := json.Marshal(map[string]any{"url": s.URL + "/github/graphql", "method": "POST", "id": i, "body": map[string]any{"query": query}})
+		lines = append(lines, string(b))
+	}
+	targets, err := planLines(t, tr, strings.Join(lines, "\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out strings.Builder
+	sum := run(t, sqliteDSN(t), tr, targets, fetch.NewStream(&out, "stdout"))
+	if sum.Failed != 0 || sum.Written != 5 {
+		t.Errorf("summary %+v\n%s", sum, out.String())
+	}
+	if st := s.Stats(); st.Total.Violations != 0 {
+		t.Errorf("%d violations: the queries were not priced by their points", st.Total.Violations)
+	}
+	for _, bs := range s.Stats().Buckets {
+		if bs.Resource == "graphql" && bs.Charged != 505 {
+			t.Errorf("graphql charged %d points, want 5 × 101", bs.Charged)
+		}
+	}
+}
