@@ -86,6 +86,7 @@ func benchPaginate(b *testing.B, limit int64, window time.Duration) {
 		start := time.Now()
 		sum, err := fetch.Run(context.Background(), targets, fetch.Options{
 			DSN:         benchSQLite(b),
+			BodyDir:     b.TempDir(),
 			Client:      &http.Client{Transport: tr},
 			Output:      fetch.NewStream(&out, "stdout"),
 			Concurrency: 50,

@@ -65,7 +65,7 @@ func TestFetchCommandPaginate(t *testing.T) {
 	db := filepath.Join(t.TempDir(), "rk.db")
 	stdin := `{"url": "` + s.URL + `/github/repos/octo/cli/issues?per_page=50", "id": "cli-issues"}` + "\n" +
 		`{"url": "` + s.URL + `/github/graphql", "method": "POST", "id": "viewer", "body": {"query": "{ viewer { login } }"}}` + "\n"
-	code, stdout, stderr := fetchCLI(t, stdin, "-i", "-", "--paginate", "--db", db, "--provider", "github="+s.URL+"/github", "--policy", "greedy", "--progress", "off")
+	code, stdout, stderr := fetchCLI(t, stdin, "-i", "-", "--paginate", "--db", db, "--body-dir", t.TempDir(), "--provider", "github="+s.URL+"/github", "--policy", "greedy", "--progress", "off")
 	if code != 0 {
 		t.Fatalf("exit %d; stderr:\n%s", code, stderr)
 	}
