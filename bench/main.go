@@ -1,9 +1,10 @@
 // Command bench compares ratekeeper with what people use instead — plain
 // net/http, hashicorp/go-retryablehttp and gofri/go-github-ratelimit — on
 // the same workloads against the simulator, and writes the comparison into
-// BENCHMARKS.md (its clients section) with a chart.
+// docs/benchmarks-clients.md (its clients section) with a chart;
+// BENCHMARKS.md keeps a summary of it.
 //
-//	go run ./bench            # everything, about 8 minutes; rewrites BENCHMARKS.md and docs/benchmarks-clients.png
+//	go run ./bench            # everything, about 8 minutes; rewrites docs/benchmarks-clients.md and its chart
 //	go run ./bench -quick     # smaller workloads, about a minute; writes to bench/out/ only
 //	go run ./bench -only primary-403 -out bench/out
 package main
@@ -35,8 +36,8 @@ func main() {
 func run() error {
 	quick := flag.Bool("quick", false, "smaller workloads with shorter windows: a smoke run of about a minute")
 	only := flag.String("only", "", "run only the workloads and clients whose name contains this (e.g. primary-403, ratekeeper)")
-	md := flag.String("md", "BENCHMARKS.md", "markdown file whose clients section is rewritten")
-	png := flag.String("png", "docs/benchmarks-clients.png", "where the chart goes (its path as BENCHMARKS.md links it)")
+	md := flag.String("md", "docs/benchmarks-clients.md", "markdown file whose clients section is rewritten (BENCHMARKS.md keeps a summary of it)")
+	png := flag.String("png", "docs/benchmarks-clients.png", "where the chart goes, beside the markdown file")
 	out := flag.String("out", "", "write the markdown and chart here instead (default bench/out with -quick or -only)")
 	from := flag.String("from", "", "skip the runs: rebuild the markdown and chart from a results.json a previous run saved")
 	flag.Parse()
@@ -51,7 +52,12 @@ func run() error {
 	if *out == "" && (*quick || *only != "") {
 		*out = filepath.Join("bench", "out")
 	}
-	mdPath, pngPath, link := *md, *png, *png
+	// The chart is linked from the markdown file, relative to it.
+	link, err := filepath.Rel(filepath.Dir(*md), *png)
+	if err != nil {
+		return fmt.Errorf("-png %s: %v", *png, err)
+	}
+	mdPath, pngPath := *md, *png
 	if *out != "" {
 		if err := os.MkdirAll(*out, 0o755); err != nil {
 			return err

@@ -57,6 +57,27 @@ func TestFetchCommand(t *testing.T) {
 	onceEach(t, parseRecords(t, []byte(stdout)), append(urls, missing...))
 }
 
+// TestFetchCommandPaginate: JSON Lines on stdin, --paginate, results on
+// stdout: one line per page with the request's id and the page's number.
+func TestFetchCommandPaginate(t *testing.T) {
+	s := githubSim(t, "tok-alice-1")
+	t.Setenv("GITHUB_TOKEN", "tok-alice-1")
+	db := filepath.Join(t.TempDir(), "rk.db")
+	stdin := `{"url": "` + s.URL + `/github/repos/octo/cli/issues?per_page=50", "id": "cli-issues"}` + "\n" +
+		`{"url": "` + s.URL + `/github/graphql", "method": "POST", "id": "viewer", "body": {"query": "{ viewer { login } }"}}` + "\n"
+	code, stdout, stderr := fetchCLI(t, stdin, "-i", "-", "--paginate", "--db", db, "--body-dir", t.TempDir(), "--provider", "github="+s.URL+"/github", "--policy", "greedy", "--progress", "off")
+	if code != 0 {
+		t.Fatalf("exit %d; stderr:\n%s", code, stderr)
+	}
+	by := pages(t, parseRecords(t, []byte(stdout)))
+	if n := len(by[`id:"cli-issues"`]); n < 2 {
+		t.Errorf("%d pages of the issues, want several:\n%s", n, stdout)
+	}
+	if v := by[`id:"viewer"`]; len(v) != 1 || v[0].Method != "POST" || v[0].Status != 200 || !strings.Contains(*v[0].Body, `"login"`) {
+		t.Errorf("GraphQL query without $endCursor: %+v, want one page", v)
+	}
+}
+
 // TestFetchCommandBadInput: bad input is refused with exit status 2 and a
 // message saying what is wrong, before anything is submitted.
 func TestFetchCommandBadInput(t *testing.T) {
@@ -68,6 +89,8 @@ func TestFetchCommandBadInput(t *testing.T) {
 	writeFile(t, repos, "https://github.com/o/r\nhttps://bitbucket.org/o/r\n")
 	binary := filepath.Join(dir, "binary.bin")
 	writeFile(t, binary, "https://api.github.com/repos/o/r\n\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\n"+strings.Repeat("z", 2<<20)+"\n")
+	requests := filepath.Join(dir, "requests.jsonl")
+	writeFile(t, requests, `{"url": "https://api.github.com/graphql", "method": "POST", "body": {"query": "{ viewer { login } }"}}`+"\n"+`{"url": "https://api.github.com/repos/o/r", "header": {"Accept": "text/plain"}}`+"\n")
 	locked := filepath.Join(dir, "locked.jsonl")
 	j, err := fetch.OpenJournal(locked)
 	if err != nil {
@@ -93,6 +116,9 @@ func TestFetchCommandBadInput(t *testing.T) {
 		{"concurrency beyond the queue's", []string{"--concurrency", "1000000", "https://api.github.com/"}, "--concurrency 1000000: want 1 to 10,000"},
 		{"retries beyond the queue's", []string{"--retries", "100000", "https://api.github.com/"}, "--retries 100000: want 0 to 9,999"},
 		{"timeout below a millisecond", []string{"--timeout", "10us", "--max-wait", "1us", "https://api.github.com/"}, "--timeout 10µs: want a duration of 1ms or more"},
+		{"bad JSON line", []string{"-i", requests}, `requests.jsonl: 1 input cannot be fetched; nothing was submitted` + "\n  line 2: unknown field \"header\"; a JSON line has url, method, headers, body, id"},
+		{"paginate and since", []string{"--paginate", "--since", urls, "https://api.github.com/"}, "--paginate and --since together"},
+		{"paginate and readme", []string{"--paginate", "--readme", "https://github.com/o/r"}, "--paginate and --readme together"},
 		{"binary input", []string{"-i", binary}, "binary.bin: 4 inputs cannot be fetched; nothing was submitted\n  line 2: not text (a NUL byte or invalid UTF-8); the input looks binary"},
 	}
 	for _, tt := range tests {

@@ -3,10 +3,21 @@
 // once, whatever crashes in between.
 //
 // A batch is a list of Targets, made by Plan from input lines (ReadEntries,
-// ArgEntries): plain URLs, or repository pages resolved to their README
-// request. Run submits one tasks.HTTPType task per target with the request
-// as UniqueKey, works the queue through the caller's HTTP client (the
-// rate-keeping one), and appends a Record to the Output as each task ends.
+// ArgEntries): plain URLs (GETs), requests in JSON (a line starting with {:
+// url, method, headers, body, id), or repository pages resolved to their
+// README request. Run submits one tasks.HTTPType task per target with the
+// request as UniqueKey, works the queue through the caller's HTTP client
+// (the rate-keeping one), and appends a Record to the Output as each task
+// ends. A request that is not idempotent and has no Idempotency-Key goes
+// as a send_once task: never sent again once it may have reached the
+// server, its record then says UnknownOutcome.
+//
+// With Options.Paginate each page of a listing is a task and a record of
+// its own (Link rel="next", GitLab's X-Next-Page, GraphQL pageInfo with
+// $endCursor; see paginate.go). A page's record names the next page and is
+// written before that page's task is added, so the output says where each
+// listing stands, and a resumed run goes on at the page after the last
+// one written.
 //
 //	targets, err := fetch.Plan(entries, "urls.txt", false, tr.Registry())
 //	out, err := fetch.OpenJournal("results.jsonl")
@@ -14,9 +25,10 @@
 //
 // # Exactly once
 //
-// A Journal (the -o file) is its own record of progress: a URL is written
-// exactly when a complete line for it is in the file. Opening it rebuilds
-// that set and cuts off a torn last line; Run skips written URLs, finds the
+// A Journal (the -o file) is its own record of progress: a request (a
+// page of it) is written exactly when a complete line for it is in the
+// file; a request is named by its id, or its URL (Record.Ident). Opening it
+// rebuilds that set and cuts off a torn last line; Run skips written ones, finds the
 // tasks of earlier runs by their key (finished ones are written without
 // being fetched again, failed ones included), and appends lines with one
 // write and an fsync. So a kill -9 at any moment, followed by the same run,

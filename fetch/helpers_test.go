@@ -39,6 +39,26 @@ type simServer struct {
 
 	mu     sync.Mutex
 	counts map[string]int
+	// started counts the requests that reached the server, and inFlight
+	// those it has not answered yet.
+	started, inFlight int
+	// refused counts the answers 403 and 429 among those counted.
+	refused int
+}
+
+// refusals returns how many answers were 403 or 429.
+func (s *simServer) refusals() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.refused
+}
+
+// flight returns how many requests reached the server, and how many of
+// them it has not answered yet.
+func (s *simServer) flight() (started, inFlight int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.started, s.inFlight
 }
 
 func startSim(t *testing.T, cfg sim.Config) *simServer {
@@ -50,12 +70,22 @@ func startSim(t *testing.T, cfg sim.Config) *simServer {
 	s := &simServer{Server: srv, counts: map[string]int{}}
 	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		rec := &statusRecorder{ResponseWriter: w}
+		s.mu.Lock()
+		s.started++
+		s.inFlight++
+		s.mu.Unlock()
 		srv.ServeHTTP(rec, r)
-		if rec.status != http.StatusUnauthorized {
-			s.mu.Lock()
+		s.mu.Lock()
+		s.inFlight--
+		switch rec.status {
+		case http.StatusUnauthorized:
+		case http.StatusForbidden, http.StatusTooManyRequests:
+			s.refused++
 			s.counts[r.URL.Path]++
-			s.mu.Unlock()
+		default:
+			s.counts[r.URL.Path]++
 		}
+		s.mu.Unlock()
 	}))
 	t.Cleanup(ts.Close)
 	s.URL = ts.URL

@@ -3,6 +3,7 @@ package fetch
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -10,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"net/url"
 	"sort"
 	"strings"
@@ -22,13 +24,16 @@ import (
 	"github.com/ratekeeper/ratekeeper/tasks"
 )
 
-// Entry is one URL of the input with where it came from.
+// Entry is one request of the input with where it came from.
 type Entry struct {
 	// Line is the 1-based line of the input file, or the position of the
 	// command-line argument.
 	Line int
 	// URL is the URL as written, trimmed: the output's url.
 	URL string
+	// JSON is the rest of the request when the line is a JSON object;
+	// nil for a plain URL (a GET).
+	JSON *JSONRequest
 	// Problem, when set, says why the line cannot be a URL at all (too
 	// long, binary); Plan reports it with the line's number.
 	Problem error
@@ -39,11 +44,13 @@ type Entry struct {
 // 8–64 KiB, with an answer that is then the URL's outcome).
 const maxLineBytes = 1 << 20
 
-// ReadEntries reads URLs one a line. Blank lines, lines starting with # and
+// ReadEntries reads requests one a line: a URL (a GET), or a JSON object
+// {"url": …, "method": …, "headers": {…}, "body": …, "id": …} (a line
+// starting with {). Blank lines, lines starting with # and, on a URL line,
 // anything after whitespace followed by # are ignored. A line that cannot
-// be a URL — longer than 1 MiB, or not text (a NUL byte, invalid UTF-8) —
-// is an entry with a Problem, so that every bad line is reported with its
-// number. It fails only when r cannot be read.
+// be a request — a JSON line that is not one, a line longer than 1 MiB,
+// or not text (a NUL byte, invalid UTF-8) — is an entry with a Problem, so
+// that every bad line is reported with its number. It fails only when r cannot be read.
 func ReadEntries(r io.Reader) ([]Entry, error) {
 	br := bufio.NewReaderSize(r, 64<<10)
 	var out []Entry
@@ -93,6 +100,13 @@ func entryOf(n int, line []byte, size int) *Entry {
 	case bytes.IndexByte(line, 0) >= 0 || !utf8.Valid(line):
 		return &Entry{Line: n, Problem: errors.New("not text (a NUL byte or invalid UTF-8); the input looks binary: give a file of URLs, one a line")}
 	}
+	if text := strings.TrimSpace(string(line)); strings.HasPrefix(text, "{") {
+		e := &Entry{Line: n}
+		if err := parseJSONLine(text, e); err != nil {
+			e.Problem = err
+		}
+		return e
+	}
 	if text := stripComment(string(line)); text != "" {
 		return &Entry{Line: n, URL: text}
 	}
@@ -125,8 +139,8 @@ func stripComment(s string) string {
 	return strings.TrimSpace(s)
 }
 
-// Target is one URL of a batch: what the user gave and the request that
-// fetches it.
+// Target is one request of a batch: what the user gave and the request
+// that fetches it.
 type Target struct {
 	Entry
 	// Request is the http task's input.
@@ -135,12 +149,29 @@ type Target struct {
 	// method and headers when it has any, so that running the same input
 	// again finds the same tasks.
 	Key string
+	// ID names the target in the output (the record's id): the input's
+	// id, or, for a JSON line without one that is not a plain GET, its
+	// method, URL and a digest of its body. Nil for a plain GET, which
+	// its URL names.
+	ID json.RawMessage
 	// Provider names the provider that serves Request, or "" when none
 	// does (the request goes out without credentials or pacing).
 	Provider string
 	// userinfo is what the input URL carried as user information: kept
 	// out of Request, of Key and of the output (see userinfo.go).
 	userinfo *url.Userinfo
+}
+
+// Ident is what names the target in the output: its ID, or its URL.
+func (t Target) Ident() string { return identOf(t.URL, t.ID) }
+
+// identOf names a record in the output: by its id when it has one, else
+// by its URL (the two never meet: they are told apart by a prefix).
+func identOf(url string, id json.RawMessage) string {
+	if len(id) > 0 {
+		return "id:" + string(id)
+	}
+	return "url:" + url
 }
 
 // Problem is one input line that cannot be fetched.
@@ -184,37 +215,47 @@ func plural(n int, one, many string) string {
 	return many
 }
 
-// Plan turns entries into targets: each a plain URL fetched with GET, or,
-// with readme, a repository web URL resolved to its README through reg
-// (provider.Registry.ReadmeRequest). Entries repeating an earlier one's
-// text are dropped: each URL is fetched and written once. Every entry is
-// checked, its task as the task queue will check it too (tasks.Validate),
-// so that nothing a line holds can fail the batch once it runs; if any
-// cannot be fetched the error is an *InputError naming each bad line, and
-// no target is returned.
+// Plan turns entries into targets: each a URL fetched with GET, a JSON
+// line's request, or, with readme, a repository web URL resolved to its
+// README through reg (provider.Registry.ReadmeRequest). Entries repeating
+// an earlier one's request are dropped: each is fetched and written once.
+// Every entry is checked, its task as the task queue will check it too
+// (tasks.Validate), so that nothing a line holds can fail the batch once
+// it runs; if any cannot be fetched the error is an *InputError naming
+// each bad line, and no target is returned.
 func Plan(entries []Entry, source string, readme bool, reg *provider.Registry) ([]Target, error) {
 	var (
 		out      []Target
 		problems []Problem
-		seen     = make(map[string]bool, len(entries))
+		seen     = make(map[string]Target, len(entries))
 	)
 	for _, e := range entries {
 		if e.Problem != nil {
 			problems = append(problems, Problem{Line: e.Line, Err: e.Problem})
 			continue
 		}
-		if seen[e.URL] {
-			continue
+		if e.JSON == nil {
+			if _, ok := seen[identOf(e.URL, nil)]; ok {
+				continue
+			}
 		}
-		seen[e.URL] = true
 		t, err := plan(e, readme, reg)
 		if err == nil {
 			err = t.check()
+		}
+		if err == nil {
+			if first, ok := seen[t.Ident()]; ok {
+				if first.Key == t.Key {
+					continue
+				}
+				err = sameIdent(t, first)
+			}
 		}
 		if err != nil {
 			problems = append(problems, Problem{Line: e.Line, Err: err})
 			continue
 		}
+		seen[t.Ident()] = t
 		out = append(out, t)
 	}
 	if len(problems) > 0 {
@@ -223,8 +264,20 @@ func Plan(entries []Entry, source string, readme bool, reg *provider.Registry) (
 	return out, nil
 }
 
+// sameIdent is the problem of t, a request other than first's that the
+// output would name alike.
+func sameIdent(t, first Target) error {
+	if t.Entry.JSON != nil && t.Entry.JSON.ID != nil {
+		return fmt.Errorf("id %s is line %d's too, for another request; give each request its own id", t.ID, first.Line)
+	}
+	return fmt.Errorf("same method, URL and body as line %d, with other headers; give each an \"id\" to tell them apart in the output", first.Line)
+}
+
 func plan(e Entry, readme bool, reg *provider.Registry) (Target, error) {
-	if strings.IndexFunc(e.URL, unicode.IsSpace) >= 0 {
+	if e.JSON != nil && readme {
+		return Target{}, errors.New(`a JSON line, but with --readme every line is a repository's web URL`)
+	}
+	if e.JSON == nil && strings.IndexFunc(e.URL, unicode.IsSpace) >= 0 {
 		return Target{}, fmt.Errorf("%q has a space in it; give one URL per line", shorten(redact(e.URL)))
 	}
 	given, ui := e.URL, (*url.Userinfo)(nil)
@@ -254,12 +307,55 @@ func plan(e Entry, readme bool, reg *provider.Registry) (Target, error) {
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return Target{}, fmt.Errorf("%q is not an absolute http:// or https:// URL; expected e.g. https://api.github.com/repos/owner/repo", shorten(redact(e.URL)))
 	}
-	in := tasks.HTTPInput{URL: given}
 	name := ""
 	if p := reg.Match(u); p != nil {
 		name = p.Name
 	}
-	return Target{Entry: e, Request: in, Key: taskKey(requestKey(in)), Provider: name, userinfo: ui}, nil
+	t := Target{Entry: e, Request: tasks.HTTPInput{URL: given}, Provider: name, userinfo: ui}
+	if j := e.JSON; j != nil {
+		t.Request.Method = j.Method
+		for k, v := range j.Headers {
+			if t.Request.Headers == nil {
+				t.Request.Headers = map[string]string{}
+			}
+			t.Request.Headers[k] = v
+		}
+		body, isJSON := bodyText(j.Body)
+		t.Request.Body = body
+		if _, ok := headerValue(j.Headers, "Content-Type"); isJSON && !ok {
+			if t.Request.Headers == nil {
+				t.Request.Headers = map[string]string{}
+			}
+			t.Request.Headers["Content-Type"] = "application/json"
+		}
+		t.Request.SendOnce = !idempotent(t.Request.Method, t.Request.Headers, u, body)
+		t.ID = j.ID
+		if t.ID == nil && (t.Request.Method != "" || len(j.Body) > 0) {
+			t.ID = derivedID(t.Request, e.URL)
+		}
+	}
+	t.Key = requestKey(t.Request)
+	if j := e.JSON; j != nil && j.ID != nil {
+		// The id is the key the output knows; the request is in the
+		// task's key too, so that another batch's id of the same name,
+		// for another request, never finds this one's task.
+		t.Key = "id: " + string(j.ID) + "\n" + t.Key
+	}
+	t.Key = taskKey(t.Key)
+	return t, nil
+}
+
+// derivedID names a request without an id that is not a plain GET: its
+// method, URL (as given, user information masked) and a digest of its
+// body.
+func derivedID(in tasks.HTTPInput, shown string) json.RawMessage {
+	method := cmp.Or(in.Method, http.MethodGet)
+	s := method + " " + shown
+	if in.Body != "" {
+		s += " sha256:" + bodyDigest(in.Body)
+	}
+	b, _ := json.Marshal(s)
+	return b
 }
 
 // check checks t's task as Queue.SubmitMany will.
@@ -295,7 +391,8 @@ func retryKey(key string, id int64) string {
 }
 
 // requestKey identifies a request for UniqueKey: its URL alone for a plain
-// GET, else the URL, method and headers (sorted), one per line.
+// GET, else the URL, method, headers (sorted) and a digest of the body,
+// one per line.
 func requestKey(in tasks.HTTPInput) string {
 	if in.Method == "" && len(in.Headers) == 0 && in.Body == "" {
 		return in.URL
@@ -312,6 +409,9 @@ func requestKey(in tasks.HTTPInput) string {
 	sort.Strings(names)
 	for _, k := range names {
 		b.WriteString("\n" + strings.ToLower(k) + ": " + in.Headers[k])
+	}
+	if in.Body != "" {
+		b.WriteString("\nbody-sha256: " + bodyDigest(in.Body))
 	}
 	return b.String()
 }

@@ -15,23 +15,50 @@ import (
 // errLocked: another process holds the output file's lock.
 var errLocked = errors.New("locked")
 
-// Output receives the records of a batch, each URL once.
+// Output receives the records of a batch, each request (each page of it)
+// once.
 type Output interface {
-	// Written reports whether a record for url is already in the output,
-	// and whether that record is a failure.
-	Written(url string) (failed, ok bool)
-	// Append adds records for URLs not yet written, or written as
-	// failures (a retry's), durably when the output is a file, and returns
-	// how many it added.
+	// Written reports whether a record of the request named ident
+	// (Target.Ident) is already in the output, and what the last one says.
+	Written(ident string) (Last, bool)
+	// Append adds records of requests (pages) not yet written, or written
+	// as failures (a retry's), durably when the output is a file, in one
+	// write, and returns how many it added.
 	Append(recs []Record) (int, error)
 	// Name says where the records go, for messages.
 	Name() string
 	Close() error
 }
 
-// Journal is an output file that is its own record of progress: a URL
-// counts as written exactly when a complete line (newline-terminated JSON
-// with its "url") holding it is in the file. Opening a journal rebuilds
+// Last is what the output's last record of a request says: where a
+// resumed run goes on.
+type Last struct {
+	// Page is the record's page (0 without pagination).
+	Page int
+	// Failed says the record is a failure.
+	Failed bool
+	// PageURL and Cursor are the record's: what fetches that page again.
+	PageURL, Cursor string
+	// Next is the page after it, if any.
+	Next *NextPage
+}
+
+func lastOf(r Record) Last {
+	return Last{Page: r.Page, Failed: r.Failed(), PageURL: r.PageURL, Cursor: r.Cursor, Next: r.Next}
+}
+
+// supersedes reports whether a record described by l, written after prev
+// of the same request, is the request's last word: a later page, or the
+// same page again after a failure (a retry's).
+func (l Last) supersedes(prev Last) bool {
+	return l.Page > prev.Page || l.Page == prev.Page && prev.Failed
+}
+
+// Journal is an output file that is its own record of progress: a
+// request (a page of it) counts as written exactly when a complete line
+// (newline-terminated JSON with its "url") holding it is in the file.
+// A page's line names the next page, so the line is also the durable
+// record of where its listing goes on. Opening a journal rebuilds
 // that set from the file and cuts off a torn last line, so after a crash at
 // any moment — even between writing a line and any other bookkeeping —
 // each URL is in the file at most once, and the next run appends the rest.
@@ -39,7 +66,7 @@ type Journal struct {
 	path  string
 	f     *os.File
 	owner string
-	// written: each URL in the file, and whether its record is a failure.
+	// written: the last record of each request in the file.
 	written writtenSet
 	// Kept counts the complete lines found when opening; Truncated the
 	// bytes of a torn last line cut off.
@@ -97,14 +124,14 @@ func (j *Journal) load() error {
 				}
 				tornAt = offset
 			} else {
-				url, failed, ok := parseRecordLine(line)
+				rec, ok := parseRecordLine(line)
 				if !ok {
 					return j.notOurs(lineNo)
 				}
 				j.Kept++
-				if prevFailed, dup := j.written[url]; !dup || prevFailed {
-					// A later line of a URL (a retry) supersedes a failure.
-					j.written[url] = failed
+				l := lastOf(rec)
+				if prev, dup := j.written[rec.Ident()]; !dup || l.supersedes(prev) {
+					j.written[rec.Ident()] = l
 				}
 			}
 			offset += int64(len(line))
@@ -146,20 +173,33 @@ func tornRecord(line []byte) bool {
 	return line[0] == '{' || len(bytes.Trim(line, "\x00")) == 0
 }
 
-// parseRecordLine reads the url and failure of one complete record line.
-func parseRecordLine(line []byte) (url string, failed, ok bool) {
+// parseRecordLine reads what names one complete record line's request and
+// where it leaves it.
+func parseRecordLine(line []byte) (Record, bool) {
 	var rec struct {
-		URL   *string `json:"url"`
-		Error string  `json:"error"`
+		URL     *string         `json:"url"`
+		ID      json.RawMessage `json:"id"`
+		Page    int             `json:"page"`
+		PageURL string          `json:"page_url"`
+		Cursor  string          `json:"cursor"`
+		Next    *NextPage       `json:"next"`
+		Error   string          `json:"error"`
 	}
 	if err := json.Unmarshal(bytes.TrimSpace(line), &rec); err != nil || rec.URL == nil {
-		return "", false, false
+		return Record{}, false
 	}
-	return *rec.URL, rec.Error != "", true
+	r := Record{URL: *rec.URL, Page: rec.Page, PageURL: rec.PageURL, Cursor: rec.Cursor, Next: rec.Next, Error: rec.Error}
+	if len(rec.ID) > 0 && !isNull(rec.ID) {
+		var b bytes.Buffer
+		if json.Compact(&b, rec.ID) == nil {
+			r.ID = b.Bytes()
+		}
+	}
+	return r, true
 }
 
 // Written implements Output.
-func (j *Journal) Written(url string) (failed, ok bool) { return j.written.has(url) }
+func (j *Journal) Written(ident string) (Last, bool) { return j.written.has(ident) }
 
 // Append implements Output: one write of every new line, then fsync, so
 // that a crash leaves whole lines plus at most one torn one, which the next
@@ -176,12 +216,12 @@ func (j *Journal) Append(recs []Record) (int, error) {
 	})
 }
 
-// writtenSet maps each URL written to whether its record is a failure.
-type writtenSet map[string]bool
+// writtenSet maps each request written (its Ident) to its last record.
+type writtenSet map[string]Last
 
-func (w writtenSet) has(url string) (failed, ok bool) {
-	failed, ok = w[url]
-	return failed, ok
+func (w writtenSet) has(ident string) (Last, bool) {
+	l, ok := w[ident]
+	return l, ok
 }
 
 // append renders the records not written yet (see render), hands their
@@ -195,13 +235,13 @@ func (w writtenSet) append(recs []Record, write func([]byte) error) (int, error)
 		return 0, err
 	}
 	for _, r := range added {
-		w[r.URL] = r.Failed()
+		w[r.Ident()] = lastOf(r)
 	}
 	return len(added), nil
 }
 
-// render encodes the records whose URL is not in written or written as a
-// failure (each once).
+// render encodes the records of requests (pages) not in written, or
+// written as failures (each once).
 func render(recs []Record, written writtenSet) ([]byte, []Record, error) {
 	var (
 		buf   []byte
@@ -209,7 +249,8 @@ func render(recs []Record, written writtenSet) ([]byte, []Record, error) {
 		batch = map[string]bool{}
 	)
 	for _, r := range recs {
-		if failed, ok := written[r.URL]; ok && !failed || batch[r.URL] {
+		l, in := lastOf(r), r.Ident()+"\x00"+fmt.Sprint(r.Page)
+		if prev, ok := written[r.Ident()]; ok && !l.supersedes(prev) || batch[in] {
 			continue
 		}
 		line, err := r.MarshalLine()
@@ -218,7 +259,7 @@ func render(recs []Record, written writtenSet) ([]byte, []Record, error) {
 		}
 		buf = append(buf, line...)
 		added = append(added, r)
-		batch[r.URL] = true
+		batch[in] = true
 	}
 	return buf, added, nil
 }
@@ -251,7 +292,7 @@ func NewStream(w io.Writer, name string) *Stream {
 }
 
 // Written implements Output.
-func (s *Stream) Written(url string) (failed, ok bool) { return s.written.has(url) }
+func (s *Stream) Written(ident string) (Last, bool) { return s.written.has(ident) }
 
 // Append implements Output.
 func (s *Stream) Append(recs []Record) (int, error) {

@@ -43,22 +43,25 @@ func TestJournalAppendsEachURLOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer j.Close()
-	if failed, ok := j.Written("https://a.example/1"); !ok || failed {
-		t.Errorf("Written(1) = %v, %v; want written, not failed", failed, ok)
+	if l, ok := j.Written(urlIdent("https://a.example/1")); !ok || l.Failed {
+		t.Errorf("Written(1) = %+v, %v; want written, not failed", l, ok)
 	}
-	if failed, ok := j.Written("https://a.example/2"); !ok || failed {
-		t.Errorf("Written(2) = %v, %v; want written, not failed: its retry succeeded", failed, ok)
+	if l, ok := j.Written(urlIdent("https://a.example/2")); !ok || l.Failed {
+		t.Errorf("Written(2) = %+v, %v; want written, not failed: its retry succeeded", l, ok)
 	}
-	if failed, ok := j.Written("https://a.example/3"); !ok || !failed {
-		t.Errorf("Written(3) = %v, %v; want written, failed", failed, ok)
+	if l, ok := j.Written(urlIdent("https://a.example/3")); !ok || !l.Failed {
+		t.Errorf("Written(3) = %+v, %v; want written, failed", l, ok)
 	}
-	if _, ok := j.Written("https://a.example/4"); ok {
+	if _, ok := j.Written(urlIdent("https://a.example/4")); ok {
 		t.Error("Written(4): never written")
 	}
 	if j.Kept != 4 || j.Truncated != 0 {
 		t.Errorf("Kept %d, Truncated %d; want 4 and 0", j.Kept, j.Truncated)
 	}
 }
+
+// urlIdent names the record of a plain URL in the output.
+func urlIdent(u string) string { return fetch.Record{URL: u}.Ident() }
 
 // TestJournalCutsTornTail: a crash in the middle of a write leaves part of
 // a line; reopening cuts it off so that its URL is written again, once.
@@ -79,7 +82,7 @@ func TestJournalCutsTornTail(t *testing.T) {
 			if j.Truncated != int64(len(tail)) || j.Kept != 1 {
 				t.Errorf("Truncated %d, Kept %d; want %d and 1", j.Truncated, j.Kept, len(tail))
 			}
-			if _, ok := j.Written("https://a.example/2"); ok {
+			if _, ok := j.Written(urlIdent("https://a.example/2")); ok {
 				t.Error("the torn record counts as written")
 			}
 			if _, err := j.Append([]fetch.Record{{URL: "https://a.example/2", Status: 200}}); err != nil {

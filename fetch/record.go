@@ -14,6 +14,24 @@ type Record struct {
 	// URL is the URL as the input gave it (for --readme, the repository's
 	// web URL).
 	URL string `json:"url"`
+	// ID is the input's id (a JSON line's), echoed; for a JSON line
+	// without one that is not a plain GET, its method, URL and a digest of
+	// its body. Absent for a plain GET. It names the request in the output
+	// (see Ident).
+	ID json.RawMessage `json:"id,omitempty"`
+	// Method is the request's method when it is not GET.
+	Method string `json:"method,omitempty"`
+	// Page is the page number, from 1, with --paginate (Options.Paginate);
+	// absent otherwise.
+	Page int `json:"page,omitempty"`
+	// PageURL is the URL this page came from, when it is not URL (a REST
+	// listing's pages after the first), and Cursor the endCursor this page
+	// was asked for with (a GraphQL listing's pages after the first).
+	PageURL string `json:"page_url,omitempty"`
+	Cursor  string `json:"cursor,omitempty"`
+	// Next is the page after this one, which the run fetches next; absent
+	// on the last page.
+	Next *NextPage `json:"next,omitempty"`
 	// Status is the HTTP status of the final answer; 0 when there was none
 	// (the task failed before any answer).
 	Status int `json:"status"`
@@ -42,13 +60,29 @@ type Record struct {
 	// Error says why the URL failed: a task that failed, or an answer that
 	// is not a success (2xx).
 	Error string `json:"error,omitempty"`
+	// UnknownOutcome says that the request, not idempotent, may or may not
+	// have reached the server (an attempt was cut short by a crash, say),
+	// and was not sent again: look at the server to know (see Error).
+	UnknownOutcome bool `json:"unknown_outcome,omitempty"`
 	// TaskID is the task that fetched the URL (see `ratekeeper tasks
 	// history ID`).
 	TaskID int64 `json:"task_id"`
 }
 
+// NextPage says which page follows: the URL of a REST listing's next page
+// (its Link rel="next", or GitLab's X-Next-Page), or the endCursor a
+// GraphQL listing's next page is asked for with.
+type NextPage struct {
+	URL    string `json:"url,omitempty"`
+	Cursor string `json:"cursor,omitempty"`
+}
+
 // Failed reports whether the URL finally failed.
 func (r Record) Failed() bool { return r.Error != "" }
+
+// Ident names the request r answers, as Target.Ident does: its ID, or its
+// URL.
+func (r Record) Ident() string { return identOf(r.URL, r.ID) }
 
 // RecordOf describes what task t, which must be in a final state, did for
 // the input URL url.
@@ -76,6 +110,7 @@ func RecordOf(url string, t *tasks.Task) Record {
 			msg = "no error recorded"
 		}
 		r.Error = fmt.Sprintf("task %s: %s", t.State, msg)
+		r.UnknownOutcome = strings.Contains(msg, tasks.ErrUnknownOutcome.Error()+": ")
 	default:
 		r.Error = fmt.Sprintf("task %d is still %s", t.ID, t.State)
 	}

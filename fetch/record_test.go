@@ -3,6 +3,7 @@ package fetch_test
 import (
 	"encoding/json"
 	"net/http"
+	"reflect"
 	"testing"
 
 	"github.com/ratekeeper/ratekeeper/fetch"
@@ -26,7 +27,7 @@ func TestRecordOf(t *testing.T) {
 	ok := fetch.RecordOf("https://github.com/o/r", &tasks.Task{ID: 7, State: tasks.StateCompleted, Attempt: 3, RescheduleCount: 2, Result: result(200, h)})
 	want := fetch.Record{URL: "https://github.com/o/r", Status: 200, ETag: `"v1"`, FromCache: true, Attempts: 3, Reschedules: 2,
 		Credential: "#2 to…-1", SHA256: "abc", Size: 5, Body: ok.Body, TaskID: 7}
-	if ok != want || ok.Body == nil || *ok.Body != "hello" || ok.Failed() {
+	if !reflect.DeepEqual(ok, want) || ok.Body == nil || *ok.Body != "hello" || ok.Failed() {
 		t.Errorf("completed: %+v\nwant %+v", ok, want)
 	}
 

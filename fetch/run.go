@@ -96,6 +96,11 @@ type Options struct {
 	// with a status other than 2xx. Their new line follows the old one in
 	// the output; the last line of a URL is its outcome.
 	RetryFailed bool
+	// Paginate follows each request's later pages (see paginate.go): every
+	// page is a record of its own, numbered from 1, and names the page after
+	// it, which is fetched once that record is written. Pages of different
+	// requests are fetched side by side.
+	Paginate bool
 	// Registerer receives the task queue's metrics; nil means a private
 	// registry.
 	Registerer prometheus.Registerer
@@ -126,11 +131,13 @@ func RescueAfter(timeout time.Duration) time.Duration {
 
 // Summary tells what a run did.
 type Summary struct {
-	// Total counts the distinct URLs of the batch.
+	// Total counts the distinct requests of the batch.
 	Total int
-	// AlreadyWritten counts those the output held before the run;
-	// Written the records this run added.
-	AlreadyWritten, Written int
+	// AlreadyWritten counts those the output held to the end (the last
+	// page, with pagination) before the run; Completed those that this run
+	// took to the end. Written counts the records this run added: one per
+	// request, or one per page with pagination.
+	AlreadyWritten, Completed, Written int
 	// Submitted counts the tasks this run added; Reused the URLs whose
 	// task an earlier run had added (still pending, running or finished),
 	// which were not fetched again if finished.
@@ -148,8 +155,8 @@ type Summary struct {
 	UnchangedBytes int64
 }
 
-// Done reports whether every URL has its record.
-func (s Summary) Done() bool { return s.AlreadyWritten+s.Written == s.Total }
+// Done reports whether every request has its records.
+func (s Summary) Done() bool { return s.AlreadyWritten+s.Completed == s.Total }
 
 // Run fetches every target through one http task per request and writes
 // one record per target to opts.Output, each exactly once. Targets already
@@ -169,7 +176,7 @@ func Run(ctx context.Context, targets []Target, opts Options) (sum Summary, err 
 	if err := opts.check(); err != nil {
 		return sum, err
 	}
-	r := &runner{opts: opts, targets: targets, byTask: map[int64][]int{}, start: time.Now(), owner: owner}
+	r := &runner{opts: opts, targets: targets, byTask: map[int64][]job{}, start: time.Now(), owner: owner}
 	r.sum.Total = len(targets)
 	defer func() {
 		if opts.Progress != nil {
@@ -179,16 +186,15 @@ func Run(ctx context.Context, targets []Target, opts Options) (sum Summary, err 
 		}
 	}()
 
-	var todo []int
-	for i, t := range targets {
-		if failed, ok := opts.Output.Written(t.URL); ok && !(failed && opts.RetryFailed) {
-			r.sum.AlreadyWritten++
-			if failed {
-				r.sum.Failed++
-			}
-			continue
+	var todo []job
+	for i := range targets {
+		j, ok, err := r.resume(i)
+		if err != nil {
+			return r.sum, err
 		}
-		todo = append(todo, i)
+		if ok {
+			todo = append(todo, j)
+		}
 	}
 	if len(todo) == 0 {
 		return r.sum, nil
@@ -215,6 +221,58 @@ func Run(ctx context.Context, targets []Target, opts Options) (sum Summary, err 
 		return r.sum, err
 	}
 	return r.sum, r.work(ctx)
+}
+
+// resume says what target i needs next, given what the output holds: its
+// first page, the page after the last one written, or, with RetryFailed,
+// the page that failed again; ok is false when the output holds it to the
+// end, which is then counted.
+func (r *runner) resume(i int) (j job, ok bool, err error) {
+	t := r.targets[i]
+	first := 0
+	if r.opts.Paginate {
+		first = 1
+	}
+	last, written := r.opts.Output.Written(t.Ident())
+	switch {
+	case !written:
+		return job{target: i, page: first, req: t.Request, key: t.Key}, true, nil
+	case last.Failed && r.opts.RetryFailed:
+		return r.pageJob(i, last.Page, last.PageURL, last.Cursor)
+	case !last.Failed && r.opts.Paginate && last.Next != nil:
+		return r.pageJob(i, max(last.Page, 1)+1, last.Next.URL, last.Next.Cursor)
+	}
+	r.sum.AlreadyWritten++
+	if last.Failed {
+		r.sum.Failed++
+	}
+	return job{}, false, nil
+}
+
+// pageJob is the job of page n of target i, asked for at pageURL (REST)
+// or with cursor (GraphQL); both empty for the first page.
+func (r *runner) pageJob(i, n int, pageURL, cursor string) (job, bool, error) {
+	t := r.targets[i]
+	if pageURL == "" && cursor == "" {
+		return job{target: i, page: n, req: t.Request, key: t.Key}, true, nil
+	}
+	next := NextPage{URL: pageURL, Cursor: cursor}
+	in, err := pageRequest(t.Request, next)
+	if err != nil {
+		return job{}, false, fmt.Errorf("batch: page %d of %s: %w", n, t.URL, err)
+	}
+	return job{target: i, page: n, req: in, next: next, key: taskKey(t.Key + fmt.Sprintf("\npage %d\n", n) + requestKey(in))}, true, nil
+}
+
+// job is one request of a run: a target's request, or one of its pages.
+type job struct {
+	target int
+	// page is the page number with pagination (from 1), else 0.
+	page int
+	req  tasks.HTTPInput
+	// next is what asked for this page (after the first).
+	next NextPage
+	key  string
 }
 
 // check refuses options that the task queue would refuse once the batch
@@ -344,9 +402,9 @@ type runner struct {
 	// owner is the output's Owner, or "" when this run takes nothing back.
 	owner string
 
-	// byTask maps each open task to the targets waiting for it (several
+	// byTask maps each open task to the jobs waiting for it (several
 	// inputs may name one request); open lists those tasks.
-	byTask map[int64][]int
+	byTask map[int64][]job
 	open   []int64
 
 	// counts of the open tasks at the last look
@@ -376,8 +434,8 @@ func (r *runner) reclaim(ctx context.Context) error {
 	return err
 }
 
-// submit finds or adds the task of every target in todo.
-func (r *runner) submit(ctx context.Context, todo []int) error {
+// submit finds or adds the task of every job in todo.
+func (r *runner) submit(ctx context.Context, todo []job) error {
 	ended := map[string]*tasks.Task{}
 	if !r.opts.RetryFailed {
 		var err error
@@ -385,42 +443,41 @@ func (r *runner) submit(ctx context.Context, todo []int) error {
 			return err
 		}
 	}
-	var fresh []int
-	for _, i := range todo {
-		if task, ok := ended[r.targets[i].Key]; ok {
+	var fresh []job
+	for _, j := range todo {
+		if task, ok := ended[j.key]; ok {
 			r.sum.Reused++
-			r.addOpen(task.ID, i)
+			r.addOpen(task.ID, j)
 			continue
 		}
-		fresh = append(fresh, i)
+		fresh = append(fresh, j)
 	}
-	return r.submitTargets(ctx, fresh)
+	return r.submitJobs(ctx, fresh)
 }
 
-// submitTargets submits the task of each target in todo, finding those
-// that earlier runs added by their key.
-func (r *runner) submitTargets(ctx context.Context, todo []int) error {
+// submitJobs submits the task of each job in todo, finding those that
+// earlier runs added by their key.
+func (r *runner) submitJobs(ctx context.Context, todo []job) error {
 	var (
 		subs []tasks.Submission
 		keys []string             // key of each submission
-		of   = map[string][]int{} // targets of each key: several inputs may name one request
+		of   = map[string][]job{} // jobs of each key: several inputs may name one request
 	)
-	for _, i := range todo {
-		t := r.targets[i]
-		if _, ok := of[t.Key]; !ok {
-			raw, err := json.Marshal(t.Request)
+	for _, j := range todo {
+		if _, ok := of[j.key]; !ok {
+			raw, err := json.Marshal(j.req)
 			if err != nil {
-				return fmt.Errorf("batch: encode request of %s: %w", t.URL, err)
+				return fmt.Errorf("batch: encode request of %s: %w", r.targets[j.target].URL, err)
 			}
 			subs = append(subs, tasks.Submission{Type: tasks.HTTPType, Input: raw, Options: tasks.SubmitOptions{
 				MaxRetries: r.opts.MaxRetries,
 				Timeout:    r.opts.Timeout,
-				UniqueKey:  t.Key,
+				UniqueKey:  j.key,
 				Priority:   r.opts.Priority,
 			}})
-			keys = append(keys, t.Key)
+			keys = append(keys, j.key)
 		}
-		of[t.Key] = append(of[t.Key], i)
+		of[j.key] = append(of[j.key], j)
 	}
 	for start := 0; start < len(subs); start += submitChunk {
 		end := min(start+submitChunk, len(subs))
@@ -429,13 +486,13 @@ func (r *runner) submitTargets(ctx context.Context, todo []int) error {
 			return err
 		}
 		for k, s := range res {
-			for _, i := range of[keys[start+k]] {
+			for _, j := range of[keys[start+k]] {
 				if s.Duplicate {
 					r.sum.Reused++
 				} else {
 					r.sum.Submitted++
 				}
-				r.addOpen(s.ID, i)
+				r.addOpen(s.ID, j)
 			}
 		}
 	}
@@ -493,22 +550,22 @@ func (r *runner) submitMany(ctx context.Context, subs []tasks.Submission) ([]tas
 	return res, nil
 }
 
-func (r *runner) addOpen(id int64, target int) {
+func (r *runner) addOpen(id int64, j job) {
 	if _, ok := r.byTask[id]; !ok {
 		r.open = append(r.open, id)
 	}
-	r.byTask[id] = append(r.byTask[id], target)
+	r.byTask[id] = append(r.byTask[id], j)
 }
 
 // endedFailures returns, by UniqueKey, the latest failed or cancelled task
-// of each target in todo. UniqueKey does not match such tasks (so that a
+// of each job in todo. UniqueKey does not match such tasks (so that a
 // failed request can be submitted again on purpose); a resumed batch
 // reuses them instead, so that a URL that failed in a killed run is
 // written, not fetched again.
-func (r *runner) endedFailures(ctx context.Context, todo []int) (map[string]*tasks.Task, error) {
+func (r *runner) endedFailures(ctx context.Context, todo []job) (map[string]*tasks.Task, error) {
 	want := make(map[string]bool, len(todo))
-	for _, i := range todo {
-		want[r.targets[i].Key] = true
+	for _, j := range todo {
+		want[j.key] = true
 	}
 	found := map[string]*tasks.Task{}
 	for _, st := range []tasks.State{tasks.StateFailed, tasks.StateCancelled} {
@@ -613,7 +670,8 @@ func (r *runner) collect(ctx context.Context) error {
 	}
 	var (
 		recs     []Record
-		vanished []int
+		nexts    []job // the page after each record, if any
+		vanished []job
 		still    = r.open[:0]
 	)
 	r.running, r.elsewhere, r.ready, r.sleeping, r.nextAt = 0, 0, 0, 0, time.Time{}
@@ -624,8 +682,9 @@ func (r *runner) collect(ctx context.Context) error {
 			vanished = append(vanished, r.byTask[id]...)
 			delete(r.byTask, id)
 		case t.State.Final():
-			for _, i := range r.byTask[id] {
-				recs = append(recs, RecordOf(r.targets[i].URL, t))
+			for _, j := range r.byTask[id] {
+				rec, next := r.record(j, t)
+				recs, nexts = append(recs, rec), append(nexts, next)
 			}
 		default:
 			still = append(still, id)
@@ -645,12 +704,21 @@ func (r *runner) collect(ctx context.Context) error {
 			}
 		}
 	}
+	// A page's record names the page after it, and is written before that
+	// page's task is added: whatever crashes in between, the output says
+	// where the listing goes on, and the task's key finds it again.
 	n, err := r.opts.Output.Append(recs)
 	if err != nil {
 		return err
 	}
 	r.sum.Written += n
-	for _, rec := range recs {
+	var more []job
+	for k, rec := range recs {
+		if nexts[k].key != "" {
+			more = append(more, nexts[k])
+			continue
+		}
+		r.sum.Completed++
 		if rec.Failed() {
 			r.sum.Failed++
 		}
@@ -664,7 +732,7 @@ func (r *runner) collect(ctx context.Context) error {
 		delete(r.byTask, rec.TaskID)
 	}
 	r.open = still
-	if err := r.submitTargets(ctx, vanished); err != nil {
+	if err := r.submitJobs(ctx, append(vanished, more...)); err != nil {
 		return err
 	}
 	if len(r.pace.samples) > 0 {
@@ -676,7 +744,39 @@ func (r *runner) collect(ctx context.Context) error {
 	return nil
 }
 
-func (r *runner) done() int { return r.sum.AlreadyWritten + r.sum.Written }
+func (r *runner) done() int { return r.sum.AlreadyWritten + r.sum.Completed }
+
+// record is job j's record, its task t having ended, and, when the run
+// paginates and the answer names a page after it, that page's job (else
+// a job without a key).
+func (r *runner) record(j job, t *tasks.Task) (Record, job) {
+	tg := r.targets[j.target]
+	rec := RecordOf(tg.URL, t)
+	rec.ID, rec.Method, rec.Page = tg.ID, j.req.Method, j.page
+	if j.req.URL != tg.Request.URL {
+		rec.PageURL = j.req.URL
+	}
+	rec.Cursor = j.next.Cursor
+	if !r.opts.Paginate || rec.Failed() || t.State != tasks.StateCompleted {
+		return rec, job{}
+	}
+	var res tasks.HTTPResult
+	if err := json.Unmarshal(t.Result, &res); err != nil {
+		return rec, job{} // RecordOf said so already
+	}
+	next, err := nextPage(j.req, &res)
+	if err == nil && next != nil {
+		var nj job
+		if nj, _, err = r.pageJob(j.target, j.page+1, next.URL, next.Cursor); err == nil {
+			rec.Next = next
+			return rec, nj
+		}
+	}
+	if err != nil {
+		rec.Error = fmt.Sprintf("page %d: %v", j.page, err)
+	}
+	return rec, job{}
+}
 
 // snapshot describes the batch at now, reading the credentials again when
 // they are older than StatusInterval, or fresh.

@@ -19,8 +19,9 @@ import (
 // gives the credential going now (the rate-keeping client computes it
 // from the previous body), so a token rotated since is no obstacle.
 
-// ReadPrevious reads a previous run's output and returns, by URL, the
-// successful answer of each URL (its last such line). Lines that are not
+// ReadPrevious reads a previous run's output and returns, by request
+// (Record.Ident: its URL, or its id), the successful answer of each (its
+// last such line); pages of a listing are left out. Lines that are not
 // records — a torn last line — are skipped.
 func ReadPrevious(r io.Reader) (map[string]Record, error) {
 	br := bufio.NewReaderSize(r, 256<<10)
@@ -29,8 +30,8 @@ func ReadPrevious(r io.Reader) (map[string]Record, error) {
 		line, err := br.ReadBytes('\n')
 		if len(line) > 0 && line[len(line)-1] == '\n' {
 			var rec Record
-			if json.Unmarshal(line, &rec) == nil && rec.URL != "" && !rec.Failed() {
-				out[rec.URL] = rec
+			if json.Unmarshal(line, &rec) == nil && rec.URL != "" && !rec.Failed() && rec.Page == 0 {
+				out[rec.Ident()] = rec
 			}
 		}
 		if err == io.EOF {
@@ -56,7 +57,7 @@ func ReadPreviousFile(path string) (map[string]Record, error) {
 	return prev, nil
 }
 
-// Resync makes each target whose URL has a usable previous answer in prev
+// Resync makes each GET target that has a usable previous answer in prev
 // revalidate it: its request carries the answer (tasks.HTTPPrevious), and
 // its key names the task that fetched that answer, so that a re-sync
 // finds neither the tasks of the run it re-syncs nor those of earlier
@@ -67,15 +68,19 @@ func Resync(targets []Target, prev map[string]Record) int {
 	n := 0
 	for i := range targets {
 		t := &targets[i]
-		rec, ok := prev[t.URL]
-		if !ok {
+		rec, ok := prev[t.Ident()]
+		if !ok || t.Request.Method != "" || t.Request.Body != "" {
 			continue
+		}
+		base := requestKey(t.Request)
+		if t.ID != nil {
+			base = "id: " + string(t.ID) + "\n" + base
 		}
 		p := &tasks.HTTPPrevious{Status: rec.Status, ETag: rec.ETag, SHA256: rec.SHA256, Size: rec.Size,
 			Body: rec.Body, BodyFile: rec.BodyFile}
 		c := *t
 		c.Request.Previous = p
-		c.Key = taskKey(requestKey(t.Request) + "#since-" + strconv.FormatInt(rec.TaskID, 10) + "-" + rec.SHA256)
+		c.Key = taskKey(base + "#since-" + strconv.FormatInt(rec.TaskID, 10) + "-" + rec.SHA256)
 		if c.check() != nil {
 			continue
 		}

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"hash"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -35,10 +36,31 @@ type HTTPInput struct {
 	Method  string            `json:"method,omitempty"`
 	Headers map[string]string `json:"headers,omitempty"`
 	Body    string            `json:"body,omitempty"`
+	// SendOnce says the request must not reach the server twice: a write
+	// that is not idempotent and carries no Idempotency-Key. Such a task
+	// sends nothing once an earlier attempt may have reached the server
+	// (one that was retried, cut short by a crash or a shutdown, or
+	// abandoned): it fails with ErrUnknownOutcome instead. A failed send
+	// and a 5xx are that attempt's end, never retried; only a rate-limit
+	// refusal (a request the server did not process) or a wait for quota
+	// before sending reschedules it.
+	SendOnce bool `json:"send_once,omitempty"`
 	// Previous is an earlier answer to the same GET, kept by the caller
 	// (a previous run's output): the request is sent conditional on it,
 	// and a 304 completes the task with that answer (see HTTPPrevious).
 	Previous *HTTPPrevious `json:"previous,omitempty"`
+}
+
+// ErrUnknownOutcome is the error of a SendOnce task that may or may not
+// have done its work on the server: it is not sent again.
+var ErrUnknownOutcome = errors.New("unknown outcome")
+
+// mayHaveSent reports whether an attempt of t before the current one may
+// have reached the server: every earlier attempt that was not a
+// reschedule (a wait for quota, or a refusal the server did not process)
+// may have.
+func mayHaveSent(t *Task) bool {
+	return t.Attempt-1 > t.RescheduleCount
 }
 
 // HTTPPrevious is an earlier answer an http task revalidates: its
@@ -181,8 +203,24 @@ func httpHandler(client *http.Client, bodyDir string, inlineLimit int64, failOn 
 			return nil, Permanent(err)
 		}
 		req, prev := in.Previous.usable(req)
+		if in.SendOnce && mayHaveSent(t) {
+			return nil, Permanent(fmt.Errorf("%w: %s %s: an earlier attempt was cut short (a crash, a shutdown or a failed send) and may have reached the server; not sent again, since %s is not idempotent and the request has no Idempotency-Key",
+				ErrUnknownOutcome, req.Method, printableURL(req.URL), req.Method))
+		}
 		resp, err := client.Do(req)
 		if err != nil {
+			if in.SendOnce {
+				switch err := sendFailure(err, ctx.Err() != nil, resp != nil, wireMarked); {
+				case IsLocalFault(err), isRetryAt(err):
+					return nil, err
+				case neverSent(err):
+					// A retry would count as an attempt that may have
+					// sent; a reschedule does not.
+					return nil, Reschedule(min(time.Second<<min(t.Attempt, 10), 10*time.Minute))
+				}
+				return nil, Permanent(fmt.Errorf("%w: %s %s: %v; not sent again, since %s is not idempotent and the request has no Idempotency-Key",
+					ErrUnknownOutcome, req.Method, printableURL(req.URL), err, req.Method))
+			}
 			// An error carrying RetryAt (the rate-limit-aware client's "quota
 			// returns at T") stays in the chain: the task is rescheduled.
 			// One of the network or the server (a timeout too) is retried
@@ -198,6 +236,10 @@ func httpHandler(client *http.Client, bodyDir string, inlineLimit int64, failOn 
 		}
 		what := req.Method + " " + printableURL(req.URL)
 		v := judge(resp.StatusCode, resp.Header, prefix, time.Now(), failOn)
+		if in.SendOnce && v.err == errServer {
+			// The server had the request: its answer is the outcome.
+			v = verdict{}
+		}
 		if v.err != nil {
 			_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
 			return nil, v.describe(what, resp.Status)
@@ -211,6 +253,20 @@ func httpHandler(client *http.Client, bodyDir string, inlineLimit int64, failOn 
 		}
 		return json.Marshal(res)
 	}
+}
+
+// isRetryAt reports whether err says when to try again (a wait for quota
+// that outlasted the client's MaxWait: nothing was sent).
+func isRetryAt(err error) bool {
+	var ra retryAter
+	return errors.As(err, &ra)
+}
+
+// neverSent reports whether err says the request never left this
+// machine: no connection could be made.
+func neverSent(err error) bool {
+	var op *net.OpError
+	return errors.As(err, &op) && op.Op == "dial"
 }
 
 // refusalPeek is how much of an error answer's body is read to tell a

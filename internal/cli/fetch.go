@@ -42,22 +42,49 @@ type fetchOptions struct {
 	priority      int
 	retryFailed   bool
 	since         string
+	paginate      bool
 	metrics       metricsFlags
 }
 
 func newFetchCmd() *cobra.Command {
 	var o fetchOptions
 	cmd := &cobra.Command{
-		Use:   "fetch [-i FILE | URL…] [-o results.jsonl] [--db DSN] [--concurrency N] [--policy P] [--provider NAME=BASEURL…] [--readme] [--since previous.jsonl]",
-		Short: "Fetch a batch of URLs through the rate-keeping client, resumably",
-		Long: `fetch sends one GET per URL as a durable http task in --db and writes one
-JSON line per URL: url, status, etag, from_cache, attempts, reschedules,
+		Use:   "fetch [-i FILE | URL…] [-o results.jsonl] [--db DSN] [--concurrency N] [--policy P] [--provider NAME=BASEURL…] [--paginate] [--readme] [--since previous.jsonl]",
+		Short: "Fetch a batch of URLs or requests through the rate-keeping client, resumably",
+		Long: `fetch sends each request as a durable http task in --db and writes one
+JSON line per request: url, status, etag, from_cache, attempts, reschedules,
 credential (masked), sha256, size, body (small UTF-8 bodies) or body_file,
-error (when the URL failed), task_id, and in a re-sync not_modified.
+error (when the request failed), task_id, and in a re-sync not_modified; id
+and method for a JSON line's request (below).
 
-URLs come from the arguments or from -i FILE ("-i -" reads stdin), one a line;
-blank lines and # comments are ignored. Every line is checked before anything
-is submitted. With --readme the lines are repository pages (github.com/o/r,
+Requests come from the arguments or from -i FILE ("-i -" reads stdin), one a
+line; blank lines and # comments are ignored. A line is a URL (a GET), or,
+when it starts with {, a request in JSON (JSON Lines):
+  {"url": "https://…", "method": "POST", "headers": {"Name": "value"}, "body": …, "id": "k1"}
+method defaults to GET; a body that is a JSON string is sent as that text,
+any other JSON value as application/json; id (a string or a number) is
+echoed in the output and is the request's key, else the key is the method,
+URL and a digest of the body. A request that is not idempotent (POST, PATCH)
+and has no Idempotency-Key header is sent at most once: if an attempt may
+have reached the server (it was running at a crash or a shutdown, even if
+still waiting for quota; its connection broke), it is not sent again and
+its line says "unknown_outcome": true (--retry-failed sends it again, on
+your word). A GraphQL query (POST …/graphql that
+is not a mutation) is a read and may be sent again. Every line is checked
+before anything is submitted; a bad one is named with its number, and
+nothing is submitted.
+
+--paginate follows each request's pages, as gh api --paginate does: the Link
+header's rel="next" (GitHub, GitLab, Gitea), else GitLab's X-Next-Page; for a
+GraphQL query that declares $endCursor, the answer's first pageInfo
+{hasNextPage endCursor}, the next page being the same query with
+variables.endCursor set. Each page is a line of its own with "page" (from 1)
+and "next" (the next page's url or cursor, absent on the last); pages of
+different requests are fetched side by side. A next page on another host is
+not followed (the line says so as its error): no credential goes there.
+Killed mid-listing, the same command goes on at the page it reached.
+
+With --readme the lines are repository pages (github.com/o/r,
 gitlab.com/g/p, huggingface.co/o/m, codeberg.org/o/r, or a configured
 self-hosted web root) and fetch gets each one's README through the provider's
 API; the output's url is the repository as given.
@@ -101,6 +128,7 @@ command resumes once it is fixed), 2 for bad input (nothing is submitted), and
 128 + the signal when stopped by one (130 Ctrl-C, 143 SIGTERM, 129 SIGHUP):
 running requests get a few seconds to finish and the same command resumes.`,
 		Example: `  ratekeeper fetch -i urls.txt -o results.jsonl
+  ratekeeper fetch -i requests.jsonl -o results.jsonl --paginate
   ratekeeper fetch --readme -i repos.txt -o readmes.jsonl --concurrency 20
   cat urls.txt | ratekeeper fetch -i - --db postgres://rk@db/ratekeeper > results.jsonl
   ratekeeper fetch -i urls.txt --since yesterday.jsonl -o today.jsonl`,
@@ -125,6 +153,7 @@ running requests get a few seconds to finish and the same command resumes.`,
 	fl.IntVar(&o.priority, "priority", tasks.DefaultPriority, "priority of the batch's tasks: 1 (runs first) to 4 (runs last)")
 	fl.BoolVar(&o.retryFailed, "retry-failed", false, "fetch again the URLs whose outcome was a failure")
 	fl.StringVar(&o.since, "since", "", "a previous run's output: revalidate its answers, paying only for what changed")
+	fl.BoolVar(&o.paginate, "paginate", false, "follow each request's next pages (Link rel=next, X-Next-Page, GraphQL pageInfo); a line per page")
 	o.metrics.add(cmd)
 	return adviseOnDamage(cmd, fetchDamagedAdvice)
 }
@@ -235,6 +264,7 @@ func (o *fetchOptions) runOptions(targets []fetch.Target, tr *transport.Transpor
 		Progress:        reporter,
 		Priority:        o.priority,
 		RetryFailed:     o.retryFailed,
+		Paginate:        o.paginate,
 		Registerer:      reg,
 		WireMarked:      true,
 		Logger:          slog.New(slog.NewTextHandler(logTo, &slog.HandlerOptions{Level: slog.LevelWarn})),
@@ -278,6 +308,10 @@ func (o *fetchOptions) check(args []string) error {
 		return errors.New("give URLs as arguments or with -i FILE, not both")
 	case o.input == "" && len(args) == 0:
 		return errors.New("no URLs: give them as arguments, or one a line with -i FILE (-i - for stdin)")
+	case o.paginate && o.since != "":
+		return errors.New("--paginate and --since together: a re-sync revalidates single answers, not listings; give one of them")
+	case o.paginate && o.readme:
+		return errors.New("--paginate and --readme together: a README has no pages; give one of them")
 	case store.KindOf(o.client.db) == store.Memory:
 		return fmt.Errorf("--db %s: fetch keeps its tasks in a database so that it can resume; give a SQLite file or a postgres:// URL", cmp.Or(o.client.db, `""`))
 	case o.concurrency < 1 || o.concurrency > tasks.ConcurrencyLimit:
