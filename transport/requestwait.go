@@ -26,3 +26,10 @@ func (x *exchange) maxWait() time.Duration {
 	}
 	return x.l.maxWait
 }
+
+// OnAnswer reports whether the wait is on requests in flight (a first
+// probe of an unknown bucket, an owner's concurrency full, a bucket spent
+// only by reservations): an answer to one of them may end it before
+// RetryAt, which is then only the latest moment, about one round trip
+// away.
+func (e *WaitError) OnAnswer() bool { return e.onAnswer }
