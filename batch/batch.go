@@ -162,7 +162,7 @@ func (b *Batch) Add(req *http.Request, opts ...Option) error {
 	b.seq++
 	it.seq = b.seq
 	b.added++
-	heap.Push(&b.ready, it)
+	b.ready.add(it)
 	b.mu.Unlock()
 	b.work.Signal()
 	return nil
@@ -234,8 +234,7 @@ func (b *Batch) drainLocked() []*item {
 		out = append(out, *q...)
 		*q = nil
 	}
-	out = append(out, b.ready...)
-	b.ready = nil
+	out = append(out, b.ready.drain()...)
 	return out
 }
 
@@ -244,15 +243,15 @@ func (b *Batch) drainLocked() []*item {
 func (b *Batch) worker() {
 	for {
 		b.mu.Lock()
-		for !b.stop && len(b.ready) == 0 && (b.active > 0 || len(b.parked) > 0 || len(b.onAnswer) > 0) {
+		for !b.stop && b.ready.len() == 0 && (b.active > 0 || len(b.parked) > 0 || len(b.onAnswer) > 0) {
 			b.work.Wait()
 		}
-		if b.stop || len(b.ready) == 0 {
+		if b.stop || b.ready.len() == 0 {
 			b.mu.Unlock()
 			b.work.Broadcast() // the batch is through: the others too
 			return
 		}
-		it := heap.Pop(&b.ready).(*item)
+		it := b.ready.take()
 		b.active++
 		ctx := b.sendCtx
 		b.mu.Unlock()
@@ -357,7 +356,7 @@ func (b *Batch) answered() {
 // ahead of work of its priority added since.
 func (b *Batch) wakeLocked(it *item) {
 	it.why = nil
-	heap.Push(&b.ready, it)
+	b.ready.putBack(it)
 }
 
 // armLocked sets the one timer for the earliest parked request.

@@ -40,7 +40,7 @@ type Wait struct {
 func (b *Batch) Progress() Progress {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	p := Progress{Added: b.added, Done: b.done, Failed: b.failed, Sending: b.active, Ready: len(b.ready)}
+	p := Progress{Added: b.added, Done: b.done, Failed: b.failed, Sending: b.active, Ready: b.ready.len()}
 	type group struct {
 		provider, resource, scope string
 		onAnswer                  bool
