@@ -3,6 +3,7 @@ package batch_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"github.com/ratekeeper/ratekeeper/batch"
+	"github.com/ratekeeper/ratekeeper/provider"
 	"github.com/ratekeeper/ratekeeper/sim"
 )
 
@@ -291,4 +293,66 @@ func TestAddRefusesBodyWithoutGetBody(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "GetBody") {
 		t.Errorf("Add: %v; want an error naming GetBody", err)
 	}
+}
+
+// GitLab's Users API has a limit of its own that the headers do not show
+// (here written in the config: 40 a minute): while the users requests
+// wait for it, the projects requests go, where a pool of workers would
+// all end up waiting on users URLs. Progress names the scope.
+func TestScopeDoesNotHoldBackTheRest(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		api := newSimAPIWith(t, sim.APIConfig{Dialect: "gitlab", Limit: 2000, Window: time.Minute, Latency: 50 * time.Millisecond,
+			Tokens: []sim.TokenConfig{{Token: "glpat-batch-1", Owner: "alice"}}}, func(p *provider.Provider) {
+			l, err := provider.ParseEndpointLimit("GET /api/v4/users/*", "40/1m")
+			if err != nil {
+				t.Fatal(err)
+			}
+			p.EndpointLimits = []provider.EndpointLimit{l}
+		}, "glpat-batch-1")
+		f := newFinished()
+		var mu sync.Mutex
+		var scope string
+		var b *batch.Batch
+		b = batch.New(api.t, batch.Options{InFlight: 8, OnResult: func(r batch.Result) {
+			f.onResult(r)
+			if r.Key == "projects-39" {
+				mu.Lock()
+				for _, w := range b.Progress().Waiting {
+					scope = w.Scope
+				}
+				mu.Unlock()
+			}
+		}})
+		for i := range 80 {
+			b.Add(get(t, fmt.Sprintf("%s/users/%d", api.base, i+1)), batch.Key(fmt.Sprintf("users-%d", i)))
+		}
+		for i := range 40 {
+			b.Add(get(t, fmt.Sprintf("%s/projects/%d", api.base, i+1)), batch.Key(fmt.Sprintf("projects-%d", i)))
+		}
+		if err := b.Run(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		var lastProject, lastUser time.Duration
+		for k, at := range f.at {
+			// The simulator knows few users: a 404 is an answer.
+			if r := f.res[k]; r.Err != nil || r.Response.StatusCode == http.StatusTooManyRequests {
+				t.Errorf("%s: %v %v", k, r.Err, r.Response.Status)
+			}
+			if strings.HasPrefix(k, "projects-") {
+				lastProject = max(lastProject, at)
+			} else {
+				lastUser = max(lastUser, at)
+			}
+		}
+		t.Logf("projects done at %v, users at %v; waiting for scope %q", lastProject, lastUser, scope)
+		if lastProject > 5*time.Second {
+			t.Errorf("the projects ended at %v; want them sent while the users requests waited", lastProject)
+		}
+		if lastUser < time.Minute {
+			t.Errorf("the users requests ended at %v; want the second 40 after the minute", lastUser)
+		}
+		if scope == "" {
+			t.Errorf("progress named no scope for the waiting users requests")
+		}
+	})
 }

@@ -27,6 +27,12 @@ type simAPI struct {
 // with a transport holding the given tokens.
 func newSimAPI(t testing.TB, api sim.APIConfig, tokens ...string) *simAPI {
 	t.Helper()
+	return newSimAPIWith(t, api, nil, tokens...)
+}
+
+// newSimAPIWith is newSimAPI with the provider changed by tune.
+func newSimAPIWith(t testing.TB, api sim.APIConfig, tune func(*provider.Provider), tokens ...string) *simAPI {
+	t.Helper()
 	srv, err := sim.New(sim.Config{Seed: 1, APIs: []sim.APIConfig{api}})
 	if err != nil {
 		t.Fatal(err)
@@ -36,6 +42,9 @@ func newSimAPI(t testing.TB, api sim.APIConfig, tokens ...string) *simAPI {
 	p, err := provider.New(string(kind), kind, base)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if tune != nil {
+		tune(p)
 	}
 	reg := provider.NewRegistry()
 	if err := reg.Add(p); err != nil {
