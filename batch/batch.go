@@ -125,6 +125,11 @@ type item struct {
 	sent     bool // sent once: its body is spent
 	until    time.Time
 	why      *transport.WaitError
+	// While it waits: its place in a timeQueue, and the watch on its
+	// own context that takes it out when that ends.
+	index   int
+	queue   *timeQueue
+	unwatch func() bool
 }
 
 // New returns a batch that sends its requests with rt, normally a
@@ -231,6 +236,12 @@ func (b *Batch) Run(ctx context.Context) error {
 func (b *Batch) drainLocked() []*item {
 	var out []*item
 	for _, q := range []*timeQueue{&b.parked, &b.onAnswer} {
+		for _, it := range *q {
+			if it.unwatch != nil {
+				it.unwatch()
+			}
+			it.queue = nil
+		}
 		out = append(out, *q...)
 		*q = nil
 	}
@@ -330,7 +341,27 @@ func (b *Batch) park(it *item, we *transport.WaitError) {
 	} else {
 		heap.Push(&b.parked, it)
 	}
+	if own := it.req.Context(); own != context.Background() {
+		// Its own context's end is its result, now rather than when
+		// its quota returns (a function to call, not a goroutine).
+		it.unwatch = context.AfterFunc(own, func() { b.ended(it) })
+	}
 	b.armLocked()
+}
+
+// ended takes a waiting request whose own context ended back among those
+// ready: sending it, a worker finds the context's error, its result.
+func (b *Batch) ended(it *item) {
+	b.mu.Lock()
+	if it.queue == nil {
+		b.mu.Unlock()
+		return
+	}
+	heap.Remove(it.queue, it.index)
+	b.wakeLocked(it)
+	b.armLocked()
+	b.mu.Unlock()
+	b.work.Broadcast()
 }
 
 // answered wakes, at an answer, as many of the requests waiting for one
@@ -355,6 +386,10 @@ func (b *Batch) answered() {
 // wakeLocked puts a parked request back among those ready, in its place:
 // ahead of work of its priority added since.
 func (b *Batch) wakeLocked(it *item) {
+	if it.unwatch != nil {
+		it.unwatch()
+		it.unwatch = nil
+	}
 	it.why = nil
 	b.ready.putBack(it)
 }

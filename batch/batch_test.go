@@ -356,3 +356,29 @@ func TestScopeDoesNotHoldBackTheRest(t *testing.T) {
 		}
 	})
 }
+
+// A request's own context ends it while it waits for quota: its result,
+// with the context's error, comes then, not when the quota returns.
+func TestOwnContextEndsAWait(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		api := searchLimited(t)
+		f := newFinished()
+		b := batch.New(api.t, batch.Options{InFlight: 2, OnResult: f.onResult})
+		b.Add(get(t, api.base+"/search/repositories?q=1"), batch.Key("first"))
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, api.base+"/search/repositories?q=2", nil)
+		b.Add(req, batch.Key("impatient"))
+		b.Add(get(t, api.base+"/search/repositories?q=3"), batch.Key("patient"))
+		if err := b.Run(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		r := f.res["impatient"]
+		if !errors.Is(r.Err, context.DeadlineExceeded) || f.at["impatient"] != 5*time.Second {
+			t.Errorf("impatient: %v after %v; want its deadline after 5s", r.Err, f.at["impatient"])
+		}
+		if r := f.res["patient"]; r.Err != nil || f.at["patient"] < time.Minute {
+			t.Errorf("patient: %v after %v; want an answer after the minute", r.Err, f.at["patient"])
+		}
+	})
+}

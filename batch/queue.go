@@ -105,9 +105,20 @@ func (q timeQueue) Less(i, j int) bool {
 	}
 	return q[i].seq < q[j].seq
 }
-func (q timeQueue) Swap(i, j int) { q[i], q[j] = q[j], q[i] }
-func (q *timeQueue) Push(x any)   { *q = append(*q, x.(*item)) }
-func (q *timeQueue) Pop() any     { return popLast((*[]*item)(q)) }
+func (q timeQueue) Swap(i, j int) {
+	q[i], q[j] = q[j], q[i]
+	q[i].index, q[j].index = i, j
+}
+func (q *timeQueue) Push(x any) {
+	it := x.(*item)
+	it.index, it.queue = len(*q), q
+	*q = append(*q, it)
+}
+func (q *timeQueue) Pop() any {
+	it := popLast((*[]*item)(q)).(*item)
+	it.index, it.queue = -1, nil
+	return it
+}
 
 func popLast(q *[]*item) any {
 	old := *q
