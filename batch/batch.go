@@ -189,9 +189,7 @@ func (b *Batch) Run(ctx context.Context) error {
 	if b.started.IsZero() {
 		b.started = time.Now()
 	}
-	b.mu.Unlock()
 	// The timer of parked requests runs with Run only.
-	b.mu.Lock()
 	b.armLocked()
 	b.mu.Unlock()
 	stopWatch := context.AfterFunc(ctx, func() {
@@ -213,8 +211,12 @@ func (b *Batch) Run(ctx context.Context) error {
 		b.timer, b.timerAt = nil, time.Time{}
 	}
 	p := b.panicked
+	// Stopped and no panic: the context ended before the batch was
+	// through (a context ending just after is no error).
+	var err error
 	var left []*item
-	if p == nil && ctx.Err() != nil {
+	if p == nil && b.stop {
+		err = ctx.Err()
 		left = b.drainLocked()
 	}
 	b.running = false
@@ -224,12 +226,13 @@ func (b *Batch) Run(ctx context.Context) error {
 	}
 	for _, it := range left {
 		// Not through deliver: a panic here is Run's own.
-		b.count(nil, ctx.Err())
+		it.closeUnsent()
+		b.count(nil, err)
 		if b.onResult != nil {
-			b.onResult(Result{Request: it.req, Key: it.key, Priority: it.priority, Err: ctx.Err(), Waits: it.waits})
+			b.onResult(Result{Request: it.req, Key: it.key, Priority: it.priority, Err: err, Waits: it.waits})
 		}
 	}
-	return ctx.Err()
+	return err
 }
 
 // drainLocked empties the queues.
@@ -311,6 +314,7 @@ func (b *Batch) serve(it *item, ctx context.Context) {
 // request's was spent by an earlier attempt.
 func (b *Batch) send(it *item, ctx context.Context) (*http.Response, error) {
 	if err := ctx.Err(); err != nil {
+		it.closeUnsent()
 		return nil, err
 	}
 	out := it.req.WithContext(ctx)
@@ -323,6 +327,14 @@ func (b *Batch) send(it *item, ctx context.Context) (*http.Response, error) {
 	}
 	it.sent = true
 	return b.rt.RoundTrip(out)
+}
+
+// closeUnsent closes the body of a request that ends without being sent,
+// as RoundTrip would have.
+func (it *item) closeUnsent() {
+	if !it.sent && it.req.Body != nil {
+		it.req.Body.Close()
+	}
 }
 
 // park puts it aside until its quota returns, as we says.

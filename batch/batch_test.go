@@ -382,3 +382,20 @@ func TestOwnContextEndsAWait(t *testing.T) {
 		}
 	})
 }
+
+// A request that ends without being sent has its body closed, as
+// RoundTrip would have closed it.
+func TestUnsentBodyClosed(t *testing.T) {
+	b := batch.New(http.DefaultTransport, batch.Options{})
+	req := strict(t, graphqlPost(t, "http://127.0.0.1:1/graphql", map[string]any{"n": 1}))
+	body := req.Body.(*strictBody)
+	b.Add(req)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := b.Run(ctx); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Run: %v; want context.Canceled", err)
+	}
+	if !body.closed {
+		t.Errorf("the body of a request never sent was left open")
+	}
+}
