@@ -78,15 +78,15 @@ type Result struct {
 	Waits int
 }
 
-// An Option sets something of one request given to Add.
-type Option func(*item)
+// An Option sets something of one request given to Add: Key, Priority.
+type Option struct{ apply func(*item) }
 
-// Key names the request in its Result and in progress reports.
-func Key(k string) Option { return func(it *item) { it.key = k } }
+// Key names the request in its Result.
+func Key(k string) Option { return Option{func(it *item) { it.key = k }} }
 
 // Priority orders the request among those that can go: larger first; the
 // default is 0.
-func Priority(p int) Option { return func(it *item) { it.priority = p } }
+func Priority(p int) Option { return Option{func(it *item) { it.priority = p }} }
 
 // Batch schedules requests over a transport. Its zero value is not usable:
 // build one with New. Add and Progress may be called from any goroutine,
@@ -161,7 +161,9 @@ func (b *Batch) Add(req *http.Request, opts ...Option) error {
 	}
 	it := &item{req: req}
 	for _, o := range opts {
-		o(it)
+		if o.apply != nil {
+			o.apply(it)
+		}
 	}
 	b.mu.Lock()
 	b.seq++
