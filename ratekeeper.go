@@ -22,6 +22,10 @@
 // a *WaitError carrying when the quota returns (RetryAt), so a job can be
 // rescheduled instead of blocking; package tasks does that automatically.
 //
+// NewBatch sends many requests through the transport with a bounded
+// number in flight, so that a request waiting for one bucket never holds
+// back another's (see package batch).
+//
 // NewGateway serves the same client to programs in any language, as
 // `ratekeeper serve` does.
 //
@@ -34,6 +38,7 @@ import (
 	"fmt"
 	"net/http"
 
+	"github.com/ratekeeper/ratekeeper/batch"
 	"github.com/ratekeeper/ratekeeper/gateway"
 	"github.com/ratekeeper/ratekeeper/internal/assemble"
 	"github.com/ratekeeper/ratekeeper/transport"
@@ -59,6 +64,21 @@ type DatabaseError = assemble.DatabaseError
 // Event is what Options.OnEvent receives.
 type Event = transport.Event
 
+// Batch sends many requests so that no bucket holds back another: see
+// package batch.
+type Batch = batch.Batch
+
+// BatchOptions configure a Batch: how many requests in flight, and the
+// callback that gets each result.
+type BatchOptions = batch.Options
+
+// BatchResult is what became of one request of a Batch.
+type BatchResult = batch.Result
+
+// BatchProgress is where a Batch stands: done, failed, waiting and for
+// what, and when it should end.
+type BatchProgress = batch.Progress
+
 // Gateway is the HTTP gateway `ratekeeper serve` runs: a reverse proxy
 // that gives programs in any language the rate-keeping client, with a
 // dashboard, /status and /metrics.
@@ -77,6 +97,17 @@ func NewTransport(opts Options) (*transport.Transport, error) { return assemble.
 // NewGateway builds a gateway (see package gateway); serve it with its
 // Serve method or any http.Server, and Close it at the end.
 func NewGateway(opts GatewayOptions) (*Gateway, error) { return gateway.New(opts) }
+
+// NewBatch returns a Batch sending its requests with rt, normally a
+// transport from NewTransport (Options.DB shares its quota with other
+// processes); see batch.New.
+func NewBatch(rt http.RoundTripper, opts BatchOptions) *Batch { return batch.New(rt, opts) }
+
+// BatchKey names a request added to a Batch in its result.
+func BatchKey(k string) batch.Option { return batch.Key(k) }
+
+// BatchPriority orders a request added to a Batch: larger first.
+func BatchPriority(p int) batch.Option { return batch.Priority(p) }
 
 // NewClient returns an *http.Client whose requests are paced and retried by
 // a rate-keeping transport (see NewTransport). If the options are invalid,

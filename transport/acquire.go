@@ -144,9 +144,9 @@ func (x *exchange) acquire() error {
 // it asks again every round trip: on a state shared with other processes
 // their answers wake nobody here.
 func (x *exchange) nextWait(c *creds.Credential, w time.Duration, now time.Time) (time.Duration, error) {
-	maxWait := x.l.maxWait
+	maxWait := x.maxWait()
 	waitErr := func(d time.Duration) error {
-		return &WaitError{Provider: x.l.p.Name, Resource: x.class.Resource, Credential: c.Masked(),
+		return &WaitError{Provider: x.l.p.Name, Resource: x.class.Resource, Scope: x.class.Scope.Key, Credential: c.Masked(),
 			Until: now.Add(d), Wait: d, MaxWait: maxWait}
 	}
 	if !x.reserve.OnAnswer {

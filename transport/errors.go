@@ -21,6 +21,10 @@ import (
 type WaitError struct {
 	Provider string
 	Resource string
+	// Scope is the request's endpoint group of a limit the server does
+	// not announce (GitLab's Users API, say), when it has one: the wait
+	// may be for it rather than the resource.
+	Scope string
 	// Credential is the masked credential that could go soonest.
 	Credential string
 	// Until is when the quota returns; Wait is how far away that was.

@@ -232,7 +232,7 @@ func (x *exchange) takeTurn(lg *learning) error {
 	}
 	t := x.t
 	start := t.opts.Now()
-	timer := t.opts.Clock.NewTimer(x.l.maxWait)
+	timer := t.opts.Clock.NewTimer(x.maxWait())
 	defer timer.Stop()
 	select {
 	case lg.turn <- struct{}{}:
@@ -243,7 +243,7 @@ func (x *exchange) takeTurn(lg *learning) error {
 	case <-timer.C():
 		now := t.opts.Now()
 		rtt := x.l.roundTrip()
-		return &WaitError{Provider: x.l.p.Name, Resource: x.class.Resource, Until: now.Add(rtt), Wait: rtt, MaxWait: x.l.maxWait}
+		return &WaitError{Provider: x.l.p.Name, Resource: x.class.Resource, Until: now.Add(rtt), Wait: rtt, MaxWait: x.maxWait()}
 	}
 }
 

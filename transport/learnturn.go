@@ -62,7 +62,7 @@ func (x *exchange) sharedTurn(lg *learning) (bool, error) {
 	tp := TurnParams{Key: learningTurnKey(x.l.key), Holder: t.holder}
 	for {
 		now := t.opts.Now()
-		tp.Now, tp.Until = now, now.Add(x.l.maxWait+t.opts.Lease)
+		tp.Now, tp.Until = now, now.Add(x.maxWait()+t.opts.Lease)
 		got, err := t.turns.TakeLearningTurn(context.WithoutCancel(x.ctx), &tp)
 		if err != nil {
 			return false, reserveFailed(x.l.p, x.class, err)
@@ -78,8 +78,8 @@ func (x *exchange) sharedTurn(lg *learning) (bool, error) {
 			continue
 		}
 		rtt := x.l.roundTrip()
-		if x.waited+rtt > x.l.maxWait {
-			return false, &WaitError{Provider: x.l.p.Name, Resource: x.class.Resource, Until: now.Add(rtt), Wait: rtt, MaxWait: x.l.maxWait}
+		if x.waited+rtt > x.maxWait() {
+			return false, &WaitError{Provider: x.l.p.Name, Resource: x.class.Resource, Until: now.Add(rtt), Wait: rtt, MaxWait: x.maxWait()}
 		}
 		start := now
 		if err := t.sleep(x.ctx, rtt); err != nil {

@@ -1,0 +1,469 @@
+// Package batch sends many HTTP requests through a rate-keeping transport
+// with a bounded number in flight, so that no bucket holds back another: a
+// request whose quota cannot go now waits in the batch, not in a worker,
+// and the workers send the requests whose quota can.
+//
+// A worker pool over http.RoundTripper blocks: eight goroutines that each
+// wait inside RoundTrip for GraphQL points leave the REST quota idle. A
+// Batch instead sends each request with a max wait of zero
+// (transport.WithMaxWait): the transport answers at once with a
+// *transport.WaitError saying when the request's quota returns, and the
+// batch parks the request until then — in one heap ordered by that time,
+// under one timer, with no goroutine per waiting request — while its
+// workers send others. A wait on requests in flight (a first probe of an
+// unknown bucket, an owner's concurrency full) ends at the next answer of
+// this batch, or at its RetryAt. Which request may go is the transport's
+// decision, the same that fetch and tasks workers get from it; with a
+// shared database (Options.DB of the transport) other processes' spending
+// counts too.
+//
+// Requests are taken in order of priority (larger first), then in the
+// order they were added: a request that waited for quota keeps its place,
+// so it goes before work added while it waited. Each request's
+// result comes exactly once, to Options.OnResult.
+//
+// The batch keeps its queue in memory: work that must survive a restart
+// belongs in package tasks.
+package batch
+
+import (
+	"container/heap"
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/ratekeeper/ratekeeper/transport"
+)
+
+// DefaultInFlight is the number of requests in flight when
+// Options.InFlight is 0.
+const DefaultInFlight = 8
+
+// minPark is the shortest a request waits in the batch, so that a wait
+// that rounds to nothing does not spin.
+const minPark = time.Millisecond
+
+// Options configure a Batch.
+type Options struct {
+	// InFlight bounds how many requests are sent at once, OnResult
+	// callbacks included; DefaultInFlight when 0.
+	InFlight int
+	// OnResult receives each request's result, once. It is called from
+	// up to InFlight goroutines at once, and may Add more requests (the
+	// next page of a listing, say). The batch closes the response's body
+	// when OnResult returns: read it there. A panic in OnResult stops the
+	// batch (no more requests are sent) and Run panics with the same
+	// value once the requests in flight have ended.
+	OnResult func(Result)
+}
+
+// Result is what became of one request.
+type Result struct {
+	// Request is the request as it was added; Key and Priority as given.
+	Request  *http.Request
+	Key      string
+	Priority int
+	// Response is the answer, whatever its status, when Err is nil. Its
+	// body is closed when OnResult returns.
+	Response *http.Response
+	// Err is why there is no answer: the transport's error, or the
+	// context's when the batch or the request was cancelled before it
+	// was answered.
+	Err error
+	// Waits counts how often the request waited in the batch for its
+	// quota.
+	Waits int
+}
+
+// An Option sets something of one request given to Add: Key, Priority.
+type Option struct{ apply func(*item) }
+
+// Key names the request in its Result.
+func Key(k string) Option { return Option{func(it *item) { it.key = k }} }
+
+// Priority orders the request among those that can go: larger first; the
+// default is 0.
+func Priority(p int) Option { return Option{func(it *item) { it.priority = p }} }
+
+// Batch schedules requests over a transport. Its zero value is not usable:
+// build one with New. Add and Progress may be called from any goroutine,
+// before, during or after Run.
+type Batch struct {
+	rt       http.RoundTripper
+	inFlight int
+	onResult func(Result)
+
+	mu       sync.Mutex
+	work     sync.Cond // signalled when ready work, or the end, may have come
+	ready    readyQueue
+	parked   timeQueue // waiting until a known time
+	onAnswer timeQueue // waiting for an answer, at the latest until a time
+	timer    *time.Timer
+	timerAt  time.Time
+	seq      uint64
+	running  bool
+	sendCtx  context.Context // Run's context, with a max wait of 0
+	stop     bool            // Run's context ended, or a callback panicked
+	active   int             // requests taken by a worker and not yet through OnResult
+	panicked any
+
+	added, done, failed int
+	started             time.Time
+	finishedAt          time.Time // of the last result counted, for the ETA
+}
+
+// item is one request in the batch.
+type item struct {
+	req      *http.Request
+	key      string
+	priority int
+	seq      uint64
+	waits    int
+	sent     bool // sent once: its body is spent
+	until    time.Time
+	why      *transport.WaitError
+	// While it waits: its place in a timeQueue, and the watch on its
+	// own context that takes it out when that ends.
+	index   int
+	queue   *timeQueue
+	unwatch func() bool
+}
+
+// New returns a batch that sends its requests with rt, normally a
+// ratekeeper transport (ratekeeper.NewTransport). Over any other
+// RoundTripper it is a plain bounded worker pool. Redirects are not
+// followed: RoundTrip returns them.
+func New(rt http.RoundTripper, opts Options) *Batch {
+	b := &Batch{rt: rt, inFlight: opts.InFlight, onResult: opts.OnResult}
+	if b.inFlight <= 0 {
+		b.inFlight = DefaultInFlight
+	}
+	b.work.L = &b.mu
+	return b
+}
+
+// Add queues req, to be sent by Run (the one running, or the next). req
+// must not be changed afterwards. A request with a body must be
+// replayable (req.GetBody set, as http.NewRequest does for a
+// bytes.Reader, strings.Reader or bytes.Buffer): one that waits for quota
+// is sent again. The request's own context, if not Background, can cancel
+// it too.
+func (b *Batch) Add(req *http.Request, opts ...Option) error {
+	if req == nil || req.URL == nil {
+		return errors.New("batch: Add: a nil request or URL")
+	}
+	if req.Body != nil && req.Body != http.NoBody && req.GetBody == nil {
+		return fmt.Errorf("batch: Add: %s %s has a body but no GetBody, so it could not be sent again after waiting for quota; "+
+			"build it with http.NewRequest from a bytes.Reader, strings.Reader or bytes.Buffer, or set GetBody", req.Method, req.URL.Redacted())
+	}
+	it := &item{req: req}
+	for _, o := range opts {
+		if o.apply != nil {
+			o.apply(it)
+		}
+	}
+	b.mu.Lock()
+	b.seq++
+	it.seq = b.seq
+	b.added++
+	b.ready.add(it)
+	b.mu.Unlock()
+	b.work.Signal()
+	return nil
+}
+
+// Run sends the queued requests, and those added meanwhile, until all
+// have their result, or until ctx ends: then the requests in flight end
+// with its error, every request not yet answered gets a Result with it,
+// and Run returns it. Run returns nil when every request has its result
+// (failed ones included: see Result.Err). Only one Run may go at a time.
+func (b *Batch) Run(ctx context.Context) error {
+	b.mu.Lock()
+	if b.running {
+		b.mu.Unlock()
+		return errors.New("batch: Run called while the batch is running")
+	}
+	b.running, b.stop, b.panicked = true, false, nil
+	b.sendCtx = transport.WithMaxWait(ctx, 0)
+	if b.started.IsZero() {
+		b.started = time.Now()
+	}
+	// The timer of parked requests runs with Run only.
+	b.armLocked()
+	b.mu.Unlock()
+	stopWatch := context.AfterFunc(ctx, func() {
+		b.mu.Lock()
+		b.stop = true
+		b.mu.Unlock()
+		b.work.Broadcast()
+	})
+	var wg sync.WaitGroup
+	for range b.inFlight {
+		wg.Go(b.worker)
+	}
+	wg.Wait()
+	stopWatch()
+
+	b.mu.Lock()
+	if b.timer != nil {
+		b.timer.Stop()
+		b.timer, b.timerAt = nil, time.Time{}
+	}
+	p := b.panicked
+	// Stopped and no panic: the context ended before the batch was
+	// through (a context ending just after is no error).
+	var err error
+	var left []*item
+	if p == nil && b.stop {
+		err = ctx.Err()
+		left = b.drainLocked()
+	}
+	b.running = false
+	b.mu.Unlock()
+	if p != nil {
+		panic(p)
+	}
+	for _, it := range left {
+		// Not through deliver: a panic here is Run's own.
+		it.closeUnsent()
+		b.count(nil, err)
+		if b.onResult != nil {
+			b.onResult(Result{Request: it.req, Key: it.key, Priority: it.priority, Err: err, Waits: it.waits})
+		}
+	}
+	return err
+}
+
+// drainLocked empties the queues.
+func (b *Batch) drainLocked() []*item {
+	var out []*item
+	for _, q := range []*timeQueue{&b.parked, &b.onAnswer} {
+		for _, it := range *q {
+			if it.unwatch != nil {
+				it.unwatch()
+			}
+			it.queue = nil
+		}
+		out = append(out, *q...)
+		*q = nil
+	}
+	out = append(out, b.ready.drain()...)
+	return out
+}
+
+// worker takes requests that can go, one at a time, until the batch is
+// through or stopped.
+func (b *Batch) worker() {
+	for {
+		b.mu.Lock()
+		for !b.stop && b.ready.len() == 0 && (b.active > 0 || len(b.parked) > 0 || len(b.onAnswer) > 0) {
+			b.work.Wait()
+		}
+		if b.stop || b.ready.len() == 0 {
+			b.mu.Unlock()
+			b.work.Broadcast() // the batch is through: the others too
+			return
+		}
+		it := b.ready.take()
+		b.active++
+		ctx := b.sendCtx
+		b.mu.Unlock()
+		b.serve(it, ctx)
+	}
+}
+
+// serve sends one request and parks it or delivers its result, giving
+// back the worker's place on every exit, a panic included (kept for Run
+// to raise).
+func (b *Batch) serve(it *item, ctx context.Context) {
+	defer func() {
+		p := recover()
+		b.mu.Lock()
+		b.active--
+		if p != nil && b.panicked == nil {
+			b.panicked, b.stop = p, true
+		}
+		b.mu.Unlock()
+		b.work.Broadcast()
+	}()
+	if own := it.req.Context(); own != context.Background() {
+		// The request's own context keeps its values, and its end or
+		// Run's cancels the request — after OnResult, which reads the
+		// body.
+		c, cancel := context.WithCancel(transport.WithMaxWait(own, 0))
+		defer cancel()
+		defer context.AfterFunc(ctx, cancel)()
+		ctx = c
+	}
+	resp, err := b.send(it, ctx)
+	var we *transport.WaitError
+	if errors.As(err, &we) {
+		if cerr := ctx.Err(); cerr != nil {
+			err = cerr
+		} else {
+			b.park(it, we)
+			return
+		}
+	}
+	b.answered()
+	b.deliver(it, resp, err)
+}
+
+// send makes one attempt of it under ctx, with a body of its own when the
+// request's was spent by an earlier attempt.
+func (b *Batch) send(it *item, ctx context.Context) (*http.Response, error) {
+	if err := ctx.Err(); err != nil {
+		it.closeUnsent()
+		return nil, err
+	}
+	out := it.req.WithContext(ctx)
+	if it.sent && out.Body != nil && out.Body != http.NoBody {
+		body, err := out.GetBody()
+		if err != nil {
+			return nil, fmt.Errorf("batch: renewing the body of %s %s to send it again: %w", out.Method, out.URL.Redacted(), err)
+		}
+		out.Body = body
+	}
+	it.sent = true
+	return b.rt.RoundTrip(out)
+}
+
+// closeUnsent closes the body of a request that ends without being sent,
+// as RoundTrip would have.
+func (it *item) closeUnsent() {
+	if !it.sent && it.req.Body != nil {
+		it.req.Body.Close()
+	}
+}
+
+// park puts it aside until its quota returns, as we says.
+func (b *Batch) park(it *item, we *transport.WaitError) {
+	now := time.Now()
+	it.waits++
+	it.why = we
+	it.until = we.RetryAt()
+	if it.until.Before(now.Add(minPark)) {
+		it.until = now.Add(minPark)
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if we.OnAnswer() {
+		heap.Push(&b.onAnswer, it)
+	} else {
+		heap.Push(&b.parked, it)
+	}
+	if own := it.req.Context(); own != context.Background() {
+		// Its own context's end is its result, now rather than when
+		// its quota returns (a function to call, not a goroutine).
+		it.unwatch = context.AfterFunc(own, func() { b.ended(it) })
+	}
+	b.armLocked()
+}
+
+// ended takes a waiting request whose own context ended back among those
+// ready: sending it, a worker finds the context's error, its result.
+func (b *Batch) ended(it *item) {
+	b.mu.Lock()
+	if it.queue == nil {
+		b.mu.Unlock()
+		return
+	}
+	heap.Remove(it.queue, it.index)
+	b.wakeLocked(it)
+	b.armLocked()
+	b.mu.Unlock()
+	b.work.Broadcast()
+}
+
+// answered wakes, at an answer, as many of the requests waiting for one
+// as could be sent at once: the answer may have freed what they wait for
+// (if not, they wait again, behind the others).
+func (b *Batch) answered() {
+	b.mu.Lock()
+	n := 0
+	for len(b.onAnswer) > 0 && n < b.inFlight {
+		b.wakeLocked(heap.Pop(&b.onAnswer).(*item))
+		n++
+	}
+	if n > 0 {
+		b.armLocked()
+	}
+	b.mu.Unlock()
+	if n > 0 {
+		b.work.Broadcast()
+	}
+}
+
+// wakeLocked puts a parked request back among those ready, in its place:
+// ahead of work of its priority added since.
+func (b *Batch) wakeLocked(it *item) {
+	if it.unwatch != nil {
+		it.unwatch()
+		it.unwatch = nil
+	}
+	it.why = nil
+	b.ready.putBack(it)
+}
+
+// armLocked sets the one timer for the earliest parked request.
+func (b *Batch) armLocked() {
+	var at time.Time
+	for _, q := range []timeQueue{b.parked, b.onAnswer} {
+		if len(q) > 0 && (at.IsZero() || q[0].until.Before(at)) {
+			at = q[0].until
+		}
+	}
+	if at.IsZero() || !b.running || (b.timer != nil && at.Equal(b.timerAt)) {
+		return
+	}
+	if b.timer == nil {
+		b.timer = time.AfterFunc(time.Until(at), b.due)
+	} else {
+		b.timer.Reset(time.Until(at))
+	}
+	b.timerAt = at
+}
+
+// due moves the requests whose time has come back among those ready.
+func (b *Batch) due() {
+	b.mu.Lock()
+	now := time.Now()
+	n := 0
+	for _, q := range []*timeQueue{&b.parked, &b.onAnswer} {
+		for len(*q) > 0 && !(*q)[0].until.After(now) {
+			b.wakeLocked(heap.Pop(q).(*item))
+			n++
+		}
+	}
+	b.timerAt = time.Time{}
+	b.armLocked()
+	b.mu.Unlock()
+	if n > 0 {
+		b.work.Broadcast()
+	}
+}
+
+// deliver hands the result to OnResult and closes the body after it.
+func (b *Batch) deliver(it *item, resp *http.Response, err error) {
+	b.count(resp, err)
+	if resp != nil {
+		defer resp.Body.Close()
+	}
+	if b.onResult != nil {
+		b.onResult(Result{Request: it.req, Key: it.key, Priority: it.priority, Response: resp, Err: err, Waits: it.waits})
+	}
+}
+
+func (b *Batch) count(resp *http.Response, err error) {
+	b.mu.Lock()
+	if err != nil {
+		b.failed++
+	} else {
+		b.done++
+	}
+	b.finishedAt = time.Now()
+	b.mu.Unlock()
+}
