@@ -31,9 +31,9 @@ type bucket struct {
 	serverErrors, dropped                                  int64
 	earlyRetries                                           int64
 	// scope is the bucket's last refusal, for counting early retries.
-	scope refusalScope
-	maxInFlight                                            int64
-	timeline                                               []uint32
+	scope       refusalScope
+	maxInFlight int64
+	timeline    []uint32
 }
 
 // bucketState is what a response says about a bucket.

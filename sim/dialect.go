@@ -198,11 +198,11 @@ func (rd *rendered) with(key, value string) *rendered {
 
 // Content types.
 const (
-	ctJSON     = "application/json; charset=utf-8"
-	ctText     = "text/plain; charset=utf-8"
+	ctJSON = "application/json; charset=utf-8"
+	ctText = "text/plain; charset=utf-8"
 	// ctTextPlain is Rack::Attack's throttled response type, as sent.
 	ctTextPlain = "text/plain"
-	ctMarkdown = "text/markdown; charset=utf-8"
+	ctMarkdown  = "text/markdown; charset=utf-8"
 )
 
 // sha256Hex is the hex SHA-256 of b.

@@ -247,8 +247,8 @@ func resolveEndpointLimits(limits []EndpointLimitConfig) []*endpointLimit {
 		out = append(out, &endpointLimit{
 			index: i, name: endpointLimitName(l, i), pattern: strings.TrimSpace(l.Pattern), pat: pat,
 			limit: l.Limit, anonLimit: cmpOr(l.AnonymousLimit, l.Limit),
-			window: int64(l.Window / time.Second),
-			fixed:  !strings.EqualFold(l.WindowMode, WindowRolling),
+			window:  int64(l.Window / time.Second),
+			fixed:   !strings.EqualFold(l.WindowMode, WindowRolling),
 			refusal: cmpOr(strings.ToLower(l.Refusal), RefusalHeaders),
 		})
 	}

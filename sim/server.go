@@ -98,7 +98,7 @@ type call struct {
 	now     time.Time // the server's (skewed) clock
 	own     *owner
 	ep      endpoint
-	tag     string // the entity tag of a static answer, as given to this request
+	tag     string           // the entity tag of a static answer, as given to this request
 	epc     *endpointCounter // the owner's counter of the endpoint limit the request matches, if any
 }
 
