@@ -420,3 +420,30 @@ refusal = "retry-after"
 		t.Errorf("total %v, apis %v", st.Total, st.APIs)
 	}
 }
+
+func TestParseEndpointLimit(t *testing.T) {
+	l, err := ParseEndpointLimit("GET /api/v4/users/*=40/60s,refusal=bare,name=throttle_users_api,mode=rolling,anonymous=10")
+	want := EndpointLimitConfig{Pattern: "GET /api/v4/users/*", Name: "throttle_users_api", Limit: 40, AnonymousLimit: 10,
+		Window: time.Minute, WindowMode: "rolling", Refusal: "bare"}
+	if err != nil || l != want {
+		t.Errorf("got %+v, %v\nwant %+v", l, err, want)
+	}
+	for spec, msg := range map[string]string{
+		"GET /x":           "no =LIMIT/WINDOW",
+		"GET /x=40":        `"40" is not LIMIT/WINDOW`,
+		"GET /x=40/soon":   `window "soon" is not a duration`,
+		"GET /x=4/1s,ttl=": `unknown setting "ttl="`,
+	} {
+		if _, err := ParseEndpointLimit(spec); err == nil || !strings.Contains(err.Error(), msg) {
+			t.Errorf("%q: %v, want %q", spec, err, msg)
+		}
+	}
+	cfg, err := QuickConfig(QuickOptions{Dialects: []string{"gitea"}, EndpointLimits: []EndpointLimitConfig{want}})
+	if err != nil || len(cfg.APIs[0].EndpointLimits) != 1 {
+		t.Errorf("quick config %+v, %v", cfg, err)
+	}
+	if _, err := QuickConfig(QuickOptions{Dialects: []string{"gitea"}, EndpointLimits: []EndpointLimitConfig{{Pattern: "x", Limit: 1, Window: time.Second}}}); err == nil ||
+		!strings.Contains(err.Error(), "apis[0].endpoint_limits[0].pattern") {
+		t.Errorf("bad quick limit: %v", err)
+	}
+}
