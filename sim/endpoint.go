@@ -373,11 +373,15 @@ func (s *refusalScope) early(now time.Time) bool {
 	return !s.at.IsZero() && !now.Before(s.at) && now.Before(s.until)
 }
 
-// refuse records a refusal at now naming until; a later refusal naming an
-// earlier time (a new window) replaces it too, since the client acts on
-// the last one it saw.
+// refuse records a refusal at now naming until. The last refusal's time
+// is the one a client acts on; a refusal during the period of an earlier
+// one keeps that one's start, so a request that arrived after the first
+// refusal but is counted after a later one is still judged early.
 func (s *refusalScope) refuse(now, until time.Time) {
-	s.at, s.until = now, until
+	if !s.early(now) {
+		s.at = now
+	}
+	s.until = until
 }
 
 // endpointRefusal answers a request the endpoint limit el refused, with

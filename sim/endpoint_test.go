@@ -447,3 +447,23 @@ func TestParseEndpointLimit(t *testing.T) {
 		t.Errorf("bad quick limit: %v", err)
 	}
 }
+
+// A request counted after a later refusal of the same period, but that
+// arrived after the first, is early; one that arrived before any refusal
+// is not.
+func TestRefusalScopeKeepsThePeriodsStart(t *testing.T) {
+	base := time.Unix(t0, 0)
+	at := func(ms int) time.Time { return base.Add(time.Duration(ms) * time.Millisecond) }
+	var s refusalScope
+	s.refuse(at(1000), at(5000))
+	s.refuse(at(2000), at(5000))
+	for ms, want := range map[int]bool{999: false, 1000: true, 1500: true, 4999: true, 5000: false} {
+		if got := s.early(at(ms)); got != want {
+			t.Errorf("arrived at %d ms: early %v, want %v", ms, got, want)
+		}
+	}
+	s.refuse(at(6000), at(7000)) // a new period
+	if s.early(at(5500)) || !s.early(at(6500)) {
+		t.Errorf("the new period starts at its refusal: %+v", s)
+	}
+}
