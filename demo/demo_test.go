@@ -25,6 +25,9 @@ func TestRunAgainstTheSimulator(t *testing.T) {
 		if s.Violations != 0 || s.PrimaryViolations != 0 || s.SecondaryViolations != 0 {
 			t.Errorf("violations %d/%d/%d, want 0\n%s", s.Violations, s.PrimaryViolations, s.SecondaryViolations, text)
 		}
+		if s.EarlyRetries != 0 {
+			t.Errorf("%d early retries, want 0\n%s", s.EarlyRetries, text)
+		}
 		if s.Done != 700 || s.Failed != 0 {
 			t.Errorf("done %d failed %d, want 700 and 0", s.Done, s.Failed)
 		}
@@ -78,6 +81,7 @@ func TestRunAgainstTheSimulator(t *testing.T) {
 			"tokens #1 and #2 belong to the same user: ratekeeper detects it and paces them as one bucket",
 			"#1 and #2 → alice (one bucket), #3 → bob, #4 → carol, #5 rejected",
 			"  violations  0 (0 primary, 0 secondary)",
+			"  early       0 early retries: requests the simulator saw arrive at a refused bucket before the time its refusal named",
 			"physical limit K·L/W = 3 × 100 / 10s = 30 requests/s",
 			"  rejected    #5 …0005: GET /github/user answered 401 Unauthorized",
 		} {

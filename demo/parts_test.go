@@ -1,9 +1,12 @@
 package demo
 
 import (
+	"bytes"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/ratekeeper/ratekeeper/sim"
 )
 
 func TestBatch(t *testing.T) {
@@ -135,5 +138,25 @@ func TestTokenText(t *testing.T) {
 	}
 	if got := TokenText(TokenLine{Masked: "#1 …0001", Remaining: -1, Limit: -1}); got != "#1 …0001   not checked yet" {
 		t.Errorf("unchecked: %q", got)
+	}
+}
+
+// The summary takes early retries and endpoint-limit refusals from the
+// simulator's totals and prints them beside the violations.
+func TestSummaryEarlyRetries(t *testing.T) {
+	st := sim.Stats{Total: sim.Counters{Violations: 5, PrimaryViolations: 1, SecondaryViolations: 2, EndpointViolations: 2, EarlyRetries: 3}}
+	s := Summarize(Inputs{Scenario: Scenario{Limit: 10, Window: 10 * time.Second, Tokens: []Token{{Secret: "demo-x", Owner: "alice"}}}, Stats: st})
+	if s.EarlyRetries != 3 || s.EndpointViolations != 2 {
+		t.Fatalf("summary %+v", s)
+	}
+	var out bytes.Buffer
+	s.Write(&out)
+	for _, want := range []string{
+		"  violations  5 (1 primary, 2 secondary, 2 by limits that announce nothing)",
+		"  early       3 early retries",
+	} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("summary lacks %q:\n%s", want, out.String())
+		}
 	}
 }

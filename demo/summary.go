@@ -57,6 +57,12 @@ type Summary struct {
 	Refusals, Retries      int
 
 	Violations, PrimaryViolations, SecondaryViolations int64
+	// EndpointViolations are refusals of limits that announce nothing
+	// (the simulator's endpoint limits), counted in Violations too.
+	EndpointViolations int64
+	// EarlyRetries are requests the simulator saw arrive at a refused
+	// scope before the time its refusal named (sim.Counters.EarlyRetries).
+	EarlyRetries int64
 
 	// The physical limit: Owners independent buckets of Limit requests
 	// per Window. Windows counts the windows a run of Elapsed opens in
@@ -87,10 +93,11 @@ type Summary struct {
 // SharedOwner is one owner with several tokens, and what its one bucket
 // was charged, according to the simulator.
 type SharedOwner struct {
-	Owner      string
-	Tokens     []int
-	Charged    int64
-	Violations int64
+	Owner        string
+	Tokens       []int
+	Charged      int64
+	Violations   int64
+	EarlyRetries int64
 }
 
 // Ideal is the earliest a perfect client could finish charged requests
@@ -128,6 +135,8 @@ func Summarize(in Inputs) *Summary {
 		Violations:          in.Stats.Total.Violations,
 		PrimaryViolations:   in.Stats.Total.PrimaryViolations,
 		SecondaryViolations: in.Stats.Total.SecondaryViolations,
+		EndpointViolations:  in.Stats.Total.EndpointViolations,
+		EarlyRetries:        in.Stats.Total.EarlyRetries,
 		Owners:              len(sc.Owners()), Limit: sc.Limit, Window: sc.Window,
 		PhysicalRate: sc.PhysicalRate(),
 		Latency:      in.Latency,
@@ -156,7 +165,7 @@ func Summarize(in Inputs) *Summary {
 		}
 		sort.Ints(g.Tokens)
 		if b, ok := in.Stats.BucketFor(APIName, t.Owner, ""); ok {
-			g.Charged, g.Violations = b.Charged, b.Violations
+			g.Charged, g.Violations, g.EarlyRetries = b.Charged, b.Violations, b.EarlyRetries
 		}
 		s.Shared = append(s.Shared, g)
 	}
@@ -190,8 +199,14 @@ func (s *Summary) Write(w io.Writer) {
 	}
 	row("waits", "%d requests waited for quota, %s in all (longest %s)", s.Waits, roundDuration(s.WaitTotal), roundDuration(s.LongestWait))
 	row("refusals", "%d rate-limit refusals reached the client, %d retries", s.Refusals, s.Retries)
-	row("violations", "%d (%d primary, %d secondary): requests the simulator saw arrive at an empty bucket or during a penalty",
-		s.Violations, s.PrimaryViolations, s.SecondaryViolations)
+	endpoint := ""
+	if s.EndpointViolations > 0 {
+		endpoint = fmt.Sprintf(", %d by limits that announce nothing", s.EndpointViolations)
+	}
+	row("violations", "%d (%d primary, %d secondary%s): requests the simulator saw arrive at an empty bucket or during a penalty",
+		s.Violations, s.PrimaryViolations, s.SecondaryViolations, endpoint)
+	row("early", "%d early retries: requests the simulator saw arrive at a refused bucket before the time its refusal named",
+		s.EarlyRetries)
 	pct := 0.0
 	if s.Available > 0 {
 		pct = float64(s.Charged) * 100 / float64(s.Available)
@@ -219,7 +234,7 @@ func (s *Summary) Write(w io.Writer) {
 	for _, g := range s.Shared {
 		row("owners", "tokens %s both belong to %s: ratekeeper learned it from GET /user and paced them as one bucket",
 			joinIndexes(g.Tokens), g.Owner)
-		more("(%s's bucket: %d requests charged, %d violations)", g.Owner, g.Charged, g.Violations)
+		more("(%s's bucket: %d requests charged, %d violations, %d early retries)", g.Owner, g.Charged, g.Violations, g.EarlyRetries)
 	}
 	for _, t := range s.Rejected {
 		row("rejected", "%s: %s; ratekeeper never used it for the batch", t.Masked, t.Reason)

@@ -29,8 +29,11 @@ type bucket struct {
 	requests, accepted, charged, notModified, unauthorized int64
 	primaryViolations, secondaryViolations                 int64
 	serverErrors, dropped                                  int64
-	maxInFlight                                            int64
-	timeline                                               []uint32
+	earlyRetries                                           int64
+	// scope is the bucket's last refusal, for counting early retries.
+	scope       refusalScope
+	maxInFlight int64
+	timeline    []uint32
 }
 
 // bucketState is what a response says about a bucket.
@@ -100,6 +103,9 @@ func (b *bucket) admit(now time.Time, realNow time.Time, inFlight, cost int64, f
 	b.roll(sec)
 	b.requests++
 	b.maxInFlight = max(b.maxInFlight, inFlight)
+	if b.scope.early(now) {
+		b.earlyRetries++
+	}
 	// A conditional request whose answer would be a free 304 is still
 	// refused at an empty bucket: a production GitHub mirror serves its
 	// stored copy when such a request comes back 403 "API rate limit
@@ -111,7 +117,11 @@ func (b *bucket) admit(now time.Time, realNow time.Time, inFlight, cost int64, f
 		if countRefused {
 			b.used += cost
 		}
-		return b.state(sec), refused
+		st := b.state(sec)
+		// The refusal names the end of the window: the reset it sends,
+		// which its Retry-After, where sent, rounds up to whole seconds.
+		b.scope.refuse(now, time.Unix(st.reset, 0))
+		return st, refused
 	}
 	b.accepted++
 	b.tick(realNow)
@@ -145,6 +155,28 @@ func (b *bucket) tick(realNow time.Time) {
 	b.timeline[i]++
 }
 
+// unaccept takes back the acceptance of a request that an endpoint limit
+// refused after the bucket admitted (and charged) it.
+func (b *bucket) unaccept(realNow time.Time, notModified bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.accepted--
+	if notModified {
+		b.notModified--
+	}
+	if i := int(realNow.Sub(*b.api.srv.start.Load()) / time.Second); i >= 0 && i < len(b.timeline) && b.timeline[i] > 0 {
+		b.timeline[i]--
+	}
+}
+
+// countEarly counts a request of the bucket that came early for its
+// owner's secondary-limit penalty.
+func (b *bucket) countEarly() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.earlyRetries++
+}
+
 // outcome is a request that never reached the quota check.
 type outcome int
 
@@ -163,6 +195,9 @@ func (b *bucket) record(now time.Time, inFlight int64, o outcome) bucketState {
 	defer b.mu.Unlock()
 	b.requests++
 	b.maxInFlight = max(b.maxInFlight, inFlight)
+	if o != outUnauthorized && b.scope.early(now) {
+		b.earlyRetries++
+	}
 	switch o {
 	case outUnauthorized:
 		b.unauthorized++
@@ -189,6 +224,7 @@ func (b *bucket) reset() {
 	b.active, b.start, b.used = false, 0, 0
 	b.requests, b.accepted, b.charged, b.notModified, b.unauthorized = 0, 0, 0, 0, 0
 	b.primaryViolations, b.secondaryViolations, b.serverErrors, b.dropped = 0, 0, 0, 0
+	b.earlyRetries, b.scope = 0, refusalScope{}
 	b.maxInFlight = 0
 	b.timeline = nil
 }
@@ -196,6 +232,8 @@ func (b *bucket) reset() {
 // secondary is the secondary-limit state of one owner.
 type secondary struct {
 	cfg SecondaryConfig
+	// minWait is the least wait a refusal without Retry-After asks for.
+	minWait time.Duration
 
 	mu           sync.Mutex
 	penaltyUntil time.Time
@@ -203,6 +241,7 @@ type secondary struct {
 	lastWrite    time.Time
 	points       pointWindow // REST, and GraphQL without a budget of its own
 	graphql      pointWindow // GraphQL, when GraphQLPointsPerMinute is set
+	scope        refusalScope
 }
 
 // pointWindow counts points over a sliding minute: slot i holds the
@@ -217,12 +256,15 @@ type pointWindow struct {
 // the GraphQL endpoint if graphql) may go, with inFlight requests of the
 // owner in flight including this one. A refusal during a penalty leaves
 // the penalty as it is; tripping a limit starts one. It returns how long
-// until the penalty ends when refused.
-func (s *secondary) admit(now time.Time, inFlight, points int64, write, graphql bool) (bool, time.Duration) {
+// until the penalty ends when refused, and whether the request came
+// early: before the time the owner's last refusal named.
+func (s *secondary) admit(now time.Time, inFlight, points int64, write, graphql bool) (ok bool, wait time.Duration, early bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	early = s.scope.early(now)
 	if now.Before(s.penaltyUntil) {
-		return false, s.penaltyUntil.Sub(now)
+		s.refuse(now)
+		return false, s.penaltyUntil.Sub(now), early
 	}
 	sec := now.Unix()
 	w, budget := &s.points, int64(s.cfg.PointsPerMinute)
@@ -237,7 +279,8 @@ func (s *secondary) admit(now time.Time, inFlight, points int64, write, graphql 
 		(write && s.cfg.WriteSpacing > 0 && s.wrote && now.Sub(s.lastWrite) < s.cfg.WriteSpacing)
 	if trip {
 		s.penaltyUntil = now.Add(s.cfg.Penalty)
-		return false, s.cfg.Penalty
+		s.refuse(now)
+		return false, s.cfg.Penalty, early
 	}
 	if budget > 0 {
 		w.add(sec, points)
@@ -245,7 +288,18 @@ func (s *secondary) admit(now time.Time, inFlight, points int64, write, graphql 
 	if write {
 		s.wrote, s.lastWrite = true, now
 	}
-	return true, 0
+	return true, 0, early
+}
+
+// refuse records a refusal at now: it names the end of the penalty when
+// it sends Retry-After, else the least wait (GitHub: a minute). Must hold
+// s.mu.
+func (s *secondary) refuse(now time.Time) {
+	until := now.Add(s.minWait)
+	if s.cfg.RetryAfter {
+		until = s.penaltyUntil
+	}
+	s.scope.refuse(now, until)
 }
 
 func (w *pointWindow) add(sec, points int64) {
@@ -270,6 +324,7 @@ func (s *secondary) reset() {
 	defer s.mu.Unlock()
 	s.penaltyUntil, s.wrote, s.lastWrite = time.Time{}, false, time.Time{}
 	s.points, s.graphql = pointWindow{}, pointWindow{}
+	s.scope = refusalScope{}
 }
 
 // mod is the non-negative remainder, so windows align before 1970 too.

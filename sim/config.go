@@ -82,6 +82,12 @@ type APIConfig struct {
 	// defaults (GitHub: 100 concurrent requests, 900 points per minute;
 	// none elsewhere). A non-nil value is used as given: zero fields are off.
 	Secondary *SecondaryConfig `toml:"secondary" json:"secondary"`
+	// EndpointLimits are limits on some endpoints that send no header
+	// while they are not exceeded (GitLab's Users, Projects and Groups
+	// API limits, issue and note creation, raw endpoints; GitHub's
+	// unpublished limits; a custom host's). See EndpointLimitConfig and
+	// GitLabUsersAPILimits.
+	EndpointLimits []EndpointLimitConfig `toml:"endpoint_limits" json:"endpoint_limits"`
 	// FreeNotModified makes a 304 answer to a conditional request cost no
 	// quota. Default: true for GitHub (documented), false elsewhere.
 	FreeNotModified *bool `toml:"free_not_modified" json:"free_not_modified"`
@@ -233,6 +239,7 @@ func (c Config) Validate() error {
 		if a.Secondary != nil {
 			errs = append(errs, validateSecondary(p+".secondary", *a.Secondary)...)
 		}
+		errs = append(errs, validateEndpointLimits(p, a.EndpointLimits)...)
 		errs = append(errs, validateTimings(p, a)...)
 		errs = append(errs, validateFaults(p+".faults", a.Faults)...)
 	}

@@ -130,6 +130,12 @@ type dialect interface {
 	exhausted(c *call, st bucketState) *rendered
 	// secondaryRefusal answers a request refused by a secondary limit.
 	secondaryRefusal(c *call, status int) *rendered
+	// endpointRefused is the 429 answer of a request refused by an
+	// endpoint limit, without rate-limit headers.
+	endpointRefused(c *call) *rendered
+	// throttleHeaders sets the headers describing the endpoint limit
+	// named name, with state st, on its refusal (Retry-After aside).
+	throttleHeaders(c *call, h http.Header, st bucketState, name string)
 	// etag formats the entity tag of body as sent to a request carrying
 	// none of the headers a dialect may mix into it.
 	etag(body []byte) string
@@ -192,9 +198,11 @@ func (rd *rendered) with(key, value string) *rendered {
 
 // Content types.
 const (
-	ctJSON     = "application/json; charset=utf-8"
-	ctText     = "text/plain; charset=utf-8"
-	ctMarkdown = "text/markdown; charset=utf-8"
+	ctJSON = "application/json; charset=utf-8"
+	ctText = "text/plain; charset=utf-8"
+	// ctTextPlain is Rack::Attack's throttled response type, as sent.
+	ctTextPlain = "text/plain"
+	ctMarkdown  = "text/markdown; charset=utf-8"
 )
 
 // sha256Hex is the hex SHA-256 of b.

@@ -66,6 +66,34 @@
 // concurrent, 900 points a minute for REST and 2,000 for GraphQL, 60 s
 // penalty with retry-after, 403.
 //
+// Endpoint limits (EndpointLimitConfig, [[apis.endpoint_limits]]) are
+// limits that announce nothing while they admit, as GitLab's Users,
+// Projects and Groups API limits (GitLabUsersAPILimits has the Users
+// API's), GitHub's unpublished ones, or a custom host's. Each is a path
+// pattern ("[METHOD ]PATH"; "*" one segment, "**" one or more; the first
+// matching limit counts), a limit per window (fixed by default) counted
+// per owner (per client IP without a token) after the main limit admitted
+// the request, and a refusal kind: "headers" (429, Retry-After and that
+// limit's own rate-limit headers: GitLab's RateLimit-Name, -Limit,
+// -Observed, -Remaining 0, -Reset, -ResetTime), "retry-after" (429 and
+// Retry-After only), "bare" (429 with no header at all, as gitlab.com
+// sometimes answers) or "plain" (429 text/plain "Retry later", as GitLab
+// Dedicated). A success answer carries the main resource's headers only.
+// UsersThrottle is a ready-made config of such a limit beside ordinary
+// work (testdata/users-throttle*.toml are its files).
+//
+// Early retries: every scope that refuses — a bucket, an owner's
+// secondary-limit penalty, an owner's endpoint limit — remembers the time
+// its last refusal named, and a request that arrives at it after the
+// refusal and before that time is an early retry (Counters.EarlyRetries,
+// per bucket, per endpoint limit, per API and in total). The time named
+// is the end of the refused window (which Retry-After rounds up to whole
+// seconds), the end of a secondary penalty sent with Retry-After, and for
+// a refusal that names none GitHubSecondaryWait (GitHub's "at least a
+// minute") after a GitHub secondary refusal, MinRetryWait (1 s) after any
+// other. The server judges by arrival: a request already in flight when
+// the refusal was sent, arriving after it, is early too.
+//
 // Conditional requests: every GET answer carries an ETag, computed as each
 // API computes it: GitHub's is W/" + hex SHA-256 of the request's Accept,
 // Authorization and Cookie values, each followed by ":" and only when
@@ -156,6 +184,7 @@
 // or URL-encoded paths like group%2Fproject; file paths are URL-encoded):
 //
 //	GET /api/v4/user
+//	GET /api/v4/users/{id}, /api/v4/users/{id}/followers|following|status|keys|gpg_keys
 //	GET /api/v4/projects/{id}
 //	GET /api/v4/projects/{id}/repository/files/{path}?ref=main   JSON, base64
 //	GET /api/v4/projects/{id}/repository/files/{path}/raw
@@ -202,7 +231,10 @@
 //
 //	GET  /_stats[?timeline=1]      Stats as JSON (per bucket: requests, accepted,
 //	                               charged, not_modified, unauthorized, violations,
-//	                               max_in_flight…; timeline: accepted per second)
+//	                               early_retries, max_in_flight…; per endpoint
+//	                               limit and owner: requests, accepted, refused,
+//	                               early_retries; per API and total;
+//	                               timeline: accepted per second)
 //	POST /_sim/touch?path=P        change the content at P (with the API prefix)
 //	POST /_sim/reset               Server.Reset
 //
@@ -230,6 +262,8 @@
 //	                 retry_after, status
 //	[apis.faults] error_rate, unavailable_rate, unavailable_retry_after,
 //	              drop_rate, slow_rate, slow_delay
+//	[[apis.endpoint_limits]] pattern, name, limit, anonymous_limit, window,
+//	                         window_mode, refusal (headers|retry-after|bare|plain)
 //
 // Layer 0 of docs/architecture.md: it owns the simulated APIs, and must not
 // import any ratekeeper package (a simulator sharing the client's parser

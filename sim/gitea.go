@@ -67,6 +67,15 @@ func (giteaDialect) secondaryRefusal(_ *call, status int) *rendered {
 	return newRendered(status, "", nil)
 }
 
+// endpointRefused is the refusal of a proxy limiting some paths: no body.
+func (giteaDialect) endpointRefused(*call) *rendered {
+	return newRendered(http.StatusTooManyRequests, "", nil)
+}
+
+func (d giteaDialect) throttleHeaders(c *call, h http.Header, st bucketState, _ string) {
+	d.rateHeaders(c, h, st)
+}
+
 func gtNotFound(c *call) *rendered {
 	return jsonBody(http.StatusNotFound, map[string]any{"message": "The target couldn't be found.", "url": c.base() + "/api/swagger", "errors": []string{}})
 }

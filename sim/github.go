@@ -166,6 +166,16 @@ func (githubDialect) secondaryRefusal(c *call, status int) *rendered {
 	return ghError(status, ghMsgSecondary+supportSuffix(c, false), ghDocsSecondary)
 }
 
+// endpointRefused: GitHub's unpublished limits refuse as its secondary
+// limits do.
+func (d githubDialect) endpointRefused(c *call) *rendered {
+	return d.secondaryRefusal(c, http.StatusTooManyRequests)
+}
+
+func (d githubDialect) throttleHeaders(c *call, h http.Header, st bucketState, _ string) {
+	d.rateHeaders(c, h, st)
+}
+
 func ghNotFound(*call) *rendered {
 	return ghError(http.StatusNotFound, "Not Found", ghDocsRest)
 }

@@ -74,9 +74,27 @@ func (gitlabDialect) secondaryRefusal(c *call, status int) *rendered {
 }
 
 func glRetryLater(c *call, status int, reset int64) *rendered {
-	return newRendered(status, ctText, []byte("Retry later\n")).
+	return newRendered(status, ctTextPlain, []byte("Retry later\n")).
 		with("Ratelimit-Resettime", time.Unix(reset, 0).UTC().Format(http.TimeFormat)).
 		with("Retry-After", itoa(secondsUntil(c.now, reset)))
+}
+
+// endpointRefused is the API's answer when an application rate limit
+// (GitLab::ApplicationRateLimiter) refuses: a JSON error.
+func (gitlabDialect) endpointRefused(*call) *rendered {
+	return newRendered(http.StatusTooManyRequests, ctJSON, []byte(`{"message":{"error":"This endpoint has been requested too many times. Try again later."}}`))
+}
+
+// throttleHeaders are Rack::Attack's throttled_response_headers for the
+// named throttle: the limit scaled to a minute, the count of the period,
+// Remaining 0, and its end as a Unix time and an HTTP date.
+func (gitlabDialect) throttleHeaders(_ *call, h http.Header, st bucketState, name string) {
+	h["Ratelimit-Name"] = []string{name}
+	h["Ratelimit-Limit"] = []string{itoa((st.limit*60 + st.window - 1) / st.window)}
+	h["Ratelimit-Observed"] = []string{itoa(st.used)}
+	h["Ratelimit-Remaining"] = []string{itoa(st.remaining)}
+	h["Ratelimit-Reset"] = []string{itoa(st.reset)}
+	h["Ratelimit-Resettime"] = []string{time.Unix(st.reset, 0).UTC().Format(http.TimeFormat)}
 }
 
 func glNotFound(*call) *rendered {
@@ -94,6 +112,10 @@ func (gitlabDialect) route(c *call) endpoint {
 	switch {
 	case len(s) == 1 && s[0] == "user":
 		return endpoint{needsAuth: true, ownerDependent: true, static: glUser}
+	case len(s) == 2 && s[0] == "users":
+		return endpoint{static: glUserByID}
+	case len(s) == 3 && s[0] == "users" && glUserLists[s[2]]:
+		return endpoint{static: glUserPart, variant: s[2]}
 	case len(s) == 2 && s[0] == "projects":
 		return endpoint{static: glProject}
 	case len(s) == 3 && s[0] == "projects" && s[2] == "merge_requests":
@@ -127,6 +149,52 @@ func glUser(c *call) *rendered {
 	u["created_at"] = isoTime(stamp(seedOf("user", c.own.name)))
 	u["bio"], u["public_email"], u["bot"] = "", nil, false
 	return jsonBody(http.StatusOK, u)
+}
+
+// glUserLists are the parts of a user GET /users/:id/<part> answers.
+var glUserLists = map[string]bool{"followers": true, "following": true, "status": true, "keys": true, "gpg_keys": true}
+
+// glUserRef resolves a user ID or username to both.
+func glUserRef(c *call, ref string) (id int64, login string) {
+	if n, err := strconv.ParseInt(ref, 10, 64); err == nil && n > 0 {
+		return n, "user" + ref
+	}
+	return c.a.ownerID(ref), ref
+}
+
+// glUserByID is GET /users/:id, the public profile.
+func glUserByID(c *call) *rendered {
+	id, login := glUserRef(c, c.segs[3])
+	u := glUserJSON(login, id)
+	h := seedOf("user", login)
+	u["created_at"] = isoTime(stamp(h))
+	u["bio"], u["location"], u["public_email"], u["bot"] = capitalize(phrase(h, 6)), "", nil, false
+	u["followers"], u["following"] = int(h%40), int((h>>8)%40)
+	return jsonBody(http.StatusOK, u)
+}
+
+// glUserPart is GET /users/:id/followers, /following, /status, /keys and
+// /gpg_keys.
+func glUserPart(c *call) *rendered {
+	id, login := glUserRef(c, c.segs[3])
+	h := seedOf("user", login)
+	switch c.ep.variant {
+	case "status":
+		return jsonBody(http.StatusOK, map[string]any{"emoji": "speech_balloon", "availability": "not_set",
+			"message": capitalize(phrase(h, 3)), "message_html": capitalize(phrase(h, 3)), "clear_status_at": nil})
+	case "keys", "gpg_keys":
+		return jsonBody(http.StatusOK, []any{})
+	}
+	n := int(h % 40)
+	if c.ep.variant == "following" {
+		n = int((h >> 8) % 40)
+	}
+	users := make([]map[string]any, 0, min(n, 20))
+	for i := range min(n, 20) {
+		other := "user" + strconv.FormatInt((id+int64(i)*7919)%1_000_000, 10)
+		users = append(users, glUserJSON(other, c.a.ownerID(other)))
+	}
+	return jsonBody(http.StatusOK, users)
 }
 
 func glProject(c *call) *rendered {

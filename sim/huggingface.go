@@ -71,6 +71,14 @@ func (huggingfaceDialect) secondaryRefusal(c *call, status int) *rendered {
 	return hfError(status, "Too many concurrent requests, please slow down.")
 }
 
+func (d huggingfaceDialect) endpointRefused(c *call) *rendered {
+	return d.secondaryRefusal(c, http.StatusTooManyRequests)
+}
+
+func (d huggingfaceDialect) throttleHeaders(c *call, h http.Header, st bucketState, _ string) {
+	d.rateHeaders(c, h, st)
+}
+
 // humanWindow writes a window like the Hub's messages do ("5 minutes").
 func humanWindow(sec int64) string {
 	switch {

@@ -13,9 +13,12 @@ type APIInfo struct {
 	Name    string
 	Dialect string
 	// Prefix is the mount path, "/" for the root.
-	Prefix          string
-	Tokens          []TokenInfo
-	Resources       []ResourceInfo // [0] is the main resource
+	Prefix    string
+	Tokens    []TokenInfo
+	Resources []ResourceInfo // [0] is the main resource
+	// EndpointLimits are the configured endpoint limits with their
+	// defaults applied (name, anonymous limit, window mode, refusal).
+	EndpointLimits  []EndpointLimitConfig
 	ExhaustedStatus int
 	Secondary       *SecondaryConfig // nil: no secondary limits
 	RequireAuth     bool
@@ -71,6 +74,14 @@ func (s *Server) APIs() []APIInfo {
 			}
 			info.Resources = append(info.Resources, ResourceInfo{Name: r.name, Limit: r.limit, AnonymousLimit: r.anonLimit,
 				Window: time.Duration(r.window) * time.Second, WindowMode: mode})
+		}
+		for _, el := range a.endpointLimits {
+			mode := WindowRolling
+			if el.fixed {
+				mode = WindowFixed
+			}
+			info.EndpointLimits = append(info.EndpointLimits, EndpointLimitConfig{Pattern: el.pattern, Name: el.name,
+				Limit: el.limit, AnonymousLimit: el.anonLimit, Window: time.Duration(el.window) * time.Second, WindowMode: mode, Refusal: el.refusal})
 		}
 		out = append(out, info)
 	}

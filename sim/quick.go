@@ -3,6 +3,7 @@ package sim
 import (
 	"fmt"
 	"net"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -25,6 +26,8 @@ type QuickOptions struct {
 	// Secondary nil keeps each provider's defaults.
 	Secondary *SecondaryConfig
 	Faults    FaultConfig
+	// EndpointLimits are given to every API (see ParseEndpointLimit).
+	EndpointLimits []EndpointLimitConfig
 }
 
 // QuickConfig builds and validates the config QuickOptions describe.
@@ -42,6 +45,7 @@ func QuickConfig(o QuickOptions) (Config, error) {
 			Dialect: d, Prefix: o.Prefix, Tokens: append([]TokenConfig(nil), o.Tokens...),
 			Limit: o.Limit, Window: o.Window, WindowMode: o.WindowMode, ExhaustedStatus: o.ExhaustedStatus,
 			Skew: o.Skew, Latency: o.Latency, Faults: o.Faults,
+			EndpointLimits: append([]EndpointLimitConfig(nil), o.EndpointLimits...),
 		}
 		if o.Secondary != nil {
 			sc := *o.Secondary
@@ -53,6 +57,53 @@ func QuickConfig(o QuickOptions) (Config, error) {
 		return Config{}, fmt.Errorf("sim config: %w", err)
 	}
 	return cfg, nil
+}
+
+// ParseEndpointLimit reads an endpoint limit as the command line gives
+// it: "[METHOD ]PATH=LIMIT/WINDOW" and optional ",KEY=VALUE" settings
+// refusal (headers, retry-after, bare, plain), name, mode (fixed,
+// rolling) and anonymous (a count), e.g.
+// "GET /api/v4/users/*=40/60s,refusal=bare,name=throttle_users_api".
+// The result is checked when the config is validated.
+func ParseEndpointLimit(spec string) (EndpointLimitConfig, error) {
+	const want = `want "[METHOD ]PATH=LIMIT/WINDOW[,refusal=KIND][,name=NAME][,mode=fixed|rolling][,anonymous=N]", e.g. "GET /api/v4/users/*=40/60s"`
+	head, rest, _ := strings.Cut(spec, ",")
+	i := strings.LastIndexByte(head, '=')
+	if i < 0 {
+		return EndpointLimitConfig{}, fmt.Errorf("endpoint-limit %q: no =LIMIT/WINDOW (%s)", spec, want)
+	}
+	l := EndpointLimitConfig{Pattern: strings.TrimSpace(head[:i])}
+	n, w, ok := strings.Cut(head[i+1:], "/")
+	limit, err := strconv.ParseInt(strings.TrimSpace(n), 10, 64)
+	if !ok || err != nil {
+		return EndpointLimitConfig{}, fmt.Errorf("endpoint-limit %q: %q is not LIMIT/WINDOW (%s)", spec, head[i+1:], want)
+	}
+	window, err := time.ParseDuration(strings.TrimSpace(w))
+	if err != nil {
+		return EndpointLimitConfig{}, fmt.Errorf("endpoint-limit %q: window %q is not a duration like \"60s\" (%s)", spec, w, want)
+	}
+	l.Limit, l.Window = limit, window
+	if rest == "" {
+		return l, nil
+	}
+	for kv := range strings.SplitSeq(rest, ",") {
+		k, v, _ := strings.Cut(kv, "=")
+		switch strings.TrimSpace(k) {
+		case "refusal":
+			l.Refusal = strings.TrimSpace(v)
+		case "name":
+			l.Name = strings.TrimSpace(v)
+		case "mode":
+			l.WindowMode = strings.TrimSpace(v)
+		case "anonymous":
+			if l.AnonymousLimit, err = strconv.ParseInt(strings.TrimSpace(v), 10, 64); err != nil {
+				return EndpointLimitConfig{}, fmt.Errorf("endpoint-limit %q: anonymous=%q is not a count", spec, v)
+			}
+		default:
+			return EndpointLimitConfig{}, fmt.Errorf("endpoint-limit %q: unknown setting %q (%s)", spec, kv, want)
+		}
+	}
+	return l, nil
 }
 
 // ListenAllowed reports why the simulator should not listen on addr

@@ -34,6 +34,8 @@ type api struct {
 	d      dialect
 	spec   *spec
 	res    []resolvedResource
+	// endpointLimits are checked in order; the first match counts.
+	endpointLimits []*endpointLimit
 
 	requireAuth     bool
 	exhaustedStatus int
@@ -80,6 +82,9 @@ type owner struct {
 	buckets   []*bucket
 	inFlight  atomic.Int64
 	sec       *secondary // nil: no secondary limits
+
+	epMu      sync.Mutex
+	endpoints map[int]*endpointCounter // by endpointLimit.index, made on first use
 }
 
 // call is one request being answered.
@@ -93,7 +98,8 @@ type call struct {
 	now     time.Time // the server's (skewed) clock
 	own     *owner
 	ep      endpoint
-	tag     string // the entity tag of a static answer, as given to this request
+	tag     string           // the entity tag of a static answer, as given to this request
+	epc     *endpointCounter // the owner's counter of the endpoint limit the request matches, if any
 }
 
 // New builds a simulator from cfg after validating it (see Config.Validate).
@@ -138,6 +144,7 @@ func newAPI(s *Server, i int, ac APIConfig, apis int, seed int64) (*api, error) 
 		seed:            splitmix64(uint64(seed) ^ uint64(i+1)*0x9e3779b97f4a7c15),
 		res:             resolveResources(kind, sp, ac),
 		secondary:       secondaryConfig(ac, sp),
+		endpointLimits:  resolveEndpointLimits(ac.EndpointLimits),
 		tokens:          map[string]*owner{},
 		anon:            map[string]*owner{},
 	}
@@ -253,7 +260,10 @@ func (a *api) newOwner(name string, id int64, anonymous bool) *owner {
 		o.buckets = append(o.buckets, &bucket{api: a, owner: o, resource: ri, limit: limit, window: r.window, fixed: r.fixed})
 	}
 	if a.secondary != nil {
-		o.sec = &secondary{cfg: *a.secondary}
+		o.sec = &secondary{cfg: *a.secondary, minWait: MinRetryWait}
+		if a.kind == DialectGitHub {
+			o.sec.minWait = GitHubSecondaryWait
+		}
 	}
 	return o
 }
@@ -329,6 +339,10 @@ func (a *api) serve(w http.ResponseWriter, r *http.Request, rel string) {
 	c := a.newCall(w, r, rel)
 	if !a.authenticate(c) {
 		return
+	}
+	if el := a.endpointFor(c); el != nil {
+		c.epc = c.own.counter(el)
+		c.epc.arrive(c.now)
 	}
 	b := c.own.buckets[c.ep.res]
 	inFlight := c.own.inFlight.Add(1)
@@ -421,7 +435,10 @@ func (a *api) refuseSecondary(c *call, b *bucket, inFlight int64, delay time.Dur
 	if sec == nil {
 		return false
 	}
-	ok, wait := sec.admit(c.now, inFlight, c.ep.points, c.ep.write, c.ep.graphql)
+	ok, wait, early := sec.admit(c.now, inFlight, c.ep.points, c.ep.write, c.ep.graphql)
+	if early {
+		b.countEarly()
+	}
 	if ok {
 		return false
 	}
@@ -454,6 +471,15 @@ func (a *api) answer(c *call, b *bucket, inFlight int64, delay time.Duration) {
 	if verdict == refused {
 		a.reply(c, a.d.exhausted(c, st), st, false, delay)
 		return
+	}
+	if c.epc != nil {
+		// The main limit counted the request (GitLab's Rack::Attack runs
+		// in front of the application that enforces endpoint limits).
+		if est, ok := c.epc.admit(c.now); !ok {
+			b.unaccept(c.realNow, notModified)
+			a.reply(c, a.endpointRefusal(c, c.epc.lim, est), bucketState{}, false, delay)
+			return
+		}
 	}
 	if c.ep.dynamic != nil {
 		rd = c.ep.dynamic(c, st)
@@ -654,6 +680,9 @@ func (s *Server) Reset() {
 			if o.sec != nil {
 				o.sec.reset()
 			}
+			o.epMu.Lock()
+			o.endpoints = nil
+			o.epMu.Unlock()
 		}
 		a.versions.Range(func(k, _ any) bool { a.versions.Delete(k); return true })
 		a.cache.clear()

@@ -15,8 +15,52 @@ type Stats struct {
 	// (in token order, each owner's resources in the dialect's order), then
 	// the anonymous client IPs' buckets that saw requests.
 	Buckets []BucketStats `json:"buckets"`
-	// Total sums the counters of all buckets (MaxInFlight is the largest).
+	// EndpointLimits lists, per API in config order, each owner's count
+	// of each endpoint limit that saw a request (configured owners first).
+	EndpointLimits []EndpointLimitStats `json:"endpoint_limits,omitempty"`
+	// APIs sums the counters per API, in config order.
+	APIs []APIStats `json:"apis"`
+	// Total sums the counters of all buckets, with the endpoint limits'
+	// refusals and early retries (MaxInFlight is the largest).
 	Total Counters `json:"total"`
+}
+
+// APIStats are the counters of one API: its buckets' with its endpoint
+// limits' refusals and early retries.
+type APIStats struct {
+	API     string `json:"api"`
+	Dialect string `json:"dialect"`
+	Counters
+}
+
+// EndpointLimitStats describes one owner's count of one endpoint limit.
+// Its requests are also counted on the owner's bucket, whose Requests
+// and Charged include the ones refused here (the main limit counted them
+// first) and whose Accepted does not.
+type EndpointLimitStats struct {
+	API       string `json:"api"`
+	Name      string `json:"name"`
+	Pattern   string `json:"pattern"`
+	Owner     string `json:"owner"`
+	Anonymous bool   `json:"anonymous"`
+	Limit     int64  `json:"limit"`
+	// WindowSeconds, WindowMode and Refusal are the limit's settings.
+	WindowSeconds int64  `json:"window_seconds"`
+	WindowMode    string `json:"window_mode"`
+	Refusal       string `json:"refusal"`
+	// The current window as of the snapshot (server clock).
+	Used      int64     `json:"used"`
+	Remaining int64     `json:"remaining"`
+	Reset     time.Time `json:"reset"`
+	// Requests reached the limit (the main limit admitted them);
+	// Accepted were let through and Refused answered 429.
+	Requests int64 `json:"requests"`
+	Accepted int64 `json:"accepted"`
+	Refused  int64 `json:"refused"`
+	// EarlyRetries are the requests matching the limit that arrived
+	// before the time its last refusal named (see Counters.EarlyRetries),
+	// whatever answered them.
+	EarlyRetries int64 `json:"early_retries"`
 }
 
 // BucketStats describes one (API, owner, resource) bucket.
@@ -55,12 +99,29 @@ type Counters struct {
 	// is needed); they are counted on the client IP's anonymous bucket.
 	Unauthorized int64 `json:"unauthorized"`
 	// Violations are requests that arrived when the bucket was empty or the
-	// owner was under (or tripped) a secondary-limit penalty: the sum of
-	// PrimaryViolations and SecondaryViolations. A well-behaved client
-	// keeps this at 0.
+	// owner was under (or tripped) a secondary-limit penalty, and (in the
+	// API's and the total counters) those an endpoint limit refused: the
+	// sum of PrimaryViolations, SecondaryViolations and
+	// EndpointViolations. A well-behaved client keeps the first two at 0;
+	// an endpoint limit announces nothing, so finding it costs a refusal.
 	Violations          int64 `json:"violations"`
 	PrimaryViolations   int64 `json:"primary_violations"`
 	SecondaryViolations int64 `json:"secondary_violations"`
+	// EndpointViolations are the requests endpoint limits refused; only
+	// the API's and the total counters have them (see EndpointLimitStats).
+	EndpointViolations int64 `json:"endpoint_violations"`
+	// EarlyRetries are requests that arrived at a refused scope (a bucket,
+	// an owner's secondary-limit penalty, an owner's endpoint limit)
+	// after its refusal and before the time the refusal named: the end of
+	// the window it refused (which Retry-After rounds up to whole
+	// seconds); the end of a secondary penalty when Retry-After was sent;
+	// otherwise the least wait: GitHubSecondaryWait after a GitHub
+	// secondary refusal, MinRetryWait after any other (a bare or plain
+	// 429). The server judges by arrival, so a request sent before the
+	// client saw the refusal but arriving after it counts. A request
+	// early for two scopes counts twice. A client that obeys every
+	// refusal keeps this at 0.
+	EarlyRetries int64 `json:"early_retries"`
 	// ServerErrors and Dropped are injected faults.
 	ServerErrors int64 `json:"server_errors"`
 	Dropped      int64 `json:"dropped"`
@@ -78,6 +139,8 @@ func (t *Counters) add(c Counters) {
 	t.Violations += c.Violations
 	t.PrimaryViolations += c.PrimaryViolations
 	t.SecondaryViolations += c.SecondaryViolations
+	t.EndpointViolations += c.EndpointViolations
+	t.EarlyRetries += c.EarlyRetries
 	t.ServerErrors += c.ServerErrors
 	t.Dropped += c.Dropped
 	t.MaxInFlight = max(t.MaxInFlight, c.MaxInFlight)
@@ -92,6 +155,7 @@ func (s *Server) Stats() Stats {
 		a.anonMu.Lock()
 		owners := append(append([]*owner(nil), a.owners...), a.anonOrder...)
 		a.anonMu.Unlock()
+		as := APIStats{API: a.name, Dialect: a.kind}
 		for _, o := range owners {
 			for _, b := range o.buckets {
 				bs, seen := b.snapshot(now)
@@ -99,11 +163,38 @@ func (s *Server) Stats() Stats {
 					continue
 				}
 				st.Buckets = append(st.Buckets, bs)
-				st.Total.add(bs.Counters)
+				as.add(bs.Counters)
 			}
 		}
+		for _, o := range owners {
+			for _, el := range a.endpointLimits {
+				o.epMu.Lock()
+				ec := o.endpoints[el.index]
+				o.epMu.Unlock()
+				if ec == nil {
+					continue
+				}
+				es := ec.snapshot(now)
+				es.API = a.name
+				st.EndpointLimits = append(st.EndpointLimits, es)
+				as.add(Counters{Violations: es.Refused, EndpointViolations: es.Refused, EarlyRetries: es.EarlyRetries})
+			}
+		}
+		st.APIs = append(st.APIs, as)
+		st.Total.add(as.Counters)
 	}
 	return st
+}
+
+// EndpointLimitFor returns one owner's stats of the endpoint limit named
+// name in the API named api, and whether it saw a request.
+func (st Stats) EndpointLimitFor(api, owner, name string) (EndpointLimitStats, bool) {
+	for _, e := range st.EndpointLimits {
+		if e.API == api && e.Owner == owner && e.Name == name {
+			return e, true
+		}
+	}
+	return EndpointLimitStats{}, false
 }
 
 // BucketFor returns the stats of one owner's bucket in the API named api
@@ -140,6 +231,7 @@ func (b *bucket) snapshot(now time.Time) (BucketStats, bool) {
 			Requests: b.requests, Accepted: b.accepted, Charged: b.charged, NotModified: b.notModified,
 			Unauthorized: b.unauthorized, Violations: b.primaryViolations + b.secondaryViolations,
 			PrimaryViolations: b.primaryViolations, SecondaryViolations: b.secondaryViolations,
+			EarlyRetries: b.earlyRetries,
 			ServerErrors: b.serverErrors, Dropped: b.dropped, MaxInFlight: b.maxInFlight,
 		},
 		Timeline: append([]uint32(nil), b.timeline...),

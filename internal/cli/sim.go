@@ -45,13 +45,15 @@ type simOptions struct {
 	dropRate        float64
 	slowRate        float64
 	slowDelay       time.Duration
+
+	endpointLimits []string
 }
 
 // simShapeFlags describe the APIs; a config file describes them instead.
 var simShapeFlags = []string{
 	"dialect", "prefix", "tokens", "limit", "window", "window-mode", "exhausted-status", "skew", "latency",
 	"no-secondary", "max-concurrent", "points-per-minute", "write-spacing", "penalty", "secondary-retry-after",
-	"error-rate", "unavailable-rate", "drop-rate", "slow-rate", "slow-delay",
+	"error-rate", "unavailable-rate", "drop-rate", "slow-rate", "slow-delay", "endpoint-limit",
 }
 
 var simSecondaryFlags = []string{"max-concurrent", "points-per-minute", "write-spacing", "penalty", "secondary-retry-after"}
@@ -72,11 +74,20 @@ gives tokens whose OWNER: prefix makes them share that owner's bucket.
 With --config FILE (TOML or JSON, see 'go doc github.com/ratekeeper/ratekeeper/sim'),
 only --listen, --allow-remote and --seed may be given too.
 
+--endpoint-limit adds a limit on the endpoints a pattern matches that sends no
+header while it admits, as GitLab's Users API limits or GitHub's unpublished
+ones: counted per owner, it refuses with 429 and, by refusal=, its own headers
+and Retry-After (headers, the default), Retry-After only, no header at all
+(bare) or a plain "Retry later" (plain).
+
 It prints one line per API with its URL and masked tokens, serves GET /_stats
-(per-bucket counters; ?timeline=1 adds requests per second) and
-POST /_sim/touch?path=P (change a resource), and runs until interrupted.`,
+(per-bucket and per-endpoint-limit counters, with violations and early
+retries: requests to a refused scope before the time its refusal named;
+?timeline=1 adds requests per second) and POST /_sim/touch?path=P (change a
+resource), and runs until interrupted; it then prints the totals.`,
 		Example: `  ratekeeper sim
   ratekeeper sim --dialect github,gitlab,huggingface,gitea --tokens 2 --limit 100 --window 1m
+  ratekeeper sim --dialect gitlab --endpoint-limit 'GET /api/v4/users/*=40/60s,refusal=bare'
   ratekeeper sim --config sim.toml --listen 127.0.0.1:0`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return runSim(cmd, o) },
@@ -106,6 +117,8 @@ POST /_sim/touch?path=P (change a resource), and runs until interrupted.`,
 	f.Float64Var(&o.dropRate, "drop-rate", 0, "fraction of connections closed without an answer")
 	f.Float64Var(&o.slowRate, "slow-rate", 0, "fraction of answers delayed by --slow-delay")
 	f.DurationVar(&o.slowDelay, "slow-delay", 2*time.Second, "delay of slow answers")
+	f.StringArrayVar(&o.endpointLimits, "endpoint-limit", nil,
+		`a limit on some endpoints that sends no header until it refuses, repeatable: "[METHOD ]PATH=LIMIT/WINDOW[,refusal=headers|retry-after|bare|plain][,name=NAME][,mode=fixed|rolling]" (* is one path segment, ** one or more)`)
 	return cmd
 }
 
@@ -176,7 +189,15 @@ func simConfig(cmd *cobra.Command, o simOptions) (sim.Config, error) {
 	if err != nil {
 		return sim.Config{}, fmt.Errorf("--%v", err)
 	}
-	q := sim.QuickOptions{
+	var limits []sim.EndpointLimitConfig
+	for _, spec := range o.endpointLimits {
+		l, err := sim.ParseEndpointLimit(spec)
+		if err != nil {
+			return sim.Config{}, fmt.Errorf("--%v", err)
+		}
+		limits = append(limits, l)
+	}
+	q := sim.QuickOptions{EndpointLimits: limits,
 		Dialects: strings.Split(o.dialect, ","), Prefix: o.prefix, Tokens: toks,
 		Limit: o.limit, Window: o.window, WindowMode: o.windowMode, ExhaustedStatus: o.exhaustedStatus,
 		Seed: o.seed, Skew: o.skew, Latency: o.latency,
@@ -212,6 +233,9 @@ func describeAPI(a sim.APIInfo, base string) string {
 	if a.Secondary != nil {
 		b.WriteString("  secondary limits on")
 	}
+	for _, l := range a.EndpointLimits {
+		fmt.Fprintf(&b, "  [%s %d/%s %s, refused %s]", l.Pattern, l.Limit, shortDuration(l.Window), l.WindowMode, l.Refusal)
+	}
 	if len(a.Tokens) == 0 {
 		b.WriteString("  no tokens (anonymous only)")
 	} else {
@@ -243,6 +267,14 @@ func shortDuration(d time.Duration) string {
 
 func printSimTotals(out io.Writer, st sim.Stats) {
 	t := st.Total
-	fmt.Fprintf(out, "ratekeeper sim stopped: %d requests, %d accepted, %d not modified, %d unauthorized, %d violations\n",
-		t.Requests, t.Accepted, t.NotModified, t.Unauthorized, t.Violations)
+	fmt.Fprintf(out, "ratekeeper sim stopped: %d requests, %d accepted, %d not modified, %d unauthorized, %d violations (%d primary, %d secondary, %d endpoint limits), %d early retries\n",
+		t.Requests, t.Accepted, t.NotModified, t.Unauthorized, t.Violations, t.PrimaryViolations, t.SecondaryViolations, t.EndpointViolations, t.EarlyRetries)
+	if len(st.APIs) > 1 {
+		for _, a := range st.APIs {
+			fmt.Fprintf(out, "  %-12s %d requests, %d violations, %d early retries\n", a.API, a.Requests, a.Violations, a.EarlyRetries)
+		}
+	}
+	for _, e := range st.EndpointLimits {
+		fmt.Fprintf(out, "  %s %s (%s): %d requests, %d refused, %d early retries\n", e.API, e.Name, e.Owner, e.Requests, e.Refused, e.EarlyRetries)
+	}
 }
