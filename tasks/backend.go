@@ -43,6 +43,19 @@ type riverBackend[TD riverdriver.Driver[TTx], TTx any] struct {
 	postgres bool
 	logger   *slog.Logger
 	closeDB  func()
+	// outage waits out the database's outages for the worker's own calls
+	// (its heartbeat); nil until waitOutages sets it.
+	outage *store.Outage
+}
+
+func (b *riverBackend[TD, TTx]) setOutage(o *store.Outage) { b.outage = o }
+
+// waitOut runs fn through the backend's outage wait, if it has one.
+func (b *riverBackend[TD, TTx]) waitOut(ctx context.Context, fn func(context.Context) error) error {
+	if b.outage == nil {
+		return fn(ctx)
+	}
+	return b.outage.Do(ctx, fn)
 }
 
 func newRiverBackend[TD riverdriver.Driver[TTx], TTx any](driver TD, tx txOps[TTx], postgres bool, opts Options, closeDB func()) (*riverBackend[TD, TTx], error) {

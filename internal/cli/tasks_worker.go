@@ -83,7 +83,7 @@ polling profile (see 'ratekeeper poll').`,
       --max-wait 20s --fail-on-status 4xx --metrics-listen 127.0.0.1:9464`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			o.client.db = db.dsn
+			o.client.db, o.client.dbOutage = db.dsn, db.outage
 			if err := o.check(); err != nil {
 				return &ExitError{Code: 2, Err: err}
 			}
