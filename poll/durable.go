@@ -364,5 +364,5 @@ func openState(ctx context.Context, dsn string, log *slog.Logger, outage time.Du
 	if err != nil {
 		return nil, fmt.Errorf("poll state database: %w", err)
 	}
-	return store.WaitOutages(st, store.NewOutage(store.OutageOptions{Timeout: outage, Name: store.Redact(dsn), Logger: log})), nil
+	return store.WaitOutages(st, store.SharedOutage(dsn, store.OutageOptions{Timeout: outage, Logger: log})), nil
 }

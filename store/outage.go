@@ -86,6 +86,7 @@ type Outage struct {
 	mu     sync.Mutex
 	since  time.Time // start of the outage under way; zero: none
 	warned bool      // the outage under way was logged
+	over   bool      // the outage under way outlasted the timeout
 	epoch  uint64    // outages begun so far
 }
 
@@ -104,6 +105,42 @@ func NewOutage(opts OutageOptions) *Outage {
 		opts.After = time.After
 	}
 	return &Outage{opts: opts}
+}
+
+// outages holds this process's Outage of each database (see SharedOutage).
+var outages struct {
+	mu sync.Mutex
+	m  map[outageKey]*Outage
+}
+
+type outageKey struct {
+	dsn     string
+	timeout time.Duration
+}
+
+// SharedOutage returns this process's Outage for the database dsn with
+// opts (Name is set from dsn): the quota state, the task queue and the
+// polls' state of one command use one database, which goes away for all
+// of them at once, so they share one wait and one pair of log lines. The
+// first call for a (dsn, timeout) makes it, with its Logger; options with
+// their own clock (tests) always get a new one.
+func SharedOutage(dsn string, opts OutageOptions) *Outage {
+	opts.Name = Redact(dsn)
+	if opts.Now != nil || opts.After != nil {
+		return NewOutage(opts)
+	}
+	k := outageKey{dsn, opts.Timeout}
+	outages.mu.Lock()
+	defer outages.mu.Unlock()
+	if o, ok := outages.m[k]; ok {
+		return o
+	}
+	if outages.m == nil {
+		outages.m = map[outageKey]*Outage{}
+	}
+	o := NewOutage(opts)
+	outages.m[k] = o
+	return o
 }
 
 // Timeout is how long an outage is waited out (negative: not at all).
@@ -147,10 +184,11 @@ func (o *Outage) Do(ctx context.Context, fn func(context.Context) error) error {
 		if o.opts.Timeout < 0 {
 			return &UnavailableError{Err: err, Since: now}
 		}
-		since := o.away(now, err)
+		since, over := o.away(now, err)
 		wait := time.Duration(rand.Int64N(int64(bound)) + 1)
 		bound = min(2*bound, outageCap)
-		if now.Add(wait).Sub(since) > o.opts.Timeout {
+		if over || now.Add(wait).Sub(since) > o.opts.Timeout {
+			o.giveUp()
 			return &UnavailableError{Err: err, Since: since}
 		}
 		if limit, ok := WaitLimit(ctx); ok && now.Add(wait).After(limit) {
@@ -165,8 +203,9 @@ func (o *Outage) Do(ctx context.Context, fn func(context.Context) error) error {
 }
 
 // away records that a call found the database away at now, logging it at
-// the first, and returns when the outage began.
-func (o *Outage) away(now time.Time, err error) time.Time {
+// the first, and returns when the outage began and whether it was given
+// up on already (a call then fails at once, until the database is back).
+func (o *Outage) away(now time.Time, err error) (since time.Time, over bool) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if o.since.IsZero() {
@@ -178,7 +217,14 @@ func (o *Outage) away(now time.Time, err error) time.Time {
 		o.opts.Logger.Warn("database unavailable; waiting for it to come back",
 			"db", o.opts.Name, "up_to", o.opts.Timeout.String(), "err", err)
 	}
-	return o.since
+	return o.since, o.over
+}
+
+// giveUp records that the outage under way outlasted the timeout.
+func (o *Outage) giveUp() {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.over = true
 }
 
 // back records a call that succeeded: an outage under way is over.
@@ -189,7 +235,7 @@ func (o *Outage) back() {
 		return
 	}
 	o.opts.Logger.Info("database is back", "db", o.opts.Name, "after", o.opts.Now().Sub(o.since).Round(time.Millisecond).String())
-	o.since, o.warned = time.Time{}, false
+	o.since, o.warned, o.over = time.Time{}, false, false
 }
 
 type waitLimitKey struct{}

@@ -22,15 +22,6 @@ type outageBackend struct {
 	o *store.Outage
 }
 
-// waitOutages wraps b; the worker's own calls (its heartbeat, its
-// records) go through o too.
-func waitOutages(b backend, o *store.Outage) backend {
-	if ob, ok := b.(interface{ setOutage(*store.Outage) }); ok {
-		ob.setOutage(o)
-	}
-	return &outageBackend{backend: b, o: o}
-}
-
 func (w *outageBackend) insert(ctx context.Context, specs []insertSpec, created func(rows []*rivertype.JobRow, dup []bool) []Event) (out []Submitted, err error) {
 	err = w.o.Do(ctx, func(ctx context.Context) error {
 		out, err = w.backend.insert(ctx, specs, created)

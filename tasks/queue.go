@@ -108,8 +108,11 @@ type Options struct {
 	// store.DefaultOutageTimeout, 2m; negative: no wait). River's own
 	// producer, completer and notifier reconnect by themselves.
 	DBOutageTimeout time.Duration
-	// outageAfter replaces the outage's timers (tests).
+	// outageNow and outageAfter replace the outage's clock and timers,
+	// and faults wraps the backend below the outage's wait (tests).
+	outageNow   func() time.Time
 	outageAfter func(time.Duration) <-chan time.Time
+	faults      func(backend) backend
 }
 
 // DefaultRescueAfter is Options.RescueStuckAfter's default: above the
@@ -257,9 +260,16 @@ func openBackend(ctx context.Context, dsn string, opts Options) (backend, error)
 	if err != nil {
 		return nil, err
 	}
-	return waitOutages(b, store.NewOutage(store.OutageOptions{
-		Timeout: opts.DBOutageTimeout, Name: store.Redact(dsn), Logger: opts.Logger, After: opts.outageAfter,
-	})), nil
+	o := store.SharedOutage(dsn, store.OutageOptions{
+		Timeout: opts.DBOutageTimeout, Logger: opts.Logger, Now: opts.outageNow, After: opts.outageAfter,
+	})
+	if rb, ok := b.(interface{ setOutage(*store.Outage) }); ok {
+		rb.setOutage(o)
+	}
+	if opts.faults != nil {
+		b = opts.faults(b)
+	}
+	return &outageBackend{backend: b, o: o}, nil
 }
 
 // String names the Queue's database, with any password masked.

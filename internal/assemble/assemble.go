@@ -272,9 +272,7 @@ func openDatabase(opts Options, to *transport.Options, cacheOpts *cache.Options)
 	}
 	// Every call on the database, by the quota state, the credentials'
 	// records and the cache, waits out an outage of it in one place.
-	st = store.WaitOutages(st, store.NewOutage(store.OutageOptions{
-		Timeout: opts.DBOutageTimeout, Name: store.Redact(opts.DB), Logger: opts.Logger,
-	}))
+	st = store.WaitOutages(st, store.SharedOutage(opts.DB, store.OutageOptions{Timeout: opts.DBOutageTimeout, Logger: opts.Logger}))
 	shared := quotastate.New(st, opts.Logger)
 	if to.State == nil {
 		to.State = shared
