@@ -1,6 +1,7 @@
 package quotastate_test
 
 import (
+	"context"
 	"io"
 	"net/http"
 	"path/filepath"
@@ -158,4 +159,81 @@ func outageTransport(t *testing.T, st *quotastate.State, wire http.RoundTripper)
 		t.Fatal(err)
 	}
 	return tr
+}
+
+// snapshotCounter counts the snapshot reads (store.Snapshot) of a store.
+type snapshotCounter struct {
+	*storetest.Faulty
+	reads atomic.Int64
+}
+
+func (c *snapshotCounter) GetMany(ctx context.Context, keys []string) ([]store.Record, error) {
+	c.reads.Add(1)
+	return c.Faulty.GetMany(ctx, keys)
+}
+
+// TestNoStaleViewAfterAnOutage: a decision may choose on what this process
+// last saw of the rows instead of reading them, but not on what it saw
+// before an outage of the database: what other processes did meanwhile is
+// unknown, so the first decision after it reads the rows.
+func TestNoStaleViewAfterAnOutage(t *testing.T) {
+	srv, err := sim.New(sim.Config{APIs: []sim.APIConfig{{Dialect: "github", Limit: 100, Window: time.Hour,
+		Tokens: []sim.TokenConfig{{Token: "tok-view-0001", Owner: "alice"}, {Token: "tok-view-0002", Owner: "bob"}}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	db, err := store.Open(t.Context(), filepath.Join(t.TempDir(), "v.db"), store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	counted := &snapshotCounter{Faulty: storetest.NewFaulty(db)}
+	clk := &instantWaits{now: time.Now()}
+	st := quotastate.New(store.WaitOutages(counted, store.NewOutage(store.OutageOptions{Now: clk.Now, After: clk.After})), nil)
+	defer st.Close(t.Context())
+	p, err := provider.New("github", provider.GitHub, "http://api.test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := provider.NewRegistry()
+	if err := reg.Add(p); err != nil {
+		t.Fatal(err)
+	}
+	tr, err := transport.New(transport.Options{
+		Providers: reg,
+		Pools: map[string]*creds.Pool{"github": creds.NewPool("github",
+			creds.NewToken("github", 1, "tok-view-0001", "test"), creds.NewToken("github", 2, "tok-view-0002", "test"))},
+		State: st, Base: recorderTransport{srv}, SkipValidation: true, DisableCache: true, MaxWait: time.Minute,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close()
+	get := func() {
+		t.Helper()
+		resp, err := tr.RoundTrip(httpGet("http://api.test/repos/o/r"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+	}
+	// Learn both owners' buckets, then see that a decision right after
+	// another chooses on the view, without a read.
+	for range 4 {
+		get()
+	}
+	reads := counted.reads.Load()
+	get()
+	if counted.reads.Load() != reads {
+		t.Fatalf("a decision right after another read the rows; want it to choose on the view (fresh for 500 ms)")
+	}
+	// An outage: the next decision's transaction waits it out.
+	counted.Fail(storetest.TransientErrors(t)[0].Err, 3)
+	get()
+	reads = counted.reads.Load()
+	get()
+	if counted.reads.Load() == reads {
+		t.Errorf("the first decision after an outage chose on what was seen before it; want the rows read")
+	}
 }
