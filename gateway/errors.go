@@ -96,9 +96,9 @@ func (g *Gateway) proxyError(w http.ResponseWriter, r *http.Request, err error) 
 			sw.code = statusClientClosed
 		}
 	case store.IsUnavailable(err):
-		// The shared quota state's database is away: nothing was sent,
-		// and sending without it could spend quota no process reserved.
-		g.log.Warn("quota state database unavailable", "provider", name, "err", err)
+		// The shared quota state's database is away (its outage is
+		// logged once, not at every request): nothing was sent, and
+		// sending without it could spend quota no process reserved.
 		w.Header().Set("Retry-After", strconv.Itoa(databaseRetryAfter))
 		writeJSON(w, http.StatusServiceUnavailable, errorBody{Error: "database_unavailable", Provider: name,
 			Message: fmt.Sprintf("the gateway's quota state database is unavailable (it waited up to its max wait of %s for it); nothing was sent upstream; retry after %d seconds", shortDuration(g.maxWaitOf(ri)), databaseRetryAfter)})

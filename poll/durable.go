@@ -197,7 +197,7 @@ func NewTaskHandler(ctx context.Context, dsn string, opts Options) (*TaskHandler
 	if err != nil {
 		return nil, err
 	}
-	st, err := openState(ctx, dsn, opts.Logger, 0)
+	st, err := openState(ctx, dsn, opts.Logger, opts.DBOutageTimeout)
 	if err != nil {
 		return nil, err
 	}

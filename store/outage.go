@@ -129,6 +129,9 @@ func SharedOutage(dsn string, opts OutageOptions) *Outage {
 	if opts.Now != nil || opts.After != nil {
 		return NewOutage(opts)
 	}
+	if opts.Timeout == 0 {
+		opts.Timeout = DefaultOutageTimeout
+	}
 	k := outageKey{dsn, opts.Timeout}
 	outages.mu.Lock()
 	defer outages.mu.Unlock()

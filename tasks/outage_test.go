@@ -143,3 +143,12 @@ func TestQueueWaitsOutAnOutage(t *testing.T) {
 		}
 	})
 }
+
+// rawBackend is q's backend below the outage's wait, for tests that run
+// SQL on the database directly.
+func rawBackend(q *Queue) backend {
+	if o, ok := q.b.(*outageBackend); ok {
+		return o.backend
+	}
+	return q.b
+}

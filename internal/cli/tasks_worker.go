@@ -140,7 +140,8 @@ func runTasksWorker(cmd *cobra.Command, db *tasksDB, o *workerOptions) error {
 	client := &http.Client{Transport: tr}
 	polls, err := poll.NewTaskHandler(ctx, db.dsn, poll.Options{
 		Client: client, Sink: poll.JSONLines(cmd.OutOrStdout()), Quota: poll.TransportQuota(tr), Registerer: reg,
-		OnEvent: func(e poll.Event) { printPollEvent(stderr, e, o.client.verbose) },
+		DBOutageTimeout: outageTimeout(db.outage),
+		OnEvent:         func(e poll.Event) { printPollEvent(stderr, e, o.client.verbose) },
 	})
 	if err != nil {
 		return &ExitError{Code: 1, Err: err}
