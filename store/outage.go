@@ -41,10 +41,19 @@ type UnavailableError struct {
 	Err error
 	// Since is when the outage began.
 	Since time.Time
+	// ctxErr is the call's context's error when that ended the wait, so
+	// that errors.Is(err, context.Canceled) holds for a cancelled call.
+	ctxErr error
 }
 
 func (e *UnavailableError) Error() string { return e.Err.Error() }
-func (e *UnavailableError) Unwrap() error { return e.Err }
+
+func (e *UnavailableError) Unwrap() []error {
+	if e.ctxErr != nil {
+		return []error{e.Err, e.ctxErr}
+	}
+	return []error{e.Err}
+}
 
 // IsUnavailable reports whether err's chain holds an *UnavailableError.
 func IsUnavailable(err error) bool {
@@ -197,9 +206,12 @@ func (o *Outage) Do(ctx context.Context, fn func(context.Context) error) error {
 		if limit, ok := WaitLimit(ctx); ok && now.Add(wait).After(limit) {
 			return &UnavailableError{Err: err, Since: since}
 		}
+		if ctx.Err() != nil {
+			return &UnavailableError{Err: err, Since: since, ctxErr: ctx.Err()}
+		}
 		select {
 		case <-ctx.Done():
-			return &UnavailableError{Err: err, Since: since}
+			return &UnavailableError{Err: err, Since: since, ctxErr: ctx.Err()}
 		case <-o.opts.After(wait):
 		}
 	}

@@ -222,3 +222,20 @@ func TestOutageWaitLimit(t *testing.T) {
 		t.Errorf("waited %v; want at most the limit of 10s", waited)
 	}
 }
+
+// A call whose context ends while it waits for the database returns at
+// once, unavailable, and cancelled as far as errors.Is can tell.
+func TestOutageWaitEndsWithTheContext(t *testing.T) {
+	f := storetest.NewFaulty(openStore(t, filepath.Join(t.TempDir(), "x.db")))
+	w := store.WaitOutages(f, store.NewOutage(store.OutageOptions{Timeout: time.Hour, Logger: slog.New(slog.DiscardHandler)}))
+	ctx, cancel := context.WithCancel(t.Context())
+	f.OnFail(cancel) // the caller gives up while the database is away
+	f.Fail(storetest.TransientErrors(t)[0].Err, -1)
+	_, err := w.Get(ctx, "k")
+	if !store.IsUnavailable(err) || !errors.Is(err, context.Canceled) {
+		t.Errorf("Get cancelled during an outage = %v; want it unavailable and cancelled", err)
+	}
+	if failed, _ := f.Counts(); failed != 1 {
+		t.Errorf("tried %d times after the context ended; want once", failed)
+	}
+}
