@@ -3,8 +3,12 @@ package tasks
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"net"
+	"os"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -151,4 +155,37 @@ func rawBackend(q *Queue) backend {
 		return o.backend
 	}
 	return q.b
+}
+
+// redialRefused dials again while the server refuses, within the
+// caller's deadline only, and returns any other error at once.
+func TestRedialRefused(t *testing.T) {
+	refused := &net.OpError{Op: "dial", Net: "tcp", Err: os.NewSyscallError("connect", syscall.ECONNREFUSED)}
+	dials := 0
+	dial := redialRefused(func(context.Context, string, string) (net.Conn, error) {
+		dials++
+		if dials < 3 {
+			return nil, refused
+		}
+		c, _ := net.Pipe()
+		return c, nil
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	conn, err := dial(ctx, "tcp", "127.0.0.1:5432")
+	if err != nil || dials != 3 {
+		t.Fatalf("with a deadline: %v after %d dials; want a connection at the third", err, dials)
+	}
+	conn.Close()
+
+	dials = 0
+	if _, err := dial(context.Background(), "tcp", "127.0.0.1:5432"); !errors.Is(err, syscall.ECONNREFUSED) || dials != 1 {
+		t.Errorf("without a deadline: %v after %d dials; want the refusal at once", err, dials)
+	}
+	other := errors.New("no route to host")
+	dial = redialRefused(func(context.Context, string, string) (net.Conn, error) { dials++; return nil, other })
+	dials = 0
+	if _, err := dial(ctx, "tcp", "127.0.0.1:5432"); err != other || dials != 1 {
+		t.Errorf("another error: %v after %d dials; want it at once", err, dials)
+	}
 }

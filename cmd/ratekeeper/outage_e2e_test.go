@@ -18,36 +18,65 @@ import (
 )
 
 // The database may blink: these runs restart a real PostgreSQL under the
-// commands that hold it as --db (about a second without a database), or
-// hold a SQLite file's write lock from another connection for longer than
-// the busy timeout, and check that each command rides it out. They need a server of their own, which
-// they restart: RestartPostgresEnv names its DSN and RestartCommandEnv the
-// shell command that restarts it (.ci/outage-pg starts one and prints
-// both). Never point them at a server others use.
+// commands that hold it as --db (about a second without a database), stop
+// it for postgresDown, or hold a SQLite file's write lock from another
+// connection for longer than the busy timeout, and check that each command
+// rides it out. They need a server of their own, which they restart:
+// RestartPostgresEnv names its DSN and the *CommandEnv variables the shell
+// commands that restart, stop and start it (.ci/outage-pg starts one and
+// prints them). Never point them at a server others use.
 const (
 	RestartPostgresEnv = "RATEKEEPER_TEST_RESTART_POSTGRES"
 	RestartCommandEnv  = "RATEKEEPER_TEST_RESTART_CMD"
+	StopCommandEnv     = "RATEKEEPER_TEST_STOP_CMD"
+	StartCommandEnv    = "RATEKEEPER_TEST_START_CMD"
 )
 
+// postgresDown is how long the longer outage keeps PostgreSQL stopped:
+// longer than River's completer retries for (about 7 s) when a connection
+// is refused at once.
+const postgresDown = 20 * time.Second
+
 // restartable returns the restartable server's DSN and a function that
-// restarts it (safe to call from any goroutine), skipping the test when
-// none is given (CI gives one).
-func restartable(t *testing.T) (base string, restart func() error) {
+// restarts it, or, with down > 0, stops it and starts it again down later
+// (safe to call from any goroutine); it skips the test when no server is
+// given (CI gives one).
+func restartable(t *testing.T, down time.Duration) (base string, restart func() error) {
 	t.Helper()
-	base, cmd := os.Getenv(RestartPostgresEnv), os.Getenv(RestartCommandEnv)
-	if base == "" || cmd == "" {
+	envs := []string{RestartPostgresEnv, RestartCommandEnv, StopCommandEnv, StartCommandEnv}
+	for _, e := range envs {
+		if os.Getenv(e) != "" {
+			continue
+		}
 		if os.Getenv("CI") != "" {
-			t.Fatalf("CI must run the database-restart runs, but %s or %s is not set (.ci/run sets them from .ci/outage-pg)", RestartPostgresEnv, RestartCommandEnv)
+			t.Fatalf("CI must run the database-outage runs, but %s is not set (.ci/run sets it from .ci/outage-pg)", e)
 		}
-		t.Skipf("%s and %s are not set: the database-restart runs are skipped (locally: eval $(bash .ci/outage-pg))", RestartPostgresEnv, RestartCommandEnv)
+		t.Skipf("%s is not set: the database-outage runs are skipped (locally: eval \"$(bash .ci/outage-pg)\")", e)
 	}
-	return base, func() error {
-		start := time.Now()
-		out, err := exec.Command("sh", "-c", cmd).CombinedOutput()
-		if err != nil {
-			return fmt.Errorf("restarting PostgreSQL (%s): %v\n%s", cmd, err, out)
+	run := func(env string) error {
+		cmd := os.Getenv(env)
+		if out, err := exec.Command("sh", "-c", cmd).CombinedOutput(); err != nil {
+			return fmt.Errorf("%s (%s): %v\n%s", env, cmd, err, out)
 		}
-		t.Logf("PostgreSQL restarted in %s", time.Since(start).Round(time.Millisecond))
+		return nil
+	}
+	return os.Getenv(RestartPostgresEnv), func() error {
+		start := time.Now()
+		if down == 0 {
+			if err := run(RestartCommandEnv); err != nil {
+				return err
+			}
+			t.Logf("PostgreSQL restarted in %s", time.Since(start).Round(time.Millisecond))
+			return nil
+		}
+		if err := run(StopCommandEnv); err != nil {
+			return err
+		}
+		time.Sleep(down)
+		if err := run(StartCommandEnv); err != nil {
+			return err
+		}
+		t.Logf("PostgreSQL stopped and started again, away for %s", time.Since(start).Round(time.Millisecond))
 		return nil
 	}
 }
@@ -56,12 +85,17 @@ func restartable(t *testing.T) (base string, restart func() error) {
 // SQLite's own busy timeout, which alone rides out a shorter one.
 const sqliteLock = sqlite.BusyTimeoutMillis*time.Millisecond + 2*time.Second
 
-// forEachBlink runs fn on PostgreSQL, which blink restarts, and on SQLite,
-// whose write lock blink holds from another connection for sqliteLock.
+// forEachBlink runs fn on PostgreSQL, which blink restarts or stops for
+// postgresDown, and on SQLite, whose write lock blink holds from another
+// connection for sqliteLock.
 func forEachBlink(t *testing.T, fn func(t *testing.T, db string, blink func() error)) {
 	t.Run("PostgresRestart", func(t *testing.T) {
-		base, restart := restartable(t)
+		base, restart := restartable(t, 0)
 		fn(t, storetest.NewPostgresDatabaseOn(t, base, "rk_outage_"), restart)
+	})
+	t.Run("PostgresDown20s", func(t *testing.T) {
+		base, stopStart := restartable(t, postgresDown)
+		fn(t, storetest.NewPostgresDatabaseOn(t, base, "rk_outage_"), stopStart)
 	})
 	t.Run("SQLiteLocked", func(t *testing.T) {
 		db := filepath.Join(t.TempDir(), "ratekeeper.db")
