@@ -46,6 +46,10 @@ type Options struct {
 	// URL. Tasks live there, so a batch survives crashes and a second run
 	// finds the first one's work.
 	DSN string
+	// DBOutageTimeout is how long the database may be away before the
+	// run gives up; meanwhile every call on it waits for it to come back
+	// (0: 2m, negative: no wait). See tasks.Options.DBOutageTimeout.
+	DBOutageTimeout time.Duration
 	// Client sends the requests: the rate-keeping client, whose waits
 	// beyond its MaxWait become durable reschedules. Nil means
 	// http.DefaultClient.
@@ -208,6 +212,7 @@ func Run(ctx context.Context, targets []Target, opts Options) (sum Summary, err 
 		RescueStuckAfter: RescueAfter(opts.Timeout),
 		Registerer:       opts.Registerer,
 		WireMarked:       opts.WireMarked,
+		DBOutageTimeout:  opts.DBOutageTimeout,
 	})
 	if err != nil {
 		return r.sum, err

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/ratekeeper/ratekeeper/provider"
+	"github.com/ratekeeper/ratekeeper/store"
 	"github.com/ratekeeper/ratekeeper/transport"
 )
 
@@ -94,6 +95,13 @@ func (g *Gateway) proxyError(w http.ResponseWriter, r *http.Request, err error) 
 		if sw, ok := w.(*statusWriter); ok && sw.code == 0 {
 			sw.code = statusClientClosed
 		}
+	case store.IsUnavailable(err):
+		// The shared quota state's database is away (its outage is
+		// logged once, not at every request): nothing was sent, and
+		// sending without it could spend quota no process reserved.
+		w.Header().Set("Retry-After", strconv.Itoa(databaseRetryAfter))
+		writeJSON(w, http.StatusServiceUnavailable, errorBody{Error: "database_unavailable", Provider: name,
+			Message: fmt.Sprintf("the gateway's quota state database is unavailable (it waited up to its max wait of %s for it); nothing was sent upstream; retry after %d seconds", shortDuration(g.maxWaitOf(ri)), databaseRetryAfter)})
 	case errors.As(err, &nce):
 		if ri != nil && ri.passed {
 			g.pt.rejected(ri.token)
@@ -119,6 +127,20 @@ func (g *Gateway) proxyError(w http.ResponseWriter, r *http.Request, err error) 
 		writeJSON(w, http.StatusBadGateway, errorBody{Error: "upstream_unreachable", Provider: name,
 			Message: fmt.Sprintf("upstream %s could not be reached: %v", name, innerError(err))})
 	}
+}
+
+// databaseRetryAfter is the Retry-After, in seconds, of a 503 for a
+// database outage: how long it lasts is unknown, and a restart takes
+// seconds.
+const databaseRetryAfter = 5
+
+// maxWaitOf is the max wait of the request ri routes (the gateway's when
+// none is known).
+func (g *Gateway) maxWaitOf(ri *route) time.Duration {
+	if ri != nil && ri.maxWait > 0 {
+		return ri.maxWait
+	}
+	return g.maxWait
 }
 
 // refusalNote tells a client whose token was rejected for how long the

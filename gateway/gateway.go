@@ -24,6 +24,7 @@ import (
 	"github.com/ratekeeper/ratekeeper/cache"
 	"github.com/ratekeeper/ratekeeper/internal/assemble"
 	"github.com/ratekeeper/ratekeeper/provider"
+	"github.com/ratekeeper/ratekeeper/store"
 	"github.com/ratekeeper/ratekeeper/transport"
 )
 
@@ -629,7 +630,10 @@ func (g *Gateway) serveProxy(w http.ResponseWriter, r *http.Request, p *provider
 	// The wait for quota starts now that the request is read.
 	ri.maxWait = g.maxWaits[p.Name]
 	ri.deadline = g.now().Add(ri.maxWait)
-	g.proxy.ServeHTTP(sw, r.WithContext(context.WithValue(r.Context(), routeKey{}, ri)))
+	// A database outage is waited out like quota, within the same max
+	// wait (see proxyError's 503).
+	ctx := store.WithWaitLimit(context.WithValue(r.Context(), routeKey{}, ri), ri.deadline)
+	g.proxy.ServeHTTP(sw, r.WithContext(ctx))
 }
 
 // passThroughRoute sends the request with the client's own token when it

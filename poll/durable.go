@@ -43,6 +43,10 @@ type DurableOptions struct {
 	// Registerer receives the task queue's metrics; nil means a private
 	// registry.
 	Registerer prometheus.Registerer
+	// DBOutageTimeout is how long the database may be away before a call
+	// on it gives up; meanwhile every call waits for it (0: 2m, negative:
+	// no wait). See tasks.Options.DBOutageTimeout.
+	DBOutageTimeout time.Duration
 }
 
 // taskInput is a durable poll task's input. The URL is shown masked; the
@@ -101,9 +105,9 @@ func (p *Poller) RunDurable(ctx context.Context, o DurableOptions) error {
 	if err := p.checkStart(ctx, start); err != nil {
 		return err
 	}
-	st, err := store.Open(ctx, o.DSN, store.Options{Logger: o.Logger})
+	st, err := openState(ctx, o.DSN, o.Logger, o.DBOutageTimeout)
 	if err != nil {
-		return fmt.Errorf("poll state database: %w", err)
+		return err
 	}
 	defer st.Close()
 	d := &durable{p: p, st: st}
@@ -112,6 +116,8 @@ func (p *Poller) RunDurable(ctx context.Context, o DurableOptions) error {
 		HTTPClient: p.client, // for the built-in http tasks this worker may run too
 		Logger:     o.Logger,
 		Registerer: o.Registerer,
+
+		DBOutageTimeout: o.DBOutageTimeout,
 	})
 	if err != nil {
 		return err
@@ -191,9 +197,9 @@ func NewTaskHandler(ctx context.Context, dsn string, opts Options) (*TaskHandler
 	if err != nil {
 		return nil, err
 	}
-	st, err := store.Open(ctx, dsn, store.Options{Logger: opts.Logger})
+	st, err := openState(ctx, dsn, opts.Logger, opts.DBOutageTimeout)
 	if err != nil {
-		return nil, fmt.Errorf("poll state database: %w", err)
+		return nil, err
 	}
 	return &TaskHandler{d: &durable{p: p, st: st}}, nil
 }
@@ -349,4 +355,14 @@ func (d *durable) save(ctx context.Context, key string, tg *target, taskID int64
 		return fmt.Errorf("saving the poll state of %s: %w", tg.shown, err)
 	}
 	return nil
+}
+
+// openState opens the store of the polls' state, waiting out outages of
+// its database for up to outage (0: the default).
+func openState(ctx context.Context, dsn string, log *slog.Logger, outage time.Duration) (store.Store, error) {
+	st, err := store.Open(ctx, dsn, store.Options{Logger: log})
+	if err != nil {
+		return nil, fmt.Errorf("poll state database: %w", err)
+	}
+	return store.WaitOutages(st, store.SharedOutage(dsn, store.OutageOptions{Timeout: outage, Logger: log})), nil
 }

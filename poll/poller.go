@@ -63,6 +63,10 @@ type Options struct {
 	// MaxBody bounds the body a poll reads; a larger one is an error.
 	// 0 means DefaultMaxBody.
 	MaxBody int64
+	// DBOutageTimeout is how long the database of durable polls
+	// (NewTaskHandler's) may be away before a call on it gives up;
+	// meanwhile every call waits for it (0: 2m, negative: no wait).
+	DBOutageTimeout time.Duration
 }
 
 // QuotaSource tells the poller about the quota its polls spend.

@@ -6,10 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver"
@@ -43,6 +46,19 @@ type riverBackend[TD riverdriver.Driver[TTx], TTx any] struct {
 	postgres bool
 	logger   *slog.Logger
 	closeDB  func()
+	// outage waits out the database's outages for the worker's own calls
+	// (its heartbeat); nil until waitOutages sets it.
+	outage *store.Outage
+}
+
+func (b *riverBackend[TD, TTx]) setOutage(o *store.Outage) { b.outage = o }
+
+// waitOut runs fn through the backend's outage wait, if it has one.
+func (b *riverBackend[TD, TTx]) waitOut(ctx context.Context, fn func(context.Context) error) error {
+	if b.outage == nil {
+		return fn(ctx)
+	}
+	return b.outage.Do(ctx, fn)
 }
 
 func newRiverBackend[TD riverdriver.Driver[TTx], TTx any](driver TD, tx txOps[TTx], postgres bool, opts Options, closeDB func()) (*riverBackend[TD, TTx], error) {
@@ -88,6 +104,7 @@ func openPostgres(ctx context.Context, dsn string, opts Options) (backend, error
 		// every task's completion transaction.
 		cfg.MaxConns = 20
 	}
+	cfg.ConnConfig.DialFunc = redialRefused(cfg.ConnConfig.DialFunc)
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, describeDBError(dsn, err)
@@ -122,6 +139,35 @@ func openPostgres(ctx context.Context, dsn string, opts Options) (backend, error
 		return nil, err
 	}
 	return b, nil
+}
+
+// redialRefused wraps dial so that a connection refused (PostgreSQL down
+// while it restarts) is dialled again until the caller's deadline, when
+// it has one. River's completer gives each attempt to write finished
+// tasks a deadline and tries three times: failing at once, it gave up
+// after a few seconds of a restart and left the tasks running until its
+// rescuer ran them again; waiting within each attempt, it rides out half
+// a minute. A call without a deadline fails at once, as before (the
+// queue's own calls wait in store.Outage).
+func redialRefused(dial pgconn.DialFunc) pgconn.DialFunc {
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		wait := 50 * time.Millisecond
+		for {
+			conn, err := dial(ctx, network, addr)
+			if err == nil || !errors.Is(err, syscall.ECONNREFUSED) {
+				return conn, err
+			}
+			if _, ok := ctx.Deadline(); !ok {
+				return nil, err
+			}
+			select {
+			case <-ctx.Done():
+				return nil, err
+			case <-time.After(wait):
+			}
+			wait = min(2*wait, time.Second)
+		}
+	}
 }
 
 func (b *riverBackend[TD, TTx]) close() { b.closeDB() }

@@ -171,7 +171,7 @@ func TestReclaimTakesBackOnlyGoneWorkersTasks(t *testing.T) {
 		live := mustSubmit(t, q, "t.r", `{"n":2}`, SubmitOptions{})
 		// What a kill -9 leaves: attempts River claimed for workers that
 		// recorded nothing more.
-		b := q.b.(interface{ pool() runner })
+		b := rawBackend(q).(interface{ pool() runner })
 		claim := "UPDATE river_job SET state = 'running', attempt = 1, attempted_at = datetime('now', 'subsec'), attempted_by = json_array($2) WHERE id = $1"
 		if strings.HasPrefix(dsn, "postgres") {
 			claim = "UPDATE river_job SET state = 'running', attempt = 1, attempted_at = now(), attempted_by = ARRAY[$2::text] WHERE id = $1"

@@ -59,7 +59,7 @@ const otherMachine = "elsewhere.example/boot/4242/99"
 // have, its last heartbeat at seen.
 func recordWorker(t *testing.T, q *Queue, id, h string, seen time.Time) {
 	t.Helper()
-	b := q.b.(interface{ pool() runner })
+	b := rawBackend(q).(interface{ pool() runner })
 	if err := b.pool().exec(ctxT(t), "INSERT INTO ratekeeper_task_workers (worker_id, types, holder, started_at_us, seen_at_us) VALUES ($1, 't.g', $2, $3, $3)",
 		id, h, seen.UnixMicro()); err != nil {
 		t.Fatal(err)
@@ -69,7 +69,7 @@ func recordWorker(t *testing.T, q *Queue, id, h string, seen time.Time) {
 // claimAs makes task id running, claimed by worker, as River's claim does.
 func claimAs(t *testing.T, q *Queue, dsn string, id int64, worker string) {
 	t.Helper()
-	b := q.b.(interface{ pool() runner })
+	b := rawBackend(q).(interface{ pool() runner })
 	claim := "UPDATE river_job SET state = 'running', attempt = attempt + 1, attempted_at = datetime('now', 'subsec'), attempted_by = json_array($2) WHERE id = $1"
 	if strings.HasPrefix(dsn, "postgres") {
 		claim = "UPDATE river_job SET state = 'running', attempt = attempt + 1, attempted_at = now(), attempted_by = ARRAY[$2::text] WHERE id = $1"
@@ -247,7 +247,7 @@ func TestWorkerTakenForGoneStops(t *testing.T) {
 			ids := workerIDs(t, q)
 			return len(ids) == 1, strings.Join(ids, " ")
 		})
-		b := q.b.(interface{ pool() runner })
+		b := rawBackend(q).(interface{ pool() runner })
 		if err := b.pool().exec(ctxT(t), "DELETE FROM ratekeeper_task_workers"); err != nil {
 			t.Fatal(err)
 		}

@@ -99,6 +99,20 @@ type Options struct {
 	// forever, which submissions with a UniqueKey rely on to not redo
 	// completed work.
 	Retention time.Duration
+
+	// DBOutageTimeout is how long the database may be away (restarting,
+	// its connections lost, SQLite's write lock held by another process)
+	// before a call of the Queue on it gives up: meanwhile Submit, Get,
+	// List, Cancel, the worker's own records and heartbeat wait for it to
+	// come back, trying again with backoff and jitter (0:
+	// store.DefaultOutageTimeout, 2m; negative: no wait). River's own
+	// producer, completer and notifier reconnect by themselves.
+	DBOutageTimeout time.Duration
+	// outageNow and outageAfter replace the outage's clock and timers,
+	// and faults wraps the backend below the outage's wait (tests).
+	outageNow   func() time.Time
+	outageAfter func(time.Duration) <-chan time.Time
+	faults      func(backend) backend
 }
 
 // DefaultRescueAfter is Options.RescueStuckAfter's default: above the
@@ -236,10 +250,26 @@ func openBackend(ctx context.Context, dsn string, opts Options) (backend, error)
 	if strings.TrimSpace(dsn) == "" {
 		return nil, fmt.Errorf("%w: empty database: give a SQLite file path or a postgres:// URL", ErrInvalid)
 	}
+	var b backend
+	var err error
 	if store.KindOf(dsn) == store.Postgres {
-		return openPostgres(ctx, dsn, opts)
+		b, err = openPostgres(ctx, dsn, opts)
+	} else {
+		b, err = openSQLite(ctx, dsn, opts)
 	}
-	return openSQLite(ctx, dsn, opts)
+	if err != nil {
+		return nil, err
+	}
+	o := store.SharedOutage(dsn, store.OutageOptions{
+		Timeout: opts.DBOutageTimeout, Logger: opts.Logger, Now: opts.outageNow, After: opts.outageAfter,
+	})
+	if rb, ok := b.(interface{ setOutage(*store.Outage) }); ok {
+		rb.setOutage(o)
+	}
+	if opts.faults != nil {
+		b = opts.faults(b)
+	}
+	return &outageBackend{backend: b, o: o}, nil
 }
 
 // String names the Queue's database, with any password masked.

@@ -143,7 +143,7 @@ func TestMigrationMovesTasksToTheirTypesQueues(t *testing.T) {
 		hs := map[string]HandlerFunc{"t.old": (&scripted{steps: []step{succeed(`1`)}}).handle}
 		q := openQueue(t, dsn, withHandlers(hs))
 		id := mustSubmit(t, q, "t.old", `{}`, SubmitOptions{})
-		b := q.b.(interface{ pool() runner })
+		b := rawBackend(q).(interface{ pool() runner })
 		ctx := ctxT(t)
 		for _, stmt := range []string{
 			"UPDATE river_job SET queue = 'ratekeeper' WHERE kind = 't.old'",

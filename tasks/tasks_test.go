@@ -704,7 +704,7 @@ func TestSweepCopiesHistoryLeftOnRows(t *testing.T) {
 		stop()
 		// The crash: the table lost what the projector wrote (the final
 		// claim and completion are still in the row's outbox).
-		b := q.b.(interface{ pool() runner })
+		b := rawBackend(q).(interface{ pool() runner })
 		if err := b.pool().exec(ctxT(t), "DELETE FROM ratekeeper_task_events WHERE task_id = $1 AND event_key IN ('claim-2', 'end-2')", id); err != nil {
 			t.Fatal(err)
 		}
@@ -723,7 +723,7 @@ func TestAbandonedAttemptsAreRecorded(t *testing.T) {
 		id := mustSubmit(t, q, "t.a", `{}`, SubmitOptions{})
 		// What the rescuer leaves after a worker "ghost" was killed during
 		// attempt 1: River counted the attempt, nothing else recorded it.
-		b := q.b.(interface{ pool() runner })
+		b := rawBackend(q).(interface{ pool() runner })
 		fake := "UPDATE river_job SET attempt = 1, attempted_at = CURRENT_TIMESTAMP, attempted_by = json_array('ghost') WHERE id = $1"
 		if strings.HasPrefix(dsn, "postgres") {
 			fake = "UPDATE river_job SET attempt = 1, attempted_at = now(), attempted_by = ARRAY['ghost'] WHERE id = $1"

@@ -648,7 +648,11 @@ func (w *taskWorker[TD, TTx]) watchCancels(ctx context.Context, workerID string,
 // elsewhere: it stops.
 func (w *taskWorker[TD, TTx]) heartbeat(ctx context.Context, id, self string) {
 	eachTick(ctx, w.q.opts.heartbeatEvery, func() bool {
-		found, err := renewHeartbeat(ctx, w.b.pool(), w.b.postgres, id, self)
+		var found bool
+		err := w.b.waitOut(ctx, func(ctx context.Context) (err error) {
+			found, err = renewHeartbeat(ctx, w.b.pool(), w.b.postgres, id, self)
+			return err
+		})
 		switch {
 		case err != nil:
 			if ctx.Err() == nil {

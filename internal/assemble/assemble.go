@@ -86,6 +86,12 @@ type Options struct {
 	// postgres:// URL for a fleet. "" or "memory" keeps them in this
 	// process. Close the transport to release the database.
 	DB string
+	// DBOutageTimeout is how long DB may be away (restarting, its
+	// connections lost, SQLite's write lock held by another process)
+	// before a call on it gives up: meanwhile every call waits for it to
+	// come back, trying again with backoff and jitter (default
+	// store.DefaultOutageTimeout, 2m; negative: no wait).
+	DBOutageTimeout time.Duration
 	// CacheBytes bounds the conditional-request cache (default 64 MiB).
 	CacheBytes int64
 	// State overrides where quota state is kept.
@@ -273,6 +279,9 @@ func openDatabase(opts Options, to *transport.Options, cacheOpts *cache.Options)
 	if err != nil {
 		return &DatabaseError{DSN: store.Redact(opts.DB), Err: err}
 	}
+	// Every call on the database, by the quota state, the credentials'
+	// records and the cache, waits out an outage of it in one place.
+	st = store.WaitOutages(st, store.SharedOutage(opts.DB, store.OutageOptions{Timeout: opts.DBOutageTimeout, Logger: opts.Logger}))
 	shared := quotastate.New(st, opts.Logger)
 	if to.State == nil {
 		to.State = shared

@@ -14,6 +14,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/ratekeeper/ratekeeper/internal/assemble"
 	"github.com/ratekeeper/ratekeeper/provider"
@@ -28,6 +29,7 @@ import (
 // the rate-keeping client.
 type clientFlags struct {
 	db        string
+	dbOutage  time.Duration
 	providers []string
 	config    string
 	policy    string
@@ -53,7 +55,23 @@ type pacingFlags struct {
 func (f *clientFlags) add(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&f.db, "db", "./ratekeeper.db",
 		"database shared by every ratekeeper process using it: a SQLite file, or postgres://… for a fleet; \"memory\" keeps state in this process only")
+	addOutageFlag(cmd.Flags(), &f.dbOutage)
 	f.addAllButDB(cmd)
+}
+
+// addOutageFlag adds --db-outage-timeout, next to --db.
+func addOutageFlag(fl *pflag.FlagSet, to *time.Duration) {
+	fl.DurationVar(to, "db-outage-timeout", store.DefaultOutageTimeout,
+		"how long --db may be away (restarting, connections lost, SQLite locked by another process) before the command gives up; meanwhile it waits, trying again with backoff (0: give up at once)")
+}
+
+// outageTimeout is a --db-outage-timeout as the library takes it: the
+// flag's 0 (give up at once) is the library's negative.
+func outageTimeout(d time.Duration) time.Duration {
+	if d <= 0 {
+		return -1
+	}
+	return d
 }
 
 // addAllButDB adds the client flags except --db, for a command whose
@@ -129,20 +147,21 @@ func (f *clientFlags) options(stderr io.Writer) (assemble.Options, error) {
 	}
 	_, configure := f.split()
 	opts := assemble.Options{
-		Velocity:       f.pacing.velocity,
-		MinInterval:    f.pacing.minIntv,
-		MaxInterval:    f.pacing.maxIntv,
-		Burst:          f.pacing.burst,
-		DB:             f.db,
-		ConfigFile:     f.config,
-		Providers:      configure,
-		Policy:         f.policy,
-		Reserve:        reserve,
-		ReservePercent: percent,
-		MaxWait:        f.maxWait,
-		MaxPause:       f.maxPause,
-		SecondaryWait:  f.secWait,
-		NoAutoHosts:    f.noAutoHosts,
+		Velocity:        f.pacing.velocity,
+		MinInterval:     f.pacing.minIntv,
+		MaxInterval:     f.pacing.maxIntv,
+		Burst:           f.pacing.burst,
+		DB:              f.db,
+		DBOutageTimeout: outageTimeout(f.dbOutage),
+		ConfigFile:      f.config,
+		Providers:       configure,
+		Policy:          f.policy,
+		Reserve:         reserve,
+		ReservePercent:  percent,
+		MaxWait:         f.maxWait,
+		MaxPause:        f.maxPause,
+		SecondaryWait:   f.secWait,
+		NoAutoHosts:     f.noAutoHosts,
 	}
 	verbose := f.verbose
 	if verbose {

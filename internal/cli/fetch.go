@@ -252,6 +252,7 @@ func (o *fetchOptions) runOptions(targets []fetch.Target, tr *transport.Transpor
 	}
 	return fetch.Options{
 		DSN:             o.client.db,
+		DBOutageTimeout: outageTimeout(o.client.dbOutage),
 		Client:          &http.Client{Transport: tr},
 		Output:          out,
 		Concurrency:     o.concurrency,

@@ -248,7 +248,7 @@ func runPoll(cmd *cobra.Command, o *pollOptions, args []string) error {
 			len(args), pol.Location, pol.BusinessHours, pol.BusinessDays, pol.QuietHours)
 	}
 	if o.durable {
-		err = p.RunDurable(ctx, poll.DurableOptions{DSN: o.client.db, Registerer: reg})
+		err = p.RunDurable(ctx, poll.DurableOptions{DSN: o.client.db, Registerer: reg, DBOutageTimeout: outageTimeout(o.client.dbOutage)})
 	} else {
 		err = p.Run(ctx)
 	}

@@ -22,10 +22,14 @@ import (
 func init() { register(newTasksCmd) }
 
 // tasksDB is the --db flag shared by the tasks subcommands.
-type tasksDB struct{ dsn string }
+type tasksDB struct {
+	dsn    string
+	outage time.Duration // --db-outage-timeout
+}
 
 // open opens the task database, mapping failures to exit status 1.
 func (d *tasksDB) open(ctx context.Context, opts tasks.Options) (*tasks.Queue, error) {
+	opts.DBOutageTimeout = outageTimeout(d.outage)
 	q, err := tasks.Open(ctx, d.dsn, opts)
 	if err != nil {
 		return nil, &ExitError{Code: 1, Err: err}
@@ -57,6 +61,7 @@ so). Priorities go from 1 (first) to 4 (last), 2 by default; a task
 rescheduled for a rate limit is raised one step.`,
 	}
 	cmd.PersistentFlags().StringVar(&db.dsn, "db", "./ratekeeper.db", "task database: a SQLite file path or a postgres:// URL")
+	addOutageFlag(cmd.PersistentFlags(), &db.outage)
 	cmd.AddCommand(
 		newTasksSubmitCmd(db), newTasksGetCmd(db), newTasksHistoryCmd(db), newTasksListCmd(db),
 		newTasksCancelCmd(db), newTasksWorkerCmd(db), newTasksMigrateCmd(db),

@@ -83,7 +83,7 @@ polling profile (see 'ratekeeper poll').`,
       --max-wait 20s --fail-on-status 4xx --metrics-listen 127.0.0.1:9464`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			o.client.db = db.dsn
+			o.client.db, o.client.dbOutage = db.dsn, db.outage
 			if err := o.check(); err != nil {
 				return &ExitError{Code: 2, Err: err}
 			}
@@ -140,7 +140,8 @@ func runTasksWorker(cmd *cobra.Command, db *tasksDB, o *workerOptions) error {
 	client := &http.Client{Transport: tr}
 	polls, err := poll.NewTaskHandler(ctx, db.dsn, poll.Options{
 		Client: client, Sink: poll.JSONLines(cmd.OutOrStdout()), Quota: poll.TransportQuota(tr), Registerer: reg,
-		OnEvent: func(e poll.Event) { printPollEvent(stderr, e, o.client.verbose) },
+		DBOutageTimeout: outageTimeout(db.outage),
+		OnEvent:         func(e poll.Event) { printPollEvent(stderr, e, o.client.verbose) },
 	})
 	if err != nil {
 		return &ExitError{Code: 1, Err: err}

@@ -16,12 +16,22 @@ const relisten = time.Second
 // the commit that sent it, and waiting costs the database nothing. After
 // a lost connection it connects again and calls fn(""), since what was
 // sent meanwhile is lost. waiting is not needed: nothing is polled.
+//
+// A failure is logged once until a connection listens again: a database
+// that is away for a minute costs one line, not one a second.
 func (s *Store) Listen(ctx context.Context, channel string, fn func(payload string), _ func() bool) error {
+	warned := false
 	for {
-		if err := s.listenOnce(ctx, channel, fn); ctx.Err() != nil {
+		listened, err := s.listenOnce(ctx, channel, fn)
+		if ctx.Err() != nil {
 			return ctx.Err()
-		} else if err != nil {
-			s.shared.Opts.Logger.Warn("store: listening for notifications failed; connecting again", "err", err)
+		}
+		if listened {
+			warned = false
+		}
+		if err != nil && !warned {
+			warned = true
+			s.shared.Opts.Logger.Warn("store: listening for notifications failed; connecting again until it works", "err", err)
 		}
 		select {
 		case <-ctx.Done():
@@ -32,23 +42,24 @@ func (s *Store) Listen(ctx context.Context, channel string, fn func(payload stri
 	}
 }
 
-// listenOnce listens on one connection until it fails or ctx ends.
-func (s *Store) listenOnce(ctx context.Context, channel string, fn func(payload string)) error {
+// listenOnce listens on one connection until it fails or ctx ends;
+// listened reports whether it got as far as listening.
+func (s *Store) listenOnce(ctx context.Context, channel string, fn func(payload string)) (listened bool, err error) {
 	if err := s.shared.Closed.Check(); err != nil {
-		return err
+		return false, err
 	}
 	conn, err := pgx.ConnectConfig(ctx, s.pool.Config().ConnConfig.Copy())
 	if err != nil {
-		return err
+		return false, err
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
 	if _, err := conn.Exec(ctx, `LISTEN `+pgx.Identifier{channel}.Sanitize()); err != nil {
-		return err
+		return false, err
 	}
 	for {
 		n, err := conn.WaitForNotification(ctx)
 		if err != nil {
-			return err
+			return true, err
 		}
 		fn(n.Payload)
 	}

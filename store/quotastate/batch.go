@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/ratekeeper/ratekeeper/store"
 	"github.com/ratekeeper/ratekeeper/transport"
 )
 
@@ -45,6 +46,11 @@ type batches struct {
 // call is one reservation in a batch.
 type call struct {
 	p *transport.ReserveParams
+	// limit is the request's limit on waiting out a database outage
+	// (store.WithWaitLimit), if it has one: a batch waits no longer than
+	// the earliest of its calls'.
+	limit    time.Time
+	hasLimit bool
 	// turn receives nil when the call is decided (i, wait, err), or the
 	// batch this call's goroutine is to decide next.
 	turn    chan []*call
@@ -61,6 +67,7 @@ type call struct {
 // process) is then decided alone, the way every request used to be.
 func (st *State) reserveTogether(ctx context.Context, p *transport.ReserveParams) (int, time.Duration, error) {
 	c := &call{p: p, turn: make(chan []*call, 1)}
+	c.limit, c.hasLimit = store.WaitLimit(ctx)
 	var batch []*call
 	st.mu.Lock()
 	if st.batch.running < maxTransactions {
@@ -130,8 +137,13 @@ func (st *State) passTurn() {
 // (see commitChosen). Calls that wait, err, or lost their slot are left
 // undecided.
 func (st *State) decideTogether(batch []*call) {
-	ctx, cancel := context.WithTimeout(context.Background(), settleTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), st.txTimeout(settleTimeout))
 	defer cancel()
+	for _, c := range batch {
+		if c.hasLimit {
+			ctx = store.WithWaitLimit(ctx, c.limit)
+		}
+	}
 	off := st.ClockOffset(ctx)
 	for _, c := range batch {
 		defer reserveOnDBClock(c.p, off)()

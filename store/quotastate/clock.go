@@ -86,7 +86,7 @@ func (st *State) ClockOffset(ctx context.Context) time.Duration {
 }
 
 func (st *State) remeasure() {
-	ctx, cancel := context.WithTimeout(context.Background(), settleTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), st.txTimeout(settleTimeout))
 	defer cancel()
 	st.clk.mu.Lock()
 	defer st.clk.mu.Unlock()

@@ -342,7 +342,7 @@ func (st *State) Reserve(ctx context.Context, p *transport.ReserveParams) (int, 
 func (st *State) reserveAlone(ctx context.Context, p *transport.ReserveParams) (int, time.Duration, error) {
 	// The transport's context has no end (a reservation cut short could
 	// commit unseen): bound the transaction here.
-	ctx, cancel := context.WithTimeout(ctx, settleTimeout)
+	ctx, cancel := context.WithTimeout(ctx, st.txTimeout(settleTimeout))
 	defer cancel()
 	defer reserveOnDBClock(p, st.ClockOffset(ctx))()
 	st.writing.RLock()
@@ -431,7 +431,7 @@ func slotKeys(p *transport.ReserveParams, settles []*transport.SettleParams) (*l
 // version and whether they came from the view.
 func (st *State) look(ctx context.Context, l *loaded, useView bool) (map[string]int64, bool, error) {
 	if useView {
-		if recs, ok := st.view.get(l.keys, time.Now()); ok {
+		if recs, ok := st.view.get(l.keys, time.Now(), store.OutageEpoch(st.s)); ok {
 			return st.decodeVersions(l, recs), true, nil
 		}
 	}
@@ -570,7 +570,7 @@ func (st *State) reserveLocked(ctx context.Context, p *transport.ReserveParams, 
 func (st *State) Settle(ctx context.Context, p *transport.SettleParams) error {
 	// The transport's context has no end (the request's cancellation must
 	// not stop a settle): bound the write here.
-	ctx, cancel := context.WithTimeout(ctx, settleTimeout)
+	ctx, cancel := context.WithTimeout(ctx, st.txTimeout(settleTimeout))
 	defer cancel()
 	p = settleOnDBClock(p, st.ClockOffset(ctx))
 	if r := p.Answer.Reading; r == nil || (r.Limited == headers.NotLimited && !r.HasRetryAfter) {
@@ -688,7 +688,7 @@ func (st *State) flushLater() {
 	st.batch.running++
 	st.mu.Unlock()
 	defer st.passTurn()
-	ctx, cancel := context.WithTimeout(context.Background(), flushTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), st.txTimeout(flushTimeout))
 	defer cancel()
 	err := st.flush(ctx)
 	switch {
@@ -714,6 +714,13 @@ const (
 	flushTimeout  = 10 * time.Second
 	settleTimeout = 10 * time.Second
 )
+
+// txTimeout is d, the bound of one transaction, plus the time the store
+// waits out an outage of its database (store.WaitOutages): a transaction
+// that waited for the database to come back still has d to run.
+func (st *State) txTimeout(d time.Duration) time.Duration {
+	return d + store.OutageTimeoutOf(st.s)
+}
 
 // Flush writes the settles waiting to be written, and returns once those
 // that other transactions had taken are written too.

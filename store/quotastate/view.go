@@ -17,9 +17,14 @@ import (
 // database's work of one read per decision, which on a machine whose cores
 // the database and the deciding processes share is what bounds the
 // decisions a second.
+//
+// Nothing seen before a database outage is used after it (epoch, see
+// store.OutageEpoch): the first decisions after the database is back read
+// what the other processes left while it was away.
 type view struct {
-	mu   sync.Mutex
-	recs map[string]seen
+	mu    sync.Mutex
+	recs  map[string]seen
+	epoch uint64 // the store's outage epoch the records were seen in
 }
 
 type seen struct {
@@ -34,9 +39,13 @@ const viewMaxAge = 500 * time.Millisecond
 
 // get returns the seen records of keys, in order, when every one is
 // younger than viewMaxAge at now.
-func (v *view) get(keys []string, now time.Time) ([]store.Record, bool) {
+func (v *view) get(keys []string, now time.Time, epoch uint64) ([]store.Record, bool) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
+	if epoch != v.epoch {
+		v.recs, v.epoch = nil, epoch
+		return nil, false
+	}
 	out := make([]store.Record, len(keys))
 	for i, k := range keys {
 		s, ok := v.recs[k]

@@ -72,7 +72,12 @@ func NewPostgresSchema(t testing.TB, base string) string {
 // where a schema is not enough, e.g. for River's migrations.
 func NewPostgresDatabase(t testing.TB, prefix string) string {
 	t.Helper()
-	base := PostgresBase(t)
+	return NewPostgresDatabaseOn(t, PostgresBase(t), prefix)
+}
+
+// NewPostgresDatabaseOn is NewPostgresDatabase on the server at base.
+func NewPostgresDatabaseOn(t testing.TB, base, prefix string) string {
+	t.Helper()
 	name := fmt.Sprintf("%s%012x", prefix, rand.Uint64()>>16)
 	exec := func(sql string) error {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -95,7 +100,7 @@ func NewPostgresDatabase(t testing.TB, prefix string) string {
 	})
 	u, err := url.Parse(base)
 	if err != nil {
-		t.Fatalf("%s is not a URL: %v", PostgresEnv, err)
+		t.Fatalf("the server's DSN is not a URL: %v", err)
 	}
 	u.Path = "/" + name
 	return u.String()
