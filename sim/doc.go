@@ -91,8 +91,11 @@
 // seconds), the end of a secondary penalty sent with Retry-After, and for
 // a refusal that names none GitHubSecondaryWait (GitHub's "at least a
 // minute") after a GitHub secondary refusal, MinRetryWait (1 s) after any
-// other. The server judges by arrival: a request already in flight when
-// the refusal was sent, arriving after it, is early too.
+// other. The server judges by arrival, from when the refusal's answer left
+// (the configured latency delays answers; requests arrive at once): a
+// request arriving after that was sent by a client that could know of the
+// refusal, while one arriving as the answer was still on its way was in
+// flight, and is not counted.
 //
 // Conditional requests: every GET answer carries an ETag, computed as each
 // API computes it: GitHub's is W/" + hex SHA-256 of the request's Accept,

@@ -283,7 +283,7 @@ type endpointCounter struct {
 }
 
 // counter is the owner's counter of el, made on first use.
-func (o *owner) counter(el *endpointLimit) *endpointCounter {
+func (o *owner) counter(el *endpointLimit, lag time.Duration) *endpointCounter {
 	o.epMu.Lock()
 	defer o.epMu.Unlock()
 	if o.endpoints == nil {
@@ -295,7 +295,7 @@ func (o *owner) counter(el *endpointLimit) *endpointCounter {
 		if o.anonymous {
 			limit = el.anonLimit
 		}
-		ec = &endpointCounter{lim: el, owner: o, limit: limit}
+		ec = &endpointCounter{lim: el, owner: o, limit: limit, scope: refusalScope{lag: lag}}
 		o.endpoints[el.index] = ec
 	}
 	return ec
@@ -362,15 +362,20 @@ func (ec *endpointCounter) snapshot(now time.Time) EndpointLimitStats {
 // time it named. Guarded by its owner's lock.
 type refusalScope struct {
 	at, until time.Time
+	// lag is how long after its decision a refusal reaches the client:
+	// the API's configured latency, which delays every answer.
+	lag time.Duration
 }
 
 // early reports whether a request arriving at now comes after the last
-// refusal and before the time it named. The server judges by arrival: a
-// request sent before the refusal reached the client but arriving after
-// it is early, as the server cannot tell when it was sent; one that
-// arrives before the refusal was decided is not.
+// refusal reached its client and before the time it named. The server
+// judges by arrival: requests arrive at once (the latency delays answers),
+// so one arriving after the refusal's answer left was sent after the
+// client could know of it; one arriving while the answer was still on its
+// way was in flight, as unavoidable for a client as one that arrived
+// before the refusal was decided.
 func (s *refusalScope) early(now time.Time) bool {
-	return !s.at.IsZero() && !now.Before(s.at) && now.Before(s.until)
+	return !s.at.IsZero() && !now.Before(s.at.Add(s.lag)) && now.Before(s.until)
 }
 
 // refuse records a refusal at now naming until. The last refusal's time
@@ -378,7 +383,7 @@ func (s *refusalScope) early(now time.Time) bool {
 // one keeps that one's start, so a request that arrived after the first
 // refusal but is counted after a later one is still judged early.
 func (s *refusalScope) refuse(now, until time.Time) {
-	if !s.early(now) {
+	if s.at.IsZero() || now.Before(s.at) || !now.Before(s.until) {
 		s.at = now
 	}
 	s.until = until

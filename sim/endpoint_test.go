@@ -183,9 +183,10 @@ func TestEarlyRetriesAfterABareRefusal(t *testing.T) {
 	}
 }
 
-// A request sent before the client saw the refusal but arriving after it
-// is early: the server judges by arrival. One that arrived before the
-// refusal was decided is not.
+// A request that arrives while the refusal's answer is still on its way
+// to the client (the latency delays answers) was in flight: not early.
+// One that arrives after the answer left was sent by a client that could
+// know: early. One that arrived before the refusal was decided is neither.
 func TestEarlyRetriesJudgedByArrival(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		cfg := usersLimited(RefusalHeaders, 1)
@@ -200,10 +201,13 @@ func TestEarlyRetriesJudgedByArrival(t *testing.T) {
 		synctest.Wait()
 		time.Sleep(400 * time.Millisecond)
 		wg.Go(func() { c.do("GET", "/api/v4/users/3", "Private-Token", "tok-gl-1") }) // sent at 0.5 s, before the client could know
+		synctest.Wait()
+		time.Sleep(700 * time.Millisecond)
+		wg.Go(func() { c.do("GET", "/api/v4/users/4", "Private-Token", "tok-gl-1") }) // sent at 1.2 s, after the refusal arrived
 		wg.Wait()
 		e, _ := srv.Stats().EndpointLimitFor("gitlab", "gina", "throttle_users_api")
-		if e.Refused != 2 || e.EarlyRetries != 1 {
-			t.Errorf("%+v, want 2 refusals, 1 early retry", e)
+		if e.Refused != 3 || e.EarlyRetries != 1 {
+			t.Errorf("%+v, want 3 refusals, 1 early retry", e)
 		}
 	})
 }

@@ -257,10 +257,11 @@ func (a *api) newOwner(name string, id int64, anonymous bool) *owner {
 		if anonymous {
 			limit = max(r.anonLimit, 0)
 		}
-		o.buckets = append(o.buckets, &bucket{api: a, owner: o, resource: ri, limit: limit, window: r.window, fixed: r.fixed})
+		o.buckets = append(o.buckets, &bucket{api: a, owner: o, resource: ri, limit: limit, window: r.window, fixed: r.fixed,
+			scope: refusalScope{lag: a.latency}})
 	}
 	if a.secondary != nil {
-		o.sec = &secondary{cfg: *a.secondary, minWait: MinRetryWait}
+		o.sec = &secondary{cfg: *a.secondary, minWait: MinRetryWait, scope: refusalScope{lag: a.latency}}
 		if a.kind == DialectGitHub {
 			o.sec.minWait = GitHubSecondaryWait
 		}
@@ -341,7 +342,7 @@ func (a *api) serve(w http.ResponseWriter, r *http.Request, rel string) {
 		return
 	}
 	if el := a.endpointFor(c); el != nil {
-		c.epc = c.own.counter(el)
+		c.epc = c.own.counter(el, a.latency)
 		c.epc.arrive(c.now)
 	}
 	b := c.own.buckets[c.ep.res]

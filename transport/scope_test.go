@@ -20,6 +20,7 @@ import (
 	"github.com/ratekeeper/ratekeeper/headers"
 	"github.com/ratekeeper/ratekeeper/provider"
 	"github.com/ratekeeper/ratekeeper/quota"
+	"github.com/ratekeeper/ratekeeper/sim"
 )
 
 // hiddenLimit is a server with a generous announced limit (2,000 a
@@ -341,5 +342,58 @@ func TestScopeRefusalLeavesThePoolFigures(t *testing.T) {
 	v.observe(slot, &quota.Answer{Reading: refusal, Counted: true}, now)
 	if b := v.buckets[slot.Bucket]; b.Remaining != 1990 || b.Limit != 2000 || !b.BlockedUntil.IsZero() {
 		t.Errorf("the shadow took the scope's refusal: %d/%d, blocked until %v", b.Remaining, b.Limit, b.BlockedUntil)
+	}
+}
+
+// Against the simulator's unannounced users limit (sim.UsersThrottle:
+// GitLab's 2,000 a minute announced, /api/v4/users/* 40 per aligned minute
+// and silent until it refuses), at GitLab's real minute, through the
+// transport with one goroutine per URL: the simulator counts 0 early
+// retries — no request reached the refused limit before the time its
+// refusal named — in each refusal style, and every URL is answered 200.
+func TestUnannouncedLimitNoEarlyRetries(t *testing.T) {
+	for _, refusal := range []string{sim.RefusalHeaders, sim.RefusalRetryAfter, sim.RefusalBare, sim.RefusalPlain} {
+		t.Run(refusal, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				u := sim.UsersThrottle{Refusal: refusal, Latency: 20 * time.Millisecond}
+				srv, err := sim.New(u.Config())
+				if err != nil {
+					t.Fatal(err)
+				}
+				p, _ := provider.New("gitlab", provider.GitLab, "https://gitlab.test/api/v4")
+				reg := provider.NewRegistry()
+				_ = reg.Add(p)
+				tr, err := New(Options{Providers: reg, Base: srv.Transport(""), SkipValidation: true, MaxWait: time.Hour,
+					Pools: map[string]*creds.Pool{"gitlab": creds.NewPool("gitlab", creds.NewToken("gitlab", 1, "tok-bench-1", "test"))}})
+				if err != nil {
+					t.Fatal(err)
+				}
+				urls, _ := u.Workload("https://gitlab.test", 120, 400, 1)
+				var failed sync.Map
+				var wg sync.WaitGroup
+				for _, raw := range urls {
+					wg.Go(func() {
+						req, _ := http.NewRequest(http.MethodGet, raw, nil)
+						resp, err := tr.RoundTrip(req)
+						if err != nil {
+							failed.Store(raw, err.Error())
+							return
+						}
+						resp.Body.Close()
+						if resp.StatusCode != http.StatusOK {
+							failed.Store(raw, resp.Status)
+						}
+					})
+				}
+				wg.Wait()
+				st := srv.Stats().Total
+				limit, _ := srv.Stats().EndpointLimitFor("gitlab", sim.UsersThrottleOwner, sim.UsersThrottleName)
+				t.Logf("%s: %d early retries, %d refused by the users limit", refusal, st.EarlyRetries, limit.Refused)
+				if st.EarlyRetries != 0 {
+					t.Errorf("%d early retries, want 0", st.EarlyRetries)
+				}
+				failed.Range(func(k, v any) bool { t.Errorf("%s: %v", k, v); return true })
+			})
+		})
 	}
 }
