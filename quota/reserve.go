@@ -75,14 +75,23 @@ func Wait(o *Owner, b *Bucket, a *Ask, now time.Time) time.Duration {
 type waitFor struct {
 	d        time.Duration
 	onAnswer bool
+	// scoped: the longest wait is a scope's (see Decision.Scoped).
+	scoped bool
 }
 
 func (w *waitFor) add(d time.Duration, onAnswer bool) {
 	switch {
 	case d > w.d:
-		w.d, w.onAnswer = d, onAnswer
+		w.d, w.onAnswer, w.scoped = d, onAnswer, false
 	case d == w.d && d > 0:
 		w.onAnswer = w.onAnswer && onAnswer
+	}
+}
+
+// addScope is add for a scope's wait.
+func (w *waitFor) addScope(d time.Duration, onAnswer bool) {
+	if d > w.d {
+		w.d, w.onAnswer, w.scoped = d, onAnswer, true
 	}
 }
 
@@ -94,13 +103,13 @@ func waitOption(opt *Option, a *Ask, now time.Time) waitFor {
 	case a.Free:
 	case a.Conditional:
 		w.add(opt.Bucket.waitConditional(now))
-		w.add(scopeWait(opt.Scope, a, now)) // a refused scope's pause holds for every request
+		w.addScope(scopeWait(opt.Scope, a, now)) // a refused scope's pause holds for every request
 		for _, b := range opt.Also {
 			w.add(b.waitConditional(now))
 		}
 	default:
 		w.add(opt.Bucket.waitUnits(a.Policy, a.units(), now))
-		w.add(scopeWait(opt.Scope, a, now))
+		w.addScope(scopeWait(opt.Scope, a, now))
 		for _, b := range opt.Also {
 			// A bucket the reserve leaves nothing of would make the wait
 			// never end; the answer will tell whether the credential
@@ -149,6 +158,11 @@ type Decision struct {
 	// they answer. Wait is then only the latest moment, and a waiter
 	// should try again at each answer.
 	OnAnswer bool
+	// Scoped says the soonest option's wait is its scope's: a pause or
+	// learnt limit of a part of the API the server does not announce
+	// (see scope.go), while its bucket could serve. A caller that has
+	// other work may set such a request aside rather than hold a worker.
+	Scoped bool
 	// Err is a *ReserveError when no option could ever allow it.
 	Err error
 }
@@ -182,7 +196,7 @@ func Decide(opts []Option, a *Ask, l Lease, now time.Time) Decision {
 		return Decision{Index: -1, Err: never}
 	}
 	if bestWait.d > 0 {
-		return Decision{Index: best, Wait: bestWait.d, OnAnswer: onAnswer}
+		return Decision{Index: best, Wait: bestWait.d, OnAnswer: onAnswer, Scoped: bestWait.scoped}
 	}
 	o, b := opts[best].Owner, opts[best].Bucket
 	if a.Units > 1 {

@@ -372,10 +372,10 @@ type refusalScope struct {
 // judges by arrival: requests arrive at once (the latency delays answers),
 // so one arriving after the refusal's answer left was sent after the
 // client could know of it; one arriving while the answer was still on its
-// way was in flight, as unavoidable for a client as one that arrived
-// before the refusal was decided.
+// way, or at the very moment it left, was in flight, as unavoidable for a
+// client as one that arrived before the refusal was decided.
 func (s *refusalScope) early(now time.Time) bool {
-	return !s.at.IsZero() && !now.Before(s.at.Add(s.lag)) && now.Before(s.until)
+	return !s.at.IsZero() && now.After(s.at.Add(s.lag)) && now.Before(s.until)
 }
 
 // refuse records a refusal at now naming until. The last refusal's time

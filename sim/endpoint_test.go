@@ -453,15 +453,15 @@ func TestParseEndpointLimit(t *testing.T) {
 }
 
 // A request counted after a later refusal of the same period, but that
-// arrived after the first, is early; one that arrived before any refusal
-// is not.
+// arrived after the first, is early; one that arrived before any refusal,
+// or at its very instant (in flight with it), is not.
 func TestRefusalScopeKeepsThePeriodsStart(t *testing.T) {
 	base := time.Unix(t0, 0)
 	at := func(ms int) time.Time { return base.Add(time.Duration(ms) * time.Millisecond) }
 	var s refusalScope
 	s.refuse(at(1000), at(5000))
 	s.refuse(at(2000), at(5000))
-	for ms, want := range map[int]bool{999: false, 1000: true, 1500: true, 4999: true, 5000: false} {
+	for ms, want := range map[int]bool{999: false, 1000: false, 1001: true, 1500: true, 4999: true, 5000: false} {
 		if got := s.early(at(ms)); got != want {
 			t.Errorf("arrived at %d ms: early %v, want %v", ms, got, want)
 		}

@@ -145,6 +145,9 @@ func (x *exchange) acquire() error {
 // their answers wake nobody here.
 func (x *exchange) nextWait(c *creds.Credential, w time.Duration, now time.Time) (time.Duration, error) {
 	maxWait := x.maxWait()
+	if sw := x.t.opts.ScopeMaxWait; x.reserve.Scoped && sw > 0 && sw < maxWait {
+		maxWait = sw
+	}
 	waitErr := func(d time.Duration) error {
 		return &WaitError{Provider: x.l.p.Name, Resource: x.class.Resource, Scope: x.class.Scope.Key, Credential: c.Masked(),
 			Until: now.Add(d), Wait: d, MaxWait: maxWait}

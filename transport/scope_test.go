@@ -1,6 +1,7 @@
 package transport
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -396,4 +397,42 @@ func TestUnannouncedLimitNoEarlyRetries(t *testing.T) {
 			})
 		})
 	}
+}
+
+// With ScopeMaxWait (the durable commands' 2 s), a request whose wait is
+// its scope's pause returns its *WaitError at once, naming the scope, so a
+// worker is free for the rest of the API; a request of another scope
+// goes, and a wait that is the bucket's own keeps the max wait.
+func TestScopeMaxWaitFreesTheWorker(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := &hiddenLimit{dialect: "gitlab", limited: "/api/v4/users/", refusal: "headers", perWindow: 1, window: time.Minute}
+		p, _ := provider.New("gitlab", provider.GitLab, "https://gitlab.test/api/v4")
+		reg := provider.NewRegistry()
+		_ = reg.Add(p)
+		tr, err := New(Options{Providers: reg, Base: handlerRT{h}, SkipValidation: true, DisableCache: true,
+			MaxWait: time.Hour, ScopeMaxWait: 2 * time.Second,
+			Pools: map[string]*creds.Pool{"gitlab": creds.NewPool("gitlab", creds.NewToken("gitlab", 1, "tok-scope-1234", "test"))}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		get := func(path string) (*http.Response, error) {
+			req, _ := http.NewRequest(http.MethodGet, "https://gitlab.test"+path, nil)
+			return tr.RoundTrip(req)
+		}
+		for _, path := range []string{"/api/v4/users/1", "/api/v4/users/2"} {
+			resp, err := get(path)
+			if err == nil {
+				resp.Body.Close()
+			}
+		}
+		start := time.Now()
+		_, err = get("/api/v4/users/3")
+		var we *WaitError
+		if !errors.As(err, &we) || we.Scope != "/api/v4/users/*" || time.Since(start) > 0 {
+			t.Fatalf("a request to the paused scope: %v after %v, want a WaitError naming the scope at once", err, time.Since(start))
+		}
+		if resp, err := get("/api/v4/projects/1"); err != nil || resp.StatusCode != http.StatusOK {
+			t.Fatalf("a project request: %v", err)
+		}
+	})
 }

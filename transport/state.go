@@ -67,6 +67,9 @@ type ReserveParams struct {
 	// requests in flight (quota.Decision.OnAnswer), so the returned
 	// duration is only the latest moment, and an answer may end it.
 	OnAnswer bool
+	// Scoped is set by Reserve with a wait that is a scope's
+	// (quota.Decision.Scoped).
+	Scoped bool
 }
 
 // SettleParams describe the end of one reservation.
@@ -224,7 +227,7 @@ func (m *memoryState) Reserve(_ context.Context, p *ReserveParams) (int, time.Du
 		opts = append(opts, opt)
 	}
 	d := quota.Decide(opts, &p.Ask, p.Lease, p.Now)
-	p.OnAnswer = d.OnAnswer
+	p.OnAnswer, p.Scoped = d.OnAnswer, d.Scoped
 	return d.Index, d.Wait, d.Err
 }
 

@@ -85,6 +85,14 @@ type Options struct {
 	// RoundTrip returns a *WaitError carrying when the quota returns.
 	// A provider's configured max wait overrides it.
 	MaxWait time.Duration
+	// ScopeMaxWait, when positive and shorter, bounds a wait that is a
+	// scope's instead (a pause or learnt limit of a part of the API the
+	// server does not announce, while the request's own bucket could
+	// serve): beyond it the request returns its *WaitError at once, so a
+	// caller with other work — a durable task queue, which turns it into
+	// a durable sleep — frees the worker for requests to the rest of the
+	// API. Zero: MaxWait.
+	ScopeMaxWait time.Duration
 	// MaxPause caps every pause a server's answer imposes — a bucket's
 	// Retry-After on any status, an owner's secondary penalty — so that a
 	// proxy's "Retry-After: 86400" stops nothing for a day: past the cap

@@ -63,6 +63,12 @@ type Options struct {
 	Burst                    int
 	// MaxWait is the longest a request waits for quota (default 5m).
 	MaxWait time.Duration
+	// ScopeMaxWait, when shorter, bounds a wait for a scope's pause — a
+	// limit the server does not announce, while the request's own bucket
+	// could serve — so that a durable worker turns it into a durable sleep
+	// and serves the rest of the API meanwhile (see
+	// transport.Options.ScopeMaxWait). Zero: MaxWait.
+	ScopeMaxWait time.Duration
 	// MaxPause caps every pause a server's answer imposes: a Retry-After
 	// on any status, a secondary-limit penalty (default 1h). A proxy's
 	// "Retry-After: 86400" then stops a bucket for an hour, not a day.
@@ -146,9 +152,11 @@ func Build(opts Options) (transport.Options, error) {
 		Base:      opts.Base,
 		State:     opts.State,
 		MaxWait:   opts.MaxWait,
-		MaxPause:  opts.MaxPause,
-		Logger:    opts.Logger,
-		OnEvent:   opts.OnEvent,
+
+		ScopeMaxWait: opts.ScopeMaxWait,
+		MaxPause:     opts.MaxPause,
+		Logger:       opts.Logger,
+		OnEvent:      opts.OnEvent,
 
 		NoAutoProviders:          noAuto,
 		UpstreamRateLimitHeaders: opts.UpstreamRateLimitHeaders,

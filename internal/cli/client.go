@@ -35,8 +35,10 @@ type clientFlags struct {
 	policy    string
 	reserve   string
 	maxWait   time.Duration
-	maxPause  time.Duration
-	secWait   time.Duration
+	// scopeMaxWait: see durableScopeMaxWait; zero for the other commands.
+	scopeMaxWait time.Duration
+	maxPause     time.Duration
+	secWait      time.Duration
 	// noAutoHosts: a host no provider owns gets no token or default
 	// pacing of its own (transport.Options.NoAutoProviders).
 	noAutoHosts bool
@@ -101,11 +103,19 @@ func (f *clientFlags) addAllButDB(cmd *cobra.Command) {
 // attempt timeout.
 const durableMaxWait = 30 * time.Second
 
+// durableScopeMaxWait bounds, for the same commands, a wait for a scope's
+// pause (a limit the server does not announce, such as GitLab's Users
+// API, while the request's own bucket could serve): such a pause usually
+// lasts until the end of the server's window, and the workers have the
+// rest of the API to serve meanwhile.
+const durableScopeMaxWait = 2 * time.Second
+
 // durable makes --max-wait default to durableMaxWait and says what a
 // longer wait becomes.
 func (f *clientFlags) durable(cmd *cobra.Command) {
 	if fl := cmd.Flags().Lookup("max-wait"); fl != nil {
 		f.maxWait = durableMaxWait
+		f.scopeMaxWait = durableScopeMaxWait
 		fl.DefValue = durableMaxWait.String()
 		fl.Usage = "longest wait for quota in memory; a longer one reschedules the task until quota returns (a durable sleep)"
 	}
@@ -159,6 +169,7 @@ func (f *clientFlags) options(stderr io.Writer) (assemble.Options, error) {
 		Reserve:         reserve,
 		ReservePercent:  percent,
 		MaxWait:         f.maxWait,
+		ScopeMaxWait:    f.scopeMaxWait,
 		MaxPause:        f.maxPause,
 		SecondaryWait:   f.secWait,
 		NoAutoHosts:     f.noAutoHosts,

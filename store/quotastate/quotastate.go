@@ -369,7 +369,7 @@ func (st *State) reserveAlone(ctx context.Context, p *transport.ReserveParams) (
 		}
 		applySettles(l, settles)
 		d := l.decide(r, p)
-		p.OnAnswer = d.OnAnswer
+		p.OnAnswer, p.Scoped = d.OnAnswer, d.Scoped
 		if d.Wait > 0 || d.Err != nil || d.Index < 0 {
 			if fromView {
 				// What this process last saw says wait: the rows
@@ -547,7 +547,7 @@ func (st *State) reserveLocked(ctx context.Context, p *transport.ReserveParams, 
 		st.decodeAll(l, recs)
 		frees = applySettles(l, settles)
 		d := l.decide(r, p)
-		chosen, wait, refused, p.OnAnswer = d.Index, d.Wait, d.Err, d.OnAnswer
+		chosen, wait, refused, p.OnAnswer, p.Scoped = d.Index, d.Wait, d.Err, d.OnAnswer, d.Scoped
 		return encodeAll(l, recs)
 	})
 	st.view.forget(l.keys) // written here, not recorded: read again
