@@ -69,11 +69,15 @@ type Bucket struct {
 	// limit (RateLimit-Limit), so it is not raised. Strikes counts the
 	// fresh refusals in a row that named no time; EpisodeAt is when the
 	// episode of refusals under way began, RefusedAt when the last fresh
-	// refusal came.
+	// refusal came; Probing (below) the first request of a learnt window.
 	Learnt      bool      `json:"learnt,omitempty"`
 	Configured  bool      `json:"configured,omitempty"`
 	LimitStated bool      `json:"limit_stated,omitempty"`
 	Strikes     int       `json:"strikes,omitempty"`
+	// Probing marks a learnt scope whose window has just rolled over: one
+	// request at a time until one succeeds, so that a window learnt too
+	// short is found by one refusal, not a burst.
+	Probing bool `json:"probing,omitempty"`
 	EpisodeAt   time.Time `json:"episode_at,omitzero"`
 	RefusedAt   time.Time `json:"refused_at,omitzero"`
 }
@@ -127,6 +131,7 @@ func (b *Bucket) refillAt() time.Time {
 func (b *Bucket) roll(now time.Time) {
 	if at := b.refillAt(); !at.IsZero() && !now.Before(at) {
 		b.riseLearnt(at)
+		b.Probing = b.Learnt
 		if b.Limit != UnknownCount {
 			b.Remaining = b.Limit
 		} else {

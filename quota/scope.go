@@ -85,11 +85,13 @@ func scopeWait(s *Bucket, a *Ask, now time.Time) (time.Duration, bool) {
 	if !v.scopeActive(now) {
 		return 0, false
 	}
+	v.roll(now)
 	w, onAnswer := v.waitUnits(scopePolicy(a.Policy), a.units(), now)
-	if !v.EpisodeAt.IsZero() && w == 0 && v.InFlight(now) >= probeInFlight {
-		// An episode of refusals is under way: one probe at a time
-		// asks whether the server has renewed the scope, so that each
-		// refused probe is one refusal, not a burst.
+	if (!v.EpisodeAt.IsZero() || v.Probing) && w == 0 && v.Leases.Live(now) >= probeInFlight {
+		// An episode of refusals is under way, or a learnt window has
+		// just begun: one probe at a time asks whether the server has
+		// renewed the scope, so that each refused probe (a window
+		// learnt too short) is one refusal, not a burst.
 		return v.Leases.firstLapse(now), true
 	}
 	return w, onAnswer
@@ -145,6 +147,7 @@ func (s *Bucket) observeScope(ans *Answer, refused bool, now time.Time) {
 		if !s.EpisodeAt.IsZero() && !sentAt(ans, now).Before(s.BlockedUntil) {
 			s.endEpisode(ans, now)
 		}
+		s.Probing = false
 		if s.Remaining > 0 {
 			s.Remaining--
 		}
@@ -185,7 +188,8 @@ func sentAt(ans *Answer, now time.Time) time.Time {
 // request sent before the scope's current pause ended was in flight when
 // the server began refusing, and its refusal can only lengthen the pause.
 // A fresh refusal (of a request sent at or after it) learns:
-//   - the limit: the refusal's RateLimit-Limit when stated; else, at the
+//   - the limit: the refusal's RateLimit-Limit when stated (over the
+//     learnt window: see statedPerWindow); else, at the
 //     episode's first refusal, how many requests succeeded in the scope
 //     over the window before it (this process's count, Answer.Succeeded,
 //     for a scope refused for the first time; the scope's own count after
@@ -246,7 +250,7 @@ func (s *Bucket) observeScopeRefusal(ans *Answer, now time.Time) {
 	}
 	switch {
 	case r.Limit > 0:
-		s.Limit, s.LimitStated = r.Limit, true
+		s.Limit, s.LimitStated = statedPerWindow(r, window), true
 	case s.LimitStated || !first:
 	default:
 		end := now // the window the refusal ends is the one before it
@@ -270,6 +274,22 @@ func (s *Bucket) observeScopeRefusal(ans *Answer, now time.Time) {
 	if until.After(s.BlockedUntil) {
 		s.BlockedUntil = until
 	}
+}
+
+// statedPerWindow is a refusal's stated limit over window. GitLab states
+// every throttle's limit per minute ("the request quota for the client
+// each minute"), whatever the throttle's own period: 40 per 10 s reads
+// 240, 300 per 10 minutes reads 30. Another dialect states it for the
+// window it names (RateLimit-Policy w=), else for the refused one.
+func statedPerWindow(r *headers.Reading, window time.Duration) int64 {
+	per := r.Window
+	if r.Dialect == headers.DialectGitLab {
+		per = time.Minute
+	}
+	if per <= 0 || per == window {
+		return r.Limit
+	}
+	return max(1, int64(float64(r.Limit)*float64(window)/float64(per)))
 }
 
 // riseLearnt raises a learnt limit that proved too low: the window that

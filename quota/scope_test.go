@@ -271,3 +271,27 @@ func TestCommonWindow(t *testing.T) {
 		}
 	}
 }
+
+// GitLab states a throttle's RateLimit-Limit per minute, whatever its
+// period: a 429 of a 40-per-10-s throttle says 240, and the scope, its
+// window learnt as 10 s from the Retry-After, keeps 40 per window; a
+// 300-per-10-minutes throttle says 30 and keeps 300 per 10 minutes.
+func TestGitLabStatesItsLimitPerMinute(t *testing.T) {
+	for _, c := range []struct {
+		stated    int64
+		ra, wantW time.Duration
+		want      int64
+	}{
+		{240, 7 * time.Second, 10 * time.Second, 40},
+		{30, 9 * time.Minute, 10 * time.Minute, 300},
+		{100, 45 * time.Second, time.Minute, 100},
+	} {
+		s := NewBucket()
+		r := usersRefusal(c.ra, t0.Add(c.ra))
+		r.Limit, r.Dialect = c.stated, headers.DialectGitLab
+		s.observeScopeRefusal(&Answer{Reading: r, Counted: true, Sent: t0}, t0)
+		if s.Limit != c.want || s.Window != c.wantW {
+			t.Errorf("stated %d per minute, Retry-After %v: learnt %d per %v, want %d per %v", c.stated, c.ra, s.Limit, s.Window, c.want, c.wantW)
+		}
+	}
+}

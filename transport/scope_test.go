@@ -85,7 +85,8 @@ func (h *hiddenLimit) refuse(w http.ResponseWriter, now time.Time) {
 		ra := max(int(h.hiddenReset.Sub(now).Seconds()+0.999), 1) // whole seconds, rounded up
 		w.Header().Set("Retry-After", strconv.Itoa(ra))
 		w.Header().Set("RateLimit-Name", "throttle_authenticated_users_api")
-		w.Header().Set("RateLimit-Limit", strconv.Itoa(h.perWindow))
+		// GitLab states a throttle's limit per minute, whatever its period.
+		w.Header().Set("RateLimit-Limit", strconv.Itoa(max(h.perWindow*int(time.Minute/time.Second)/int(h.window/time.Second), 1)))
 		w.Header().Set("RateLimit-Observed", strconv.Itoa(h.hidden+1))
 		w.Header().Set("RateLimit-Remaining", "0")
 		w.Header().Set("RateLimit-Reset", strconv.FormatInt(h.hiddenReset.Unix(), 10))
@@ -292,7 +293,7 @@ func TestLearntScopeShows(t *testing.T) {
 	p, _ := provider.New("gitlab", provider.GitLab, "https://gitlab.test/api/v4")
 	providers := provider.NewRegistry()
 	_ = providers.Add(p)
-	h := &hiddenLimit{dialect: "gitlab", limited: "/api/v4/users/", refusal: "headers", perWindow: 1, window: time.Hour}
+	h := &hiddenLimit{dialect: "gitlab", limited: "/api/v4/users/", refusal: "headers", perWindow: 1, window: time.Minute}
 	tr, err := New(Options{Providers: providers, Base: handlerRT{h}, SkipValidation: true, DisableCache: true, MaxWait: time.Millisecond, Metrics: m,
 		Pools: map[string]*creds.Pool{"gitlab": creds.NewPool("gitlab", creds.NewToken("gitlab", 1, "tok-shows-1234", "test"))}})
 	if err != nil {
