@@ -70,16 +70,16 @@ type Bucket struct {
 	// fresh refusals in a row that named no time; EpisodeAt is when the
 	// episode of refusals under way began, RefusedAt when the last fresh
 	// refusal came; Probing (below) the first request of a learnt window.
-	Learnt      bool      `json:"learnt,omitempty"`
-	Configured  bool      `json:"configured,omitempty"`
-	LimitStated bool      `json:"limit_stated,omitempty"`
-	Strikes     int       `json:"strikes,omitempty"`
+	Learnt      bool `json:"learnt,omitempty"`
+	Configured  bool `json:"configured,omitempty"`
+	LimitStated bool `json:"limit_stated,omitempty"`
+	Strikes     int  `json:"strikes,omitempty"`
 	// Probing marks a learnt scope whose window has just rolled over: one
 	// request at a time until one succeeds, so that a window learnt too
 	// short is found by one refusal, not a burst.
-	Probing bool `json:"probing,omitempty"`
-	EpisodeAt   time.Time `json:"episode_at,omitzero"`
-	RefusedAt   time.Time `json:"refused_at,omitzero"`
+	Probing   bool      `json:"probing,omitempty"`
+	EpisodeAt time.Time `json:"episode_at,omitzero"`
+	RefusedAt time.Time `json:"refused_at,omitzero"`
 }
 
 // NewBucket returns a bucket nothing is known about yet.
