@@ -62,6 +62,7 @@ func TestExamples(t *testing.T) {
 		`golang/go: \d+ stars, cache miss`,
 		`golang/go: \d+ stars, cache revalidated`,
 		`issues of golang/go: [1-9]\d* in ([2-9]|\d\d+) pages`,
+		`read 40 repositories with 8 workers`,
 	}
 	t.Run("gateway.py", func(t *testing.T) {
 		python := need(t, "python3")

@@ -9,6 +9,7 @@ repeated GET with a conditional request (free on GitHub); this script sends
 plain GETs. GATEWAY_URL names another gateway (default http://127.0.0.1:8080).
 """
 
+import concurrent.futures
 import json
 import os
 import re
@@ -63,6 +64,13 @@ def main():
         pages += 1
         url = next_link(headers)
     print(f"issues of golang/go: {len(issues)} in {pages} pages")
+
+    # A worker pool of its own: the gateway paces whatever arrives, so 8
+    # threads read 40 repositories as fast as the quota allows.
+    names = [f"golang/tools{i}" for i in range(40)]
+    with concurrent.futures.ThreadPoolExecutor(max_workers=8) as pool:
+        repos = list(pool.map(lambda n: get(f"{GATEWAY}/github/repos/{n}")[0], names))
+    print(f"read {sum(1 for r in repos if r.get('full_name'))} repositories with 8 workers")
 
 
 if __name__ == "__main__":
