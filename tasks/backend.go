@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -104,7 +105,11 @@ func openPostgres(ctx context.Context, dsn string, opts Options) (backend, error
 		// every task's completion transaction.
 		cfg.MaxConns = 20
 	}
-	cfg.ConnConfig.DialFunc = redialRefused(cfg.ConnConfig.DialFunc)
+	// Dialling again is for a database that went away, not for one that
+	// never answered: a wrong URL or a server not started fails the open
+	// at once (a dial made for the pool can carry a deadline of minutes).
+	var reached atomic.Bool
+	cfg.ConnConfig.DialFunc = redialRefused(cfg.ConnConfig.DialFunc, &reached)
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, describeDBError(dsn, err)
@@ -113,6 +118,7 @@ func openPostgres(ctx context.Context, dsn string, opts Options) (backend, error
 		pool.Close()
 		return nil, describeDBError(dsn, err)
 	}
+	reached.Store(true)
 	ops := txOps[pgx.Tx]{
 		begin:    func(ctx context.Context) (pgx.Tx, error) { return pool.Begin(ctx) },
 		commit:   func(ctx context.Context, tx pgx.Tx) error { return tx.Commit(ctx) },
@@ -148,13 +154,14 @@ func openPostgres(ctx context.Context, dsn string, opts Options) (backend, error
 // after a few seconds of a restart and left the tasks running until its
 // rescuer ran them again; waiting within each attempt, it rides out half
 // a minute. A call without a deadline fails at once, as before (the
-// queue's own calls wait in store.Outage).
-func redialRefused(dial pgconn.DialFunc) pgconn.DialFunc {
+// queue's own calls wait in store.Outage), and so does every dial until
+// the database was reached once (reached).
+func redialRefused(dial pgconn.DialFunc, reached *atomic.Bool) pgconn.DialFunc {
 	return func(ctx context.Context, network, addr string) (net.Conn, error) {
 		wait := 50 * time.Millisecond
 		for {
 			conn, err := dial(ctx, network, addr)
-			if err == nil || !errors.Is(err, syscall.ECONNREFUSED) {
+			if err == nil || !errors.Is(err, syscall.ECONNREFUSED) || !reached.Load() {
 				return conn, err
 			}
 			if _, ok := ctx.Deadline(); !ok {

@@ -8,6 +8,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -158,10 +159,13 @@ func rawBackend(q *Queue) backend {
 }
 
 // redialRefused dials again while the server refuses, within the
-// caller's deadline only, and returns any other error at once.
+// caller's deadline only, once the database was reached, and returns any
+// other error at once; before the database was ever reached (a wrong URL,
+// a server not started) it fails at once.
 func TestRedialRefused(t *testing.T) {
 	refused := &net.OpError{Op: "dial", Net: "tcp", Err: os.NewSyscallError("connect", syscall.ECONNREFUSED)}
 	dials := 0
+	var reached atomic.Bool
 	dial := redialRefused(func(context.Context, string, string) (net.Conn, error) {
 		dials++
 		if dials < 3 {
@@ -169,9 +173,14 @@ func TestRedialRefused(t *testing.T) {
 		}
 		c, _ := net.Pipe()
 		return c, nil
-	})
+	}, &reached)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
+	if _, err := dial(ctx, "tcp", "127.0.0.1:5432"); !errors.Is(err, syscall.ECONNREFUSED) || dials != 1 {
+		t.Fatalf("before the database was reached: %v after %d dials; want the refusal at once", err, dials)
+	}
+	reached.Store(true)
+	dials = 0
 	conn, err := dial(ctx, "tcp", "127.0.0.1:5432")
 	if err != nil || dials != 3 {
 		t.Fatalf("with a deadline: %v after %d dials; want a connection at the third", err, dials)
@@ -183,7 +192,7 @@ func TestRedialRefused(t *testing.T) {
 		t.Errorf("without a deadline: %v after %d dials; want the refusal at once", err, dials)
 	}
 	other := errors.New("no route to host")
-	dial = redialRefused(func(context.Context, string, string) (net.Conn, error) { dials++; return nil, other })
+	dial = redialRefused(func(context.Context, string, string) (net.Conn, error) { dials++; return nil, other }, &reached)
 	dials = 0
 	if _, err := dial(ctx, "tcp", "127.0.0.1:5432"); err != other || dials != 1 {
 		t.Errorf("another error: %v after %d dials; want it at once", err, dials)
