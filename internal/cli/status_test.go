@@ -5,6 +5,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/ratekeeper/ratekeeper/creds"
 	"github.com/ratekeeper/ratekeeper/transport"
@@ -61,6 +62,26 @@ func TestCredentialCount(t *testing.T) {
 		}
 		if got := credentialCount(tr, "github"); got != c.want {
 			t.Errorf("credentialCount = %q, want %q", got, c.want)
+		}
+	}
+}
+
+// A scope's row says where its limit comes from and, while a refusal
+// pauses it, until when; an announced bucket's row is its name.
+func TestResourceTextMarksScopes(t *testing.T) {
+	until := time.Date(2026, 1, 1, 12, 0, 42, 0, time.UTC)
+	in := 12.0
+	for _, c := range []struct {
+		r    transport.ResourceStatus
+		want string
+	}{
+		{transport.ResourceStatus{Resource: "core"}, "core"},
+		{transport.ResourceStatus{Resource: "/api/v4/users/*", Origin: "learnt"}, "/api/v4/users/* (learnt)"},
+		{transport.ResourceStatus{Resource: "GET /api/v4/users/*", Origin: "configured"}, "GET /api/v4/users/* (configured)"},
+		{transport.ResourceStatus{Resource: "/api/v4/users/*", Origin: "learnt", BlockedUntil: &until, ResetsIn: &in}, "/api/v4/users/* (learnt, paused until 12:00:42)"},
+	} {
+		if got := resourceText(c.r); got != c.want {
+			t.Errorf("%+v: %q, want %q", c.r, got, c.want)
 		}
 	}
 }
