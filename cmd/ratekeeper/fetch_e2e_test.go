@@ -128,6 +128,13 @@ func resumeAfterStops(t *testing.T, db string, sig syscall.Signal) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		if endedAtTheKill(evs, runs[o.after].started) {
+			// The killed run's last transaction (this attempt's
+			// outcome) reached PostgreSQL before the kill and was
+			// committed by the server after the process died, just
+			// after the snapshot saw the task running: not an orphan.
+			continue
+		}
 		var at time.Time
 		for _, e := range evs {
 			if e.Kind == tasks.EventReclaimed && at.IsZero() && !e.At.Before(runs[o.after].started.Add(-time.Second)) {
@@ -139,6 +146,27 @@ func resumeAfterStops(t *testing.T, db string, sig syscall.Signal) {
 		}
 	}
 	t.Logf("%d runs, %d tasks left running by kills and taken back, %d URLs fetched more than once", len(runs), len(orphans), refetched)
+}
+
+// endedAtTheKill reports whether the attempt a task was running when the
+// next run started (its last claim before then) has an outcome of its own
+// in the history: it ended in the killed run, not in a later one's hands.
+func endedAtTheKill(evs []tasks.Event, next time.Time) bool {
+	attempt := 0
+	for _, e := range evs {
+		if e.Kind == tasks.EventClaimed && e.At.Before(next) {
+			attempt = e.Attempt
+		}
+	}
+	for _, e := range evs {
+		switch e.Kind {
+		case tasks.EventCompleted, tasks.EventRescheduled, tasks.EventRetried, tasks.EventFailed:
+			if attempt > 0 && e.Attempt == attempt {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // waitFirstRequest returns when the simulator saw run r's first request.
