@@ -4,7 +4,6 @@ import (
 	"net/http"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -13,28 +12,6 @@ import (
 	"github.com/ratekeeper/ratekeeper/store/quotastate"
 	"github.com/ratekeeper/ratekeeper/store/storetest"
 )
-
-// instantWaits is an Outage clock whose waits return at once, moving its
-// now (which starts at the real now) by the wait.
-type instantWaits struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *instantWaits) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *instantWaits) After(d time.Duration) <-chan time.Time {
-	c.mu.Lock()
-	c.now = c.now.Add(d)
-	c.mu.Unlock()
-	ch := make(chan time.Time, 1)
-	ch <- c.Now()
-	return ch
-}
 
 // TestDatabaseOutageAnswers503: for each class of transient error, on
 // SQLite and PostgreSQL, a request whose quota state's database stays
@@ -58,7 +35,7 @@ func TestDatabaseOutageAnswers503(t *testing.T) {
 					}
 					defer db.Close()
 					faulty := storetest.NewFaulty(db)
-					clk := &instantWaits{now: time.Now()}
+					clk := storetest.NewInstantWaits(time.Now())
 					const outageBound = 2 * time.Minute
 					st := quotastate.New(store.WaitOutages(faulty, store.NewOutage(store.OutageOptions{
 						Timeout: outageBound, Now: clk.Now, After: clk.After})), nil)

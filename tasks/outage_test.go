@@ -67,28 +67,6 @@ func (f *faultyBackend) list(ctx context.Context, fl Filter, limit int) ([]*rive
 	return f.backend.list(ctx, fl, limit)
 }
 
-// instantWaits is an outage clock whose waits return at once, moving its
-// now by the wait.
-type instantWaits struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *instantWaits) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *instantWaits) After(d time.Duration) <-chan time.Time {
-	c.mu.Lock()
-	c.now = c.now.Add(d)
-	c.mu.Unlock()
-	ch := make(chan time.Time, 1)
-	ch <- c.Now()
-	return ch
-}
-
 // TestQueueWaitsOutAnOutage: for each class of transient error, on both
 // databases, what a batch (fetch) does with the queue while the database
 // is away — submit, read its tasks back, list them — waits for it and
@@ -100,7 +78,7 @@ func TestQueueWaitsOutAnOutage(t *testing.T) {
 			t.Run(e.Name, func(t *testing.T) {
 				ctx := context.Background()
 				fb := &faultyBackend{}
-				clk := &instantWaits{now: time.Now()}
+				clk := storetest.NewInstantWaits(time.Now())
 				opts := testOptions()
 				opts.DBOutageTimeout = time.Minute
 				opts.outageNow, opts.outageAfter = clk.Now, clk.After

@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
-	"sync"
 	"testing"
 	"time"
 
@@ -20,28 +19,6 @@ import (
 	"github.com/ratekeeper/ratekeeper/tasks"
 	"github.com/ratekeeper/ratekeeper/transport"
 )
-
-// instantWaits is an outage clock whose waits return at once, moving its
-// now by the wait.
-type instantWaits struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *instantWaits) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *instantWaits) After(d time.Duration) <-chan time.Time {
-	c.mu.Lock()
-	c.now = c.now.Add(d)
-	c.mu.Unlock()
-	ch := make(chan time.Time, 1)
-	ch <- c.Now()
-	return ch
-}
 
 // TestWorkerRidesOutAQuotaStateOutage: for each class of transient error,
 // on SQLite and PostgreSQL, a worker whose http tasks' client keeps its
@@ -81,7 +58,7 @@ func workThroughOutage(t *testing.T, dsn string, outageErr error) {
 	}
 	defer db.Close()
 	faulty := storetest.NewFaulty(db)
-	clk := &instantWaits{now: time.Now()}
+	clk := storetest.NewInstantWaits(time.Now())
 	st := quotastate.New(store.WaitOutages(faulty, store.NewOutage(store.OutageOptions{Now: clk.Now, After: clk.After})), nil)
 	defer st.Close(ctx)
 	p, err := provider.New("github", provider.GitHub, srv.URL)

@@ -5,7 +5,6 @@ import (
 	"io"
 	"net/http"
 	"path/filepath"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -28,28 +27,6 @@ type countingTransport struct {
 func (c *countingTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	c.sent.Add(1)
 	return recorderTransport{c.h}.RoundTrip(req)
-}
-
-// instantWaits is an Outage clock whose waits return at once, moving its
-// now by the wait.
-type instantWaits struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *instantWaits) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *instantWaits) After(d time.Duration) <-chan time.Time {
-	c.mu.Lock()
-	c.now = c.now.Add(d)
-	c.mu.Unlock()
-	ch := make(chan time.Time, 1)
-	ch <- c.Now()
-	return ch
 }
 
 // TestOutageSendsNothingUnreserved: for each class of transient error, on
@@ -80,7 +57,7 @@ func TestOutageSendsNothingUnreserved(t *testing.T) {
 					}
 					defer db.Close()
 					faulty := storetest.NewFaulty(db)
-					clk := &instantWaits{now: time.Now()}
+					clk := storetest.NewInstantWaits(time.Now())
 					shared := store.WaitOutages(faulty, store.NewOutage(store.OutageOptions{Timeout: 2 * time.Minute, Now: clk.Now, After: clk.After}))
 					st := quotastate.New(shared, nil)
 					defer st.Close(t.Context())
@@ -188,7 +165,7 @@ func TestNoStaleViewAfterAnOutage(t *testing.T) {
 	}
 	defer db.Close()
 	counted := &snapshotCounter{Faulty: storetest.NewFaulty(db)}
-	clk := &instantWaits{now: time.Now()}
+	clk := storetest.NewInstantWaits(time.Now())
 	st := quotastate.New(store.WaitOutages(counted, store.NewOutage(store.OutageOptions{Now: clk.Now, After: clk.After})), nil)
 	defer st.Close(t.Context())
 	p, err := provider.New("github", provider.GitHub, "http://api.test")

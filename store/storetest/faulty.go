@@ -277,3 +277,31 @@ func refused(t testing.TB) error {
 	}
 	return err
 }
+
+// InstantWaits is a store.Outage clock (Now and After) whose waits return
+// at once, moving its now by the wait: an outage's backoff runs in no real
+// time, its bound still counted.
+type InstantWaits struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+// NewInstantWaits returns an InstantWaits starting at now.
+func NewInstantWaits(now time.Time) *InstantWaits { return &InstantWaits{now: now} }
+
+// Now is the clock's time.
+func (c *InstantWaits) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+// After moves the clock by d and returns a channel that has fired.
+func (c *InstantWaits) After(d time.Duration) <-chan time.Time {
+	c.mu.Lock()
+	c.now = c.now.Add(d)
+	c.mu.Unlock()
+	ch := make(chan time.Time, 1)
+	ch <- c.Now()
+	return ch
+}
