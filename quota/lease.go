@@ -39,7 +39,17 @@ type Lease struct {
 	// its owner but none of its bucket's quota, so it never makes a
 	// counted request wait. Its answer says what it cost.
 	Conditional bool `json:"conditional,omitempty"`
+	// Requests is how many requests the lease stands for: several for a
+	// block taken ahead in one decision and handed to requests one by
+	// one (see store/quotastate), each of one unit; 0 means 1. It counts
+	// that many in its owner's requests in flight, and each settle naming
+	// it ends one of them (Answer.Returned: several never sent); the
+	// lease goes with the last.
+	Requests int64 `json:"requests,omitempty"`
 }
+
+// requests is how many requests the lease stands for: at least 1.
+func (l Lease) requests() int64 { return max(l.Requests, 1) }
 
 // units is what the lease holds of its bucket: at least 1, none for a
 // conditional request.
@@ -54,12 +64,12 @@ func (l Lease) units() int64 {
 // slice so that it serialises as a short JSON array.
 type Leases []Lease
 
-// Live counts the leases that have not lapsed at now.
+// Live counts the requests of the leases that have not lapsed at now.
 func (ls Leases) Live(now time.Time) int64 {
 	var n int64
 	for _, l := range ls {
 		if now.Before(l.Until) {
-			n++
+			n += l.requests()
 		}
 	}
 	return n
@@ -101,14 +111,27 @@ func (ls Leases) find(id uint64) (Lease, bool) {
 	return Lease{}, false
 }
 
-// without returns ls less the lease id, and whether it was there. A lease
-// that already lapsed (and was pruned) is simply not found: releasing it
-// late is harmless.
+// without returns ls less one request of the lease id — the lease, unless
+// it stands for more (see Lease.Requests) — what was taken out, and
+// whether the lease was there. A lease that already lapsed (and was
+// pruned) is simply not found: releasing it late is harmless.
 func (ls Leases) without(id uint64) (Leases, Lease, bool) {
+	return ls.less(id, 1)
+}
+
+// less is without for n requests of the lease.
+func (ls Leases) less(id uint64, n int64) (Leases, Lease, bool) {
 	if id == 0 {
 		return ls, Lease{}, false
 	}
 	for i, l := range ls {
+		if l.ID == id && l.requests() > n {
+			// A block's requests are of one unit each, and spaced
+			// nothing (greedy): what goes is n units and nothing
+			// to give back to pacing or points.
+			ls[i].Requests, ls[i].Units = l.requests()-n, l.units()-n
+			return ls, Lease{ID: id, Until: l.Until, Holder: l.Holder, Units: n, Requests: n}, true
+		}
 		if l.ID == id {
 			// Kept with its capacity, even empty: the next
 			// reservation appends without allocating.

@@ -170,7 +170,7 @@ func (o *Owner) take(s Secondary, c Cost, l Lease, now time.Time) {
 		l.PointsSpan, l.Endpoint = o.PointsTAT[c.Endpoint].Sub(before), c.Endpoint
 	}
 	o.Leases = append(o.Leases, l)
-	o.Peak = max(o.Peak, int64(len(o.Leases)))
+	o.Peak = max(o.Peak, o.Leases.Live(now))
 	if c.CreatesContent {
 		if s.ContentPerMinute > 0 {
 			o.ContentMin = gcraTake(o.ContentMin, now, 1, s.ContentPerMinute, time.Minute)

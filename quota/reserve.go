@@ -250,6 +250,10 @@ type Answer struct {
 	// saw succeed since a time, for a refusal of a scope nothing was
 	// known of (see Bucket.observeScopeRefusal); nil when unknown.
 	Succeeded func(since time.Time) int64
+	// Returned, with no Reading, ends that many of the requests the
+	// lease stands for (see Lease.Requests), none of them sent; 0 means
+	// 1.
+	Returned int64
 }
 
 // Settle is SettleScoped for a request with no scope.
@@ -268,6 +272,15 @@ func Settle(o *Owner, b *Bucket, id uint64, ans *Answer, now time.Time, also ...
 // reading learnt outside one, such as a status endpoint's). Settling a
 // lease that lapsed is harmless: the reading still applies.
 func SettleScoped(o *Owner, b, scope *Bucket, id uint64, ans *Answer, now time.Time, also ...*Bucket) {
+	if n := ans.Returned - 1; n > 0 && ans.Reading == nil {
+		// All but the one released below.
+		if o != nil {
+			o.Leases, _, _ = o.Leases.less(id, n)
+		}
+		if b != nil {
+			b.Leases, _, _ = b.Leases.less(id, n)
+		}
+	}
 	spent := ans.spent(id, b, also)
 	for _, x := range also {
 		x.Release(id)
@@ -335,7 +348,7 @@ func (ans *Answer) spent(id uint64, b *Bucket, also []*Bucket) int64 {
 	}
 	if b != nil {
 		if l, ok := b.Leases.find(id); ok {
-			return max(l.units(), 1)
+			return max(l.units()/l.requests(), 1)
 		}
 	}
 	for _, x := range also {

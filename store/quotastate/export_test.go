@@ -1,5 +1,7 @@
 package quotastate
 
+import "time"
+
 // QueuedReservations returns how many reservations wait for st's
 // transaction under way, to be decided together.
 func QueuedReservations(st *State) int {
@@ -15,3 +17,17 @@ func FlushDue(st *State) bool {
 	defer st.mu.Unlock()
 	return st.batch.flushDue
 }
+
+// UseBlockClock makes st's blocks (ahead.go) read now instead of the
+// system's clock.
+func UseBlockClock(st *State, now func() time.Time) {
+	st.blocks.mu.Lock()
+	defer st.blocks.mu.Unlock()
+	st.blocks.now = now
+}
+
+// ExpireBlocks runs st's expiry of blocks now, as its timer would.
+func ExpireBlocks(st *State) { st.expireBlocks() }
+
+// BlockMaxAge is how long a block hands out units.
+const BlockMaxAge = blockMaxAge

@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -93,6 +94,10 @@ const (
 	envGoroutines = "RATEKEEPER_FLEET_GOROUTINES"
 	envFor        = "RATEKEEPER_FLEET_FOR"
 	envStart      = "RATEKEEPER_FLEET_START" // Unix nanoseconds
+	// envAnswered=1: each release carries an answer's reading, as a
+	// request's would (status 200, remaining falling), instead of
+	// releasing without one.
+	envAnswered = "RATEKEEPER_FLEET_ANSWERED"
 )
 
 // processCPU is the CPU this process has used so far, user and system.
@@ -151,12 +156,24 @@ func decideWorker() int {
 	// started at the first, they would choose the same bucket at the
 	// same moments and queue on its row.
 	first := rand.IntN(30)
+	// Taking turns: each request prefers the next credential. The
+	// rotations are made once, as the transport reuses its buffer: the
+	// benchmark measures the decisions, not the copying of 30 slots.
+	turns := make([][]transport.Slot, 30)
+	for k := range turns {
+		turns[k] = append(slices.Clone(slots[k:]), slots[:k]...)
+	}
+	answered := os.Getenv(envAnswered) == "1"
+	var spent atomic.Int64
 	for w := range g {
 		wg.Go(func() {
 			for k := first + w*30/g; time.Now().Before(end); k++ {
-				// Taking turns: each request prefers the next credential.
-				turn := append(slices.Clone(slots[k%30:]), slots[:k%30]...)
-				if err := decideOnce(st, turn); err != nil {
+				turn := turns[k%30]
+				var r *headers.Reading
+				if answered {
+					r = &headers.Reading{Status: 200, Limit: 1e9, Remaining: 1e9 - spent.Add(1), Reset: start.Add(time.Hour)}
+				}
+				if err := decideOnce(st, turn, r); err != nil {
 					failed.Do(func() { fmt.Fprintln(os.Stderr, err); code = 1 })
 					return
 				}
@@ -181,7 +198,7 @@ var leaseSeq struct {
 // decideOnce reserves among slots and releases what it took. A wait (a
 // few milliseconds: greedy spending's pacing time, set by a decision
 // whose now was later than this one's) is a decision too; it is slept.
-func decideOnce(st *timedState, slots []transport.Slot) error {
+func decideOnce(st *timedState, slots []transport.Slot, answer *headers.Reading) error {
 	leaseSeq.Lock()
 	leaseSeq.n++
 	id := leaseSeq.n<<16 | uint64(os.Getpid()&0xffff)
@@ -197,7 +214,8 @@ func decideOnce(st *timedState, slots []transport.Slot) error {
 		time.Sleep(w)
 		return nil
 	}
-	return st.Settle(context.Background(), &transport.SettleParams{Slot: slots[i], Lease: id, Now: time.Now()})
+	return st.Settle(context.Background(), &transport.SettleParams{Slot: slots[i], Lease: id, Now: time.Now(),
+		Answer: quota.Answer{Reading: answer, Counted: answer != nil}})
 }
 
 // seedBuckets makes the 10 owners' buckets known and plentiful, so every
@@ -226,14 +244,22 @@ func seedBuckets(tb testing.TB, dsn string) {
 // on one PostgreSQL as processes are added (1, 2, 4, 8, 16), each deciding
 // on 4 goroutines over the same 5 s (they start together once all are
 // ready) among 30 credentials of 10 owners whose quota never binds (a
-// reservation and its release per decision, the release written with the
-// next reservation), the p99 time of one decision, and the CPU the
-// deciding processes used per decision over those 5 s (the database's is
-// not counted). Run with -benchtime=1x.
+// reservation and its release per decision), the p99 time of one
+// decision, and the CPU the deciding processes used per decision over
+// those 5 s (the database's is not counted). procs-N releases each
+// reservation without an answer; answered-procs-N settles each with an
+// answer's reading (200, remaining falling), which must be written, as a
+// real request's. Run with -benchtime=1x.
 func BenchmarkFleetDecisions(b *testing.B) {
 	const goroutines, span = 4, 5 * time.Second
-	for _, procs := range []int{1, 2, 4, 8, 16} {
-		b.Run(fmt.Sprintf("procs-%d", procs), func(b *testing.B) {
+	for _, run := range []struct {
+		name     string
+		answered string
+		procs    int
+	}{{"procs-1", "0", 1}, {"procs-2", "0", 2}, {"procs-4", "0", 4}, {"procs-8", "0", 8}, {"procs-16", "0", 16},
+		{"answered-procs-1", "1", 1}, {"answered-procs-2", "1", 2}, {"answered-procs-4", "1", 4}, {"answered-procs-8", "1", 8}, {"answered-procs-16", "1", 16}} {
+		procs := run.procs
+		b.Run(run.name, func(b *testing.B) {
 			for b.Loop() {
 				dsn := storetest.NewPostgresSchema(b, fleetPostgres(b))
 				seedBuckets(b, dsn)
@@ -249,7 +275,7 @@ func BenchmarkFleetDecisions(b *testing.B) {
 					wg.Go(func() {
 						lines, err := runWorker([]string{envWorker + "=decide", envDB + "=" + dsn,
 							envGoroutines + "=" + strconv.Itoa(goroutines), envFor + "=" + span.String(),
-							envStart + "=" + strconv.FormatInt(start.UnixNano(), 10)})
+							envStart + "=" + strconv.FormatInt(start.UnixNano(), 10), envAnswered + "=" + run.answered})
 						if err == nil && slices.Contains(lines, "late") {
 							err = fmt.Errorf("a worker was not ready at the start; give the processes more time to start")
 						}

@@ -71,6 +71,7 @@ type State struct {
 	view    view         // see look
 	clk     clock        // see ClockOffset
 	wake    wakes        // see OnWake
+	blocks  blocks       // see ahead.go
 }
 
 // DefaultFlushDelay is State.FlushDelay's default.
@@ -312,6 +313,9 @@ func applySettles(l *loaded, settles []*transport.SettleParams) (frees bool) {
 // otherwise, and when that could not send it, it is decided alone
 // (reserveAlone).
 func (st *State) Reserve(ctx context.Context, p *transport.ReserveParams) (int, time.Duration, error) {
+	if i, ok := st.fromBlock(p); ok {
+		return i, 0, nil
+	}
 	if p.Waited {
 		return st.reserveAlone(ctx, p)
 	}
@@ -496,8 +500,9 @@ func (st *State) commitChosen(ctx context.Context, chosen []choice, snap map[str
 	raced, frees := 0, false
 	var last []*store.Record
 	var olds [][]byte
+	var ahead []*block
 	err := st.s.UpdateMany(st.notifying(ctx, settles, &frees), l.keys, func(recs []*store.Record) error {
-		raced = 0
+		raced, ahead = 0, nil
 		st.decodeAll(l, recs)
 		frees = applySettles(l, settles)
 		wasMoved := moved(recs, snap)
@@ -506,6 +511,11 @@ func (st *State) commitChosen(ctx context.Context, chosen []choice, snap map[str
 			won[k] = d.Wait == 0 && d.Err == nil && d.Index == 0
 			if !won[k] && wasMoved {
 				raced++
+			}
+		}
+		for k := range ones {
+			if won[k] && !slices.ContainsFunc(ones[:k], func(o transport.ReserveParams) bool { return sameSlot(o.Slots[0], ones[k].Slots[0]) }) {
+				ahead = append(ahead, st.takeAhead(l, rows[k], &ones[k]))
 			}
 		}
 		last, olds = recs, make([][]byte, len(recs))
@@ -518,6 +528,7 @@ func (st *State) commitChosen(ctx context.Context, chosen []choice, snap map[str
 		st.view.forget(l.keys)
 	} else {
 		st.view.written(last, olds, time.Now())
+		st.keepBlock(ahead...)
 	}
 	st.races.Add(int64(raced))
 	return won, err
@@ -543,11 +554,18 @@ func (st *State) reserveLocked(ctx context.Context, p *transport.ReserveParams, 
 	var wait time.Duration
 	var refused error // the decision's own error: the settles are still written
 	frees := false
+	var ahead *block
 	err := st.s.UpdateMany(st.notifying(ctx, settles, &frees), l.keys, func(recs []*store.Record) error {
+		ahead = nil
 		st.decodeAll(l, recs)
 		frees = applySettles(l, settles)
 		d := l.decide(r, p)
 		chosen, wait, refused, p.OnAnswer, p.Scoped = d.Index, d.Wait, d.Err, d.OnAnswer, d.Scoped
+		if d.Wait == 0 && d.Err == nil && d.Index >= 0 {
+			one := *p
+			one.Slots = p.Slots[d.Index : d.Index+1]
+			ahead = st.takeAhead(l, slotRows{owners: r.owners[d.Index : d.Index+1], buckets: r.buckets[d.Index : d.Index+1]}, &one)
+		}
 		return encodeAll(l, recs)
 	})
 	st.view.forget(l.keys) // written here, not recorded: read again
@@ -555,6 +573,7 @@ func (st *State) reserveLocked(ctx context.Context, p *transport.ReserveParams, 
 		st.requeue(settles)
 		return chosen, wait, err
 	}
+	st.keepBlock(ahead)
 	return chosen, wait, refused
 }
 
@@ -568,19 +587,34 @@ func (st *State) reserveLocked(ctx context.Context, p *transport.ReserveParams, 
 // leases give back when they lapse. A refusal or a Retry-After is written
 // at once, with whatever waits, so that every process stops at once.
 func (st *State) Settle(ctx context.Context, p *transport.SettleParams) error {
+	block, served, recycled := st.servedByBlock(p.Lease, p.Answer.Reading == nil)
+	if recycled {
+		// A unit of an open block (ahead.go), back unanswered: the
+		// block holds it again, and nothing changed in the rows.
+		return nil
+	}
 	// The transport's context has no end (the request's cancellation must
 	// not stop a settle): bound the write here.
 	ctx, cancel := context.WithTimeout(ctx, st.txTimeout(settleTimeout))
 	defer cancel()
 	p = settleOnDBClock(p, st.ClockOffset(ctx))
-	if r := p.Answer.Reading; r == nil || (r.Limited == headers.NotLimited && !r.HasRetryAfter) {
-		if st.queue(p) {
-			return nil
-		}
+	if served {
+		p.Lease = block // its answer ends one of the block's requests; p is a copy
+	}
+	r := p.Answer.Reading
+	refusal := r != nil && (r.Limited != headers.NotLimited || r.HasRetryAfter)
+	if !refusal && st.queue(p) {
+		return nil
 	}
 	st.writing.RLock()
 	defer st.writing.RUnlock()
-	settles := append(st.takePending(), p)
+	settles := st.takePending()
+	if refusal {
+		// What this process took ahead on the refused owner stops
+		// being handed out, and goes back with the refusal.
+		settles = append(settles, st.closeBlocks(p.Slot.Owner)...)
+	}
+	settles = append(settles, p)
 	if err := st.write(ctx, settles); err != nil {
 		st.requeue(settles[:len(settles)-1])
 		return err
@@ -749,6 +783,7 @@ func (st *State) flush(ctx context.Context) error {
 // store, which the caller owns.
 func (st *State) Close(ctx context.Context) error {
 	st.stopListening()
+	st.stopBlocks()
 	err := st.Flush(ctx)
 	st.mu.Lock()
 	st.closed = true

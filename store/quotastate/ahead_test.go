@@ -1,0 +1,329 @@
+package quotastate_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/ratekeeper/ratekeeper/creds"
+	"github.com/ratekeeper/ratekeeper/headers"
+	"github.com/ratekeeper/ratekeeper/provider"
+	"github.com/ratekeeper/ratekeeper/quota"
+	"github.com/ratekeeper/ratekeeper/store"
+	"github.com/ratekeeper/ratekeeper/store/quotastate"
+	"github.com/ratekeeper/ratekeeper/transport"
+)
+
+// aheadStates opens two States on one SQLite database (two processes), the
+// first through a keysStore, and makes one credential's bucket known with
+// remaining of 5,000 left.
+func aheadStates(t *testing.T, remaining int64) (ks *keysStore, st, other *quotastate.State, slot transport.Slot, now time.Time) {
+	t.Helper()
+	ks = &keysStore{Store: openSQLite(t)}
+	st = quotastate.New(ks, nil)
+	t.Cleanup(func() { st.Close(context.Background()) })
+	other = quotastate.New(ks.Store, nil)
+	t.Cleanup(func() { other.Close(context.Background()) })
+	now = time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)
+	slot = pool(1)[0]
+	spend(t, st, slot, remaining, now)
+	ks.locked = nil
+	return ks, st, other, slot, now
+}
+
+// inFlight is what another process sees in flight on slot's bucket and
+// owner, once st wrote what waits.
+func inFlight(t *testing.T, st, other *quotastate.State, slot transport.Slot, now time.Time) (bucket, owner int64) {
+	t.Helper()
+	if err := st.Flush(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	bs, err := other.Buckets(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	os, err := other.Owners(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, o := bs[slot.Bucket], os[slot.Owner]
+	return b.InFlight(now), o.InFlight(now)
+}
+
+func settleAt(t *testing.T, st *quotastate.State, slot transport.Slot, id uint64, r *headers.Reading, now time.Time) {
+	t.Helper()
+	if err := st.Settle(t.Context(), &transport.SettleParams{Slot: slot, Lease: id, Now: now,
+		Answer: quota.Answer{Reading: r, Counted: r != nil}}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func ok200(remaining int64, now time.Time) *headers.Reading {
+	return &headers.Reading{Status: 200, Limit: 5000, Remaining: remaining, Reset: now.Add(time.Hour)}
+}
+
+// On a plentiful bucket, the transaction of a first reservation takes a
+// block for the next ones: 32 requests then go without a transaction,
+// every process counting them in flight all along; each answer ends one
+// of them; a block used up at once is followed by a larger one; Close
+// gives back what was not handed out.
+func TestBlockDecidesWithoutTheDatabase(t *testing.T) {
+	ks, st, other, slot, now := aheadStates(t, 4000)
+	slots := []transport.Slot{slot}
+	if i, w := reserveGreedy(t, st, slots, 1, now); i != 0 || w != 0 {
+		t.Fatalf("first reservation: slot %d, wait %v", i, w)
+	}
+	if len(ks.locked) != 1 {
+		t.Fatalf("%d transactions for the first reservation, want 1", len(ks.locked))
+	}
+	if b, o := inFlight(t, st, other, slot, now); b != 33 || o != 33 {
+		t.Fatalf("another process sees %d in the bucket and %d in the owner in flight, want 33 (the request and its block of 32)", b, o)
+	}
+	ks.locked = nil
+	for id := uint64(2); id <= 33; id++ {
+		if i, w := reserveGreedy(t, st, slots, id, now); i != 0 || w != 0 {
+			t.Fatalf("reservation %d: slot %d, wait %v", id, i, w)
+		}
+	}
+	if len(ks.locked) != 0 {
+		t.Fatalf("32 reservations from the block took %d transactions, want 0", len(ks.locked))
+	}
+	if b, _ := inFlight(t, st, other, slot, now); b != 33 {
+		t.Fatalf("in flight %d with the block handed out, want 33", b)
+	}
+	// The block is used up: the next reservation decides in the
+	// database, and takes a larger block (used up at once: four times).
+	ks.locked = nil
+	reserveGreedy(t, st, slots, 34, now)
+	if len(ks.locked) != 1 {
+		t.Fatalf("the reservation after the block took %d transactions, want 1", len(ks.locked))
+	}
+	if b, _ := inFlight(t, st, other, slot, now); b != 33+1+128 {
+		t.Fatalf("in flight %d, want %d (33, the new request and a block of 128)", b, 33+1+128)
+	}
+	// Each answer ends one request of the first block.
+	for id := uint64(2); id <= 33; id++ {
+		settleAt(t, st, slot, id, ok200(4000-int64(id), now), now)
+	}
+	if b, o := inFlight(t, st, other, slot, now); b != 1+1+128 || o != 1+1+128 {
+		t.Fatalf("after the first block's answers: %d and %d in flight, want 130", b, o)
+	}
+	settleAt(t, st, slot, 1, nil, now)
+	settleAt(t, st, slot, 34, nil, now)
+	if err := st.Close(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if b, o := inFlight(t, st, other, slot, now); b != 0 || o != 0 {
+		t.Fatalf("after Close: %d and %d in flight, want 0 (the unused block given back)", b, o)
+	}
+}
+
+// A bucket that would fall below half its limit, or below
+// quota.PlentyFloor, takes no block: every reservation is decided in the
+// database, and holds only its own request.
+func TestNoBlockWhenNotPlentiful(t *testing.T) {
+	for _, remaining := range []int64{2502, 1100} {
+		ks, st, other, slot, now := aheadStates(t, remaining)
+		for id := uint64(1); id <= 3; id++ {
+			reserveGreedy(t, st, []transport.Slot{slot}, id, now)
+		}
+		if len(ks.locked) != 3 {
+			t.Errorf("remaining %d: 3 reservations took %d transactions, want 3", remaining, len(ks.locked))
+		}
+		if b, _ := inFlight(t, st, other, slot, now); b != 3 {
+			t.Errorf("remaining %d: %d in flight, want 3 (no block)", remaining, b)
+		}
+	}
+}
+
+// A refusal on the owner closes this process's block at once and gives
+// back what it had not handed out, in the refusal's own transaction; the
+// next request is decided in the database, which makes it wait.
+func TestRefusalClosesTheOwnersBlocks(t *testing.T) {
+	ks, st, other, slot, now := aheadStates(t, 4000)
+	slots := []transport.Slot{slot}
+	for id := uint64(1); id <= 3; id++ {
+		reserveGreedy(t, st, slots, id, now)
+	}
+	refusal := &headers.Reading{Status: http.StatusTooManyRequests, Limit: 5000, Remaining: 3990, Reset: now.Add(time.Hour),
+		Limited: headers.Secondary, RetryAfter: time.Minute, HasRetryAfter: true}
+	settleAt(t, st, slot, 2, refusal, now)
+	if b, o := inFlight(t, st, other, slot, now); b != 2 || o != 2 {
+		t.Fatalf("after the refusal: %d and %d in flight, want 2 (requests 1 and 3; the block's 30 unused given back)", b, o)
+	}
+	ks.locked = nil
+	if _, w := reserveGreedy(t, st, slots, 4, now); w == 0 {
+		t.Fatal("a request went after the refusal: the block still handed out units")
+	}
+	if len(ks.locked) == 0 && ks.reads == 0 {
+		t.Fatal("the request after the refusal was not decided in the database")
+	}
+}
+
+// A block hands out units for blockMaxAge; then what it did not hand out
+// is given back. A request that ends without an answer gives its unit back
+// to the open block, with nothing written.
+func TestBlockExpiresAndTakesBackUnansweredUnits(t *testing.T) {
+	ks, st, other, slot, now := aheadStates(t, 4000)
+	var mu sync.Mutex
+	clock := time.Now()
+	quotastate.UseBlockClock(st, func() time.Time { mu.Lock(); defer mu.Unlock(); return clock })
+	advance := func(d time.Duration) { mu.Lock(); clock = clock.Add(d); mu.Unlock() }
+	slots := []transport.Slot{slot}
+	reserveGreedy(t, st, slots, 1, now)
+	reserveGreedy(t, st, slots, 2, now)
+	ks.locked = nil
+	settleAt(t, st, slot, 2, nil, now) // back to the block
+	if b, _ := inFlight(t, st, other, slot, now); b != 33 {
+		t.Fatalf("in flight %d, want 33: an unanswered unit stays the block's", b)
+	}
+	if len(ks.locked) != 0 {
+		t.Fatalf("an unanswered unit of an open block wrote %d transactions, want 0", len(ks.locked))
+	}
+	reserveGreedy(t, st, slots, 3, now)
+	if len(ks.locked) != 0 {
+		t.Fatal("the unit given back was not handed out again")
+	}
+	advance(quotastate.BlockMaxAge)
+	quotastate.ExpireBlocks(st)
+	if b, _ := inFlight(t, st, other, slot, now); b != 2 {
+		t.Fatalf("in flight %d after the block expired, want 2 (requests 1 and 3)", b)
+	}
+	ks.locked = nil
+	reserveGreedy(t, st, slots, 4, now)
+	if len(ks.locked) != 1 {
+		t.Fatalf("after the block expired a reservation took %d transactions, want 1", len(ks.locked))
+	}
+	settleAt(t, st, slot, 3, ok200(3990, now), now)
+	settleAt(t, st, slot, 1, ok200(3989, now), now)
+	settleAt(t, st, slot, 4, ok200(3988, now), now)
+	if err := st.Close(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if b, o := inFlight(t, st, other, slot, now); b != 0 || o != 0 {
+		t.Fatalf("after every answer and Close: %d and %d in flight, want 0", b, o)
+	}
+}
+
+// Two processes' transports share one SQLite database and one token of an
+// API that limits only its quota (no cap on requests in flight), 100,000
+// an hour: 600 requests on 8 goroutines each are all answered, the server
+// counts 600, most decisions take no transaction, and once both are
+// closed nothing is left in flight.
+func TestBlocksThroughTheTransport(t *testing.T) {
+	var served atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n := served.Add(1)
+		w.Header().Set("X-RateLimit-Limit", "100000")
+		w.Header().Set("X-RateLimit-Remaining", strconv.FormatInt(100000-n, 10))
+		w.Header().Set("X-RateLimit-Reset", strconv.FormatInt(time.Now().Add(time.Hour).Unix(), 10))
+		io.WriteString(w, "{}")
+	}))
+	defer srv.Close()
+	db := openSQLite(t)
+	var locks atomic.Int64
+	counted := &lockCounter{Store: db, n: &locks}
+	procs := make([]*quotastate.State, 2)
+	trs := make([]*transport.Transport, 2)
+	for i := range procs {
+		procs[i] = quotastate.New(counted, nil)
+		p, err := provider.New("github", provider.GitHub, srv.URL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p.Secondary = provider.Secondary{} // max_concurrency = 0, no points
+		reg := provider.NewRegistry()
+		if err := reg.Add(p); err != nil {
+			t.Fatal(err)
+		}
+		trs[i], err = transport.New(transport.Options{Providers: reg, State: procs[i], SkipValidation: true, DisableCache: true,
+			Pools:   map[string]*creds.Pool{"github": creds.NewPool("github", creds.NewToken("github", 1, "tok-ahead-0001", "test"))},
+			MaxWait: time.Minute, Policy: quota.Policy{Kind: quota.Greedy}})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	const n = 600
+	jobs := make(chan int)
+	var wg sync.WaitGroup
+	for _, tr := range trs {
+		for range 8 {
+			wg.Go(func() {
+				for i := range jobs {
+					resp, err := tr.RoundTrip(httpGet(fmt.Sprintf("%s/repos/o/r%d", srv.URL, i)))
+					if err != nil {
+						t.Error(err)
+						continue
+					}
+					io.Copy(io.Discard, resp.Body)
+					resp.Body.Close()
+					if resp.StatusCode != 200 {
+						t.Errorf("request %d: %s", i, resp.Status)
+					}
+				}
+			})
+		}
+	}
+	for i := range n {
+		jobs <- i
+	}
+	close(jobs)
+	wg.Wait()
+	if got := served.Load(); got != n {
+		t.Errorf("the server answered %d requests, want %d", got, n)
+	}
+	if l := locks.Load(); l > n/4 {
+		t.Errorf("%d transactions for %d requests, want at most a quarter: blocks were not used", l, n)
+	}
+	for i := range trs {
+		trs[i].Close()
+		if err := procs[i].Close(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	check := quotastate.New(db, nil)
+	defer check.Close(context.Background())
+	bs, err := check.Buckets(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for id, b := range bs {
+		if len(b.Leases) != 0 {
+			t.Errorf("bucket %s holds %v after both processes closed", id.Resource, b.Leases)
+		}
+		if b.Remaining != 100000-n {
+			t.Errorf("bucket %s: remaining %d, want %d", id.Resource, b.Remaining, 100000-n)
+		}
+	}
+	os, err := check.Owners(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range os {
+		if len(o.Leases) != 0 {
+			t.Errorf("owner holds %v after both processes closed", o.Leases)
+		}
+	}
+}
+
+// lockCounter counts the store's write transactions.
+type lockCounter struct {
+	store.Store
+	n *atomic.Int64
+}
+
+func (c *lockCounter) UpdateMany(ctx context.Context, keys []string, fn func([]*store.Record) error) error {
+	c.n.Add(1)
+	return c.Store.UpdateMany(ctx, keys, fn)
+}
+
+func (c *lockCounter) GetMany(ctx context.Context, keys []string) ([]store.Record, error) {
+	return c.Store.(store.Snapshot).GetMany(ctx, keys)
+}
