@@ -54,6 +54,13 @@ const (
 	// blockMaxAge is how long a block hands out units after it was
 	// taken.
 	blockMaxAge = 250 * time.Millisecond
+	// blockFlushDelay is how long the answers of a block's requests, and
+	// what a block gives back, may wait to be written: the block keeps
+	// counting its requests in flight until then, on a bucket with
+	// plenty to spare, so other processes lose nothing by learning them
+	// later, and a busy process writes its answers in a few transactions
+	// a second instead of hundreds.
+	blockFlushDelay = 50 * time.Millisecond
 )
 
 // block is a reservation of several units taken ahead.
@@ -335,7 +342,7 @@ func (st *State) giveBack(releases []*transport.SettleParams) {
 	}
 	var rest []*transport.SettleParams
 	for _, p := range releases {
-		if !st.queue(p) {
+		if !st.queue(p, true) {
 			rest = append(rest, p)
 		}
 	}

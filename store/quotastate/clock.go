@@ -62,6 +62,14 @@ func (st *State) UseClock(now func() time.Time) {
 	}
 }
 
+// clockKnown reports whether the offset was measured: ClockOffset then
+// does no I/O in its caller's context.
+func (st *State) clockKnown() bool {
+	st.clk.mu.Lock()
+	defer st.clk.mu.Unlock()
+	return !st.clk.measured.IsZero()
+}
+
 // ClockOffset returns the offset applied to the transport's times: the
 // database's clock less the transport's. The first call measures it.
 func (st *State) ClockOffset(ctx context.Context) time.Duration {

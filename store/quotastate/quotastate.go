@@ -58,6 +58,7 @@ type State struct {
 	pending []*transport.SettleParams
 	timer   *time.Timer
 	armed   bool // timer is set and has not fired yet
+	lazy    bool // for blockFlushDelay
 	closed  bool
 	// writing is held shared by every transaction carrying settles taken
 	// from pending, so that Flush can wait for those already under way:
@@ -594,18 +595,28 @@ func (st *State) Settle(ctx context.Context, p *transport.SettleParams) error {
 		return nil
 	}
 	// The transport's context has no end (the request's cancellation must
-	// not stop a settle): bound the write here.
-	ctx, cancel := context.WithTimeout(ctx, st.txTimeout(settleTimeout))
-	defer cancel()
-	p = settleOnDBClock(p, st.ClockOffset(ctx))
+	// not stop a settle): bound what does I/O here — the clock's first
+	// measurement, a write.
+	bounded := func() (context.Context, context.CancelFunc) {
+		return context.WithTimeout(ctx, st.txTimeout(settleTimeout))
+	}
+	if !st.clockKnown() {
+		mctx, cancel := bounded()
+		p = settleOnDBClock(p, st.ClockOffset(mctx))
+		cancel()
+	} else {
+		p = settleOnDBClock(p, st.ClockOffset(ctx))
+	}
 	if served {
 		p.Lease = block // its answer ends one of the block's requests; p is a copy
 	}
 	r := p.Answer.Reading
 	refusal := r != nil && (r.Limited != headers.NotLimited || r.HasRetryAfter)
-	if !refusal && st.queue(p) {
+	if !refusal && st.queue(p, served) {
 		return nil
 	}
+	ctx, cancel := bounded()
+	defer cancel()
 	st.writing.RLock()
 	defer st.writing.RUnlock()
 	settles := st.takePending()
@@ -645,8 +656,10 @@ func (st *State) write(ctx context.Context, settles []*transport.SettleParams) e
 const maxPending = 1024
 
 // queue queues a copy of p to be written later, and reports whether it
-// did.
-func (st *State) queue(p *transport.SettleParams) bool {
+// did. lazy marks a settle that may wait blockFlushDelay rather than
+// FlushDelay (ahead.go): while only such settles wait, and fewer than
+// lazyPending, the timer is set for the longer delay.
+func (st *State) queue(p *transport.SettleParams, lazy bool) bool {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	if st.closed || len(st.pending) >= maxPending {
@@ -658,17 +671,31 @@ func (st *State) queue(p *transport.SettleParams) bool {
 		c.Answer.Reading = &r
 	}
 	st.pending = append(st.pending, &c)
-	st.armLocked(st.FlushDelay)
+	if lazy && len(st.pending) < lazyPending {
+		st.armLocked(blockFlushDelay)
+	} else {
+		st.armLocked(st.FlushDelay)
+	}
 	return true
 }
 
+// lazyPending is how many settles may wait for blockFlushDelay.
+const lazyPending = 256
+
 // armLocked makes the timer write what waits within d, unless it is set
-// already. Called with mu held.
+// already for as soon. Called with mu held.
 func (st *State) armLocked(d time.Duration) {
-	if st.armed || st.closed {
+	if st.closed {
 		return
 	}
-	st.armed = true
+	if st.armed {
+		if st.lazy && d < blockFlushDelay {
+			st.lazy = false
+			st.timer.Reset(d)
+		}
+		return
+	}
+	st.armed, st.lazy = true, d >= blockFlushDelay
 	if st.timer == nil {
 		st.timer = time.AfterFunc(d, st.flushLater)
 	} else {
