@@ -93,7 +93,7 @@ type blocks struct {
 	handed map[uint64]*block // by the lease ID of the request it served
 	timer  *time.Timer
 	// size is the next block's size per credential, from the pace at
-	// which the last one was used (see closeLocked).
+	// which the last one was used (see shut).
 	size map[sizeKey]int64
 }
 
@@ -296,7 +296,8 @@ func (st *State) expireBlocks() {
 	releases := s.closeWhere(func(b *block) bool { return now.Sub(b.at) >= blockMaxAge }, now)
 	s.timer = nil
 	if len(s.open) > 0 {
-		s.timer = time.AfterFunc(blockMaxAge, st.expireBlocks)
+		// When the oldest still open is due.
+		s.timer = time.AfterFunc(s.open[0].at.Add(blockMaxAge).Sub(now), st.expireBlocks)
 	}
 	s.mu.Unlock()
 	st.giveBack(releases)
