@@ -218,9 +218,9 @@ func decideOnce(st *timedState, slots []transport.Slot, answer *headers.Reading)
 		Answer: quota.Answer{Reading: answer, Counted: answer != nil}})
 }
 
-// seedBuckets makes the 10 owners' buckets known and plentiful, so every
-// decision can go.
-func seedBuckets(tb testing.TB, dsn string) {
+// seedBuckets makes the 10 owners' buckets known, with remaining of 1e9
+// left, so every decision can go.
+func seedBuckets(tb testing.TB, dsn string, remaining int64) {
 	tb.Helper()
 	s, err := store.Open(context.Background(), dsn, store.Options{})
 	if err != nil {
@@ -230,7 +230,7 @@ func seedBuckets(tb testing.TB, dsn string) {
 	st := quotastate.New(s, nil)
 	now := time.Now()
 	for _, sl := range decideSlots()[:10] {
-		r := &headers.Reading{Status: 200, Limit: 1e9, Remaining: 1e9, Reset: now.Add(time.Hour)}
+		r := &headers.Reading{Status: 200, Limit: 1e9, Remaining: remaining, Reset: now.Add(time.Hour)}
 		if err := st.Settle(context.Background(), &transport.SettleParams{Slot: sl, Now: now, Answer: quota.Answer{Reading: r, Counted: true}}); err != nil {
 			tb.Fatal(err)
 		}
@@ -249,20 +249,30 @@ func seedBuckets(tb testing.TB, dsn string) {
 // those 5 s (the database's is not counted). procs-N releases each
 // reservation without an answer; answered-procs-N settles each with an
 // answer's reading (200, remaining falling), which must be written, as a
-// real request's. Run with -benchtime=1x.
+// real request's; database-procs-N starts each bucket half spent, so that
+// none is plentiful (quota.Plenty) and every decision is a transaction,
+// as a capped owner's are. Run with -benchtime=1x.
 func BenchmarkFleetDecisions(b *testing.B) {
 	const goroutines, span = 4, 5 * time.Second
-	for _, run := range []struct {
-		name     string
-		answered string
-		procs    int
-	}{{"procs-1", "0", 1}, {"procs-2", "0", 2}, {"procs-4", "0", 4}, {"procs-8", "0", 8}, {"procs-16", "0", 16},
-		{"answered-procs-1", "1", 1}, {"answered-procs-2", "1", 2}, {"answered-procs-4", "1", 4}, {"answered-procs-8", "1", 8}, {"answered-procs-16", "1", 16}} {
+	type variant struct {
+		name      string
+		answered  string
+		remaining int64
+		procs     int
+	}
+	var runs []variant
+	for _, v := range []variant{{"procs", "0", 1e9, 0}, {"answered-procs", "1", 1e9, 0}, {"database-procs", "0", 5e8, 0}} {
+		for _, n := range []int{1, 2, 4, 8, 16} {
+			v.procs = n
+			runs = append(runs, v)
+		}
+	}
+	for _, run := range runs {
 		procs := run.procs
-		b.Run(run.name, func(b *testing.B) {
+		b.Run(fmt.Sprintf("%s-%d", run.name, procs), func(b *testing.B) {
 			for b.Loop() {
 				dsn := storetest.NewPostgresSchema(b, fleetPostgres(b))
-				seedBuckets(b, dsn)
+				seedBuckets(b, dsn, run.remaining)
 				var mu sync.Mutex
 				var all []time.Duration
 				var races int64
