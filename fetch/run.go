@@ -180,7 +180,8 @@ func Run(ctx context.Context, targets []Target, opts Options) (sum Summary, err 
 	if err := opts.check(); err != nil {
 		return sum, err
 	}
-	r := &runner{opts: opts, targets: targets, byTask: map[int64][]job{}, start: time.Now(), owner: owner}
+	r := &runner{opts: opts, targets: targets, byTask: map[int64][]job{}, start: time.Now(), owner: owner,
+		answered: make(chan struct{}, 1)}
 	r.sum.Total = len(targets)
 	defer func() {
 		if opts.Progress != nil {
@@ -205,7 +206,7 @@ func Run(ctx context.Context, targets []Target, opts Options) (sum Summary, err 
 	}
 
 	q, err := tasks.Open(ctx, opts.DSN, tasks.Options{
-		HTTPClient:       withUserinfo(opts.Client, targets),
+		HTTPClient:       r.tellAnswers(withUserinfo(opts.Client, targets)),
 		BodyDir:          opts.BodyDir,
 		InlineBodyLimit:  opts.InlineBodyLimit,
 		Logger:           slog.New(quietAttempts{opts.Logger.Handler()}),
@@ -420,6 +421,12 @@ type runner struct {
 	pace    rateMeter // URLs finished per second lately
 	creds   []transport.CredentialStatus
 	credsAt time.Time
+
+	// answered receives a value (dropped when one is pending) whenever
+	// this process's client gets an answer; lastAnswer is when work last
+	// took one.
+	answered   chan struct{}
+	lastAnswer time.Time
 }
 
 // reclaim takes back the tasks that earlier runs of this output left
@@ -624,8 +631,18 @@ func (r *runner) work(ctx context.Context) error {
 	interval := r.opts.PollInterval
 	timer := time.NewTimer(interval)
 	defer timer.Stop()
+	due := time.Now().Add(interval)
 	for {
 		select {
+		case <-r.answered:
+			// An answer near the end: look soon, so that the run ends
+			// with its last task rather than up to a poll interval later.
+			r.lastAnswer = time.Now()
+			if r.endNear() && time.Until(due) > tailLook {
+				due = r.lastAnswer.Add(tailLook)
+				timer.Reset(tailLook)
+			}
+			continue
 		case <-ctx.Done():
 			werr := stop()
 			if err := r.collect(bg); err != nil {
@@ -656,11 +673,66 @@ func (r *runner) work(ctx context.Context) error {
 		if len(r.open) == 0 {
 			return stop()
 		}
-		// Looking at a big batch costs time; look less often then, so
-		// that the workers keep most of the machine.
-		interval = min(max(r.opts.PollInterval, 5*time.Since(began)), 5*time.Second)
+		interval = r.nextLook(time.Since(began), time.Now())
+		due = time.Now().Add(interval)
 		timer.Reset(interval)
 	}
+}
+
+// tailLook is the interval between looks at the tasks near the batch's
+// end while answers come (see nextLook), and answerSpan how long after
+// an answer that lasts: a task is recorded finished within River's
+// completer tick (50 ms) of its answer.
+const (
+	tailLook   = 20 * time.Millisecond
+	answerSpan = 250 * time.Millisecond
+)
+
+// nextLook is how long the run waits before it looks at its tasks again,
+// the last look having taken took. Looking at a big batch costs time;
+// look less often then, so that the workers keep most of the machine.
+// Near the end (endNear), while this process's client is getting
+// answers, look every tailLook: the run then ends, and its last records
+// are written, soon after its last task rather than up to a poll
+// interval later. Tasks left waiting (for quota, say) get no answers, so
+// they are looked at as seldom as before.
+func (r *runner) nextLook(took time.Duration, now time.Time) time.Duration {
+	if r.endNear() && now.Sub(r.lastAnswer) < answerSpan {
+		return max(tailLook, 5*took)
+	}
+	return min(max(r.opts.PollInterval, 5*took), 5*time.Second)
+}
+
+// endNear reports whether every open task may be running in this
+// process: the batch's last tasks.
+func (r *runner) endNear() bool { return len(r.open) <= r.opts.Concurrency }
+
+// tellAnswers returns a client that sends what client sends and signals
+// r.answered on every answer.
+func (r *runner) tellAnswers(client *http.Client) *http.Client {
+	c := *client
+	base := c.Transport
+	if base == nil {
+		base = http.DefaultTransport
+	}
+	c.Transport = answerSignal{base: base, answered: r.answered}
+	return &c
+}
+
+// answerSignal is a RoundTripper that signals answered, without
+// blocking, when base returns.
+type answerSignal struct {
+	base     http.RoundTripper
+	answered chan<- struct{}
+}
+
+func (a answerSignal) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := a.base.RoundTrip(req)
+	select {
+	case a.answered <- struct{}{}:
+	default:
+	}
+	return resp, err
 }
 
 // collect looks at the open tasks, writes the records of those that
