@@ -681,11 +681,12 @@ func (r *runner) work(ctx context.Context) error {
 
 // tailLook is the interval between looks at the tasks near the batch's
 // end while answers come (see nextLook), and answerSpan how long after
-// an answer that lasts: a task is recorded finished within River's
-// completer tick (50 ms) of its answer.
+// an answer that lasts: River records the tasks finished in a process
+// every 250 ms (sooner only for 100 at once), so a task's outcome is in
+// the database up to that long after its answer.
 const (
 	tailLook   = 20 * time.Millisecond
-	answerSpan = 250 * time.Millisecond
+	answerSpan = 400 * time.Millisecond
 )
 
 // nextLook is how long the run waits before it looks at its tasks again,
