@@ -12,6 +12,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -423,9 +424,11 @@ type runner struct {
 	credsAt time.Time
 
 	// answered receives a value (dropped when one is pending) whenever
-	// this process's client gets an answer; lastAnswer is when work last
-	// took one.
+	// this process's client gets an answer to one of the run's requests
+	// (their URLs are in mine; its workers also run other processes'
+	// tasks); lastAnswer is when work last took one.
 	answered   chan struct{}
+	mine       sync.Map
 	lastAnswer time.Time
 }
 
@@ -566,6 +569,7 @@ func (r *runner) addOpen(id int64, j job) {
 	if _, ok := r.byTask[id]; !ok {
 		r.open = append(r.open, id)
 	}
+	r.mine.Store(j.req.URL, struct{}{})
 	r.byTask[id] = append(r.byTask[id], j)
 }
 
@@ -709,29 +713,32 @@ func (r *runner) nextLook(took time.Duration, now time.Time) time.Duration {
 func (r *runner) endNear() bool { return len(r.open) <= r.opts.Concurrency }
 
 // tellAnswers returns a client that sends what client sends and signals
-// r.answered on every answer.
+// r.answered on every answer to one of the run's requests.
 func (r *runner) tellAnswers(client *http.Client) *http.Client {
 	c := *client
 	base := c.Transport
 	if base == nil {
 		base = http.DefaultTransport
 	}
-	c.Transport = answerSignal{base: base, answered: r.answered}
+	c.Transport = answerSignal{base: base, answered: r.answered, mine: &r.mine}
 	return &c
 }
 
 // answerSignal is a RoundTripper that signals answered, without
-// blocking, when base returns.
+// blocking, when base returns for a URL in mine.
 type answerSignal struct {
 	base     http.RoundTripper
 	answered chan<- struct{}
+	mine     *sync.Map
 }
 
 func (a answerSignal) RoundTrip(req *http.Request) (*http.Response, error) {
 	resp, err := a.base.RoundTrip(req)
-	select {
-	case a.answered <- struct{}{}:
-	default:
+	if _, ok := a.mine.Load(req.URL.String()); ok {
+		select {
+		case a.answered <- struct{}{}:
+		default:
+		}
 	}
 	return resp, err
 }
