@@ -696,16 +696,20 @@ const (
 // nextLook is how long the run waits before it looks at its tasks again,
 // the last look having taken took. Looking at a big batch costs time;
 // look less often then, so that the workers keep most of the machine.
-// Near the end (endNear), while this process's client is getting
-// answers, look every tailLook: the run then ends, and its last records
-// are written, soon after its last task rather than up to a poll
-// interval later. Tasks left waiting (for quota, say) get no answers, so
-// they are looked at as seldom as before.
+// Near the end (endNear) a look reads a few tasks, and what it took says
+// how busy the database is, not how big the batch is: look every poll
+// interval, and every tailLook while the run's requests are answered, so
+// that the run ends, and its last records are written, soon after its
+// last task. Tasks left waiting (for quota, say) get no answers, so they
+// are looked at no more often than a small batch's.
 func (r *runner) nextLook(took time.Duration, now time.Time) time.Duration {
-	if r.endNear() && now.Sub(r.lastAnswer) < answerSpan {
-		return max(tailLook, 5*took)
+	switch {
+	case !r.endNear():
+		return min(max(r.opts.PollInterval, 5*took), 5*time.Second)
+	case now.Sub(r.lastAnswer) < answerSpan:
+		return tailLook
 	}
-	return min(max(r.opts.PollInterval, 5*took), 5*time.Second)
+	return r.opts.PollInterval
 }
 
 // endNear reports whether every open task may be running in this
