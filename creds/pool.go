@@ -1,6 +1,7 @@
 package creds
 
 import (
+	"math/rand/v2"
 	"slices"
 	"sync"
 	"time"
@@ -12,15 +13,26 @@ type Pool struct {
 	provider string
 	creds    []*Credential // by index
 
-	mu   sync.Mutex
-	last int // index of the credential AppendTurn put first last time; 0 before the first
+	mu sync.Mutex
+	// last is the index of the credential AppendTurn put first last
+	// time; before the first call, that of a credential drawn at random
+	// (0, the first turn starting at the first credential, in tests that
+	// need the order known).
+	last int
 }
 
-// NewPool returns a pool of the given credentials, ordered by index.
+// NewPool returns a pool of the given credentials, ordered by index. Its
+// turns (AppendTurn) start at a credential drawn at random: processes
+// given the same credentials then prefer different ones at the same
+// moments instead of all queueing on the same bucket.
 func NewPool(providerName string, creds ...*Credential) *Pool {
 	cs := slices.Clone(creds)
 	slices.SortStableFunc(cs, func(a, b *Credential) int { return a.index - b.index })
-	return &Pool{provider: providerName, creds: cs}
+	p := &Pool{provider: providerName, creds: cs}
+	if len(cs) > 0 {
+		p.last = cs[rand.IntN(len(cs))].index
+	}
+	return p
 }
 
 // Provider returns the name of the pool's provider.
@@ -57,7 +69,8 @@ func (p *Pool) Eligible(now time.Time) []*Credential {
 
 // AppendTurn appends the credentials that may be used at now to dst, in
 // the order that makes equal credentials take turns: starting after the
-// one the previous call started with, in index order, wrapping around. The
+// one the previous call started with (the first call, after one drawn at
+// random by NewPool), in index order, wrapping around. The
 // transport offers them to the quota state in this order, which picks the
 // first of those that can go soonest. It returns the extended slice, so a
 // hot path can reuse a buffer.

@@ -85,6 +85,7 @@ func TestPool(t *testing.T) {
 	c := NewToken("github", 3, "tok-c-333333", "t")
 	d := NewToken("github", 4, "tok-d-444444", "t")
 	p := NewPool("github", d, b, c, a) // ordered by index whatever the order given
+	p.last = 0                         // the first turn starts at the first credential
 	if p.Len() != 4 || p.Provider() != "github" || p.ByIndex(3) != c || p.ByIndex(9) != nil {
 		t.Fatal("pool basics")
 	}
@@ -116,6 +117,30 @@ func TestPool(t *testing.T) {
 	c.MarkInvalid("401", at(0), time.Time{})
 	if got := p.AppendTurn(nil, at(time.Minute)); len(got) != 0 {
 		t.Errorf("all invalid: turn = %v", got)
+	}
+}
+
+// Pools of the same credentials start their turns at credentials drawn at
+// random, so that processes given the same tokens do not all prefer the
+// same one at the same moments (and queue on its bucket's row of a shared
+// database).
+func TestPoolsStartTurnsAtRandom(t *testing.T) {
+	cs := []*Credential{
+		NewToken("github", 1, "tok-a-111111", "t"), NewToken("github", 2, "tok-b-222222", "t"),
+		NewToken("github", 3, "tok-c-333333", "t"), NewToken("github", 4, "tok-d-444444", "t"),
+	}
+	firsts := map[int]int{}
+	for range 200 {
+		turn := NewPool("github", cs...).AppendTurn(nil, at(0))
+		if len(turn) != len(cs) {
+			t.Fatalf("turn = %v, want all four", turn)
+		}
+		firsts[turn[0].Index()]++
+	}
+	// Each credential comes first in a quarter of the pools: 200 draws
+	// miss one with a chance of 4 × (3/4)²⁰⁰, about 10⁻²⁴.
+	if len(firsts) != len(cs) {
+		t.Errorf("first turns of 200 pools started at credentials %v, want every one of 1 to 4", firsts)
 	}
 }
 

@@ -12,6 +12,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -180,7 +181,8 @@ func Run(ctx context.Context, targets []Target, opts Options) (sum Summary, err 
 	if err := opts.check(); err != nil {
 		return sum, err
 	}
-	r := &runner{opts: opts, targets: targets, byTask: map[int64][]job{}, start: time.Now(), owner: owner}
+	r := &runner{opts: opts, targets: targets, byTask: map[int64][]job{}, start: time.Now(), owner: owner,
+		answered: make(chan struct{}, 1)}
 	r.sum.Total = len(targets)
 	defer func() {
 		if opts.Progress != nil {
@@ -205,7 +207,7 @@ func Run(ctx context.Context, targets []Target, opts Options) (sum Summary, err 
 	}
 
 	q, err := tasks.Open(ctx, opts.DSN, tasks.Options{
-		HTTPClient:       withUserinfo(opts.Client, targets),
+		HTTPClient:       r.tellAnswers(withUserinfo(opts.Client, targets)),
 		BodyDir:          opts.BodyDir,
 		InlineBodyLimit:  opts.InlineBodyLimit,
 		Logger:           slog.New(quietAttempts{opts.Logger.Handler()}),
@@ -420,6 +422,14 @@ type runner struct {
 	pace    rateMeter // URLs finished per second lately
 	creds   []transport.CredentialStatus
 	credsAt time.Time
+
+	// answered receives a value (dropped when one is pending) whenever
+	// this process's client gets an answer to one of the run's requests
+	// (their URLs are in mine; its workers also run other processes'
+	// tasks); lastAnswer is when work last took one.
+	answered   chan struct{}
+	mine       sync.Map
+	lastAnswer time.Time
 }
 
 // reclaim takes back the tasks that earlier runs of this output left
@@ -559,6 +569,7 @@ func (r *runner) addOpen(id int64, j job) {
 	if _, ok := r.byTask[id]; !ok {
 		r.open = append(r.open, id)
 	}
+	r.mine.Store(j.req.URL, struct{}{})
 	r.byTask[id] = append(r.byTask[id], j)
 }
 
@@ -624,8 +635,18 @@ func (r *runner) work(ctx context.Context) error {
 	interval := r.opts.PollInterval
 	timer := time.NewTimer(interval)
 	defer timer.Stop()
+	due := time.Now().Add(interval)
 	for {
 		select {
+		case <-r.answered:
+			// An answer near the end: look soon, so that the run ends
+			// with its last task rather than up to a poll interval later.
+			r.lastAnswer = time.Now()
+			if r.endNear() && time.Until(due) > tailLook {
+				due = r.lastAnswer.Add(tailLook)
+				timer.Reset(tailLook)
+			}
+			continue
 		case <-ctx.Done():
 			werr := stop()
 			if err := r.collect(bg); err != nil {
@@ -656,11 +677,74 @@ func (r *runner) work(ctx context.Context) error {
 		if len(r.open) == 0 {
 			return stop()
 		}
-		// Looking at a big batch costs time; look less often then, so
-		// that the workers keep most of the machine.
-		interval = min(max(r.opts.PollInterval, 5*time.Since(began)), 5*time.Second)
+		interval = r.nextLook(time.Since(began), time.Now())
+		due = time.Now().Add(interval)
 		timer.Reset(interval)
 	}
+}
+
+// tailLook is the interval between looks at the tasks near the batch's
+// end while answers come (see nextLook), and answerSpan how long after
+// an answer that lasts: River records the tasks finished in a process
+// every 250 ms (sooner only for 100 at once), so a task's outcome is in
+// the database up to that long after its answer.
+const (
+	tailLook   = 20 * time.Millisecond
+	answerSpan = 400 * time.Millisecond
+)
+
+// nextLook is how long the run waits before it looks at its tasks again,
+// the last look having taken took. Looking at a big batch costs time;
+// look less often then, so that the workers keep most of the machine.
+// Near the end (endNear) a look reads a few tasks, and what it took says
+// how busy the database is, not how big the batch is: look every poll
+// interval, and every tailLook while the run's requests are answered, so
+// that the run ends, and its last records are written, soon after its
+// last task. Tasks left waiting (for quota, say) get no answers, so they
+// are looked at no more often than a small batch's.
+func (r *runner) nextLook(took time.Duration, now time.Time) time.Duration {
+	switch {
+	case !r.endNear():
+		return min(max(r.opts.PollInterval, 5*took), 5*time.Second)
+	case now.Sub(r.lastAnswer) < answerSpan:
+		return tailLook
+	}
+	return r.opts.PollInterval
+}
+
+// endNear reports whether every open task may be running in this
+// process: the batch's last tasks.
+func (r *runner) endNear() bool { return len(r.open) <= r.opts.Concurrency }
+
+// tellAnswers returns a client that sends what client sends and signals
+// r.answered on every answer to one of the run's requests.
+func (r *runner) tellAnswers(client *http.Client) *http.Client {
+	c := *client
+	base := c.Transport
+	if base == nil {
+		base = http.DefaultTransport
+	}
+	c.Transport = answerSignal{base: base, answered: r.answered, mine: &r.mine}
+	return &c
+}
+
+// answerSignal is a RoundTripper that signals answered, without
+// blocking, when base returns for a URL in mine.
+type answerSignal struct {
+	base     http.RoundTripper
+	answered chan<- struct{}
+	mine     *sync.Map
+}
+
+func (a answerSignal) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := a.base.RoundTrip(req)
+	if _, ok := a.mine.Load(req.URL.String()); ok {
+		select {
+		case a.answered <- struct{}{}:
+		default:
+		}
+	}
+	return resp, err
 }
 
 // collect looks at the open tasks, writes the records of those that

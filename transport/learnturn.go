@@ -54,9 +54,11 @@ func learningTurnKey(stateKey string) string { return stateKey }
 // sharedTurn takes the provider's learning turn in the shared state, as
 // well as this process's (held already): it waits for another process
 // holding it, asking again every round trip, within what is left of the
-// max wait. It returns whether another process held the turn since this
-// one last gave it back (then what this process's learner last saw of the
-// counters is stale).
+// max wait. Meanwhile it looks every turnLook at what the holder has
+// learnt (catchUp): once every credential is placed, it returns without
+// the turn, the learning done. It returns whether another process held
+// the turn since this one last gave it back (then what this process's
+// learner last saw of the counters is stale).
 func (x *exchange) sharedTurn(lg *learning) (bool, error) {
 	t := x.t
 	tp := TurnParams{Key: learningTurnKey(x.l.key), Holder: t.holder}
@@ -81,13 +83,31 @@ func (x *exchange) sharedTurn(lg *learning) (bool, error) {
 		if x.waited+rtt > x.maxWait() {
 			return false, &WaitError{Provider: x.l.p.Name, Resource: x.class.Resource, Until: now.Add(rtt), Wait: rtt, MaxWait: x.maxWait()}
 		}
-		start := now
-		if err := t.sleep(x.ctx, rtt); err != nil {
-			return false, err
+		// Before this process has an answer of its own, a round trip is
+		// a guess (defaultRoundTrip), far longer than the holder's
+		// learning may take: what the holder settles reaches the
+		// credential store at once, so look there more often, reading
+		// only, and ask for the turn again after the round trip.
+		for end := now.Add(rtt); ; {
+			start := t.opts.Now()
+			if err := t.sleep(x.ctx, min(turnLook, end.Sub(start))); err != nil {
+				return false, err
+			}
+			x.waited += t.opts.Now().Sub(start)
+			t.catchUp(x.ctx, x.l.p, lg, false)
+			if lg.done.Load() {
+				return false, nil
+			}
+			if !t.opts.Now().Before(end) {
+				break
+			}
 		}
-		x.waited += t.opts.Now().Sub(start)
 	}
 }
+
+// turnLook is how often a process waiting for another's learning turn
+// looks at what that process has learnt.
+const turnLook = 50 * time.Millisecond
 
 // turnHolderGone is the dead-holder verdict (holderGone) on the holder of
 // a learning turn: the heartbeats are read only for a holder of another

@@ -289,3 +289,63 @@ func TestOneBadTokenWithSharedStateIsMarkedFromItsAnswer(t *testing.T) {
 		}
 	})
 }
+
+// A process whose first request finds another process learning (holding
+// the shared turn) goes as soon as that one has placed every credential,
+// not a guessed round trip (a second) after it asked: it looks at what
+// the other learnt while it waits.
+func TestProcessWaitingForTheTurnGoesOnceTheOtherHasLearnt(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		tokens := []sim.TokenConfig{{Token: "tok-a1", Owner: "alice"}, {Token: "tok-b1", Owner: "bob"},
+			{Token: "tok-a2", Owner: "alice"}, {Token: "tok-c1", Owner: "carol"}, {Token: "tok-b2", Owner: "bob"}}
+		names := []string{"tok-a1", "tok-b1", "tok-a2", "tok-c1", "tok-b2"}
+		m := newSharedMemory()
+		var c1, c2 countingBase
+		api := sim.APIConfig{Dialect: "github", Limit: 40, Window: time.Minute, Latency: 20 * time.Millisecond, Tokens: tokens}
+		first := newSim(t, api, names, onShared(m, "p1", &c1))
+		second := first.sibling(t, names, onShared(m, "p2", &c2))
+		start := time.Now()
+		learntAt := make(chan time.Duration, 1)
+		done := make(chan map[int]int)
+		go func() {
+			codes := first.runPaths(t, "/repos/o/r%d", 20, 4)
+			done <- codes
+		}()
+		// The first process takes the turn; the second asks for it
+		// while the first learns.
+		time.Sleep(time.Millisecond)
+		go func() {
+			for !learntAll(first) && time.Since(start) < time.Minute {
+				time.Sleep(time.Millisecond)
+			}
+			learntAt <- time.Since(start)
+		}()
+		resp := second.get(t, "/repos/o/second")
+		drain(resp)
+		went := time.Since(start)
+		if codes := <-done; codes[http.StatusOK] != 20 {
+			t.Fatalf("first process: statuses %v", codes)
+		}
+		if learnt := <-learntAt; went > learnt+100*time.Millisecond {
+			t.Fatalf("the second process's request was answered %v after the start, the first had learnt every bucket at %v: it waited for the turn past the learning", went, learnt)
+		}
+		if st := first.srv.Stats().Total; st.Violations != 0 || st.Charged != 21 || c1.whoAmI.Load()+c2.whoAmI.Load() != 0 {
+			t.Fatalf("charged %d with %d violations, %d \"who am I\"", st.Charged, st.Violations, c1.whoAmI.Load()+c2.whoAmI.Load())
+		}
+		if got := bucketsOf(t, second.t, "github"); got != "1,3 2,5 4" {
+			t.Fatalf("second process: buckets %s, want 1,3 2,5 4", got)
+		}
+	})
+}
+
+// learntAll reports whether s's transport knows the bucket of every
+// credential of its pool.
+func learntAll(s *simSetup) bool {
+	pool, _ := s.t.Pool("github")
+	for _, c := range pool.Credentials() {
+		if !c.BucketKnown() {
+			return false
+		}
+	}
+	return true
+}

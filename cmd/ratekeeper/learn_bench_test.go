@@ -106,7 +106,11 @@ func fitThroughCLI(b *testing.B, s *fitSim, f fitShape) {
 	}
 }
 
-func fitThroughLibrary(b *testing.B, s *fitSim, f fitShape) {
+func fitThroughLibrary(b *testing.B, s *fitSim, f fitShape) { libraryFetch(b, s, f.n(), fitWorkers) }
+
+// libraryFetch sends the n URLs of s through the library's transport with
+// memory state and every token of s, on the given number of goroutines.
+func libraryFetch(b *testing.B, s *fitSim, n, workers int) {
 	p, err := provider.New("github", provider.GitHub, s.URL)
 	if err != nil {
 		b.Fatal(err)
@@ -127,7 +131,7 @@ func fitThroughLibrary(b *testing.B, s *fitSim, f fitShape) {
 	defer tr.Close()
 	jobs := make(chan int)
 	var wg sync.WaitGroup
-	for range fitWorkers {
+	for range workers {
 		wg.Go(func() {
 			for i := range jobs {
 				req, _ := http.NewRequest(http.MethodGet, fmt.Sprintf("%s/repos/o/r%03d", s.URL, i), nil)
@@ -144,7 +148,7 @@ func fitThroughLibrary(b *testing.B, s *fitSim, f fitShape) {
 			}
 		})
 	}
-	for i := range f.n() {
+	for i := range n {
 		jobs <- i
 	}
 	close(jobs)

@@ -7,7 +7,9 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -24,6 +26,26 @@ type fitSim struct {
 	URL    string // the API's base URL
 	tokens []string
 	whoAmI atomic.Int64
+
+	mu    sync.Mutex
+	trace []simRequest // every request the simulator answered, in order
+}
+
+// simRequest is one request the simulator answered: when it arrived, its
+// path, its token, the client's address and the status it got.
+type simRequest struct {
+	at     time.Time
+	path   string
+	token  string
+	from   string
+	status int
+}
+
+// requests returns the requests answered so far.
+func (s *fitSim) requests() []simRequest {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.trace)
 }
 
 func startFitSim(tb testing.TB, owners []string, limit int64, window time.Duration) *fitSim {
@@ -45,7 +67,17 @@ func startFitSim(tb testing.TB, owners []string, limit int64, window time.Durati
 		if strings.HasSuffix(r.URL.Path, "/user") {
 			s.whoAmI.Add(1)
 		}
-		srv.ServeHTTP(w, r)
+		at := time.Now()
+		rec := &statusRecorder{ResponseWriter: w}
+		srv.ServeHTTP(rec, r)
+		tok := strings.TrimPrefix(strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer "), "token ")
+		s.mu.Lock()
+		status := rec.status
+		if status == 0 {
+			status = http.StatusOK
+		}
+		s.trace = append(s.trace, simRequest{at: at, path: r.URL.Path, token: tok, from: r.RemoteAddr, status: status})
+		s.mu.Unlock()
 	}))
 	tb.Cleanup(ts.Close)
 	s.URL = ts.URL + "/github"
