@@ -45,9 +45,9 @@ import (
 // flight among them.
 
 const (
-	// firstBlock, minBlock and maxBlock bound the units one transaction
-	// takes ahead on one credential: a transaction's cost is shared by
-	// this many decisions.
+	// firstBlock is the size of a credential's first block; minBlock
+	// and maxBlock bound the next ones (see shut). A transaction's cost
+	// is shared by that many decisions.
 	firstBlock = 32
 	minBlock   = 4
 	maxBlock   = 1024
