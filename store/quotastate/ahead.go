@@ -123,6 +123,15 @@ func blockable(s transport.Slot, a *quota.Ask) bool {
 		a.Policy.Kind == quota.Greedy && !a.Free && !a.Conditional && a.Units <= 1
 }
 
+// blockAsk is what of a decides whether a unit of a block serves it: the
+// ask less its cost, which a block's ask can only carry when no points
+// are counted (quota.Plenty) — so requests to every endpoint share one
+// block.
+func blockAsk(a quota.Ask) quota.Ask {
+	a.Cost = quota.Cost{}
+	return a
+}
+
 // fromBlock gives p a unit of a block on the first of its slots that has
 // one it can use, and reports the slot's index.
 func (st *State) fromBlock(p *transport.ReserveParams) (int, bool) {
@@ -138,7 +147,7 @@ func (st *State) fromBlock(p *transport.ReserveParams) (int, bool) {
 		for _, b := range s.open {
 			age := now.Sub(b.at)
 			if b.handed >= b.units || age < 0 || age >= blockMaxAge || b.room-age < needs ||
-				!sameSlot(b.slot, slot) || b.ask != p.Ask || b.holder != p.Lease.Holder {
+				!sameSlot(b.slot, slot) || b.ask != blockAsk(p.Ask) || b.holder != p.Lease.Holder {
 				continue
 			}
 			b.handed++
@@ -229,7 +238,7 @@ func (st *State) blockWanted(slot transport.Slot, a *quota.Ask) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, b := range s.open {
-		if sameSlot(b.slot, slot) && b.ask == *a {
+		if sameSlot(b.slot, slot) && b.ask == blockAsk(*a) {
 			return false
 		}
 	}
@@ -256,7 +265,7 @@ func (st *State) takeAhead(l *loaded, r slotRows, p *transport.ReserveParams) *b
 	if d := l.decide(r, &q); d.Wait > 0 || d.Err != nil || d.Index != 0 {
 		return nil
 	}
-	return &block{slot: slot, ask: p.Ask, id: q.Lease.ID, holder: p.Lease.Holder, dbNow: p.Now, room: room, units: int(units)}
+	return &block{slot: slot, ask: blockAsk(p.Ask), id: q.Lease.ID, holder: p.Lease.Holder, dbNow: p.Now, room: room, units: int(units)}
 }
 
 // leaseID draws a lease ID: random, like the transport's, so that no two

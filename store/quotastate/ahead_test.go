@@ -327,3 +327,30 @@ func (c *lockCounter) UpdateMany(ctx context.Context, keys []string, fn func([]*
 func (c *lockCounter) GetMany(ctx context.Context, keys []string) ([]store.Record, error) {
 	return c.Store.(store.Snapshot).GetMany(ctx, keys)
 }
+
+// Requests to different endpoints, whose points nothing counts, share one
+// block; a paced request never takes a unit of a greedy one's.
+func TestBlockServesEveryEndpoint(t *testing.T) {
+	ks, st, _, slot, now := aheadStates(t, 4000)
+	ask := func(endpoint string, kind quota.Kind) *transport.ReserveParams {
+		return &transport.ReserveParams{Slots: []transport.Slot{slot}, Now: now,
+			Ask: quota.Ask{Policy: quota.Policy{Kind: kind}, Cost: quota.Cost{Points: 1, Endpoint: endpoint}}}
+	}
+	for id, p := range []*transport.ReserveParams{ask("GET /repos/*", quota.Greedy), ask("GET /users/*", quota.Greedy), ask("GET /orgs/*", quota.Greedy)} {
+		p.Lease = quota.Lease{ID: uint64(id + 1), Until: now.Add(time.Minute)}
+		if _, w, err := st.Reserve(t.Context(), p); err != nil || w != 0 {
+			t.Fatalf("reservation %d: wait %v, %v", id+1, w, err)
+		}
+	}
+	if len(ks.locked) != 1 {
+		t.Fatalf("3 requests to 3 endpoints took %d transactions, want 1 (one block for all)", len(ks.locked))
+	}
+	paced := ask("GET /repos/*", quota.Spread)
+	paced.Lease = quota.Lease{ID: 9, Until: now.Add(time.Minute)}
+	if _, _, err := st.Reserve(t.Context(), paced); err != nil {
+		t.Fatal(err)
+	}
+	if len(ks.locked) != 2 {
+		t.Fatalf("a paced request took %d transactions in all, want 2: it must not take a greedy block's unit", len(ks.locked))
+	}
+}
