@@ -143,11 +143,12 @@ func (st *State) fromBlock(p *transport.ReserveParams) (int, bool) {
 	}
 	now := s.clock()
 	needs := p.Lease.Until.Sub(p.Now)
+	ask := blockAsk(p.Ask)
 	for i, slot := range p.Slots {
 		for _, b := range s.open {
 			age := now.Sub(b.at)
 			if b.handed >= b.units || age < 0 || age >= blockMaxAge || b.room-age < needs ||
-				!sameSlot(b.slot, slot) || b.ask != blockAsk(p.Ask) || b.holder != p.Lease.Holder {
+				!sameSlot(b.slot, slot) || b.ask != ask || b.holder != p.Lease.Holder {
 				continue
 			}
 			b.handed++
