@@ -44,14 +44,24 @@ func TestPlenty(t *testing.T) {
 		{"GraphQL points", nil, nil, func(a *Ask) { a.Units = 5 }, false},
 		{"conditional", nil, nil, func(a *Ask) { a.Conditional = true }, false},
 		{"free", nil, nil, func(a *Ask) { a.Free = true }, false},
+		{"a scope written down", nil, nil, func(a *Ask) { a.Scope = Default{Limit: 300, Window: 10 * time.Minute} }, false},
 	}
 	b := big()
-	if got := Plenty(&Owner{}, &b, &greedy, now); got != 4000-2500 {
+	if got := Plenty(&Owner{}, &b, nil, &greedy, now); got != 4000-2500 {
 		t.Errorf("Plenty of 4000 left of 5000 = %d, want 1500 (what leaves half the limit)", got)
 	}
 	b.Limit, b.Remaining = 1200, 1100
-	if got := Plenty(&Owner{}, &b, &greedy, now); got != 100 {
+	if got := Plenty(&Owner{}, &b, nil, &greedy, now); got != 100 {
 		t.Errorf("Plenty of 1100 left of 1200 = %d, want 100 (what leaves the floor)", got)
+	}
+	b = big()
+	learnt := Bucket{Limit: 40, Remaining: 0, Reset: now.Add(5 * time.Second), Learnt: true}
+	paused := NewBucket()
+	paused.BlockedUntil = now.Add(time.Second)
+	for _, s := range []*Bucket{&learnt, &paused} {
+		if got := Plenty(&Owner{}, &b, s, &greedy, now); got != 0 {
+			t.Errorf("Plenty with a scope learnt or paused = %d, want 0", got)
+		}
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -66,7 +76,8 @@ func TestPlenty(t *testing.T) {
 			if c.a != nil {
 				c.a(&a)
 			}
-			if got := Plenty(&o, &b, &a, now); (got > 0) != c.want {
+			scope := NewBucket()
+			if got := Plenty(&o, &b, &scope, &a, now); (got > 0) != c.want {
 				t.Errorf("Plenty = %d, want plentiful %v", got, c.want)
 			}
 		})

@@ -39,8 +39,8 @@ import (
 // A refusal on an owner closes this process's blocks on it at once;
 // another process's refusal reaches the units already taken as it reaches
 // requests in flight, at most blockMaxAge after. A request that cannot use
-// a block (paced, a write, points, a scope, a capped owner, a bucket not
-// plentiful) is decided in the database as before: GitHub's REST requests
+// a block (paced, a write, points, a scope something is known of, a
+// capped owner, a bucket not plentiful) is decided in the database as before: GitHub's REST requests
 // (points per endpoint) and every provider's default cap on requests in
 // flight among them.
 
@@ -110,7 +110,8 @@ func (s *blocks) clock() time.Time {
 }
 
 // sameSlot reports whether a and b spend from the same rows. Only slots
-// without scope or shared buckets take blocks.
+// without shared buckets take blocks; a block's slot has its scope, so
+// its units serve only requests of that scope.
 func sameSlot(a, b transport.Slot) bool {
 	return a.Owner == b.Owner && a.Bucket == b.Bucket && a.Scope == b.Scope && len(a.Also) == 0 && len(b.Also) == 0
 }
@@ -119,7 +120,7 @@ func sameSlot(a, b transport.Slot) bool {
 // far as the slot and the ask tell (quota.Plenty tells the rest, on
 // the locked rows).
 func blockable(s transport.Slot, a *quota.Ask) bool {
-	return s.Scope == (transport.BucketID{}) && len(s.Also) == 0 && s.Owner != (transport.OwnerID{}) &&
+	return len(s.Also) == 0 && s.Owner != (transport.OwnerID{}) &&
 		a.Policy.Kind == quota.Greedy && !a.Free && !a.Conditional && a.Units <= 1
 }
 
@@ -255,7 +256,11 @@ func (st *State) takeAhead(l *loaded, r slotRows, p *transport.ReserveParams) *b
 	if !blockable(slot, &p.Ask) || !st.blockWanted(slot, &p.Ask) {
 		return nil
 	}
-	units := min(st.nextSize(slot), quota.Plenty(l.owners[r.owners[0]], l.buckets[r.buckets[0]], &p.Ask, p.Now))
+	var scope *quota.Bucket
+	if slot.Scope != (transport.BucketID{}) {
+		scope = l.buckets[bucketKey(slot.Scope)]
+	}
+	units := min(st.nextSize(slot), quota.Plenty(l.owners[r.owners[0]], l.buckets[r.buckets[0]], scope, &p.Ask, p.Now))
 	if units < 2 {
 		return nil
 	}

@@ -354,3 +354,31 @@ func TestBlockServesEveryEndpoint(t *testing.T) {
 		t.Fatalf("a paced request took %d transactions in all, want 2: it must not take a greedy block's unit", len(ks.locked))
 	}
 }
+
+// A request whose scope nothing is known of (GitLab's /projects/* before
+// any refusal) decides on a block; once a refusal teaches the scope, the
+// block is closed and the next request of the scope waits in the
+// database for the scope's pause.
+func TestBlockOnAnUnknownScope(t *testing.T) {
+	ks, st, _, slot, now := aheadStates(t, 4000)
+	slot.Scope = transport.BucketID{Provider: slot.Bucket.Provider, Owner: slot.Bucket.Owner, Resource: "/api/v4/projects/*"}
+	slots := []transport.Slot{slot}
+	for id := uint64(1); id <= 5; id++ {
+		if _, w := reserveGreedy(t, st, slots, id, now); w != 0 {
+			t.Fatalf("reservation %d waits %v", id, w)
+		}
+	}
+	if len(ks.locked) != 1 {
+		t.Fatalf("5 requests of an unknown scope took %d transactions, want 1 (a block)", len(ks.locked))
+	}
+	bare := &headers.Reading{Status: http.StatusTooManyRequests, Limit: quota.UnknownCount, Remaining: quota.UnknownCount,
+		Used: quota.UnknownCount, Limited: headers.Primary}
+	settleAt(t, st, slot, 3, bare, now)
+	ks.locked = nil
+	if _, w := reserveGreedy(t, st, slots, 6, now); w == 0 {
+		t.Fatal("a request of the refused scope went at once")
+	}
+	if len(ks.locked) == 0 && ks.reads == 0 {
+		t.Fatal("the request after the scope's refusal was not decided in the database")
+	}
+}
