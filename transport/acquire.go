@@ -120,7 +120,7 @@ func (x *exchange) acquire() error {
 			}
 			return werr
 		}
-		if baton, err = t.waitFor(x.ctx, sleep, &x.waited, gen); err != nil {
+		if baton, err = x.waitQuota(c, sleep, gen); err != nil {
 			return err
 		}
 	}

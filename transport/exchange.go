@@ -49,6 +49,7 @@ type exchange struct {
 	settleP SettleParams
 	cands   [4]*creds.Credential
 	slots   [4]Slot
+	tr      traced
 }
 
 var exchanges = sync.Pool{New: func() any { return new(exchange) }}
@@ -107,6 +108,7 @@ func (x *exchange) run() (*http.Response, error) {
 			x.confirmRejection()
 		}
 		d := decide(x.o)
+		x.traceAttempt(d, err)
 		if d.verdict == deliver {
 			resp, derr := x.deliver()
 			if derr == nil {
@@ -234,6 +236,8 @@ func (x *exchange) takeTurn(lg *learning) error {
 	start := t.opts.Now()
 	timer := t.opts.Clock.NewTimer(x.maxWait())
 	defer timer.Stop()
+	span := x.waitSpan(WaitLearning, 0, nil)
+	defer func() { x.endWait(span, t.opts.Now().Sub(start), false, nil) }()
 	select {
 	case lg.turn <- struct{}{}:
 		x.waited = t.opts.Now().Sub(start)
@@ -274,6 +278,7 @@ func (x *exchange) send() error {
 		x.release()
 		return err
 	}
+	out = x.traceOut(out)
 	s := &x.s
 	s.out = out
 	s.cached = t.cache != nil && !x.rt.validating
@@ -426,7 +431,7 @@ func (x *exchange) backOff(d decision, err error) error {
 	}
 	t.emit(Event{Kind: EventRetried, Provider: x.l.p.Name, Resource: x.class.Resource, Credential: x.grant.cred.Masked(),
 		Status: x.o.status, Wait: delay, Attempt: x.n, Err: err})
-	return t.sleep(x.ctx, delay)
+	return x.pause(delay)
 }
 
 // settle gives the grant's reservation back and applies its answer's
@@ -460,6 +465,6 @@ func (t *Transport) pinned(req *http.Request, l *lane, c *creds.Credential, turn
 	}
 	x := t.newExchange(req, l, route{only: c, turnHeld: turnHeld, validating: true})
 	defer x.close()
-	resp, err := x.run()
+	resp, err := x.runTraced()
 	return resp, x.reading, err
 }

@@ -18,6 +18,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/ratekeeper/ratekeeper/cache"
 	"github.com/ratekeeper/ratekeeper/creds"
 	"github.com/ratekeeper/ratekeeper/headers"
@@ -172,6 +175,17 @@ type Options struct {
 	// a bucket that refills within it still serves, and the pool's
 	// rate-limit fields count it. A provider not named uses its max wait.
 	CallerMaxWait map[string]time.Duration
+	// TracerProvider makes the spans of the requests (see SpanRequest):
+	// one per request, a child of the span in the request's context, with
+	// the rate-limit facts as attributes and a child span per wait; nil
+	// means otel.GetTracerProvider(), which records nothing unless the
+	// program set one.
+	TracerProvider trace.TracerProvider
+	// Propagator puts the request's trace context on what is sent
+	// upstream (W3C traceparent, with propagation.TraceContext); nil means
+	// otel.GetTextMapPropagator(), which puts nothing unless the program
+	// set one.
+	Propagator propagation.TextMapPropagator
 }
 
 // Transport is an http.RoundTripper that paces requests to rate-limited
@@ -217,6 +231,7 @@ type Transport struct {
 	waiters   waiters
 	costs     graphqlCosts // GraphQL queries' costs, learnt per shape
 	view      poolView     // the buckets as answers describe them, for delivered answers' fields
+	trace     tracing
 	leaseBase uint64
 	leaseSeq  atomic.Uint64
 }
@@ -231,7 +246,7 @@ func New(opts Options) (*Transport, error) {
 	}
 	t := &Transport{opts: opts, reg: opts.Providers, base: opts.Base, state: opts.State, log: opts.Logger,
 		holder: opts.Holder, lanes: map[*provider.Provider]*lane{}, given: map[string]*creds.Pool{},
-		late: map[*provider.Provider]*lane{}, auto: map[string]*lane{}}
+		late: map[*provider.Provider]*lane{}, auto: map[string]*lane{}, trace: newTracing(opts)}
 	if m := opts.Metrics; m != nil && m.scopes != nil {
 		m.scopes.state.Store(&t.state)
 	}
@@ -339,7 +354,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	x := t.newExchange(req, l, route{})
 	defer x.close()
-	return x.run()
+	return x.runTraced()
 }
 
 // Close releases what the transport holds (a shared store's connections).

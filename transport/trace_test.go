@@ -1,0 +1,289 @@
+package transport
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/propagation"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/ratekeeper/ratekeeper/creds"
+)
+
+const traceToken = "ghp_TRACEsecretTRACEsecretTRACE0a1b2"
+
+// traceUpstream answers like GitHub: the first request is refused by a
+// secondary limit with Retry-After: 3, the others are answered with an
+// entity tag, and a request carrying a tag gets a free 304. It keeps the
+// traceparent each request carried.
+type traceUpstream struct {
+	mu      sync.Mutex
+	calls   int
+	parents []string
+}
+
+func (u *traceUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	u.mu.Lock()
+	u.calls++
+	n := u.calls
+	u.parents = append(u.parents, r.Header.Get("Traceparent"))
+	u.mu.Unlock()
+	h := w.Header()
+	h.Set("X-RateLimit-Limit", "5000")
+	h.Set("X-RateLimit-Remaining", "4000")
+	h.Set("X-RateLimit-Reset", "4102444800")
+	h.Set("X-RateLimit-Resource", "core")
+	switch {
+	case n == 1:
+		h.Set("Retry-After", "3")
+		w.WriteHeader(http.StatusForbidden)
+		io.WriteString(w, `{"message":"You have exceeded a secondary rate limit. Please wait a few minutes before you try again."}`)
+	case r.Header.Get("If-None-Match") != "":
+		w.WriteHeader(http.StatusNotModified)
+	default:
+		h.Set("ETag", `"v1"`)
+		io.WriteString(w, `{"login":"octocat"}`)
+	}
+}
+
+// tracedTransport is handlerTransport with traceToken, an in-memory span
+// recorder and the W3C trace context propagator.
+func tracedTransport(t *testing.T, h http.Handler) (*Transport, *tracetest.SpanRecorder, trace.TracerProvider) {
+	sr := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(sr))
+	tr := handlerTransport(t, h, func(o *Options) {
+		o.SkipValidation = true
+		o.Pools = map[string]*creds.Pool{"github": creds.NewPool("github", creds.NewToken("github", 2, traceToken, "test"))}
+		o.TracerProvider = tp
+		o.Propagator = propagation.TraceContext{}
+	})
+	return tr, sr, tp
+}
+
+func attrMap(kvs []attribute.KeyValue) map[attribute.Key]attribute.Value {
+	m := map[attribute.Key]attribute.Value{}
+	for _, kv := range kvs {
+		m[kv.Key] = kv.Value
+	}
+	return m
+}
+
+// TestRequestSpan follows one request refused by a secondary limit and
+// answered on its second attempt, then a repeat answered from the cache:
+// each request's span is the child of the caller's, carries the
+// rate-limit facts, has a wait span for the refusal's pause and an event
+// per attempt, and the upstream saw it as the parent. No token, and no
+// secret of the URL, is in any attribute of any span or event.
+func TestRequestSpan(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		up := &traceUpstream{}
+		tr, sr, tp := tracedTransport(t, up)
+		ctx, caller := tp.Tracer("test").Start(context.Background(), "caller")
+		target := "http://api.test/user?page=2&access_token=QUERYSECRET"
+		for range 2 {
+			req, _ := http.NewRequestWithContext(ctx, http.MethodGet, target, nil)
+			resp, err := tr.RoundTrip(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			drain(resp)
+		}
+		caller.End()
+
+		var reqs, waits []sdktrace.ReadOnlySpan
+		for _, s := range sr.Ended() {
+			switch s.Name() {
+			case SpanRequest:
+				reqs = append(reqs, s)
+			case SpanWait:
+				waits = append(waits, s)
+			}
+		}
+		if len(reqs) != 2 || len(waits) != 1 {
+			t.Fatalf("%d request spans and %d wait spans, want 2 and 1", len(reqs), len(waits))
+		}
+		first, second := reqs[0], reqs[1]
+		if first.SpanKind() != trace.SpanKindClient || first.Parent().SpanID() != caller.SpanContext().SpanID() ||
+			first.SpanContext().TraceID() != caller.SpanContext().TraceID() {
+			t.Errorf("request span kind %v parent %v, want a client span under the caller's %v", first.SpanKind(), first.Parent().SpanID(), caller.SpanContext().SpanID())
+		}
+		a := attrMap(first.Attributes())
+		want := map[attribute.Key]attribute.Value{
+			"http.request.method":       attribute.StringValue("GET"),
+			"url.full":                  attribute.StringValue("http://api.test/user?page=2&access_token=REDACTED"),
+			"server.address":            attribute.StringValue("api.test"),
+			"server.port":               attribute.IntValue(80),
+			"http.response.status_code": attribute.IntValue(200),
+			AttrProvider:                attribute.StringValue("github"),
+			AttrResource:                attribute.StringValue("core"),
+			AttrCredential:              attribute.StringValue("#2 ghp_…a1b2"),
+			AttrAttempts:                attribute.IntValue(2),
+			AttrWait:                    attribute.Float64Value(3),
+			AttrCache:                   attribute.StringValue("miss"),
+			AttrCacheHit:                attribute.BoolValue(false),
+		}
+		for k, v := range want {
+			if a[k] != v {
+				t.Errorf("request span %s = %v, want %v", k, a[k].String(), v.String())
+			}
+		}
+		// The bucket is the state's key: the provider (with its base
+		// URL), the owner (unknown yet: the token's digest), the resource.
+		if b := a[AttrBucket].AsString(); !strings.HasPrefix(b, "github http://api.test/token:") || !strings.HasSuffix(b, "/core") {
+			t.Errorf("bucket %q, want github http://api.test/token:DIGEST/core", b)
+		}
+		if d := first.EndTime().Sub(first.StartTime()); d != 3*time.Second {
+			t.Errorf("request span lasted %v, want the 3 s pause", d)
+		}
+
+		w := waits[0]
+		wa := attrMap(w.Attributes())
+		if w.Parent().SpanID() != first.SpanContext().SpanID() || wa[AttrWaitReason].AsString() != WaitQuota ||
+			wa[AttrWait].AsFloat64() != 3 || wa[AttrCredential].AsString() != "#2 ghp_…a1b2" {
+			t.Errorf("wait span parent %v attributes %v, want the request's child waiting 3 s for quota", w.Parent().SpanID(), wa)
+		}
+
+		ev := first.Events()
+		if len(ev) != 2 {
+			t.Fatalf("%d events, want one per attempt", len(ev))
+		}
+		e1, e2 := attrMap(ev[0].Attributes), attrMap(ev[1].Attributes)
+		if ev[0].Name != EventAttempt || e1["http.response.status_code"].AsInt64() != 403 || e1[AttrLimited].AsString() != "secondary" ||
+			e1[AttrRetryAfter].AsFloat64() != 3 || e1[AttrNext].AsString() != "wait_and_retry" {
+			t.Errorf("first attempt %v, want the 403 secondary refusal waited out", e1)
+		}
+		if e2["http.response.status_code"].AsInt64() != 200 || e2[AttrNext].AsString() != "deliver" || e2[AttrAttempt].AsInt64() != 2 {
+			t.Errorf("second attempt %v, want the 200 delivered", e2)
+		}
+
+		b := attrMap(second.Attributes())
+		if b[AttrCache].AsString() != "revalidated" || !b[AttrCacheHit].AsBool() || b[AttrAttempts].AsInt64() != 1 || b[AttrWait].AsFloat64() != 0 {
+			t.Errorf("repeat's span %v, want a cache hit at the first attempt without a wait", b)
+		}
+
+		// The upstream saw each send's parent: the request span of
+		// its request, in the caller's trace.
+		if len(up.parents) != 3 {
+			t.Fatalf("upstream saw %d requests", len(up.parents))
+		}
+		for i, got := range up.parents {
+			span := first
+			if i == 2 {
+				span = second
+			}
+			want := "00-" + span.SpanContext().TraceID().String() + "-" + span.SpanContext().SpanID().String() + "-01"
+			if got != want {
+				t.Errorf("request %d carried traceparent %q, want %q", i+1, got, want)
+			}
+		}
+
+		for _, s := range sr.Ended() {
+			noSecret(t, s.Name(), s.Attributes())
+			noSecret(t, s.Name()+" status", []attribute.KeyValue{attribute.String("description", s.Status().Description)})
+			for _, e := range s.Events() {
+				noSecret(t, s.Name()+" event "+e.Name, e.Attributes)
+			}
+		}
+	})
+}
+
+// noSecret fails when an attribute's value holds the token or the URL's
+// secret, whole or in part beyond what the mask shows.
+func noSecret(t *testing.T, where string, kvs []attribute.KeyValue) {
+	t.Helper()
+	for _, kv := range kvs {
+		v := kv.Value.String()
+		for _, secret := range []string{traceToken, traceToken[4:20], "QUERYSECRET", "TRACEsecret"} {
+			if strings.Contains(v, secret) {
+				t.Errorf("%s: attribute %s = %q holds a secret", where, kv.Key, v)
+			}
+		}
+	}
+}
+
+// TestNoTracingConfigured: with no tracer provider in the options nor set
+// for the program, and no span in the request's context, nothing is
+// recorded and nothing travels upstream.
+func TestNoTracingConfigured(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		up := &traceUpstream{calls: 1} // no refusal
+		var sent context.Context
+		tr := handlerTransport(t, nil, func(o *Options) {
+			o.SkipValidation = true
+			o.Base = rtFunc(func(r *http.Request) (*http.Response, error) {
+				sent = r.Context()
+				return handlerRT{up}.RoundTrip(r)
+			})
+		})
+		req, _ := http.NewRequest(http.MethodGet, "http://api.test/user", nil)
+		resp, err := tr.RoundTrip(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		drain(resp)
+		if s := trace.SpanFromContext(sent); s.IsRecording() || s.SpanContext().IsValid() {
+			t.Errorf("the send's context holds a span %v (recording %v)", s.SpanContext(), s.IsRecording())
+		}
+		if up.parents[0] != "" {
+			t.Errorf("upstream got traceparent %q", up.parents[0])
+		}
+	})
+}
+
+// TestSampledOutRequestStillPropagates: a request its sampler drops
+// records nothing, but the upstream still learns the trace and that it is
+// not sampled, as W3C trace context asks.
+func TestSampledOutRequestStillPropagates(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		up := &traceUpstream{calls: 1}
+		sr := tracetest.NewSpanRecorder()
+		tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(sr), sdktrace.WithSampler(sdktrace.NeverSample()))
+		tr := handlerTransport(t, up, func(o *Options) {
+			o.SkipValidation = true
+			o.TracerProvider = tp
+			o.Propagator = propagation.TraceContext{}
+		})
+		req, _ := http.NewRequest(http.MethodGet, "http://api.test/user", nil)
+		resp, err := tr.RoundTrip(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		drain(resp)
+		if n := len(sr.Ended()); n != 0 {
+			t.Errorf("%d spans recorded, want none", n)
+		}
+		if p := up.parents[0]; !strings.HasPrefix(p, "00-") || !strings.HasSuffix(p, "-00") {
+			t.Errorf("upstream got traceparent %q, want one flagged not sampled", p)
+		}
+	})
+}
+
+func TestTraceURL(t *testing.T) {
+	cases := map[string]string{
+		"https://api.github.com/user":                                   "https://api.github.com/user",
+		"https://user:pass@git.example.com/api/v4/projects?per_page=10": "https://REDACTED:REDACTED@git.example.com/api/v4/projects?per_page=10",
+		"https://TOKEN@git.example.com/x":                               "https://REDACTED:REDACTED@git.example.com/x",
+		"https://h/x?private_token=abc&page=2#frag":                     "https://h/x?private_token=REDACTED&page=2",
+		"https://h/x?X-Amz-Signature=s&api_key=k&sig=z&q=repo:o/r":      "https://h/x?X-Amz-Signature=REDACTED&api_key=REDACTED&sig=REDACTED&q=repo:o/r",
+		"https://h/x?client%5Fsecret=s":                                 "https://h/x?client%5Fsecret=REDACTED",
+	}
+	for in, want := range cases {
+		u, err := url.Parse(in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := traceURL(u); got != want {
+			t.Errorf("traceURL(%s) = %s, want %s", in, got, want)
+		}
+	}
+}
