@@ -186,6 +186,7 @@ type Gateway struct {
 	readTimeout     time.Duration
 	conns           *connLimiter
 	refusals        *refusalLog
+	tracing         gatewayTracing
 }
 
 // New builds a gateway. It fails on what the client options reject (a bad
@@ -193,6 +194,7 @@ type Gateway struct {
 // in Providers or Hosts, or a provider named like an endpoint.
 func New(opts Options) (*Gateway, error) {
 	g := withDefaults(opts)
+	g.tracing = newGatewayTracing(opts.Client)
 	built, err := g.newTransport(opts.Client)
 	if err != nil {
 		return nil, err
@@ -476,7 +478,8 @@ type route struct {
 	token    tokenKey // with passed: the digest of the client's token
 	shared   bool     // the answer was another request's (coalesced)
 	maxWait  time.Duration
-	deadline time.Time // the wait for quota ends by then
+	deadline time.Time     // the wait for quota ends by then
+	waited   time.Duration // the gateway's own waits for quota, so far
 }
 
 type routeKey struct{}
@@ -578,6 +581,7 @@ func (g *Gateway) serveProxy(w http.ResponseWriter, r *http.Request, p *provider
 	start := time.Now()
 	sw := &statusWriter{ResponseWriter: w}
 	ri := &route{p: p, public: public, rt: g.main}
+	r, span := g.startServer(r, p)
 	g.metrics.inFlight.Inc()
 	defer func() {
 		g.metrics.inFlight.Dec()
@@ -585,6 +589,7 @@ func (g *Gateway) serveProxy(w http.ResponseWriter, r *http.Request, p *provider
 		if code == 0 {
 			code = http.StatusOK
 		}
+		endServer(span, code, ri)
 		g.metrics.requests.WithLabelValues(p.Name, statusLabel(code)).Inc()
 		g.metrics.duration.WithLabelValues(p.Name).Observe(time.Since(start).Seconds())
 		if ri.shared {

@@ -100,7 +100,9 @@ func (g *Gateway) send(out *http.Request) (*http.Response, error) {
 		// returns as one round trip from now, which is also when that
 		// answer comes, and a request that asked just before the answer
 		// would otherwise wait one more round trip.
+		span := g.waitSpan(out, we)
 		next, err := we.Await(wanted, d)
+		endWait(span, g.now().Sub(now), err)
 		if err != nil {
 			return nil, errClientGone
 		}
@@ -108,6 +110,7 @@ func (g *Gateway) send(out *http.Request) (*http.Response, error) {
 		// one did, for the transport to hand on once it has decided.
 		out = out.WithContext(next)
 		waited += g.now().Sub(now)
+		ri.waited = waited
 	}
 }
 

@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/ratekeeper/ratekeeper/cache"
 	"github.com/ratekeeper/ratekeeper/creds"
@@ -116,6 +118,18 @@ type Options struct {
 	// while another token could serve; the server's values are then under
 	// X-Ratekeeper-Upstream-NAME (see transport.HeaderUpstreamPrefix).
 	UpstreamRateLimitHeaders bool
+	// TracerProvider makes a span for each request (see
+	// transport.SpanRequest: provider, bucket, wait, attempts, status,
+	// the credential masked) as a child of the span in the request's
+	// context; nil means otel.GetTracerProvider(), which records nothing
+	// unless the program set one. The gateway's server spans come from
+	// it too.
+	TracerProvider trace.TracerProvider
+	// Propagator puts the trace context on what goes upstream and, in the
+	// gateway, reads a client's traceparent; nil means
+	// otel.GetTextMapPropagator(), which does neither unless the program
+	// set one.
+	Propagator propagation.TextMapPropagator
 	// Tune sets anything else transport.Options offers; it runs last.
 	Tune func(*transport.Options)
 }
@@ -160,6 +174,8 @@ func Build(opts Options) (transport.Options, error) {
 
 		NoAutoProviders:          noAuto,
 		UpstreamRateLimitHeaders: opts.UpstreamRateLimitHeaders,
+		TracerProvider:           opts.TracerProvider,
+		Propagator:               opts.Propagator,
 	}
 	if to.Policy, err = policy(opts); err != nil {
 		return transport.Options{}, err
