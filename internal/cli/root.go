@@ -113,6 +113,12 @@ func applyEnv(cmd *cobra.Command) error {
 func Execute(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	ctx, stop := signalContext()
 	defer stop()
+	endTracing, err := startTracing(ctx, stderr)
+	if err != nil {
+		printError(stderr, err)
+		return 2
+	}
+	defer endTracing()
 	root := NewRoot()
 	root.SetArgs(args)
 	root.SetIn(stdin)
@@ -121,7 +127,7 @@ func Execute(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		return &ExitError{Code: 2, Err: fmt.Errorf("%v (see '%s --help')", err, c.CommandPath())}
 	})
-	err := root.ExecuteContext(ctx)
+	err = root.ExecuteContext(ctx)
 	if err == nil {
 		return 0
 	}
