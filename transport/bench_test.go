@@ -30,7 +30,7 @@ func githubLike() http.Handler {
 	})
 }
 
-func benchTransport(b *testing.B, base http.RoundTripper, url string) *Transport {
+func benchTransport(b *testing.B, base http.RoundTripper, url string, tune ...func(*Options)) *Transport {
 	p, err := provider.New("github", provider.GitHub, url)
 	if err != nil {
 		b.Fatal(err)
@@ -41,13 +41,17 @@ func benchTransport(b *testing.B, base http.RoundTripper, url string) *Transport
 	p.Secondary = provider.Secondary{}
 	reg := provider.NewRegistry()
 	_ = reg.Add(p)
-	tr, err := New(Options{
+	opts := Options{
 		Providers:      reg,
 		Pools:          map[string]*creds.Pool{"github": creds.NewPool("github", creds.NewToken("github", 1, "tok-bench-0001", "bench"))},
 		Base:           base,
 		Policy:         quota.Policy{Kind: quota.Greedy},
 		SkipValidation: true,
-	})
+	}
+	for _, f := range tune {
+		f(&opts)
+	}
+	tr, err := New(opts)
 	if err != nil {
 		b.Fatal(err)
 	}

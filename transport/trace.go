@@ -16,6 +16,7 @@ import (
 	"go.opentelemetry.io/otel/propagation"
 	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
 	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/ratekeeper/ratekeeper/creds"
 )
@@ -85,15 +86,22 @@ const tracerName = "github.com/ratekeeper/ratekeeper/transport"
 
 // tracing is what the transport's spans need, fixed by New.
 type tracing struct {
-	tracer trace.Tracer
+	tracer trace.Tracer // nil: an explicit no-op provider, nothing to do
 	prop   propagation.TextMapPropagator
 	// handBack: the caller waits outside the transport (the gateway,
 	// Options.CallerMaxWait), so a *WaitError is not the request's
 	// failure.
 	handBack bool
+	// stamp: the spans take their times from the transport's clock,
+	// which is not the system's (the SDK reads that one itself).
+	stamp bool
 }
 
-func newTracing(o Options) tracing {
+// requestStart are a request span's start options, made once: a no-op
+// tracer's Start should cost no more than the no-op.
+var requestStart = []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindClient)}
+
+func newTracing(o Options, ownClock bool) tracing {
 	tp := o.TracerProvider
 	if tp == nil {
 		tp = otel.GetTracerProvider()
@@ -102,7 +110,11 @@ func newTracing(o Options) tracing {
 	if prop == nil {
 		prop = otel.GetTextMapPropagator()
 	}
-	return tracing{tracer: tp.Tracer(tracerName), prop: prop, handBack: o.CallerMaxWait != nil}
+	tr := tracing{prop: prop, handBack: o.CallerMaxWait != nil, stamp: ownClock}
+	if _, off := tp.(noop.TracerProvider); !off {
+		tr.tracer = tp.Tracer(tracerName)
+	}
+	return tr
 }
 
 // traced is an exchange's span; zero when the request has none to
@@ -131,7 +143,14 @@ func (x *exchange) runTraced() (resp *http.Response, err error) {
 // is nothing to trace: a no-op tracer and no caller's span.
 func (x *exchange) startSpan() bool {
 	t := x.t
-	ctx, span := t.trace.tracer.Start(x.ctx, SpanRequest, trace.WithSpanKind(trace.SpanKindClient), trace.WithTimestamp(t.opts.Now()))
+	if t.trace.tracer == nil {
+		return false
+	}
+	opts := requestStart
+	if t.trace.stamp {
+		opts = []trace.SpanStartOption{requestStart[0], trace.WithTimestamp(t.opts.Now())}
+	}
+	ctx, span := t.trace.tracer.Start(x.ctx, SpanRequest, opts...)
 	rec := span.IsRecording()
 	if !rec && !span.SpanContext().IsValid() {
 		return false

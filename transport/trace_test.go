@@ -16,6 +16,7 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/ratekeeper/ratekeeper/creds"
 )
@@ -285,5 +286,51 @@ func TestTraceURL(t *testing.T) {
 		if got := traceURL(u); got != want {
 			t.Errorf("traceURL(%s) = %s, want %s", in, got, want)
 		}
+	}
+}
+
+// BenchmarkTracing is BenchmarkTransportOverheadInProcess with tracing
+// off and on: untraced (an explicit no-op provider: not even a no-op
+// span), off (the default: OpenTelemetry's global no-op), sampled-out
+// (the SDK, a sampler that drops everything: only the traceparent goes
+// upstream), and on (every request recorded and exported to an in-memory
+// exporter, synchronously or through the SDK's batcher as the CLI does).
+func BenchmarkTracing(b *testing.B) {
+	const base = "http://api.test"
+	exp := tracetest.NewInMemoryExporter()
+	sdk := func(opts ...sdktrace.TracerProviderOption) func(*Options) {
+		return func(o *Options) {
+			o.TracerProvider = sdktrace.NewTracerProvider(opts...)
+			o.Propagator = propagation.TraceContext{}
+		}
+	}
+	cases := []struct {
+		name string
+		tune func(*Options)
+	}{
+		{"untraced", func(o *Options) { o.TracerProvider = noop.NewTracerProvider() }},
+		{"off", func(*Options) {}},
+		{"sampled-out", sdk(sdktrace.WithSampler(sdktrace.NeverSample()))},
+		{"on-sync", sdk(sdktrace.WithSyncer(exp))},
+		{"on-batch", sdk(sdktrace.WithBatcher(exp))},
+	}
+	for _, c := range cases {
+		b.Run(c.name, func(b *testing.B) {
+			tr := benchTransport(b, handlerRT{githubLike()}, base, c.tune)
+			req, _ := http.NewRequest(http.MethodGet, base+"/user", nil)
+			b.ReportAllocs()
+			n := 0
+			for b.Loop() {
+				resp, err := tr.RoundTrip(req)
+				if err != nil {
+					b.Fatal(err)
+				}
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				if n++; n%1024 == 0 {
+					exp.Reset() // the exporter keeps every span
+				}
+			}
+		})
 	}
 }

@@ -179,7 +179,8 @@ type Options struct {
 	// one per request, a child of the span in the request's context, with
 	// the rate-limit facts as attributes and a child span per wait; nil
 	// means otel.GetTracerProvider(), which records nothing unless the
-	// program set one.
+	// program set one. A noop.TracerProvider turns tracing off outright:
+	// no span, and no caller's trace context sent upstream.
 	TracerProvider trace.TracerProvider
 	// Propagator puts the request's trace context on what is sent
 	// upstream (W3C traceparent, with propagation.TraceContext); nil means
@@ -240,13 +241,14 @@ type Transport struct {
 // loaded (an empty or whitespace-padded token, an unreadable App key) or a
 // policy is invalid.
 func New(opts Options) (*Transport, error) {
+	ownClock := opts.Clock != nil || opts.Now != nil
 	opts, err := opts.withDefaults()
 	if err != nil {
 		return nil, err
 	}
 	t := &Transport{opts: opts, reg: opts.Providers, base: opts.Base, state: opts.State, log: opts.Logger,
 		holder: opts.Holder, lanes: map[*provider.Provider]*lane{}, given: map[string]*creds.Pool{},
-		late: map[*provider.Provider]*lane{}, auto: map[string]*lane{}, trace: newTracing(opts)}
+		late: map[*provider.Provider]*lane{}, auto: map[string]*lane{}, trace: newTracing(opts, ownClock)}
 	if m := opts.Metrics; m != nil && m.scopes != nil {
 		m.scopes.state.Store(&t.state)
 	}
