@@ -54,6 +54,9 @@ func (g *Gateway) startServer(r *http.Request, p *provider.Provider) (*http.Requ
 		route = "/*"
 	}
 	ctx, span := g.tracing.tracer.Start(ctx, r.Method+" "+route, trace.WithSpanKind(trace.SpanKindServer))
+	if !span.IsRecording() && !span.SpanContext().IsValid() {
+		return r, span // nothing to trace: keep the request as it is
+	}
 	if span.IsRecording() {
 		span.SetAttributes(semconv.HTTPRequestMethodKey.String(r.Method), semconv.HTTPRouteKey.String(route),
 			semconv.URLPathKey.String(r.URL.Path), transport.AttrProvider.String(p.Name))

@@ -205,8 +205,11 @@ func (x *exchange) endSpan(resp *http.Response, err error) {
 			var we *WaitError
 			if errors.As(err, &we) {
 				attrs = append(attrs, AttrWaitUntil.String(we.Until.UTC().Format(time.RFC3339Nano)))
+				if g.cred == nil && we.Credential != "" {
+					attrs = append(attrs, AttrCredential.String(we.Credential)) // the one that can go soonest
+				}
 			}
-			if we == nil || !t.trace.handBack {
+			if we == nil || !x.waitsOutside() {
 				attrs = append(attrs, semconv.ErrorTypeKey.String(errorType(err)))
 				span.SetStatus(codes.Error, x.redactError(err))
 			}
@@ -214,6 +217,17 @@ func (x *exchange) endSpan(resp *http.Response, err error) {
 		span.SetAttributes(attrs...)
 	}
 	span.End(trace.WithTimestamp(t.opts.Now()))
+}
+
+// waitsOutside reports whether the caller waits for quota itself — the
+// gateway (Options.CallerMaxWait), a batch (WithMaxWait 0) — so that a
+// *WaitError is its next step, not the request's failure.
+func (x *exchange) waitsOutside() bool {
+	if x.t.trace.handBack {
+		return true
+	}
+	d, ok := x.ctx.Value(maxWaitKey{}).(time.Duration)
+	return ok && d == 0
 }
 
 // traceOut puts the request's trace context on the request about to be

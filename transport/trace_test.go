@@ -2,9 +2,11 @@ package transport
 
 import (
 	"context"
+	"errors"
 	"io"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -12,6 +14,7 @@ import (
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/propagation"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
@@ -333,4 +336,51 @@ func BenchmarkTracing(b *testing.B) {
 			}
 		})
 	}
+}
+
+// TestWaitErrorSpan: a request that would wait beyond its max wait ends
+// its span as a failure, saying when quota returns; one whose caller
+// waits itself (a batch's WithMaxWait of 0) is no failure.
+func TestWaitErrorSpan(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		reset := time.Now().Add(time.Hour)
+		h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("X-RateLimit-Limit", "60")
+			w.Header().Set("X-RateLimit-Remaining", "0")
+			w.Header().Set("X-RateLimit-Reset", strconv.FormatInt(reset.Unix(), 10))
+			io.WriteString(w, "{}")
+		})
+		tr, sr, _ := tracedTransport(t, h)
+		for i, ctx := range []context.Context{context.Background(), context.Background(), WithMaxWait(context.Background(), 0)} {
+			req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://api.test/a", nil)
+			resp, err := tr.RoundTrip(req)
+			if i == 0 {
+				if err != nil {
+					t.Fatal(err)
+				}
+				drain(resp) // learns that nothing is left
+				continue
+			}
+			var we *WaitError
+			if !errors.As(err, &we) {
+				t.Fatalf("request %d: err = %v, want a WaitError", i+1, err)
+			}
+		}
+		spans := sr.Ended()
+		if len(spans) != 3 {
+			t.Fatalf("%d spans, want 3", len(spans))
+		}
+		failed, handedBack := spans[1], spans[2]
+		a := attrMap(failed.Attributes())
+		until, _ := time.Parse(time.RFC3339Nano, a[AttrWaitUntil].AsString())
+		if failed.Status().Code != codes.Error || a["error.type"].AsString() != "ratekeeper.WaitError" ||
+			until.Before(reset) || until.After(reset.Add(2*time.Second)) || a[AttrAttempts].AsInt64() != 0 ||
+			a[AttrCredential].AsString() != "#2 ghp_…a1b2" {
+			t.Errorf("span of the request beyond its max wait: status %v, attributes %v", failed.Status(), a)
+		}
+		b := attrMap(handedBack.Attributes())
+		if handedBack.Status().Code != codes.Unset || b["error.type"].AsString() != "" || b[AttrWaitUntil].AsString() == "" {
+			t.Errorf("span of the request whose caller waits: status %v, attributes %v", handedBack.Status(), b)
+		}
+	})
 }
