@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -381,6 +382,58 @@ func TestWaitErrorSpan(t *testing.T) {
 		b := attrMap(handedBack.Attributes())
 		if handedBack.Status().Code != codes.Unset || b["error.type"].AsString() != "" || b[AttrWaitUntil].AsString() == "" {
 			t.Errorf("span of the request whose caller waits: status %v, attributes %v", handedBack.Status(), b)
+		}
+	})
+}
+
+// TestRetrySpans: a request resent after network errors shows each send
+// as an attempt event with its error, and each backoff as a wait span.
+func TestRetrySpans(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		calls := 0
+		up := &traceUpstream{calls: 1}
+		tr, sr, _ := tracedTransport(t, nil)
+		tr.base = rtFunc(func(req *http.Request) (*http.Response, error) {
+			if calls++; calls < 3 {
+				return nil, io.ErrUnexpectedEOF
+			}
+			return handlerRT{up}.RoundTrip(req)
+		})
+		req, _ := http.NewRequest(http.MethodGet, "http://api.test/x", nil)
+		resp, err := tr.RoundTrip(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		drain(resp)
+		var waits []float64
+		var request sdktrace.ReadOnlySpan
+		for _, s := range sr.Ended() {
+			switch s.Name() {
+			case SpanWait:
+				a := attrMap(s.Attributes())
+				if a[AttrWaitReason].AsString() != WaitBackoff {
+					t.Errorf("wait span %v, want a backoff", a)
+				}
+				waits = append(waits, a[AttrWait].AsFloat64())
+			case SpanRequest:
+				request = s
+			}
+		}
+		// Full jitter at 0.5: 1 s then 2 s.
+		if len(waits) != 2 || waits[0] != 1 || waits[1] != 2 {
+			t.Errorf("backoff waits %v, want [1 2]", waits)
+		}
+		var got []string
+		for _, e := range request.Events() {
+			a := attrMap(e.Attributes)
+			got = append(got, a["error.type"].AsString()+"→"+a[AttrNext].AsString())
+		}
+		want := []string{"*errors.errorString→back_off_and_retry", "*errors.errorString→back_off_and_retry", "→deliver"}
+		if !slices.Equal(got, want) {
+			t.Errorf("attempts %q, want %q", got, want)
+		}
+		if a := attrMap(request.Attributes()); a[AttrAttempts].AsInt64() != 3 || a[AttrWait].AsFloat64() != 0 {
+			t.Errorf("request span %v, want 3 attempts and no wait for quota", a)
 		}
 	})
 }
