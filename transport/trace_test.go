@@ -23,6 +23,7 @@ import (
 	"go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/ratekeeper/ratekeeper/creds"
+	"github.com/ratekeeper/ratekeeper/sim"
 )
 
 const traceToken = "ghp_TRACEsecretTRACEsecretTRACE0a1b2"
@@ -434,6 +435,44 @@ func TestRetrySpans(t *testing.T) {
 		}
 		if a := attrMap(request.Attributes()); a[AttrAttempts].AsInt64() != 3 || a[AttrWait].AsFloat64() != 0 {
 			t.Errorf("request span %v, want 3 attempts and no wait for quota", a)
+		}
+	})
+}
+
+// TestLearningWaitSpans: while a pool learns which tokens share a bucket,
+// requests take turns, and each one's wait for its turn is a wait span
+// with the reason learning, under its request span.
+func TestLearningWaitSpans(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		sr := tracetest.NewSpanRecorder()
+		tokens := []sim.TokenConfig{{Token: "tok-a1", Owner: "alice"}, {Token: "tok-a2", Owner: "alice"}}
+		s := newSim(t, sim.APIConfig{Dialect: "github", Limit: 100, Window: time.Minute, Tokens: tokens, Latency: 100 * time.Millisecond},
+			[]string{"tok-a1", "tok-a2"}, func(o *Options) {
+				o.TracerProvider = sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(sr))
+			})
+		if codes := s.runPaths(t, "/repos/o/r%d", 4, 4); codes[http.StatusOK] != 4 {
+			t.Fatalf("statuses %v", codes)
+		}
+		requests := map[trace.SpanID]bool{}
+		for _, sp := range sr.Ended() {
+			if sp.Name() == SpanRequest {
+				requests[sp.SpanContext().SpanID()] = true
+			}
+		}
+		learning := 0
+		for _, sp := range sr.Ended() {
+			if sp.Name() != SpanWait {
+				continue
+			}
+			if !requests[sp.Parent().SpanID()] {
+				t.Errorf("wait span %v is no request span's child", attrMap(sp.Attributes()))
+			}
+			if a := attrMap(sp.Attributes()); a[AttrWaitReason].AsString() == WaitLearning && a[AttrWait].AsFloat64() > 0 {
+				learning++
+			}
+		}
+		if learning == 0 {
+			t.Errorf("no learning wait among %d spans", len(sr.Ended()))
 		}
 	})
 }
