@@ -226,7 +226,7 @@ func (x *exchange) route() error {
 // takeTurn waits for the pool's learning turn within the max wait, which
 // it spends, returning a *WaitError beyond it. The turn comes back when
 // the request holding it is answered, about one round trip from now.
-func (x *exchange) takeTurn(lg *learning) error {
+func (x *exchange) takeTurn(lg *learning) (err error) {
 	select {
 	case lg.turn <- struct{}{}:
 		return nil
@@ -237,7 +237,7 @@ func (x *exchange) takeTurn(lg *learning) error {
 	timer := t.opts.Clock.NewTimer(x.maxWait())
 	defer timer.Stop()
 	span := x.waitSpan(WaitLearning, 0, nil)
-	defer func() { x.endWait(span, t.opts.Now().Sub(start), false, nil) }()
+	defer func() { x.endWait(span, t.opts.Now().Sub(start), false, err) }()
 	select {
 	case lg.turn <- struct{}{}:
 		x.waited = t.opts.Now().Sub(start)
