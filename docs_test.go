@@ -820,3 +820,38 @@ func TestDocsExplainOutput(t *testing.T) {
 		}
 	}
 }
+
+// TestReadmeTestCommandIsCI: the test command the README gives is the one
+// CI runs (.ci/run), so that a contributor who runs it sees what CI sees,
+// timeout included.
+func TestReadmeTestCommandIsCI(t *testing.T) {
+	ci, err := os.ReadFile(".ci/run")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var command string
+	for line := range strings.Lines(string(ci)) {
+		if strings.HasPrefix(strings.TrimSpace(line), "go test ") {
+			command = strings.TrimSpace(line)
+		}
+	}
+	if command == "" {
+		t.Fatal(".ci/run runs no go test command")
+	}
+	readme, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	blocks, _ := splitMarkdown(string(readme))
+	for _, b := range blocks {
+		for _, l := range b.lines {
+			if strings.HasPrefix(strings.TrimSpace(l.text), "go test ") {
+				if got := strings.TrimSpace(strings.SplitN(l.text, "#", 2)[0]); got != command {
+					t.Errorf("README.md:%d runs %q; .ci/run runs %q", l.n, got, command)
+				}
+				return
+			}
+		}
+	}
+	t.Errorf("README.md shows no go test command; .ci/run runs %q", command)
+}
