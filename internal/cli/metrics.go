@@ -11,6 +11,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/spf13/cobra"
+
+	"github.com/ratekeeper/ratekeeper/internal/buildinfo"
 )
 
 // metricsFlags are --metrics-listen and --metrics-allow-remote, of the
@@ -61,6 +63,10 @@ func (m *metricsFlags) serve(ctx context.Context, reg *prometheus.Registry, stde
 	if a, ok := ln.Addr().(*net.TCPAddr); ok && !a.IP.IsLoopback() && !m.allowRemote {
 		ln.Close()
 		return nil, fmt.Errorf("--metrics-listen %s resolved to %s, which is not loopback; add --metrics-allow-remote to allow it", m.listen, a)
+	}
+	if err := reg.Register(buildinfo.Collector(buildinfo.Read())); err != nil {
+		ln.Close()
+		return nil, fmt.Errorf("--metrics-listen: %w", err)
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))

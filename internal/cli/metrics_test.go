@@ -10,6 +10,8 @@ import (
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/ratekeeper/ratekeeper/internal/buildinfo"
 )
 
 func TestMetricsListenIsLoopbackOnlyByDefault(t *testing.T) {
@@ -68,5 +70,35 @@ func TestMetricsServeSaysWhereAndServes(t *testing.T) {
 	body, _ := io.ReadAll(resp.Body)
 	if !strings.Contains(string(body), "ratekeeper_test_total 3") {
 		t.Errorf("scrape:\n%s", body)
+	}
+	if !regexp.MustCompile(`(?m)^ratekeeper_build_info\{commit="[^"]+",go_version="go[^"]+",version="[^"]+"\} 1$`).Match(body) {
+		t.Errorf("no ratekeeper_build_info in the scrape:\n%s", body)
+	}
+}
+
+// serve's /metrics names the build too, so a dashboard of a fleet shows
+// gateways and workers alike.
+func TestServeMetricsHaveBuildInfo(t *testing.T) {
+	base := startServe(t)
+	resp, err := http.Get(base + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	for _, want := range []string{"\nratekeeper_build_info{", "\ngo_goroutines ", "\nprocess_start_time_seconds "} {
+		if !strings.Contains(string(body), want) {
+			t.Errorf("serve's /metrics has no %q:\n%s", want[1:], body)
+		}
+	}
+}
+
+func TestVersion(t *testing.T) {
+	want := buildinfo.Read().String()
+	for _, args := range [][]string{{"version"}, {"--version"}} {
+		stdout, stderr, code := run(t, "", args...)
+		if code != 0 || stdout != want || stderr != "" {
+			t.Errorf("ratekeeper %s: exit %d, stdout %q, stderr %q; want 0 and %q", args[0], code, stdout, stderr, want)
+		}
 	}
 }

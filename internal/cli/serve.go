@@ -11,11 +11,14 @@ import (
 	"time"
 
 	"github.com/dustin/go-humanize"
+	"github.com/prometheus/client_golang/prometheus"
+	promcollectors "github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/spf13/cobra"
 
 	"github.com/ratekeeper/ratekeeper/creds"
 	"github.com/ratekeeper/ratekeeper/gateway"
 	"github.com/ratekeeper/ratekeeper/internal/assemble"
+	"github.com/ratekeeper/ratekeeper/internal/buildinfo"
 	"github.com/ratekeeper/ratekeeper/transport"
 )
 
@@ -205,8 +208,18 @@ func (o *serveOptions) gatewayOptions(stderr io.Writer) (gateway.Options, error)
 		PublicURL:            o.publicURL,
 		RefreshEvery:         o.refresh,
 		ShutdownTimeout:      o.shutdownTimeout,
+		Registry:             serveRegistry(),
 		Logger:               slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level})),
 	}, nil
+}
+
+// serveRegistry is the gateway's /metrics registry: the Go and process
+// collectors a gateway registers by default, and the build's
+// ratekeeper_build_info.
+func serveRegistry() *prometheus.Registry {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(promcollectors.NewGoCollector(), promcollectors.NewProcessCollector(promcollectors.ProcessCollectorOpts{}), buildinfo.Collector(buildinfo.Read()))
+	return reg
 }
 
 // hostRoutes reads the --host HOST=PROVIDER routes.
