@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/ratekeeper/ratekeeper/internal/buildinfo"
+	"github.com/ratekeeper/ratekeeper/internal/probe"
 )
 
 // metricsFlags are --metrics-listen and --metrics-allow-remote, of the
@@ -48,9 +49,10 @@ func (m *metricsFlags) check() error {
 	return fmt.Errorf("--metrics-listen %s is not a loopback address: listen on 127.0.0.1, or add --metrics-allow-remote to expose the metrics beyond this machine", m.listen)
 }
 
-// serve serves reg on /metrics until stop is called, and says where on
-// stderr. Without --metrics-listen it does nothing.
-func (m *metricsFlags) serve(ctx context.Context, reg *prometheus.Registry, stderr io.Writer) (stop func(), err error) {
+// serve serves reg on /metrics, with the probes /healthz (alive) and
+// /readyz (ready: 200, or 503 and why not), until stop is called, and says
+// where on stderr. Without --metrics-listen it does nothing.
+func (m *metricsFlags) serve(ctx context.Context, reg *prometheus.Registry, ready probe.Check, stderr io.Writer) (stop func(), err error) {
 	if m.listen == "" {
 		return func() {}, nil
 	}
@@ -70,8 +72,10 @@ func (m *metricsFlags) serve(ctx context.Context, reg *prometheus.Registry, stde
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	mux.Handle(probe.PathHealth, probe.Health())
+	mux.Handle(probe.PathReady, probe.Ready(ready))
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = srv.Serve(ln) }()
-	fmt.Fprintf(stderr, "ratekeeper: metrics on http://%s/metrics\n", ln.Addr())
+	fmt.Fprintf(stderr, "ratekeeper: metrics on http://%s/metrics (probes: /healthz, /readyz)\n", ln.Addr())
 	return func() { _ = srv.Close() }, nil
 }

@@ -74,7 +74,8 @@ refused by the gateway itself for --pass-through-refusal, without being sent
 upstream again.
 
 Endpoints: / (dashboard), /status (JSON, as 'status --json'), /metrics
-(Prometheus), /healthz.
+(Prometheus), /healthz (alive: 200) and /readyz (200 when the database
+answers and each provider has a token not rejected, else 503 and why).
 
 Anywhere but loopback, clients must present a key: --client-keys FILE holds one
 client per line, "NAME KEY" (# comments allowed; keys of 16+ characters from
