@@ -394,6 +394,14 @@ func (c *Config) parseLimits(name string, v any, at func(...string) string) ([]E
 	var problems []error
 	for _, k := range inFileOrder(t, c.lines, "providers", name, "limits") {
 		rate, err := asString(t[k])
+		if err == nil && strings.Contains(k, "**") {
+			// The simulator's patterns have **; a user copying one here
+			// is told what the client's patterns say instead.
+			err = errors.New("** is the simulator's (ratekeeper sim) way to say one or more segments; here * is one segment and a final * the rest of the path")
+			if strings.Count(k, "**") == 1 && strings.HasSuffix(k, "/**") {
+				err = fmt.Errorf("%v: write %q", err, strings.TrimSuffix(k, "*"))
+			}
+		}
 		if err == nil {
 			var l EndpointLimit
 			if l, err = ParseEndpointLimit(k, rate); err == nil {

@@ -419,3 +419,14 @@ func TestCheckConfig(t *testing.T) {
 		t.Errorf("a syntax error: %v", problems)
 	}
 }
+
+// A simulator pattern copied into the client's limits is told apart from
+// a mistyped *, with what to write instead.
+func TestConfigLimitsDoubleStar(t *testing.T) {
+	_, err := ParseConfig([]byte("[providers.gitlab.limits]\n\"GET /api/v4/users/**\" = \"100/1m\"\n\"/api/v4/**/raw\" = \"10/1m\"\n"), "rk.toml")
+	want := `rk.toml:2: providers.gitlab.limits.GET /api/v4/users/**: ** is the simulator's (ratekeeper sim) way to say one or more segments; here * is one segment and a final * the rest of the path: write "GET /api/v4/users/*"
+rk.toml:3: providers.gitlab.limits./api/v4/**/raw: ** is the simulator's (ratekeeper sim) way to say one or more segments; here * is one segment and a final * the rest of the path`
+	if err == nil || err.Error() != want {
+		t.Errorf("err = %v\nwant %s", err, want)
+	}
+}

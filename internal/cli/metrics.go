@@ -30,8 +30,8 @@ func (m *metricsFlags) add(cmd *cobra.Command) {
 }
 
 // check refuses an address that is not HOST:PORT, or not loopback without
-// --metrics-allow-remote: the same rule as serve's --listen, since the
-// metrics tell about the tokens' quota and the work done.
+// --metrics-allow-remote, since the metrics tell about the tokens' quota
+// and the work done (serve's --listen has its own rule: client keys).
 func (m *metricsFlags) check() error {
 	if m.listen == "" {
 		return nil

@@ -80,7 +80,7 @@ answers and each provider has a token not rejected, else 503 and why).
 Anywhere but loopback, clients must present a key: --client-keys FILE holds one
 client per line, "NAME KEY" (# comments allowed; keys of 16+ characters from
 letters, digits and -._~+/=, e.g. from 'openssl rand -hex 24'); RATEKEEPER_GATEWAY_KEYS
-may hold the same entries separated by commas. Clients send the key in the
+may hold the same entries separated by commas or newlines. Clients send the key in the
 X-Ratekeeper-Key header (or, without --pass-through, as their token). The key is
 checked before a request's body is read; a request without a valid key gets 401
 and its connection is closed. A request header must arrive within 10 s and a
