@@ -4,12 +4,16 @@ import (
 	"bufio"
 	"flag"
 	"fmt"
+	"go/ast"
+	"go/parser"
+	"go/token"
 	"os"
 	"path/filepath"
 	"reflect"
 	"regexp"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 	"unicode"
@@ -854,4 +858,64 @@ func TestReadmeTestCommandIsCI(t *testing.T) {
 		}
 	}
 	t.Errorf("README.md shows no go test command; .ci/run runs %q", command)
+}
+
+// TestDocsEventKinds: docs/client.md's table of events has a row for every
+// EventKind the transport declares, and no row for one it does not.
+func TestDocsEventKinds(t *testing.T) {
+	fset := token.NewFileSet()
+	names, err := filepath.Glob("transport/*.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	kinds := map[string]string{} // value → constant
+	for _, name := range names {
+		if strings.HasSuffix(name, "_test.go") {
+			continue
+		}
+		f, err := parser.ParseFile(fset, name, nil, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, d := range f.Decls {
+			g, ok := d.(*ast.GenDecl)
+			if !ok || g.Tok != token.CONST {
+				continue
+			}
+			for _, spec := range g.Specs {
+				vs := spec.(*ast.ValueSpec)
+				if id, ok := vs.Type.(*ast.Ident); !ok || id.Name != "EventKind" {
+					continue
+				}
+				for i, n := range vs.Names {
+					if lit, ok := vs.Values[i].(*ast.BasicLit); ok {
+						v, _ := strconv.Unquote(lit.Value)
+						kinds[v] = n.Name
+					}
+				}
+			}
+		}
+	}
+	if len(kinds) < 6 {
+		t.Fatalf("found only %d event kinds in transport: %v", len(kinds), kinds)
+	}
+	data, err := os.ReadFile("docs/client.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	row := regexp.MustCompile("(?m)^\\| `([a-z_]+)` \\(`transport\\.(Event[A-Za-z]+)`\\) \\|")
+	documented := map[string]string{}
+	for _, m := range row.FindAllStringSubmatch(string(data), -1) {
+		documented[m[1]] = m[2]
+	}
+	for v, name := range kinds {
+		if documented[v] != name {
+			t.Errorf("docs/client.md's table of events has no row \"| `%s` (`transport.%s`) |\"", v, name)
+		}
+	}
+	for v, name := range documented {
+		if kinds[v] == "" {
+			t.Errorf("docs/client.md documents event %s (%s), which transport does not declare", v, name)
+		}
+	}
 }
