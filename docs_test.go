@@ -919,3 +919,79 @@ func TestDocsEventKinds(t *testing.T) {
 		}
 	}
 }
+
+// nameCommand checks what a document names inline, such as `ratekeeper
+// status --live` or the synopsis `ratekeeper get URL [-o FILE]`: the
+// command exists, and so does every flag written with it. Arguments are
+// not checked: inline text names commands, with placeholders.
+func nameCommand(args []string) error {
+	root := cli.NewRoot()
+	cmd, rest, err := root.Find(args)
+	if err != nil {
+		return err
+	}
+	for _, w := range rest {
+		w = strings.Trim(w, "[]")
+		if !strings.HasPrefix(w, "-") || w == "-" || w == "--" {
+			continue
+		}
+		name, _, _ := strings.Cut(strings.TrimLeft(w, "-"), "=")
+		var f *pflag.Flag
+		if strings.HasPrefix(w, "--") {
+			f = cmd.Flags().Lookup(name)
+			if f == nil {
+				f = cmd.InheritedFlags().Lookup(name)
+			}
+		} else if len(name) == 1 {
+			f = cmd.Flags().ShorthandLookup(name)
+			if f == nil {
+				f = cmd.InheritedFlags().ShorthandLookup(name)
+			}
+		}
+		if f == nil {
+			return fmt.Errorf("%s has no flag %s", cmd.CommandPath(), w)
+		}
+	}
+	return nil
+}
+
+// TestDocsInlineCommandsParse: every ratekeeper command a document names
+// inline, in its prose or tables (`ratekeeper status --live`), exists with
+// the flags written with it, as the shell blocks' lines do.
+func TestDocsInlineCommandsParse(t *testing.T) {
+	seen := 0
+	for _, file := range docFiles(t) {
+		data, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, prose := splitMarkdown(string(data))
+		for _, l := range prose {
+			for _, m := range inlineCode.FindAllStringSubmatch(l.text, -1) {
+				for _, args := range ratekeeperInvocations(m[1]) {
+					seen++
+					if err := nameCommand(args); err != nil {
+						t.Errorf("%s:%d: `%s`: %v", file, l.n, m[1], err)
+					}
+				}
+			}
+		}
+	}
+	if seen < 20 {
+		t.Errorf("only %d inline ratekeeper command lines found; the extraction is broken", seen)
+	}
+	t.Logf("%d inline ratekeeper command lines checked", seen)
+}
+
+func TestNameCommand(t *testing.T) {
+	for _, ok := range [][]string{{"status", "--live"}, {"tasks"}, {"get", "URL", "[-o", "FILE]", "[--paginate]"}, {"config", "check", "FILE"}, {"--version"}, {"fetch", "-v"}} {
+		if err := nameCommand(ok); err != nil {
+			t.Errorf("%q: %v", ok, err)
+		}
+	}
+	for _, bad := range [][]string{{"nosuch"}, {"status", "--no-such-flag"}, {"get", "[-Z]"}, {"config", "check", "--db", "x"}} {
+		if err := nameCommand(bad); err == nil {
+			t.Errorf("%q passed", bad)
+		}
+	}
+}
