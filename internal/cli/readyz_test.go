@@ -114,6 +114,7 @@ func TestServeReadyzFollowsTheDatabase(t *testing.T) {
 	}
 	proxy.cut()
 	body := until("/readyz", 503)
+	t.Logf("/readyz with the database down: %q", body)
 	if !strings.HasPrefix(body, "not ready: the database does not answer: ") {
 		t.Errorf("/readyz with the database down: %q", body)
 	}
