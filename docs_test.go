@@ -4,12 +4,16 @@ import (
 	"bufio"
 	"flag"
 	"fmt"
+	"go/ast"
+	"go/parser"
+	"go/token"
 	"os"
 	"path/filepath"
 	"reflect"
 	"regexp"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 	"unicode"
@@ -817,6 +821,177 @@ func TestDocsExplainOutput(t *testing.T) {
 		if !strings.Contains(string(data), "ratekeeper explain < testdata/responses/github-primary-exceeded.http") ||
 			!strings.Contains(string(data), "\n"+first+"\n") {
 			t.Errorf("%s does not show explain's output for the sample answer:\n%s", file, stdout.String())
+		}
+	}
+}
+
+// TestReadmeTestCommandIsCI: the test command the README gives is the one
+// CI runs (.ci/run), so that a contributor who runs it sees what CI sees,
+// timeout included.
+func TestReadmeTestCommandIsCI(t *testing.T) {
+	ci, err := os.ReadFile(".ci/run")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var command string
+	for line := range strings.Lines(string(ci)) {
+		if strings.HasPrefix(strings.TrimSpace(line), "go test ") {
+			command = strings.TrimSpace(line)
+		}
+	}
+	if command == "" {
+		t.Fatal(".ci/run runs no go test command")
+	}
+	readme, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	blocks, _ := splitMarkdown(string(readme))
+	for _, b := range blocks {
+		for _, l := range b.lines {
+			if strings.HasPrefix(strings.TrimSpace(l.text), "go test ") {
+				if got := strings.TrimSpace(strings.SplitN(l.text, "#", 2)[0]); got != command {
+					t.Errorf("README.md:%d runs %q; .ci/run runs %q", l.n, got, command)
+				}
+				return
+			}
+		}
+	}
+	t.Errorf("README.md shows no go test command; .ci/run runs %q", command)
+}
+
+// TestDocsEventKinds: docs/client.md's table of events has a row for every
+// EventKind the transport declares, and no row for one it does not.
+func TestDocsEventKinds(t *testing.T) {
+	fset := token.NewFileSet()
+	names, err := filepath.Glob("transport/*.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	kinds := map[string]string{} // value → constant
+	for _, name := range names {
+		if strings.HasSuffix(name, "_test.go") {
+			continue
+		}
+		f, err := parser.ParseFile(fset, name, nil, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, d := range f.Decls {
+			g, ok := d.(*ast.GenDecl)
+			if !ok || g.Tok != token.CONST {
+				continue
+			}
+			for _, spec := range g.Specs {
+				vs := spec.(*ast.ValueSpec)
+				if id, ok := vs.Type.(*ast.Ident); !ok || id.Name != "EventKind" {
+					continue
+				}
+				for i, n := range vs.Names {
+					if lit, ok := vs.Values[i].(*ast.BasicLit); ok {
+						v, _ := strconv.Unquote(lit.Value)
+						kinds[v] = n.Name
+					}
+				}
+			}
+		}
+	}
+	if len(kinds) < 6 {
+		t.Fatalf("found only %d event kinds in transport: %v", len(kinds), kinds)
+	}
+	data, err := os.ReadFile("docs/client.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	row := regexp.MustCompile("(?m)^\\| `([a-z_]+)` \\(`transport\\.(Event[A-Za-z]+)`\\) \\|")
+	documented := map[string]string{}
+	for _, m := range row.FindAllStringSubmatch(string(data), -1) {
+		documented[m[1]] = m[2]
+	}
+	for v, name := range kinds {
+		if documented[v] != name {
+			t.Errorf("docs/client.md's table of events has no row \"| `%s` (`transport.%s`) |\"", v, name)
+		}
+	}
+	for v, name := range documented {
+		if kinds[v] == "" {
+			t.Errorf("docs/client.md documents event %s (%s), which transport does not declare", v, name)
+		}
+	}
+}
+
+// nameCommand checks what a document names inline, such as `ratekeeper
+// status --live` or the synopsis `ratekeeper get URL [-o FILE]`: the
+// command exists, and so does every flag written with it. Arguments are
+// not checked: inline text names commands, with placeholders.
+func nameCommand(args []string) error {
+	root := cli.NewRoot()
+	cmd, rest, err := root.Find(args)
+	if err != nil {
+		return err
+	}
+	for _, w := range rest {
+		w = strings.Trim(w, "[]")
+		if !strings.HasPrefix(w, "-") || w == "-" || w == "--" {
+			continue
+		}
+		name, _, _ := strings.Cut(strings.TrimLeft(w, "-"), "=")
+		var f *pflag.Flag
+		if strings.HasPrefix(w, "--") {
+			f = cmd.Flags().Lookup(name)
+			if f == nil {
+				f = cmd.InheritedFlags().Lookup(name)
+			}
+		} else if len(name) == 1 {
+			f = cmd.Flags().ShorthandLookup(name)
+			if f == nil {
+				f = cmd.InheritedFlags().ShorthandLookup(name)
+			}
+		}
+		if f == nil {
+			return fmt.Errorf("%s has no flag %s", cmd.CommandPath(), w)
+		}
+	}
+	return nil
+}
+
+// TestDocsInlineCommandsParse: every ratekeeper command a document names
+// inline, in its prose or tables (`ratekeeper status --live`), exists with
+// the flags written with it, as the shell blocks' lines do.
+func TestDocsInlineCommandsParse(t *testing.T) {
+	seen := 0
+	for _, file := range docFiles(t) {
+		data, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, prose := splitMarkdown(string(data))
+		for _, l := range prose {
+			for _, m := range inlineCode.FindAllStringSubmatch(l.text, -1) {
+				for _, args := range ratekeeperInvocations(m[1]) {
+					seen++
+					if err := nameCommand(args); err != nil {
+						t.Errorf("%s:%d: `%s`: %v", file, l.n, m[1], err)
+					}
+				}
+			}
+		}
+	}
+	if seen < 20 {
+		t.Errorf("only %d inline ratekeeper command lines found; the extraction is broken", seen)
+	}
+	t.Logf("%d inline ratekeeper command lines checked", seen)
+}
+
+func TestNameCommand(t *testing.T) {
+	for _, ok := range [][]string{{"status", "--live"}, {"tasks"}, {"get", "URL", "[-o", "FILE]", "[--paginate]"}, {"config", "check", "FILE"}, {"--version"}, {"fetch", "-v"}} {
+		if err := nameCommand(ok); err != nil {
+			t.Errorf("%q: %v", ok, err)
+		}
+	}
+	for _, bad := range [][]string{{"nosuch"}, {"status", "--no-such-flag"}, {"get", "[-Z]"}, {"config", "check", "--db", "x"}} {
+		if err := nameCommand(bad); err == nil {
+			t.Errorf("%q passed", bad)
 		}
 	}
 }

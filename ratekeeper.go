@@ -44,11 +44,6 @@ import (
 	"github.com/ratekeeper/ratekeeper/transport"
 )
 
-// Options configure a client. The zero value uses the built-in providers,
-// tokens from the environment, the greedy policy and memory state; see
-// the fields for the rest.
-type Options = assemble.Options
-
 // WaitError is returned when quota returns later than the max wait.
 type WaitError = transport.WaitError
 

@@ -1,4 +1,4 @@
-// Read GitHub through `ratekeeper serve` from Node (20 or later: the
+// Read GitHub through `ratekeeper serve` from Node (18 or later: the
 // built-in fetch, no packages).
 //
 //   GITHUB_TOKEN=ghp_a,ghp_b ratekeeper serve --listen 127.0.0.1:8080 &

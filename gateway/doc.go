@@ -103,7 +103,7 @@
 //     lands in a log. Without pass-through, every credential header a
 //     client sends is removed before the gateway adds its own.
 //   - Client keys (Options.Keys, see ParseKeys for the file format) are
-//     required on every route but /healthz and /assets/ when configured,
+//     required on every route but /healthz, /readyz and /assets/ when configured,
 //     and Serve refuses to listen anywhere but loopback without them. A
 //     client sends its key in X-Ratekeeper-Key; without pass-through also
 //     as its "token" (Authorization: Bearer KEY, or the provider's auth
@@ -139,6 +139,9 @@
 //	/metrics   Prometheus: the transport's ratekeeper_* metrics and the
 //	           gateway's ratekeeper_gateway_* metrics
 //	/healthz   200 {"status":"ok"} while serving; needs no key
+//	/readyz    200 "ready" when the database answers and each provider has a
+//	           token its server has not rejected, else 503 "not ready: " and
+//	           why (Gateway.Ready); needs no key
 //
 // Layer 5 of docs/architecture.md: it owns serving the client over HTTP and
 // each request's whole wait for quota, and must not be an open proxy.

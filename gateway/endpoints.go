@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"context"
 	"net/http"
 	"net/url"
 )
@@ -24,6 +25,14 @@ func (g *Gateway) serveHealth(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"status": "ok", "providers": g.names})
+}
+
+// Ready reports whether the gateway can serve its providers now: its
+// database answers and each served provider has a credential its server
+// has not rejected (transport.Transport.Ready). /readyz answers 503 with
+// the reason when it cannot; it needs no key, as /healthz.
+func (g *Gateway) Ready(ctx context.Context) error {
+	return g.main.Ready(ctx, g.names...)
 }
 
 // serveMetrics serves the Prometheus registry.

@@ -28,6 +28,12 @@ func TestEndpoints(t *testing.T) {
 			t.Fatalf("/healthz: %d %s", resp.StatusCode, body)
 		}
 
+		// /readyz: the memory state answers, each provider has a token.
+		resp, body = e.get(t, "/readyz")
+		if resp.StatusCode != http.StatusOK || body != "ready\n" {
+			t.Fatalf("/readyz: %d %q", resp.StatusCode, body)
+		}
+
 		// /status, whole and narrowed.
 		rep := e.status(t)
 		if len(rep.Credentials) != 3 {

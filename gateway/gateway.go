@@ -23,6 +23,7 @@ import (
 
 	"github.com/ratekeeper/ratekeeper/cache"
 	"github.com/ratekeeper/ratekeeper/internal/assemble"
+	probes "github.com/ratekeeper/ratekeeper/internal/probe"
 	"github.com/ratekeeper/ratekeeper/provider"
 	"github.com/ratekeeper/ratekeeper/store"
 	"github.com/ratekeeper/ratekeeper/transport"
@@ -58,12 +59,13 @@ const (
 const (
 	PathDashboard = "/"
 	PathHealth    = "/healthz"
+	PathReady     = "/readyz"
 	PathMetrics   = "/metrics"
 	PathStatus    = "/status"
 	PathAssets    = "/assets/"
 )
 
-var reservedNames = []string{"healthz", "metrics", "status", "assets"}
+var reservedNames = []string{"healthz", "readyz", "metrics", "status", "assets"}
 
 // Options configure a Gateway. The zero value serves every provider the
 // client options know, with the gateway's own credentials, on loopback.
@@ -157,7 +159,7 @@ type Options struct {
 }
 
 // Gateway is an http.Handler that serves the proxy routes /NAME/... and
-// the endpoints /, /healthz, /metrics and /status. Build it with New, serve
+// the endpoints /, /healthz, /readyz, /metrics and /status. Build it with New, serve
 // it with Serve (or any http.Server), and Close it at the end.
 type Gateway struct {
 	opts      Options
@@ -526,6 +528,9 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	case tgt.path == PathHealth:
 		g.serveHealth(w, r)
+		return
+	case tgt.path == PathReady:
+		probes.Ready(g.Ready).ServeHTTP(w, r)
 		return
 	case tgt.path == PathMetrics:
 		g.serveMetrics(w, r)

@@ -176,7 +176,7 @@ func TestRequestTargetsRefused(t *testing.T) {
 	}
 }
 
-// With client keys, every route but /healthz and the assets needs one.
+// With client keys, every route but the probes and the assets needs one.
 func TestClientKeys(t *testing.T) {
 	keys, err := ParseKeys("keys.txt", strings.NewReader("ci  key-ci-0123456789abcdef\ncrawler key-crawler-0123456789\n"))
 	if err != nil {
@@ -206,6 +206,7 @@ func TestClientKeys(t *testing.T) {
 		{"/", nil, 401},
 		{"/", http.Header{"Authorization": {basic}}, 200},
 		{"/healthz", nil, 200},
+		{"/readyz", nil, 200},
 		{"/assets/style.css", nil, 200},
 	}
 	for _, c := range cases {

@@ -139,16 +139,28 @@ func LoadConfig(path string) (*Config, error) {
 // ParseConfig parses a TOML configuration; file names it in error messages
 // and anchors relative private_key_file paths. Every error names the file,
 // the line and the key, and says what was expected; unknown keys are errors,
-// since a misspelt key silently ignored is a setting silently lost.
+// since a misspelt key silently ignored is a setting silently lost. The
+// error holds every problem found, one a line (errors.Join), not only the
+// first: a syntax error stops the reading, any other problem does not.
 func ParseConfig(data []byte, file string) (*Config, error) {
+	c, problems := parseConfig(data, file)
+	if len(problems) > 0 {
+		return nil, errors.Join(problems...)
+	}
+	return c, nil
+}
+
+// parseConfig parses a configuration into the providers whose settings
+// are all valid, and every problem found.
+func parseConfig(data []byte, file string) (*Config, []error) {
 	doc := string(data)
 	var raw map[string]any
 	if _, err := toml.Decode(doc, &raw); err != nil {
 		var pe toml.ParseError
 		if errors.As(err, &pe) {
-			return nil, fmt.Errorf("%s:%d: %s", file, pe.Position.Line, pe.Message)
+			return nil, []error{fmt.Errorf("%s:%d: %s", file, pe.Position.Line, pe.Message)}
 		}
-		return nil, fmt.Errorf("%s: %v", file, err)
+		return nil, []error{fmt.Errorf("%s: %v", file, err)}
 	}
 	lines := keyLines(doc)
 	at := func(key ...string) string {
@@ -161,33 +173,64 @@ func ParseConfig(data []byte, file string) (*Config, error) {
 		return fmt.Sprintf("%s: %s", file, path)
 	}
 	c := &Config{file: file, dir: filepath.Dir(file), lines: lines}
+	var problems []error
 	for _, key := range inFileOrder(raw, lines) {
 		switch key {
 		case "providers":
 		case "auto_hosts":
 			b, ok := raw[key].(bool)
 			if !ok {
-				return nil, fmt.Errorf("%s: expected true or false, got %s", at(key), tomlType(raw[key]))
+				problems = append(problems, fmt.Errorf("%s: expected true or false, got %s", at(key), tomlType(raw[key])))
+				continue
 			}
 			c.AutoHosts = &b
 		default:
-			return nil, fmt.Errorf("%s: unknown key; the file has one key, auto_hosts, and one section, [providers.NAME]", at(key))
+			problems = append(problems, fmt.Errorf("%s: unknown key; the file has one key, auto_hosts, and one section, [providers.NAME]", at(key)))
 		}
 	}
 	if v, ok := raw["providers"]; ok {
 		tables, ok := v.(map[string]any)
 		if !ok {
-			return nil, fmt.Errorf("%s: expected tables [providers.NAME], got %s", at("providers"), tomlType(v))
+			return c, append(problems, fmt.Errorf("%s: expected tables [providers.NAME], got %s", at("providers"), tomlType(v)))
 		}
 		for _, name := range inFileOrder(tables, lines, "providers") {
-			s, err := c.parseProvider(name, tables[name], at)
-			if err != nil {
-				return nil, err
+			s, errs := c.parseProvider(name, tables[name], at)
+			if len(errs) > 0 {
+				problems = append(problems, errs...)
+				continue
 			}
 			c.providers = append(c.providers, s)
 		}
 	}
-	return c, nil
+	return c, problems
+}
+
+// CheckConfig finds every problem of a configuration, as loading it would
+// (ParseConfig, then ApplyConfig on the built-in providers), and goes on
+// past each: a provider's settings are applied when they parse, so that a
+// missing base_url shows beside another provider's misspelt key. It also
+// reads each GitHub App's private key file, which loading needs. cfg is
+// the configuration when there is no problem; the registry is the
+// built-in providers with the file applied.
+func CheckConfig(data []byte, file string) (cfg *Config, reg *Registry, problems []error) {
+	c, problems := parseConfig(data, file)
+	if c == nil {
+		return nil, nil, problems
+	}
+	reg = Defaults()
+	problems = append(problems, reg.applyConfig(c)...)
+	for _, s := range c.providers {
+		if s.app == nil {
+			continue
+		}
+		if _, err := os.ReadFile(s.app.PrivateKeyFile); err != nil {
+			problems = append(problems, fmt.Errorf("%s: cannot read the App's private key: %v", s.at("app", "private_key_file"), err))
+		}
+	}
+	if len(problems) > 0 {
+		return nil, reg, problems
+	}
+	return c, reg, nil
 }
 
 // inFileOrder returns the keys of table t (found at path parent) in the order
@@ -207,16 +250,19 @@ func inFileOrder(t map[string]any, lines map[string]int, parent ...string) []str
 	return keys
 }
 
-func (c *Config) parseProvider(name string, v any, at func(...string) string) (providerSettings, error) {
+// parseProvider reads the table of provider name, and returns every
+// problem of it.
+func (c *Config) parseProvider(name string, v any, at func(...string) string) (providerSettings, []error) {
 	s := providerSettings{name: CanonicalName(name)}
 	s.at = func(key ...string) string { return at(append([]string{"providers", name}, key...)...) }
 	if !validName(s.name) {
-		return s, fmt.Errorf("%s: provider name may contain only letters, digits, '-', '_' and '.', starting with a letter or digit", s.at())
+		return s, []error{fmt.Errorf("%s: provider name may contain only letters, digits, '-', '_' and '.', starting with a letter or digit", s.at())}
 	}
 	t, ok := v.(map[string]any)
 	if !ok {
-		return s, fmt.Errorf("%s: expected a table of settings, got %s", s.at(), tomlType(v))
+		return s, []error{fmt.Errorf("%s: expected a table of settings, got %s", s.at(), tomlType(v))}
 	}
+	var problems []error
 	for _, k := range inFileOrder(t, c.lines, "providers", name) {
 		val := t[k]
 		known, err := s.parseText(k, val)
@@ -226,22 +272,26 @@ func (c *Config) parseProvider(name string, v any, at func(...string) string) (p
 		switch {
 		case known:
 		case k == "app":
-			if s.app, err = c.parseApp(name, val, s.at); err != nil {
-				return s, err // already names its key
+			var errs []error
+			if s.app, errs = c.parseApp(name, val, s.at); len(errs) > 0 {
+				problems = append(problems, errs...) // each names its key
 			}
+			continue
 		case k == "limits":
-			if s.limits, err = c.parseLimits(name, val, s.at); err != nil {
-				return s, err // already names its key
+			var errs []error
+			if s.limits, errs = c.parseLimits(name, val, s.at); len(errs) > 0 {
+				problems = append(problems, errs...) // each names its key
 			}
 			s.limitsSet = true
+			continue
 		default:
-			return s, fmt.Errorf("%s: unknown key; known keys: app, auth_header, auth_prefix, base_url, burst, default_limit, default_window, kind, limits, max_concurrency, max_interval, max_pause, max_wait, min_interval, policy, reserve, secondary_wait, token_env, velocity, web_url, write_spacing", s.at(k))
+			err = errors.New("unknown key; known keys: app, auth_header, auth_prefix, base_url, burst, default_limit, default_window, kind, limits, max_concurrency, max_interval, max_pause, max_wait, min_interval, policy, reserve, secondary_wait, token_env, velocity, web_url, write_spacing")
 		}
 		if err != nil {
-			return s, fmt.Errorf("%s: %v", s.at(k), err)
+			problems = append(problems, fmt.Errorf("%s: %v", s.at(k), err))
 		}
 	}
-	return s, nil
+	return s, problems
 }
 
 // parseText reads key k, when it is one of the settings given as text
@@ -335,14 +385,23 @@ func (s *providerSettings) parseNumber(k string, val any) (known bool, err error
 
 // parseLimits reads [providers.NAME.limits]: path patterns, each with a
 // count per window, such as "GET /api/v4/users/*" = "300/10m".
-func (c *Config) parseLimits(name string, v any, at func(...string) string) ([]EndpointLimit, error) {
+func (c *Config) parseLimits(name string, v any, at func(...string) string) ([]EndpointLimit, []error) {
 	t, ok := v.(map[string]any)
 	if !ok {
-		return nil, fmt.Errorf("%s: expected a table of patterns such as \"GET /api/v4/users/*\" = \"300/10m\", got %s", at("limits"), tomlType(v))
+		return nil, []error{fmt.Errorf("%s: expected a table of patterns such as \"GET /api/v4/users/*\" = \"300/10m\", got %s", at("limits"), tomlType(v))}
 	}
 	var out []EndpointLimit
+	var problems []error
 	for _, k := range inFileOrder(t, c.lines, "providers", name, "limits") {
 		rate, err := asString(t[k])
+		if err == nil && strings.Contains(k, "**") {
+			// The simulator's patterns have **; a user copying one here
+			// is told what the client's patterns say instead.
+			err = errors.New("** is the simulator's (ratekeeper sim) way to say one or more segments; here * is one segment and a final * the rest of the path")
+			if strings.Count(k, "**") == 1 && strings.HasSuffix(k, "/**") {
+				err = fmt.Errorf("%v: write %q", err, strings.TrimSuffix(k, "*"))
+			}
+		}
 		if err == nil {
 			var l EndpointLimit
 			if l, err = ParseEndpointLimit(k, rate); err == nil {
@@ -350,86 +409,115 @@ func (c *Config) parseLimits(name string, v any, at func(...string) string) ([]E
 			}
 		}
 		if err != nil {
-			return nil, fmt.Errorf("%s: %v", at("limits", k), err)
+			problems = append(problems, fmt.Errorf("%s: %v", at("limits", k), err))
 		}
 	}
-	return out, nil
+	return out, problems
 }
 
-func (c *Config) parseApp(name string, v any, at func(...string) string) (*AppConfig, error) {
+// parseApp reads [providers.NAME.app], and returns every problem of it.
+func (c *Config) parseApp(name string, v any, at func(...string) string) (*AppConfig, []error) {
 	t, ok := v.(map[string]any)
 	if !ok {
-		return nil, fmt.Errorf("%s: expected a table with app_id, private_key_file and installation_ids, got %s", at("app"), tomlType(v))
+		return nil, []error{fmt.Errorf("%s: expected a table with app_id, private_key_file and installation_ids, got %s", at("app"), tomlType(v))}
 	}
 	app := &AppConfig{}
+	var problems []error
 	for _, k := range inFileOrder(t, c.lines, "providers", name, "app") {
-		val := t[k]
-		switch k {
-		case "app_id":
-			n, err := asInt64(val, 1)
-			if err != nil {
-				return nil, fmt.Errorf("%s: %v", at("app", k), err)
-			}
-			app.AppID = n
-		case "private_key_file":
-			str, err := asString(val)
-			if err == nil && str == "" {
-				err = errors.New("is empty; expected the path of the App's PEM private key")
-			}
-			if err != nil {
-				return nil, fmt.Errorf("%s: %v", at("app", k), err)
-			}
-			if !filepath.IsAbs(str) {
-				str = filepath.Join(c.dir, str)
-			}
-			app.PrivateKeyFile = str
-		case "installation_ids":
-			list, ok := val.([]any)
-			if !ok {
-				return nil, fmt.Errorf("%s: expected an array of installation ids such as [111, 222], got %s", at("app", k), tomlType(val))
-			}
-			for i, e := range list {
-				n, err := asInt64(e, 1)
-				if err != nil {
-					return nil, fmt.Errorf("%s: entry #%d: %v", at("app", k), i+1, err)
-				}
-				if slices.Contains(app.InstallationIDs, n) {
-					return nil, fmt.Errorf("%s: installation %d is listed twice", at("app", k), n)
-				}
-				app.InstallationIDs = append(app.InstallationIDs, n)
-			}
-		default:
-			return nil, fmt.Errorf("%s: unknown key; known keys: app_id, installation_ids, private_key_file", at("app", k))
+		if err := app.parseKey(k, t[k], c.dir); err != nil {
+			problems = append(problems, fmt.Errorf("%s: %v", at("app", k), err))
 		}
 	}
-	switch {
-	case app.AppID == 0:
-		return nil, fmt.Errorf("%s: app_id is missing; it is the numeric id on the App's settings page", at("app"))
-	case app.PrivateKeyFile == "":
-		return nil, fmt.Errorf("%s: private_key_file is missing; it is the path of the App's PEM private key", at("app"))
-	case len(app.InstallationIDs) == 0:
-		return nil, fmt.Errorf("%s: installation_ids is missing or empty; list the installations to use, e.g. [111, 222]", at("app"))
+	// A key that is present but wrong was named above; these are the
+	// keys not given at all.
+	if _, given := t["app_id"]; !given {
+		problems = append(problems, fmt.Errorf("%s: app_id is missing; it is the numeric id on the App's settings page", at("app")))
+	}
+	if _, given := t["private_key_file"]; !given {
+		problems = append(problems, fmt.Errorf("%s: private_key_file is missing; it is the path of the App's PEM private key", at("app")))
+	}
+	if list, isList := t["installation_ids"].([]any); t["installation_ids"] == nil || isList && len(list) == 0 {
+		problems = append(problems, fmt.Errorf("%s: installation_ids is missing or empty; list the installations to use, e.g. [111, 222]", at("app")))
+	}
+	if len(problems) > 0 {
+		return nil, problems
 	}
 	return app, nil
+}
+
+// parseKey reads key k of an app table into app; dir anchors a relative
+// private_key_file.
+func (app *AppConfig) parseKey(k string, val any, dir string) error {
+	switch k {
+	case "app_id":
+		n, err := asInt64(val, 1)
+		if err != nil {
+			return err
+		}
+		app.AppID = n
+	case "private_key_file":
+		str, err := asString(val)
+		if err == nil && str == "" {
+			err = errors.New("is empty; expected the path of the App's PEM private key")
+		}
+		if err != nil {
+			return err
+		}
+		if !filepath.IsAbs(str) {
+			str = filepath.Join(dir, str)
+		}
+		app.PrivateKeyFile = str
+	case "installation_ids":
+		list, ok := val.([]any)
+		if !ok {
+			return fmt.Errorf("expected an array of installation ids such as [111, 222], got %s", tomlType(val))
+		}
+		for i, e := range list {
+			n, err := asInt64(e, 1)
+			if err != nil {
+				return fmt.Errorf("entry #%d: %v", i+1, err)
+			}
+			if slices.Contains(app.InstallationIDs, n) {
+				return fmt.Errorf("installation %d is listed twice", n)
+			}
+			app.InstallationIDs = append(app.InstallationIDs, n)
+		}
+	default:
+		return errors.New("unknown key; known keys: app_id, installation_ids, private_key_file")
+	}
+	return nil
 }
 
 // ApplyConfig adds the file's providers to the registry and refines the ones
 // it already has. A provider that is not in the registry needs a base_url; a
 // kind that differs from an existing provider's restarts it from the new
-// kind's defaults. Nothing changes when an error is returned.
+// kind's defaults. Nothing changes when an error is returned; the error
+// holds every provider's problem, one a line.
 func (r *Registry) ApplyConfig(c *Config) error {
 	next := &Registry{providers: slices.Clone(r.providers)}
-	for _, s := range c.providers {
-		p, err := s.build(next)
-		if err != nil {
-			return err
-		}
-		if err := next.Add(p); err != nil {
-			return fmt.Errorf("%s: %v", s.at(), err)
-		}
+	if problems := next.applyConfig(c); len(problems) > 0 {
+		return errors.Join(problems...)
 	}
 	r.providers = next.providers
 	return nil
+}
+
+// applyConfig applies each provider of c to r, going on past a provider
+// that fails, and returns every failure.
+func (r *Registry) applyConfig(c *Config) []error {
+	var problems []error
+	for _, s := range c.providers {
+		p, err := s.build(r)
+		if err == nil {
+			if err = r.Add(p); err != nil {
+				err = fmt.Errorf("%s: %v", s.at(), err)
+			}
+		}
+		if err != nil {
+			problems = append(problems, err)
+		}
+	}
+	return problems
 }
 
 func (s *providerSettings) build(r *Registry) (*Provider, error) {

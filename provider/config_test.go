@@ -1,6 +1,7 @@
 package provider
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -336,5 +337,96 @@ func TestParseReserve(t *testing.T) {
 		if err != nil || n != c.count || pct != c.percent {
 			t.Errorf("ParseReserve(%q) = %d, %v, %v; want %d, %v", c.in, n, pct, err, c.count, c.percent)
 		}
+	}
+}
+
+// A file with many mistakes shows them all at once, each with its line
+// and key, not only the first.
+func TestConfigEveryProblem(t *testing.T) {
+	doc := `verbose = true
+
+[providers.github]
+reserve = "ten"
+concurency = 5
+
+[providers.github.limits]
+"GET /users/*" = "many"
+
+[providers.github.app]
+app_id = 0
+installation_ids = [1, 1]
+
+[providers.corp]
+reserve = 1
+
+[providers.gitlab]
+policy = "fast"
+`
+	_, err := ParseConfig([]byte(doc), "rk.toml")
+	if err == nil {
+		t.Fatal("no error")
+	}
+	want := []string{
+		`rk.toml:1: verbose: unknown key`,
+		`rk.toml:4: providers.github.reserve: want a count`,
+		`rk.toml:5: providers.github.concurency: unknown key`,
+		`rk.toml:8: providers.github.limits.GET /users/*: `,
+		`rk.toml:11: providers.github.app.app_id: must be at least 1, got 0`,
+		`rk.toml:12: providers.github.app.installation_ids: installation 1 is listed twice`,
+		`rk.toml:10: providers.github.app: private_key_file is missing`,
+		`rk.toml:18: providers.gitlab.policy: unknown policy "fast"`,
+	}
+	lines := strings.Split(err.Error(), "\n")
+	if len(lines) != len(want) {
+		t.Errorf("%d problems, want %d:\n%v", len(lines), len(want), err)
+	}
+	for i, w := range want {
+		if i >= len(lines) || !strings.HasPrefix(lines[i], w) {
+			t.Errorf("problem %d: want it to start with %q\n%v", i+1, w, err)
+		}
+	}
+	if strings.Contains(err.Error(), "app_id is missing") {
+		t.Errorf("an app_id given but wrong is also said to be missing:\n%v", err)
+	}
+
+	// CheckConfig goes on to what applying finds: corp, whose settings
+	// parse, has no base_url.
+	_, _, problems := CheckConfig([]byte(doc), "rk.toml")
+	if len(problems) != len(want)+1 || !strings.Contains(problems[len(problems)-1].Error(), "rk.toml:14: providers.corp: base_url is required") {
+		t.Errorf("CheckConfig: %d problems, want %d ending with corp's base_url:\n%v", len(problems), len(want)+1, errors.Join(problems...))
+	}
+}
+
+func TestCheckConfig(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "rk.toml")
+	doc := "[providers.ghe]\nkind = \"github\"\nbase_url = \"https://ghe.example.com/api/v3\"\n\n[providers.ghe.app]\napp_id = 1\nprivate_key_file = \"app.pem\"\ninstallation_ids = [1]\n"
+	_, _, problems := CheckConfig([]byte(doc), file)
+	if len(problems) != 1 || !strings.Contains(problems[0].Error(), "rk.toml:7: providers.ghe.app.private_key_file: cannot read the App's private key") {
+		t.Fatalf("an unreadable key file: %v", problems)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "app.pem"), []byte("a key"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg, reg, problems := CheckConfig([]byte(doc), file)
+	if len(problems) != 0 || cfg == nil {
+		t.Fatalf("a good file: %v", problems)
+	}
+	if p := reg.Lookup("ghe"); p == nil || p.Kind != GitHub || p.App == nil {
+		t.Fatalf("the registry has ghe as %+v", p)
+	}
+	if _, _, problems := CheckConfig([]byte("[providers\n"), file); len(problems) != 1 {
+		t.Errorf("a syntax error: %v", problems)
+	}
+}
+
+// A simulator pattern copied into the client's limits is told apart from
+// a mistyped *, with what to write instead.
+func TestConfigLimitsDoubleStar(t *testing.T) {
+	_, err := ParseConfig([]byte("[providers.gitlab.limits]\n\"GET /api/v4/users/**\" = \"100/1m\"\n\"/api/v4/**/raw\" = \"10/1m\"\n"), "rk.toml")
+	want := `rk.toml:2: providers.gitlab.limits.GET /api/v4/users/**: ** is the simulator's (ratekeeper sim) way to say one or more segments; here * is one segment and a final * the rest of the path: write "GET /api/v4/users/*"
+rk.toml:3: providers.gitlab.limits./api/v4/**/raw: ** is the simulator's (ratekeeper sim) way to say one or more segments; here * is one segment and a final * the rest of the path`
+	if err == nil || err.Error() != want {
+		t.Errorf("err = %v\nwant %s", err, want)
 	}
 }

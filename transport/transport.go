@@ -77,6 +77,9 @@ type Options struct {
 	Credentials CredentialStore
 	// OnClose runs when the transport is closed (closing a shared store).
 	OnClose func() error
+	// Ping asks the shared database whether it answers, without waiting
+	// out an outage; Ready calls it. nil: there is no database to ask.
+	Ping func(ctx context.Context) error
 	// Cache answers repeated GETs with conditional requests; nil means a
 	// memory cache of 64 MiB. DisableCache turns caching off.
 	Cache        *cache.Cache

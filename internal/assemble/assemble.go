@@ -303,6 +303,15 @@ func openDatabase(opts Options, to *transport.Options, cacheOpts *cache.Options)
 	if err != nil {
 		return &DatabaseError{DSN: store.Redact(opts.DB), Err: err}
 	}
+	// A readiness probe asks the database itself, not through the wait
+	// below: it must see an outage at once, not wait it out.
+	raw := st
+	to.Ping = func(ctx context.Context) error {
+		if _, err := raw.Get(ctx, readyKey); err != nil && !errors.Is(err, store.ErrNotFound) {
+			return err
+		}
+		return nil
+	}
 	// Every call on the database, by the quota state, the credentials'
 	// records and the cache, waits out an outage of it in one place.
 	st = store.WaitOutages(st, store.SharedOutage(opts.DB, store.OutageOptions{Timeout: opts.DBOutageTimeout, Logger: opts.Logger}))
@@ -319,6 +328,10 @@ func openDatabase(opts Options, to *transport.Options, cacheOpts *cache.Options)
 	}
 	return nil
 }
+
+// readyKey is the record a readiness probe reads: none is ever written
+// there, so the read costs one lookup of a missing key.
+const readyKey = "ratekeeper/ready"
 
 // DatabaseError reports a database that cannot be used: unreachable, or at
 // a newer schema version than this ratekeeper knows. DSN has its password

@@ -345,7 +345,7 @@ func describeEvent(e transport.Event) string {
 	case transport.EventRateLimited:
 		return fmt.Sprintf("ratekeeper: %s refused by a %s rate limit (HTTP %d, %s); waiting %s", who, e.Limit, e.Status, e.Credential, e.Wait.Round(time.Millisecond))
 	case transport.EventCredentialInvalid:
-		return fmt.Sprintf("ratekeeper: %s rejected credential %s; it will not be used again", e.Provider, e.Credential)
+		return fmt.Sprintf("ratekeeper: %s rejected credential %s; it is left out for an hour (status --live tries it again at once)", e.Provider, e.Credential)
 	case transport.EventUnmatched:
 		base := e.URL
 		if u, err := url.Parse(e.URL); err == nil {

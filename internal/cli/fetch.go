@@ -178,7 +178,7 @@ func runFetch(cmd *cobra.Command, o *fetchOptions, args []string) error {
 		return err
 	}
 	defer tr.Close()
-	stopMetrics, err := o.metrics.serve(cmd.Context(), reg, logTo)
+	stopMetrics, err := o.metrics.serve(cmd.Context(), reg, func(ctx context.Context) error { return tr.Ready(ctx) }, logTo)
 	if err != nil {
 		return &ExitError{Code: 1, Err: err}
 	}

@@ -11,6 +11,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/spf13/cobra"
+
+	"github.com/ratekeeper/ratekeeper/internal/buildinfo"
+	"github.com/ratekeeper/ratekeeper/internal/probe"
 )
 
 // metricsFlags are --metrics-listen and --metrics-allow-remote, of the
@@ -27,8 +30,8 @@ func (m *metricsFlags) add(cmd *cobra.Command) {
 }
 
 // check refuses an address that is not HOST:PORT, or not loopback without
-// --metrics-allow-remote: the same rule as serve's --listen, since the
-// metrics tell about the tokens' quota and the work done.
+// --metrics-allow-remote, since the metrics tell about the tokens' quota
+// and the work done (serve's --listen has its own rule: client keys).
 func (m *metricsFlags) check() error {
 	if m.listen == "" {
 		return nil
@@ -46,9 +49,10 @@ func (m *metricsFlags) check() error {
 	return fmt.Errorf("--metrics-listen %s is not a loopback address: listen on 127.0.0.1, or add --metrics-allow-remote to expose the metrics beyond this machine", m.listen)
 }
 
-// serve serves reg on /metrics until stop is called, and says where on
-// stderr. Without --metrics-listen it does nothing.
-func (m *metricsFlags) serve(ctx context.Context, reg *prometheus.Registry, stderr io.Writer) (stop func(), err error) {
+// serve serves reg on /metrics, with the probes /healthz (alive) and
+// /readyz (ready: 200, or 503 and why not), until stop is called, and says
+// where on stderr. Without --metrics-listen it does nothing.
+func (m *metricsFlags) serve(ctx context.Context, reg *prometheus.Registry, ready probe.Check, stderr io.Writer) (stop func(), err error) {
 	if m.listen == "" {
 		return func() {}, nil
 	}
@@ -62,10 +66,16 @@ func (m *metricsFlags) serve(ctx context.Context, reg *prometheus.Registry, stde
 		ln.Close()
 		return nil, fmt.Errorf("--metrics-listen %s resolved to %s, which is not loopback; add --metrics-allow-remote to allow it", m.listen, a)
 	}
+	if err := reg.Register(buildinfo.Collector(buildinfo.Read())); err != nil {
+		ln.Close()
+		return nil, fmt.Errorf("--metrics-listen: %w", err)
+	}
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	mux.Handle(probe.PathHealth, probe.Health())
+	mux.Handle(probe.PathReady, probe.Ready(ready))
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = srv.Serve(ln) }()
-	fmt.Fprintf(stderr, "ratekeeper: metrics on http://%s/metrics\n", ln.Addr())
+	fmt.Fprintf(stderr, "ratekeeper: metrics on http://%s/metrics (probes: /healthz, /readyz)\n", ln.Addr())
 	return func() { _ = srv.Close() }, nil
 }

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -238,7 +239,7 @@ func runPoll(cmd *cobra.Command, o *pollOptions, args []string) error {
 		return &ExitError{Code: 2, Err: err}
 	}
 	ctx := cmd.Context()
-	stopMetrics, err := o.metrics.serve(ctx, reg, stderr)
+	stopMetrics, err := o.metrics.serve(ctx, reg, func(ctx context.Context) error { return t.Ready(ctx) }, stderr)
 	if err != nil {
 		return &ExitError{Code: 1, Err: err}
 	}

@@ -17,6 +17,8 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+
+	"github.com/ratekeeper/ratekeeper/internal/buildinfo"
 )
 
 // commands holds the constructors of the subcommands. Each command lives in
@@ -78,6 +80,11 @@ RATEKEEPER_MAX_WAIT). A flag given on the command line wins.`,
 		},
 	}
 	root.CompletionOptions.HiddenDefaultCmd = true
+	// --version is declared here so that cobra takes no -v for it: -v is
+	// the commands' --verbose.
+	root.Version = buildinfo.Read().String()
+	root.SetVersionTemplate("{{.Version}}")
+	root.Flags().Bool("version", false, "print the version, commit, build date and Go version (as 'ratekeeper version')")
 	for _, newCmd := range commands {
 		root.AddCommand(newCmd())
 	}

@@ -11,11 +11,14 @@ import (
 	"time"
 
 	"github.com/dustin/go-humanize"
+	"github.com/prometheus/client_golang/prometheus"
+	promcollectors "github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/spf13/cobra"
 
 	"github.com/ratekeeper/ratekeeper/creds"
 	"github.com/ratekeeper/ratekeeper/gateway"
 	"github.com/ratekeeper/ratekeeper/internal/assemble"
+	"github.com/ratekeeper/ratekeeper/internal/buildinfo"
 	"github.com/ratekeeper/ratekeeper/transport"
 )
 
@@ -71,12 +74,13 @@ refused by the gateway itself for --pass-through-refusal, without being sent
 upstream again.
 
 Endpoints: / (dashboard), /status (JSON, as 'status --json'), /metrics
-(Prometheus), /healthz.
+(Prometheus), /healthz (alive: 200) and /readyz (200 when the database
+answers and each provider has a token not rejected, else 503 and why).
 
 Anywhere but loopback, clients must present a key: --client-keys FILE holds one
 client per line, "NAME KEY" (# comments allowed; keys of 16+ characters from
 letters, digits and -._~+/=, e.g. from 'openssl rand -hex 24'); RATEKEEPER_GATEWAY_KEYS
-may hold the same entries separated by commas. Clients send the key in the
+may hold the same entries separated by commas or newlines. Clients send the key in the
 X-Ratekeeper-Key header (or, without --pass-through, as their token). The key is
 checked before a request's body is read; a request without a valid key gets 401
 and its connection is closed. A request header must arrive within 10 s and a
@@ -205,8 +209,18 @@ func (o *serveOptions) gatewayOptions(stderr io.Writer) (gateway.Options, error)
 		PublicURL:            o.publicURL,
 		RefreshEvery:         o.refresh,
 		ShutdownTimeout:      o.shutdownTimeout,
+		Registry:             serveRegistry(),
 		Logger:               slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level})),
 	}, nil
+}
+
+// serveRegistry is the gateway's /metrics registry: the Go and process
+// collectors a gateway registers by default, and the build's
+// ratekeeper_build_info.
+func serveRegistry() *prometheus.Registry {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(promcollectors.NewGoCollector(), promcollectors.NewProcessCollector(promcollectors.ProcessCollectorOpts{}), buildinfo.Collector(buildinfo.Read()))
+	return reg
 }
 
 // hostRoutes reads the --host HOST=PROVIDER routes.

@@ -94,7 +94,7 @@ resource), and runs until interrupted; it then prints the totals.`,
 	}
 	f := cmd.Flags()
 	f.StringVar(&o.config, "config", "", "TOML or JSON file describing the APIs")
-	f.StringVar(&o.listen, "listen", "127.0.0.1:8080", "address to listen on; port 0 picks a free one")
+	f.StringVar(&o.listen, "listen", "127.0.0.1:8081", "address to listen on; port 0 picks a free one (the default is not serve's 8080, so both run side by side)")
 	f.BoolVar(&o.allowRemote, "allow-remote", false, "allow listening on a non-loopback address")
 	f.StringVar(&o.dialect, "dialect", "github", "dialects to serve, comma-separated: github, gitlab, huggingface, gitea")
 	f.StringVar(&o.prefix, "prefix", "", "path to mount a single API at (default /)")

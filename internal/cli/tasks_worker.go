@@ -2,6 +2,7 @@ package cli
 
 import (
 	"cmp"
+	"context"
 	"fmt"
 	"net/http"
 	"path/filepath"
@@ -160,7 +161,7 @@ func runTasksWorker(cmd *cobra.Command, db *tasksDB, o *workerOptions) error {
 		return err
 	}
 	defer q.Close()
-	stopMetrics, err := o.metrics.serve(ctx, reg, stderr)
+	stopMetrics, err := o.metrics.serve(ctx, reg, func(ctx context.Context) error { return tr.Ready(ctx) }, stderr)
 	if err != nil {
 		return &ExitError{Code: 1, Err: err}
 	}
