@@ -75,6 +75,21 @@ func (ls Leases) Live(now time.Time) int64 {
 	return n
 }
 
+// sent counts the requests of the live leases at now that are sent: a
+// lease standing for several requests is a block taken ahead (see
+// Block), whose requests its holder sends later, one by one, and alone
+// knows how many are out; it counts none of them. An owner's peak in
+// flight, which its learnt cap is lowered from, counts these.
+func (ls Leases) sent(now time.Time) int64 {
+	var n int64
+	for _, l := range ls {
+		if now.Before(l.Until) && l.Requests <= 1 {
+			n++
+		}
+	}
+	return n
+}
+
 // firstLapse is how long from now until the earliest live lease lapses
 // (0 when none is live).
 func (ls Leases) firstLapse(now time.Time) time.Duration {

@@ -287,7 +287,8 @@ func (l *loaded) decide(r slotRows, p *transport.ReserveParams) quota.Decision {
 
 // applySettles runs quota.Settle for each settle on the loaded values. It
 // reports whether any freed what a request of another process may be
-// waiting for (see freesForWaiters).
+// waiting for (see freesForWaiters), or is news to the blocks other
+// processes hold (quota.BlockNews): either is notified.
 func applySettles(l *loaded, settles []*transport.SettleParams) (frees bool) {
 	for _, p := range settles {
 		var o *quota.Owner
@@ -303,7 +304,7 @@ func applySettles(l *loaded, settles []*transport.SettleParams) (frees bool) {
 		if p.Slot.Scope != (transport.BucketID{}) {
 			scope = l.buckets[bucketKey(p.Slot.Scope)]
 		}
-		frees = frees || freesForWaiters(o, b, p)
+		frees = frees || freesForWaiters(o, b, p) || quota.BlockNews(b, &p.Answer, p.Now)
 		quota.SettleScoped(o, b, scope, p.Lease, &p.Answer, p.Now, also...)
 	}
 	return frees
@@ -314,7 +315,7 @@ func applySettles(l *loaded, settles []*transport.SettleParams) (frees bool) {
 // otherwise, and when that could not send it, it is decided alone
 // (reserveAlone).
 func (st *State) Reserve(ctx context.Context, p *transport.ReserveParams) (int, time.Duration, error) {
-	if i, ok := st.fromBlock(p); ok {
+	if i, ok := st.fromBlock(ctx, p); ok {
 		return i, 0, nil
 	}
 	if p.Waited {
@@ -588,12 +589,6 @@ func (st *State) reserveLocked(ctx context.Context, p *transport.ReserveParams, 
 // leases give back when they lapse. A refusal or a Retry-After is written
 // at once, with whatever waits, so that every process stops at once.
 func (st *State) Settle(ctx context.Context, p *transport.SettleParams) error {
-	block, served, recycled := st.servedByBlock(p.Lease, p.Answer.Reading == nil)
-	if recycled {
-		// A unit of an open block (ahead.go), back unanswered: the
-		// block holds it again, and nothing changed in the rows.
-		return nil
-	}
 	// The transport's context has no end (the request's cancellation must
 	// not stop a settle): bound what does I/O here — the clock's first
 	// measurement, a write.
@@ -607,12 +602,19 @@ func (st *State) Settle(ctx context.Context, p *transport.SettleParams) error {
 	} else {
 		p = settleOnDBClock(p, st.ClockOffset(ctx))
 	}
+	// p is a copy from here on.
+	block, served, recycled, closed := st.settleBlocks(p)
+	if recycled {
+		// A unit of an open block (ahead.go), back unanswered: the
+		// block holds it again, and nothing changed in the rows.
+		return nil
+	}
 	if served {
-		p.Lease = block // its answer ends one of the block's requests; p is a copy
+		p.Lease = block // its answer ends one of the block's requests
 	}
 	r := p.Answer.Reading
 	refusal := r != nil && (r.Limited != headers.NotLimited || r.HasRetryAfter)
-	if !refusal && st.queue(p, served) {
+	if !refusal && len(closed) == 0 && st.queue(p, served) {
 		return nil
 	}
 	ctx, cancel := bounded()
@@ -620,6 +622,11 @@ func (st *State) Settle(ctx context.Context, p *transport.SettleParams) error {
 	st.writing.RLock()
 	defer st.writing.RUnlock()
 	settles := st.takePending()
+	// What this process took ahead and the answer closed goes back
+	// first, in the same transaction, so that the answer counts only the
+	// requests really in flight (an owner's learnt cap is lowered from
+	// them).
+	settles = append(settles, closed...)
 	if refusal {
 		// What this process took ahead on the refused owner stops
 		// being handed out, and goes back with the refusal.
