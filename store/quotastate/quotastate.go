@@ -5,7 +5,8 @@
 // knows remaining, reset and invalid tokens without spending a request.
 //
 // It only encodes: each update is one store.Update (an atomic
-// read-modify-write), and the pacing formula stays in package quota. A
+// read-modify-write), and the pacing formula, like every rule of the
+// blocks it takes ahead (quota.Block), stays in package quota. A
 // value that cannot be decoded (a corrupted row) is ignored — the bucket
 // starts afresh and is rebuilt from the next response — and logged once
 // per key.
@@ -587,7 +588,9 @@ func (st *State) reserveLocked(ctx context.Context, p *transport.ReserveParams, 
 // most FlushDelay later (and until then count its request as still in
 // flight, which errs on the safe side), and a crash loses only what the
 // leases give back when they lapse. A refusal or a Retry-After is written
-// at once, with whatever waits, so that every process stops at once.
+// at once, with whatever waits, so that every process stops at once; so is
+// an answer that closes one of this process's blocks (ahead.go), with what
+// the block gives back.
 func (st *State) Settle(ctx context.Context, p *transport.SettleParams) error {
 	// The transport's context has no end (the request's cancellation must
 	// not stop a settle): bound what does I/O here — the clock's first
