@@ -1,7 +1,7 @@
 package quota
 
 import (
-	"slices"
+	"maps"
 	"time"
 
 	"github.com/ratekeeper/ratekeeper/headers"
@@ -98,7 +98,8 @@ func takesOnlyLease(a *Ask, b *Bucket, now time.Time) bool {
 //
 // The copy is the rows as the block's transaction left them, less the
 // block's own lease: what every other decision would see if the block's
-// units not handed out were not held. Take runs Decide on it for each
+// units not handed out were not held (the other leases in flight summed
+// in one: see Leases.others). Take runs Decide on it for each
 // request, so a block's unit goes only where a request decided in the
 // database would go, on the same facts; Settle folds in every answer this
 // process reads on the owner or bucket, at once; Heard checks the rows as
@@ -136,16 +137,39 @@ func TakeBlock(o *Owner, b, scope *Bucket, a *Ask, l Lease, size int64, now time
 		return nil
 	}
 	held, _ := b.Leases.find(l.ID)
-	k := &Block{Lease: held, ask: *a, owner: o.Clone(), bucket: b.Clone()}
-	drop := func(x Lease) bool { return x.ID == l.ID }
-	k.owner.Leases = slices.DeleteFunc(k.owner.Leases, drop)
-	k.bucket.Leases = slices.DeleteFunc(k.bucket.Leases, drop)
+	k := &Block{Lease: held, ask: *a, owner: *o, bucket: *b}
+	k.owner.Leases = o.Leases.others(l.ID, now)
+	k.bucket.Leases = b.Leases.others(l.ID, now)
+	k.owner.PointsTAT = maps.Clone(o.PointsTAT)
 	if scope != nil {
-		c := scope.Clone()
-		c.Leases = slices.DeleteFunc(c.Leases, drop)
+		c := *scope
+		c.Leases = scope.Leases.others(l.ID, now)
 		k.scope = &c
 	}
 	return k
+}
+
+// others is what of ls a block's copy keeps, less the block's own lease
+// id: the others' requests and units in flight, in one lease (ID 0, which
+// no settle names) lapsing with the last of them — a few more counted in
+// flight for the block's life (those answered meanwhile), so that each
+// decision on the copy reads a couple of leases rather than a fleet's.
+func (ls Leases) others(id uint64, now time.Time) Leases {
+	var all Lease
+	for i := range ls {
+		if l := &ls[i]; l.ID != id && now.Before(l.Until) {
+			all.Requests += l.requests()
+			all.Units += l.units()
+			if l.Until.After(all.Until) {
+				all.Until = l.Until
+			}
+		}
+	}
+	out := make(Leases, 0, 8)
+	if all.Requests > 0 {
+		out = append(out, all)
+	}
+	return out
 }
 
 // Left is how many units the block has not handed out.
@@ -198,8 +222,12 @@ func (k *Block) Settle(p Part, id uint64, ans *Answer, now time.Time) bool {
 
 // GiveBack takes back the unit of the request of lease id, which ended
 // without an answer: the block may hand it out again.
-func (k *Block) GiveBack(id uint64, now time.Time) {
-	SettleScoped(&k.owner, &k.bucket, k.scope, id, &Answer{}, now)
+func (k *Block) GiveBack(id uint64) {
+	k.owner.Release(id)
+	k.bucket.Release(id)
+	if k.scope != nil {
+		k.scope.Release(id)
+	}
 	k.handed--
 }
 

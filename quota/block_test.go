@@ -86,7 +86,7 @@ func TestBlockTakeAsksTheEngine(t *testing.T) {
 	if k.Take(&read, Lease{ID: 3, Until: now.Add(2 * time.Minute)}, now) {
 		t.Error("a request whose lease outlasts the block's took a unit")
 	}
-	k.GiveBack(1, now)
+	k.GiveBack(1)
 	if k.Left() != 8 || !k.Take(&read, lease(4), now) {
 		t.Fatalf("a unit given back was not taken again (%d left)", k.Left())
 	}

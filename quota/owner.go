@@ -185,7 +185,9 @@ func (o *Owner) take(s Secondary, c Cost, l Lease, now time.Time) {
 		l.PointsSpan, l.Endpoint = o.PointsTAT[c.Endpoint].Sub(before), c.Endpoint
 	}
 	o.Leases = append(o.Leases, l)
-	o.Peak = max(o.Peak, o.Leases.sent(now))
+	if o.Peak < int64(len(o.Leases)) { // else no count of them can raise it
+		o.Peak = max(o.Peak, o.Leases.sent(now))
+	}
 	if s.countsContent(c) {
 		if s.ContentPerMinute > 0 {
 			o.ContentMin = gcraTake(o.ContentMin, now, 1, s.ContentPerMinute, time.Minute)

@@ -55,10 +55,14 @@ type block struct {
 	// holder is the lease's Holder: a request of another transport
 	// sharing the State (another holder) cannot use it.
 	holder string
-	// at is when it was taken (the system's clock) and dbNow the
-	// decision's now on the database's clock.
+	// at is when it was taken (the system's clock), dbNow the decision's
+	// now on the database's clock, and off the offset of the transport's
+	// clock to the database's then (ClockOffset), which its requests'
+	// times are moved by: measured again at most every ClockCheck, it
+	// changes by little within the block's life.
 	at    time.Time
 	dbNow time.Time
+	off   time.Duration
 	// closed means it hands out no more.
 	closed bool
 }
@@ -100,26 +104,22 @@ func sameSlot(a, b transport.Slot) bool {
 // fromBlock gives p a unit of a block on the first of its slots that has
 // one the engine lets it take (quota.Block.Take), and reports the slot's
 // index. p's times are on the transport's clock.
-func (st *State) fromBlock(ctx context.Context, p *transport.ReserveParams) (int, bool) {
+func (st *State) fromBlock(p *transport.ReserveParams) (int, bool) {
 	s := &st.blocks
 	s.mu.Lock()
-	empty := len(s.open) == 0
-	s.mu.Unlock()
-	if empty {
+	defer s.mu.Unlock()
+	if len(s.open) == 0 {
 		return 0, false
 	}
-	off := st.ClockOffset(ctx)
-	now, lease := shift(p.Now, off), p.Lease
-	lease.Until = shift(lease.Until, off)
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	age := s.clock()
 	for i, slot := range p.Slots {
 		for _, b := range s.open {
 			if !sameSlot(b.slot, slot) || b.holder != p.Lease.Holder {
 				continue
 			}
-			if d := age.Sub(b.at); d < 0 || d >= quota.BlockMaxAge || !b.k.Take(&p.Ask, lease, now) {
+			lease := p.Lease
+			lease.Until = shift(lease.Until, b.off)
+			if d := age.Sub(b.at); d < 0 || d >= quota.BlockMaxAge || !b.k.Take(&p.Ask, lease, shift(p.Now, b.off)) {
 				continue
 			}
 			if s.handed == nil {
@@ -174,26 +174,40 @@ func (b *block) returned(now time.Time) *transport.SettleParams {
 		Answer: quota.Answer{Returned: left}}
 }
 
+// recycle gives the unit of the request of lease id back to the open
+// block that served it, when that request ended unanswered, and reports
+// whether it did: then there is nothing to write.
+func (st *State) recycle(id uint64, unanswered bool) bool {
+	if !unanswered {
+		return false
+	}
+	s := &st.blocks
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	b, ok := s.handed[id]
+	if !ok || b.closed {
+		return false
+	}
+	delete(s.handed, id)
+	b.k.GiveBack(id)
+	return true
+}
+
 // settleBlocks folds the answer p (on the database's clock) into every
 // open block it concerns, and closes those it leaves short of plenty; it
 // returns the lease of the block that served p's request, if one did
-// (served), whether p's request gave its unit back to an open block
-// unanswered (recycled: nothing to write), and the settles that give
-// back what the closed blocks did not hand out.
-func (st *State) settleBlocks(p *transport.SettleParams) (lease uint64, served, recycled bool, releases []*transport.SettleParams) {
+// (served), and the settles that give back what the closed blocks did not
+// hand out. A request that ended unanswered on an open block is recycle's.
+func (st *State) settleBlocks(p *transport.SettleParams) (lease uint64, served bool, releases []*transport.SettleParams) {
 	s := &st.blocks
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if b, ok := s.handed[p.Lease]; ok {
 		delete(s.handed, p.Lease)
 		lease, served = b.k.Lease.ID, true
-		if p.Answer.Reading == nil && !b.closed {
-			b.k.GiveBack(p.Lease, p.Now)
-			return lease, true, true, nil
-		}
 	}
 	if len(s.open) == 0 {
-		return lease, served, false, nil
+		return lease, served, nil
 	}
 	now := s.clock()
 	releases = s.closeWhere(func(b *block) bool {
@@ -204,7 +218,7 @@ func (st *State) settleBlocks(p *transport.SettleParams) (lease uint64, served, 
 		}
 		return !b.k.Settle(part, p.Lease, &p.Answer, p.Now)
 	}, now)
-	return lease, served, false, releases
+	return lease, served, releases
 }
 
 // takeAhead takes a block on the loaded rows for requests like p (whose
@@ -225,7 +239,7 @@ func (st *State) takeAhead(l *loaded, r slotRows, p *transport.ReserveParams) *b
 	if k == nil {
 		return nil
 	}
-	return &block{k: k, slot: slot, holder: p.Lease.Holder, dbNow: p.Now}
+	return &block{k: k, slot: slot, holder: p.Lease.Holder, dbNow: p.Now, off: st.knownOffset()}
 }
 
 // blockWanted reports whether slot has no open block of holder.

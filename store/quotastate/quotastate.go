@@ -316,7 +316,7 @@ func applySettles(l *loaded, settles []*transport.SettleParams) (frees bool) {
 // otherwise, and when that could not send it, it is decided alone
 // (reserveAlone).
 func (st *State) Reserve(ctx context.Context, p *transport.ReserveParams) (int, time.Duration, error) {
-	if i, ok := st.fromBlock(ctx, p); ok {
+	if i, ok := st.fromBlock(p); ok {
 		return i, 0, nil
 	}
 	if p.Waited {
@@ -592,6 +592,11 @@ func (st *State) reserveLocked(ctx context.Context, p *transport.ReserveParams, 
 // an answer that closes one of this process's blocks (ahead.go), with what
 // the block gives back.
 func (st *State) Settle(ctx context.Context, p *transport.SettleParams) error {
+	if st.recycle(p.Lease, p.Answer.Reading == nil) {
+		// A unit of an open block (ahead.go), back unanswered: the
+		// block holds it again, and nothing changed in the rows.
+		return nil
+	}
 	// The transport's context has no end (the request's cancellation must
 	// not stop a settle): bound what does I/O here — the clock's first
 	// measurement, a write.
@@ -606,12 +611,7 @@ func (st *State) Settle(ctx context.Context, p *transport.SettleParams) error {
 		p = settleOnDBClock(p, st.ClockOffset(ctx))
 	}
 	// p is a copy from here on.
-	block, served, recycled, closed := st.settleBlocks(p)
-	if recycled {
-		// A unit of an open block (ahead.go), back unanswered: the
-		// block holds it again, and nothing changed in the rows.
-		return nil
-	}
+	block, served, closed := st.settleBlocks(p)
 	if served {
 		p.Lease = block // its answer ends one of the block's requests
 	}

@@ -30,6 +30,8 @@ type wakes struct {
 	id     string // this State's payload: its own notifications are skipped
 	cancel context.CancelFunc
 	done   chan struct{}
+	// stopped: Close ended the listening, and none starts again.
+	stopped bool
 	// The transports registered (several may share one State), under
 	// State.mu.
 	fns      []func()
@@ -103,7 +105,7 @@ func (st *State) listen() {
 	}
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	if st.closed || st.wake.cancel != nil {
+	if st.closed || st.wake.stopped || st.wake.cancel != nil {
 		return
 	}
 	id := st.wakeID()
@@ -151,6 +153,7 @@ func (st *State) anyWaiting() bool {
 func (st *State) stopListening() {
 	st.mu.Lock()
 	cancel, done := st.wake.cancel, st.wake.done
+	st.wake.stopped = true
 	st.mu.Unlock()
 	if cancel != nil {
 		cancel()
