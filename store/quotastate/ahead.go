@@ -76,6 +76,9 @@ type blocks struct {
 	timer  *time.Timer
 	// size is the next block's size per credential (quota.Block.NextSize).
 	size map[sizeKey]int64
+	// hearing: a read of the open blocks' rows is under way (hear);
+	// again: news came since it began, so it reads once more.
+	hearing, again bool
 }
 
 type sizeKey struct {
@@ -311,6 +314,37 @@ func (st *State) expireBlocks() {
 	}
 	s.mu.Unlock()
 	st.giveBack(releases)
+}
+
+// hear has the open blocks hear their rows again (hearBlocks) on a
+// goroutine of its own, so that the listener goes on waking waiters: news
+// that comes during a read is heard by one more read after it, however
+// much came.
+func (st *State) hear() {
+	s := &st.blocks
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.open) == 0 {
+		return
+	}
+	if s.hearing {
+		s.again = true
+		return
+	}
+	s.hearing = true
+	go func() {
+		for {
+			st.hearBlocks()
+			s.mu.Lock()
+			if !s.again || len(s.open) == 0 {
+				s.hearing, s.again = false, false
+				s.mu.Unlock()
+				return
+			}
+			s.again = false
+			s.mu.Unlock()
+		}
+	}()
 }
 
 // hearBlocks reads the rows of every open block again, after another

@@ -97,7 +97,7 @@ func (st *State) OnWake(fn func(), waiting func() bool) {
 
 // listen starts listening for other processes' notifications, once, on a
 // store that sends them: each wakes the registered transports' waiters
-// (OnWake) and has the open blocks hear the rows again (hearBlocks).
+// (OnWake) and has the open blocks hear the rows again (hear).
 func (st *State) listen() {
 	n, ok := st.s.(store.Notifier)
 	if !ok {
@@ -116,7 +116,7 @@ func (st *State) listen() {
 		_ = n.Listen(ctx, WakeChannel, func(payload string) {
 			if payload != id {
 				st.wakeAll()
-				st.hearBlocks()
+				st.hear()
 			}
 		}, st.anyWaiting)
 	}()
