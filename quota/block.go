@@ -7,17 +7,6 @@ import (
 	"github.com/ratekeeper/ratekeeper/headers"
 )
 
-// Blocks taken ahead. A State shared by several processes decides each
-// request in a transaction on its owner's and bucket's rows; where a
-// bucket has plenty to spare, one transaction may also take a block: a
-// lease standing for several requests (Lease.Requests), held in the rows
-// like any requests in flight, whose units the State then hands to its
-// next requests without a round trip (see store/quotastate). Every rule
-// of a block is here: which asks and buckets may take one (Plenty), how
-// large and for how long (BlockSizes, BlockMaxAge), and the decision that
-// hands out each unit (Block.Take), which is Decide itself, run on a copy
-// of the rows.
-
 // PlentyFloor is the least budget Plenty leaves: below it a bucket is
 // never plentiful, however large its limit.
 const PlentyFloor = 1000
@@ -96,16 +85,26 @@ func takesOnlyLease(a *Ask, b *Bucket, now time.Time) bool {
 // Block is a block taken ahead on one owner and bucket (and scope), and
 // this process's copy of their state, on which each unit is decided.
 //
+// A State shared by several processes decides each request in a
+// transaction on its owner's and bucket's rows; where a bucket has plenty
+// to spare, one transaction may also take a block: a lease standing for
+// several requests (Lease.Requests), held in the rows like any requests in
+// flight, whose units the State then hands to its next requests without a
+// round trip (see store/quotastate). Every rule of a block is here: which
+// asks and buckets may take one (Plenty), how large (FirstBlock, MinBlock,
+// MaxBlock, NextSize) and for how long (BlockMaxAge), and the decision
+// that hands out each unit (Take), which is Decide itself, run on the
+// copy.
+//
 // The copy is the rows as the block's transaction left them, less the
 // block's own lease: what every other decision would see if the block's
-// units not handed out were not held (the other leases in flight summed
-// in one: see Leases.others). Take runs Decide on it for each
-// request, so a block's unit goes only where a request decided in the
-// database would go, on the same facts; Settle folds in every answer this
-// process reads on the owner or bucket, at once; Heard checks the rows as
-// another process left them. A block no longer plentiful for its units
-// not handed out (Plentiful) is to be closed, and what it did not hand out
-// given back.
+// units not handed out were not held (the other leases in flight summed in
+// one: see Leases.others). Take runs Decide on it for each request, so a
+// block's unit goes only where a request decided in the database would go,
+// on the same facts; Settle folds in every answer this process reads on
+// the owner or bucket, at once; Heard checks the rows as another process
+// left them. A block no longer plentiful for its units not handed out
+// (Plentiful) is to be closed, and what it did not hand out given back.
 type Block struct {
 	// Lease is the block's lease in the shared rows.
 	Lease Lease

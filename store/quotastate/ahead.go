@@ -11,9 +11,19 @@ import (
 	"github.com/ratekeeper/ratekeeper/transport"
 )
 
-// Reservations taken ahead. A fleet's decisions a second are bounded by
-// the database: each decision that goes is a transaction on its owner's
-// and bucket's rows (BENCHMARKS.md, "A fleet on one database"). Where a
+// blockFlushDelay is how long the answers of a block's requests, and what
+// a block gives back, may wait to be written: the block keeps counting
+// its requests in flight until then, on a bucket with plenty to spare, so
+// other processes lose nothing by learning them later, and a busy process
+// writes its answers in a few transactions a second instead of hundreds.
+// An answer that closes one of this process's blocks, or a refusal, is
+// written at once.
+const blockFlushDelay = 50 * time.Millisecond
+
+// block is a reservation taken ahead: a quota.Block held by this State.
+//
+// A fleet's decisions a second are bounded by the database: each decision
+// that goes is a transaction on its owner's and bucket's rows (BENCHMARKS.md, "A fleet on one database"). Where a
 // bucket is plentiful (quota.Plenty), a transaction that reserves for a
 // request also takes a block on the same credential (quota.TakeBlock): one
 // lease standing for several requests, in the rows, counted in flight by
@@ -29,7 +39,7 @@ import (
 //   - another process's refusal, or a reading of its that leaves a bucket
 //     holding a block below the line, notifies (quota.BlockNews, in the
 //     transaction that writes it); every process holding a block reads
-//     the rows again on a notification (hearBlocks) and closes the blocks
+//     the rows again on a notification (hear) and closes the blocks
 //     they no longer allow (quota.Block.Heard): within a round trip of
 //     the database on PostgreSQL, sqlite.DataVersionPoll on SQLite, and in
 //     any case quota.BlockMaxAge.
@@ -39,16 +49,6 @@ import (
 // its unit back to the block while it is open; when the block closes (used
 // up, too old, no longer plentiful, Close) the units it did not hand out
 // are given back.
-
-// blockFlushDelay is how long the answers of a block's requests, and what
-// a block gives back, may wait to be written: the block keeps counting
-// its requests in flight until then, on a bucket with plenty to spare, so
-// other processes lose nothing by learning them later, and a busy process
-// writes its answers in a few transactions a second instead of hundreds.
-// Answers that are news to blocks (quota.BlockNews) are written at once.
-const blockFlushDelay = 50 * time.Millisecond
-
-// block is a quota.Block held by this State.
 type block struct {
 	k    *quota.Block
 	slot transport.Slot
