@@ -11,9 +11,9 @@ import (
 	"github.com/ratekeeper/ratekeeper/transport"
 )
 
-// Waking other processes, and telling their blocks. A request waiting for a concurrency slot or a
-// first probe's answer in one process waits on requests in flight in any
-// process; their settles free what it waits for. Each transaction that
+// Waking other processes, and telling their blocks. A request waiting
+// for a concurrency slot or a first probe's answer in one process waits on
+// requests in flight in any process; their settles free what it waits for. Each transaction that
 // writes settles sends a notification (store.WithNotification) on
 // WakeChannel, in the same transaction, carrying the sending State's id;
 // every other State listening (OnWake) wakes its transport's oldest
