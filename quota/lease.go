@@ -67,9 +67,24 @@ type Leases []Lease
 // Live counts the requests of the leases that have not lapsed at now.
 func (ls Leases) Live(now time.Time) int64 {
 	var n int64
-	for _, l := range ls {
-		if now.Before(l.Until) {
+	for i := range ls {
+		if l := &ls[i]; now.Before(l.Until) {
 			n += l.requests()
+		}
+	}
+	return n
+}
+
+// sent counts the requests of the live leases at now that are sent: a
+// lease standing for several requests is a block taken ahead (see
+// Block), whose requests its holder sends later, one by one, and alone
+// knows how many are out; it counts none of them. An owner's peak in
+// flight, which its learnt cap is lowered from, counts these.
+func (ls Leases) sent(now time.Time) int64 {
+	var n int64
+	for i := range ls {
+		if l := &ls[i]; l.Requests <= 1 && now.Before(l.Until) {
+			n++
 		}
 	}
 	return n
@@ -93,8 +108,8 @@ func (ls Leases) firstLapse(now time.Time) time.Duration {
 // LiveUnits sums the units of the leases that have not lapsed at now.
 func (ls Leases) LiveUnits(now time.Time) int64 {
 	var n int64
-	for _, l := range ls {
-		if now.Before(l.Until) {
+	for i := range ls {
+		if l := &ls[i]; now.Before(l.Until) {
 			n += l.units()
 		}
 	}
@@ -103,9 +118,9 @@ func (ls Leases) LiveUnits(now time.Time) int64 {
 
 // find returns the lease id of ls.
 func (ls Leases) find(id uint64) (Lease, bool) {
-	for _, l := range ls {
-		if id != 0 && l.ID == id {
-			return l, true
+	for i := range ls {
+		if id != 0 && ls[i].ID == id {
+			return ls[i], true
 		}
 	}
 	return Lease{}, false
@@ -124,20 +139,22 @@ func (ls Leases) less(id uint64, n int64) (Leases, Lease, bool) {
 	if id == 0 {
 		return ls, Lease{}, false
 	}
-	for i, l := range ls {
-		if l.ID == id && l.requests() > n {
+	for i := range ls {
+		if ls[i].ID != id {
+			continue
+		}
+		if l := &ls[i]; l.requests() > n {
 			// A block's requests are of one unit each, and spaced
 			// nothing (greedy): what goes is n units and nothing
 			// to give back to pacing or points.
-			ls[i].Requests, ls[i].Units = l.requests()-n, l.units()-n
+			l.Requests, l.Units = l.requests()-n, l.units()-n
 			return ls, Lease{ID: id, Until: l.Until, Holder: l.Holder, Units: n, Requests: n}, true
 		}
-		if l.ID == id {
-			// Kept with its capacity, even empty: the next
-			// reservation appends without allocating.
-			ls[i] = ls[len(ls)-1]
-			return ls[:len(ls)-1], l, true
-		}
+		l := ls[i]
+		// Kept with its capacity, even empty: the next reservation
+		// appends without allocating.
+		ls[i] = ls[len(ls)-1]
+		return ls[:len(ls)-1], l, true
 	}
 	return ls, Lease{}, false
 }
@@ -186,9 +203,12 @@ func (ls Leases) Holders() []string {
 // pruned returns ls less the leases lapsed at now.
 func (ls Leases) pruned(now time.Time) Leases {
 	k := 0
-	for _, l := range ls {
-		if now.Before(l.Until) {
-			ls[k] = l
+	for k < len(ls) && now.Before(ls[k].Until) {
+		k++ // nothing lapsed so far: nothing to move
+	}
+	for i := k; i < len(ls); i++ {
+		if now.Before(ls[i].Until) {
+			ls[k] = ls[i]
 			k++
 		}
 	}

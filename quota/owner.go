@@ -27,6 +27,20 @@ type Secondary struct {
 	ContentPerMinute, ContentPerHour int64
 }
 
+// spacesWrite reports whether a request of cost c moves the owner's write
+// schedule (NextWrite).
+func (s Secondary) spacesWrite(c Cost) bool { return c.Write && s.WriteSpacing > 0 }
+
+// countsPoints reports whether a request of cost c spends from its
+// endpoint's points budget (PointsTAT).
+func (s Secondary) countsPoints(c Cost) bool { return s.PointsPerMinute > 0 && c.Points > 0 }
+
+// countsContent reports whether a request of cost c spends from the
+// content budgets (ContentMin, ContentHour).
+func (s Secondary) countsContent(c Cost) bool {
+	return c.CreatesContent && (s.ContentPerMinute > 0 || s.ContentPerHour > 0)
+}
+
 // Cost is what one request spends against the secondary limits.
 type Cost struct {
 	Write          bool
@@ -52,7 +66,8 @@ type Owner struct {
 	// is still ramping up from RampStart; Raised says it rose since; Hold
 	// is how long a lowered cap stays before it may rise (see lower); Run
 	// counts the successes towards the next step; Peak is the most
-	// requests in flight at once since the cap was last lowered.
+	// requests in flight at once since the cap was last lowered (a block
+	// taken ahead counts none: see Leases.sent).
 	Cap     int64         `json:"cap,omitempty"`
 	CapAt   time.Time     `json:"cap_at,omitzero"`
 	Lowered bool          `json:"lowered,omitempty"`
@@ -124,10 +139,10 @@ func (o *Owner) wait(s Secondary, c Cost, now time.Time) (time.Duration, bool) {
 	if c := o.ConcurrencyCap(s, now); c > 0 && o.Leases.Live(now) >= c {
 		slot = o.Leases.firstLapse(now)
 	}
-	if c.Write && s.WriteSpacing > 0 && now.Before(o.NextWrite) {
+	if s.spacesWrite(c) && now.Before(o.NextWrite) {
 		w = max(w, o.NextWrite.Sub(now))
 	}
-	if s.PointsPerMinute > 0 && c.Points > 0 {
+	if s.countsPoints(c) {
 		w = max(w, gcraWait(o.PointsTAT[c.Endpoint], now, c.Points, s.PointsPerMinute, time.Minute))
 	}
 	if c.CreatesContent {
@@ -158,10 +173,10 @@ func (o *Owner) Reserve(s Secondary, c Cost, l Lease, now time.Time) time.Durati
 // requests in flight.
 func (o *Owner) take(s Secondary, c Cost, l Lease, now time.Time) {
 	o.refresh(now)
-	if c.Write && s.WriteSpacing > 0 {
+	if s.spacesWrite(c) {
 		o.NextWrite = now.Add(s.WriteSpacing)
 	}
-	if s.PointsPerMinute > 0 && c.Points > 0 {
+	if s.countsPoints(c) {
 		if o.PointsTAT == nil {
 			o.PointsTAT = make(map[string]time.Time, 1)
 		}
@@ -170,8 +185,10 @@ func (o *Owner) take(s Secondary, c Cost, l Lease, now time.Time) {
 		l.PointsSpan, l.Endpoint = o.PointsTAT[c.Endpoint].Sub(before), c.Endpoint
 	}
 	o.Leases = append(o.Leases, l)
-	o.Peak = max(o.Peak, o.Leases.Live(now))
-	if c.CreatesContent {
+	if o.Peak < int64(len(o.Leases)) { // else no count of them can raise it
+		o.Peak = max(o.Peak, o.Leases.sent(now))
+	}
+	if s.countsContent(c) {
 		if s.ContentPerMinute > 0 {
 			o.ContentMin = gcraTake(o.ContentMin, now, 1, s.ContentPerMinute, time.Minute)
 		}

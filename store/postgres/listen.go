@@ -13,9 +13,10 @@ const relisten = time.Second
 
 // Listen implements store.Notifier with LISTEN on a connection of its
 // own, outside the pool: a notification arrives within a round trip of
-// the commit that sent it, and waiting costs the database nothing. After
-// a lost connection it connects again and calls fn(""), since what was
-// sent meanwhile is lost. waiting is not needed: nothing is polled.
+// the commit that sent it, and waiting costs the database nothing. Each
+// time it starts listening — the first time, and after a lost connection
+// is made again — it calls fn(""), since what was sent before is lost.
+// waiting is not needed: nothing is polled.
 //
 // A failure is logged once until a connection listens again: a database
 // that is away for a minute costs one line, not one a second.
@@ -38,7 +39,6 @@ func (s *Store) Listen(ctx context.Context, channel string, fn func(payload stri
 			return ctx.Err()
 		case <-time.After(relisten):
 		}
-		fn("")
 	}
 }
 
@@ -56,6 +56,7 @@ func (s *Store) listenOnce(ctx context.Context, channel string, fn func(payload 
 	if _, err := conn.Exec(ctx, `LISTEN `+pgx.Identifier{channel}.Sanitize()); err != nil {
 		return false, err
 	}
+	fn("")
 	for {
 		n, err := conn.WaitForNotification(ctx)
 		if err != nil {

@@ -11,78 +11,60 @@ import (
 	"github.com/ratekeeper/ratekeeper/transport"
 )
 
-// Reservations taken ahead. A fleet's decisions a second are bounded by
-// the database: each decision that goes is a transaction on its owner's
-// and bucket's rows, and on a busy machine the processes and the database
-// share the cores, so the more processes, the more CPU each decision
-// costs (BENCHMARKS.md, "A fleet on one database"). Where a bucket is
-// plentiful (quota.Plenty: half its limit and at least 1,000 units to
-// spare, no pause, no pacing, no cap on the owner's requests in flight —
-// `max_concurrency = 0`, as for an API that limits only its quota), a
-// transaction that reserves for a request also takes a block on
-// the same credential — about as many units as this process's requests
-// used there in the last blockMaxAge, between minBlock and maxBlock: one
-// lease standing for that many requests (quota.Lease.Requests), in the
-// rows, counted in flight by every process like any requests' — and the
-// State hands its units to its next requests on that credential without a
-// round trip, each to one request whose lease the block outlasts, for at
-// most blockMaxAge. Each answer ends one of the block's requests, in the
-// transaction that writes the answer anyway; a request that ends without
-// an answer gives its unit back to the block while it is open; when the
-// block closes (used up, too old, a refusal on its owner, Close) the units
-// it did not hand out are given back. One lease for many requests keeps
-// the rows as small as a few requests in flight, which is what every
-// transaction reads and writes.
+// blockFlushDelay is how long the answers of a block's requests, and what
+// a block gives back, may wait to be written: the block keeps counting
+// its requests in flight until then, on a bucket with plenty to spare, so
+// other processes lose nothing by learning them later, and a busy process
+// writes its answers in a few transactions a second instead of hundreds.
+// An answer that closes one of this process's blocks, or a refusal, is
+// written at once.
+const blockFlushDelay = 50 * time.Millisecond
+
+// block is a reservation taken ahead: a quota.Block held by this State.
 //
-// What it costs: the units not handed out yet are held for at most
-// blockMaxAge, on a bucket with at least as much to spare.
-// A refusal on an owner closes this process's blocks on it at once;
-// another process's refusal reaches the units already taken as it reaches
-// requests in flight, at most blockMaxAge after. A request that cannot use
-// a block (paced, a write, points, a scope something is known of, a
-// capped owner, a bucket not plentiful) is decided in the database as before: GitHub's REST requests
-// (points per endpoint) and every provider's default cap on requests in
-// flight among them.
-
-const (
-	// firstBlock is the size of a credential's first block; minBlock
-	// and maxBlock bound the next ones (see shut). A transaction's cost
-	// is shared by that many decisions.
-	firstBlock = 32
-	minBlock   = 4
-	maxBlock   = 1024
-	// blockMaxAge is how long a block hands out units after it was
-	// taken.
-	blockMaxAge = 250 * time.Millisecond
-	// blockFlushDelay is how long the answers of a block's requests, and
-	// what a block gives back, may wait to be written: the block keeps
-	// counting its requests in flight until then, on a bucket with
-	// plenty to spare, so other processes lose nothing by learning them
-	// later, and a busy process writes its answers in a few transactions
-	// a second instead of hundreds.
-	blockFlushDelay = 50 * time.Millisecond
-)
-
-// block is a reservation of several units taken ahead.
+// A fleet's decisions a second are bounded by the database: each decision
+// that goes is a transaction on its owner's and bucket's rows (BENCHMARKS.md, "A fleet on one database"). Where a
+// bucket is plentiful (quota.Plenty), a transaction that reserves for a
+// request also takes a block on the same credential (quota.TakeBlock): one
+// lease standing for several requests, in the rows, counted in flight by
+// every process like any requests'. The State hands its units to its next
+// requests on that credential without a round trip, each decided by the
+// engine's own decision on the block's copy of the rows (quota.Block.Take),
+// for at most quota.BlockMaxAge.
+//
+// How news reaches a block's units:
+//   - an answer this process reads is folded into the copy at once
+//     (quota.Block.Settle); a block it leaves short of plenty (a reading
+//     saying few remain, a refusal, a pause) closes before the next unit;
+//   - another process's refusal, or a reading of its that leaves a bucket
+//     holding a block below the line, notifies (quota.BlockNews, in the
+//     transaction that writes it); every process holding a block reads
+//     the rows again on a notification (hear) and closes the blocks
+//     they no longer allow (quota.Block.Heard): within a round trip of
+//     the database on PostgreSQL, sqlite.DataVersionPoll on SQLite, and in
+//     any case quota.BlockMaxAge.
+//
+// Each answer ends one of the block's requests, in the transaction that
+// writes the answer anyway; a request that ends without an answer gives
+// its unit back to the block while it is open; when the block closes (used
+// up, too old, no longer plentiful, Close) the units it did not hand out
+// are given back.
 type block struct {
+	k    *quota.Block
 	slot transport.Slot
-	ask  quota.Ask
-	id   uint64
 	// holder is the lease's Holder: a request of another transport
 	// sharing the State (another holder) cannot use it.
 	holder string
 	// at is when it was taken (the system's clock), dbNow the decision's
-	// now on the database's clock, and room how long its lease lasts
-	// from then.
+	// now on the database's clock, and off the offset of the transport's
+	// clock to the database's then (ClockOffset), which its requests'
+	// times are moved by: measured again at most every ClockCheck, it
+	// changes by little within the block's life.
 	at    time.Time
 	dbNow time.Time
-	room  time.Duration
-	units int
-	// handed counts the units held by requests, uses every one given
-	// (a unit given back unanswered may be given again); closed means it
-	// hands out no more.
-	handed, uses int
-	closed       bool
+	off   time.Duration
+	// closed means it hands out no more.
+	closed bool
 }
 
 // blocks is a State's reservations taken ahead.
@@ -92,9 +74,11 @@ type blocks struct {
 	open   []*block          // handing out units, oldest first
 	handed map[uint64]*block // by the lease ID of the request it served
 	timer  *time.Timer
-	// size is the next block's size per credential, from the pace at
-	// which the last one was used (see shut).
+	// size is the next block's size per credential (quota.Block.NextSize).
 	size map[sizeKey]int64
+	// hearing: a read of the open blocks' rows is under way (hear);
+	// again: news came since it began, so it reads once more.
+	hearing, again bool
 }
 
 type sizeKey struct {
@@ -109,6 +93,10 @@ func (s *blocks) clock() time.Time {
 	return time.Now()
 }
 
+// dbTime is the system's time now on the database's clock, as b's
+// decisions count it.
+func (b *block) dbTime(now time.Time) time.Time { return b.dbNow.Add(now.Sub(b.at)) }
+
 // sameSlot reports whether a and b spend from the same rows. Only slots
 // without shared buckets take blocks; a block's slot has its scope, so
 // its units serve only requests of that scope.
@@ -116,25 +104,9 @@ func sameSlot(a, b transport.Slot) bool {
 	return a.Owner == b.Owner && a.Bucket == b.Bucket && a.Scope == b.Scope && len(a.Also) == 0 && len(b.Also) == 0
 }
 
-// blockable reports whether a block may be taken on slot s for ask a, as
-// far as the slot and the ask tell (quota.Plenty tells the rest, on
-// the locked rows).
-func blockable(s transport.Slot, a *quota.Ask) bool {
-	return len(s.Also) == 0 && s.Owner != (transport.OwnerID{}) &&
-		a.Policy.Kind == quota.Greedy && !a.Free && !a.Conditional && a.Units <= 1
-}
-
-// blockAsk is what of a decides whether a unit of a block serves it: the
-// ask less its cost, which a block's ask can only carry when no points
-// are counted (quota.Plenty) — so requests to every endpoint share one
-// block.
-func blockAsk(a quota.Ask) quota.Ask {
-	a.Cost = quota.Cost{}
-	return a
-}
-
 // fromBlock gives p a unit of a block on the first of its slots that has
-// one it can use, and reports the slot's index.
+// one the engine lets it take (quota.Block.Take), and reports the slot's
+// index. p's times are on the transport's clock.
 func (st *State) fromBlock(p *transport.ReserveParams) (int, bool) {
 	s := &st.blocks
 	s.mu.Lock()
@@ -142,23 +114,22 @@ func (st *State) fromBlock(p *transport.ReserveParams) (int, bool) {
 	if len(s.open) == 0 {
 		return 0, false
 	}
-	now := s.clock()
-	needs := p.Lease.Until.Sub(p.Now)
-	ask := blockAsk(p.Ask)
+	age := s.clock()
 	for i, slot := range p.Slots {
 		for _, b := range s.open {
-			age := now.Sub(b.at)
-			if b.handed >= b.units || age < 0 || age >= blockMaxAge || b.room-age < needs ||
-				!sameSlot(b.slot, slot) || b.ask != ask || b.holder != p.Lease.Holder {
+			if !sameSlot(b.slot, slot) || b.holder != p.Lease.Holder {
 				continue
 			}
-			b.handed++
-			b.uses++
+			lease := p.Lease
+			lease.Until = shift(lease.Until, b.off)
+			if d := age.Sub(b.at); d < 0 || d >= quota.BlockMaxAge || !b.k.Take(&p.Ask, lease, shift(p.Now, b.off)) {
+				continue
+			}
 			if s.handed == nil {
 				s.handed = make(map[uint64]*block)
 			}
 			s.handed[p.Lease.ID] = b
-			if b.handed == b.units {
+			if b.k.Left() == 0 {
 				s.closeLocked(b)
 			}
 			p.OnAnswer, p.Scoped = false, false
@@ -174,21 +145,13 @@ func (s *blocks) closeLocked(b *block) {
 	s.open = slices.DeleteFunc(s.open, func(x *block) bool { return x == b })
 }
 
-// shut marks b closed at now, and sizes the next block of its
-// credential for what its requests used of b per blockMaxAge: a block
-// used up sooner is followed by a larger one (at most four times), one
-// that expired by as many as it handed out.
+// shut marks b closed at now, and sizes the next block of its credential.
 func (s *blocks) shut(b *block, now time.Time) {
 	b.closed = true
-	age := max(now.Sub(b.at), time.Millisecond)
-	next := int64(b.uses)
-	if age < blockMaxAge {
-		next = min(int64(b.units)*4, int64(float64(b.uses)*float64(blockMaxAge)/float64(age)))
-	}
 	if s.size == nil {
 		s.size = make(map[sizeKey]int64)
 	}
-	s.size[sizeKey{b.slot.Owner, b.slot.Bucket}] = min(max(next, minBlock), maxBlock)
+	s.size[sizeKey{b.slot.Owner, b.slot.Bucket}] = b.k.NextSize(now.Sub(b.at))
 }
 
 // nextSize is the size of the next block on slot.
@@ -199,79 +162,100 @@ func (st *State) nextSize(slot transport.Slot) int64 {
 	if n, ok := s.size[sizeKey{slot.Owner, slot.Bucket}]; ok {
 		return n
 	}
-	return firstBlock
+	return quota.FirstBlock
 }
 
 // returned is the settle that gives back the units b did not hand out,
 // timed at now (the system's clock) on the database's clock; nil when it
 // handed them all.
 func (b *block) returned(now time.Time) *transport.SettleParams {
-	if b.handed >= b.units {
+	left := b.k.Left()
+	if left <= 0 {
 		return nil
 	}
-	return &transport.SettleParams{Slot: b.slot, Lease: b.id, Now: b.dbNow.Add(now.Sub(b.at)),
-		Answer: quota.Answer{Returned: int64(b.units - b.handed)}}
+	return &transport.SettleParams{Slot: b.slot, Lease: b.k.Lease.ID, Now: b.dbTime(now),
+		Answer: quota.Answer{Returned: left}}
 }
 
-// servedByBlock returns the lease of the block that served the request
-// whose lease is id, if one did, and forgets the request. A request that
-// ended without an answer (noAnswer) gives its unit back to the block
-// while the block is open: then recycled is true and there is nothing to
-// write.
-func (st *State) servedByBlock(id uint64, noAnswer bool) (lease uint64, served, recycled bool) {
+// recycle gives the unit of the request of lease id back to the open
+// block that served it, when that request ended unanswered, and reports
+// whether it did: then there is nothing to write.
+func (st *State) recycle(id uint64, unanswered bool) bool {
+	if !unanswered {
+		return false
+	}
 	s := &st.blocks
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	b, ok := s.handed[id]
-	if !ok {
-		return 0, false, false
+	if !ok || b.closed {
+		return false
 	}
 	delete(s.handed, id)
-	if noAnswer && !b.closed {
-		b.handed--
-		return b.id, true, true
-	}
-	return b.id, true, false
-}
-
-// blockWanted reports whether slot has no open block for ask.
-func (st *State) blockWanted(slot transport.Slot, a *quota.Ask) bool {
-	s := &st.blocks
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for _, b := range s.open {
-		if sameSlot(b.slot, slot) && b.ask == blockAsk(*a) {
-			return false
-		}
-	}
+	b.k.GiveBack(id)
 	return true
 }
 
+// settleBlocks folds the answer p (on the database's clock) into every
+// open block it concerns, and closes those it leaves short of plenty; it
+// returns the lease of the block that served p's request, if one did
+// (served), and the settles that give back what the closed blocks did not
+// hand out. A request that ended unanswered on an open block is recycle's.
+func (st *State) settleBlocks(p *transport.SettleParams) (lease uint64, served bool, releases []*transport.SettleParams) {
+	s := &st.blocks
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if b, ok := s.handed[p.Lease]; ok {
+		delete(s.handed, p.Lease)
+		lease, served = b.k.Lease.ID, true
+	}
+	if len(s.open) == 0 {
+		return lease, served, nil
+	}
+	now := s.clock()
+	releases = s.closeWhere(func(b *block) bool {
+		part := quota.Part{Owner: b.slot.Owner == p.Slot.Owner && p.Slot.Owner != (transport.OwnerID{}),
+			Bucket: b.slot.Bucket == p.Slot.Bucket, Scope: b.slot.Scope == p.Slot.Scope}
+		if !part.Owner && !part.Bucket {
+			return false
+		}
+		return !b.k.Settle(part, p.Lease, &p.Answer, p.Now)
+	}, now)
+	return lease, served, releases
+}
+
 // takeAhead takes a block on the loaded rows for requests like p (whose
-// one slot is r's), as large as the slot stays plentiful for, up to
-// the slot's next size; p's times are on the database's clock. It returns the
+// one slot is r's), as large as the slot stays plentiful for, up to the
+// slot's next size; p's times are on the database's clock. It returns the
 // block, to be kept (keepBlock) once the transaction commits, or nil.
 func (st *State) takeAhead(l *loaded, r slotRows, p *transport.ReserveParams) *block {
 	slot := p.Slots[0]
-	if !blockable(slot, &p.Ask) || !st.blockWanted(slot, &p.Ask) {
+	if len(slot.Also) != 0 || slot.Owner == (transport.OwnerID{}) || !st.blockWanted(slot, p.Lease.Holder) {
 		return nil
 	}
 	var scope *quota.Bucket
 	if slot.Scope != (transport.BucketID{}) {
 		scope = l.buckets[bucketKey(slot.Scope)]
 	}
-	units := min(st.nextSize(slot), quota.Plenty(l.owners[r.owners[0]], l.buckets[r.buckets[0]], scope, &p.Ask, p.Now))
-	if units < 2 {
+	lease := quota.Lease{ID: leaseID(), Until: p.Lease.Until.Add(quota.BlockMaxAge), Holder: p.Lease.Holder}
+	k := quota.TakeBlock(l.owners[r.owners[0]], l.buckets[r.buckets[0]], scope, &p.Ask, lease, st.nextSize(slot), p.Now)
+	if k == nil {
 		return nil
 	}
-	room := p.Lease.Until.Sub(p.Now) + blockMaxAge
-	q := *p
-	q.Ask.Units = units
-	q.Lease = quota.Lease{ID: leaseID(), Until: p.Now.Add(room), Holder: p.Lease.Holder, Requests: units}
-	if d := l.decide(r, &q); d.Wait > 0 || d.Err != nil || d.Index != 0 {
-		return nil
+	return &block{k: k, slot: slot, holder: p.Lease.Holder, dbNow: p.Now, off: st.knownOffset()}
+}
+
+// blockWanted reports whether slot has no open block of holder.
+func (st *State) blockWanted(slot transport.Slot, holder string) bool {
+	s := &st.blocks
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, b := range s.open {
+		if sameSlot(b.slot, slot) && b.holder == holder {
+			return false
+		}
 	}
-	return &block{slot: slot, ask: blockAsk(p.Ask), id: q.Lease.ID, holder: p.Lease.Holder, dbNow: p.Now, room: room, units: int(units)}
+	return true
 }
 
 // leaseID draws a lease ID: random, like the transport's, so that no two
@@ -284,22 +268,36 @@ func leaseID() uint64 {
 	}
 }
 
-// keepBlock keeps blocks taken by a committed transaction, and makes sure
-// they stop handing out units in time.
+// keepBlock keeps blocks taken by a committed transaction, makes sure
+// they stop handing out units in time, and listens for other processes'
+// news while any is open.
 func (st *State) keepBlock(taken ...*block) {
 	s := &st.blocks
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	now := s.clock()
+	kept := false
 	for _, b := range taken {
 		if b != nil {
 			b.at = now
 			s.open = append(s.open, b)
+			kept = true
 		}
 	}
 	if len(s.open) > 0 && s.timer == nil {
-		s.timer = time.AfterFunc(blockMaxAge, st.expireBlocks)
+		s.timer = time.AfterFunc(quota.BlockMaxAge, st.expireBlocks)
 	}
+	s.mu.Unlock()
+	if kept {
+		st.listen()
+	}
+}
+
+// blocksOpen reports whether any block hands out units.
+func (st *State) blocksOpen() bool {
+	s := &st.blocks
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.open) > 0
 }
 
 // expireBlocks closes the blocks too old to hand out units, gives back
@@ -308,12 +306,77 @@ func (st *State) expireBlocks() {
 	s := &st.blocks
 	s.mu.Lock()
 	now := s.clock()
-	releases := s.closeWhere(func(b *block) bool { return now.Sub(b.at) >= blockMaxAge }, now)
+	releases := s.closeWhere(func(b *block) bool { return now.Sub(b.at) >= quota.BlockMaxAge }, now)
 	s.timer = nil
 	if len(s.open) > 0 {
 		// When the oldest still open is due.
-		s.timer = time.AfterFunc(s.open[0].at.Add(blockMaxAge).Sub(now), st.expireBlocks)
+		s.timer = time.AfterFunc(s.open[0].at.Add(quota.BlockMaxAge).Sub(now), st.expireBlocks)
 	}
+	s.mu.Unlock()
+	st.giveBack(releases)
+}
+
+// hear has the open blocks hear their rows again (hearBlocks) on a
+// goroutine of its own, so that the listener goes on waking waiters: news
+// that comes during a read is heard by one more read after it, however
+// much came.
+func (st *State) hear() {
+	s := &st.blocks
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.open) == 0 {
+		return
+	}
+	if s.hearing {
+		s.again = true
+		return
+	}
+	s.hearing = true
+	go func() {
+		for {
+			st.hearBlocks()
+			s.mu.Lock()
+			if !s.again || len(s.open) == 0 {
+				s.hearing, s.again = false, false
+				s.mu.Unlock()
+				return
+			}
+			s.again = false
+			s.mu.Unlock()
+		}
+	}()
+}
+
+// hearBlocks reads the rows of every open block again, after another
+// process wrote (a notification), and closes the blocks they no longer
+// allow (quota.Block.Heard), giving back what those did not hand out.
+func (st *State) hearBlocks() {
+	s := &st.blocks
+	s.mu.Lock()
+	slots := make([]transport.Slot, 0, len(s.open))
+	for _, b := range s.open {
+		slots = append(slots, b.slot)
+	}
+	s.mu.Unlock()
+	if len(slots) == 0 {
+		return
+	}
+	l := newLoaded(2 * len(slots))
+	l.addSlots(slots)
+	ctx, cancel := context.WithTimeout(context.Background(), st.txTimeout(settleTimeout))
+	defer cancel()
+	if _, err := st.snapshot(ctx, l); err != nil {
+		return // the block lapses at its age; a failed read tells nothing new
+	}
+	s.mu.Lock()
+	now := s.clock()
+	releases := s.closeWhere(func(b *block) bool {
+		var scope *quota.Bucket
+		if b.slot.Scope != (transport.BucketID{}) {
+			scope = l.buckets[bucketKey(b.slot.Scope)]
+		}
+		return !b.k.Heard(l.owners[ownerKey(b.slot.Owner)], l.buckets[bucketKey(b.slot.Bucket)], scope, b.dbTime(now))
+	}, now)
 	s.mu.Unlock()
 	st.giveBack(releases)
 }
@@ -349,9 +412,8 @@ func (st *State) closeBlocks(owner transport.OwnerID) []*transport.SettleParams 
 	return s.closeWhere(func(b *block) bool { return owner == (transport.OwnerID{}) || b.slot.Owner == owner }, s.clock())
 }
 
-// giveBack queues releases of blocks, to be written
-// like any answer that pauses nothing; past maxPending they are written
-// at once.
+// giveBack queues releases of blocks, to be written like any answer that
+// pauses nothing; past maxPending they are written at once.
 func (st *State) giveBack(releases []*transport.SettleParams) {
 	if len(releases) == 0 {
 		return

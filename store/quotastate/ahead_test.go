@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -18,6 +19,7 @@ import (
 	"github.com/ratekeeper/ratekeeper/quota"
 	"github.com/ratekeeper/ratekeeper/store"
 	"github.com/ratekeeper/ratekeeper/store/quotastate"
+	"github.com/ratekeeper/ratekeeper/store/storetest"
 	"github.com/ratekeeper/ratekeeper/transport"
 )
 
@@ -380,5 +382,59 @@ func TestBlockOnAnUnknownScope(t *testing.T) {
 	}
 	if len(ks.locked) == 0 && ks.reads == 0 {
 		t.Fatal("the request after the scope's refusal was not decided in the database")
+	}
+}
+
+// Another process's primary refusal reaches this process's block: the
+// refusal's transaction notifies, the block's holder reads its rows again
+// and closes it, and no reservation goes after, although the block's age
+// (its clock held still) would let it hand out units for ever.
+func TestAnotherProcessRefusalClosesTheBlock(t *testing.T) {
+	dsns := map[string]func(t *testing.T) string{
+		"sqlite":   func(t *testing.T) string { return filepath.Join(t.TempDir(), "state.db") },
+		"postgres": func(t *testing.T) string { return storetest.NewPostgresSchema(t, storetest.PostgresBase(t)) },
+	}
+	for _, name := range []string{"sqlite", "postgres"} {
+		t.Run(name, func(t *testing.T) {
+			dsn := dsns[name](t)
+			open := func() *quotastate.State {
+				s, err := store.Open(t.Context(), dsn, store.Options{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				st := quotastate.New(s, nil)
+				t.Cleanup(func() { st.Close(context.Background()); s.Close() })
+				return st
+			}
+			st, other := open(), open()
+			quotastate.UseBlockClock(st, func() time.Time { return time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC) })
+			now := time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)
+			slot := pool(1)[0]
+			spend(t, st, slot, 4000, now)
+			slots := []transport.Slot{slot}
+			if _, w := reserveGreedy(t, st, slots, 1, now); w != 0 {
+				t.Fatalf("the first reservation waits %v", w)
+			}
+			if quotastate.OpenBlocks(st) != 1 {
+				t.Fatal("no block was taken")
+			}
+			refusal := &headers.Reading{Status: http.StatusForbidden, Limit: 5000, Remaining: 0, Used: 5000,
+				Reset: now.Add(time.Hour), Limited: headers.Primary}
+			settleAt(t, other, slot, 0, refusal, now)
+			// The news travels on its own: a notification, or SQLite's
+			// data_version read every sqlite.DataVersionPoll.
+			for deadline := time.Now().Add(10 * time.Second); quotastate.OpenBlocks(st) > 0 && time.Now().Before(deadline); {
+				time.Sleep(5 * time.Millisecond)
+			}
+			went := 0
+			for id := uint64(2); id <= 40; id++ {
+				if _, w := reserveGreedy(t, st, slots, id, now); w == 0 {
+					went++
+				}
+			}
+			if went != 0 {
+				t.Fatalf("after another process's refusal %d of 39 reservations went, want 0", went)
+			}
+		})
 	}
 }

@@ -93,6 +93,13 @@ func (st *State) ClockOffset(ctx context.Context) time.Duration {
 	return st.clk.offset
 }
 
+// knownOffset is the offset last measured, without measuring.
+func (st *State) knownOffset() time.Duration {
+	st.clk.mu.Lock()
+	defer st.clk.mu.Unlock()
+	return st.clk.offset
+}
+
 func (st *State) remeasure() {
 	ctx, cancel := context.WithTimeout(context.Background(), st.txTimeout(settleTimeout))
 	defer cancel()

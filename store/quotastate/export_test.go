@@ -1,6 +1,10 @@
 package quotastate
 
-import "time"
+import (
+	"time"
+
+	"github.com/ratekeeper/ratekeeper/quota"
+)
 
 // QueuedReservations returns how many reservations wait for st's
 // transaction under way, to be decided together.
@@ -30,4 +34,11 @@ func UseBlockClock(st *State, now func() time.Time) {
 func ExpireBlocks(st *State) { st.expireBlocks() }
 
 // BlockMaxAge is how long a block hands out units.
-const BlockMaxAge = blockMaxAge
+const BlockMaxAge = quota.BlockMaxAge
+
+// OpenBlocks reports how many of st's blocks hand out units.
+func OpenBlocks(st *State) int {
+	st.blocks.mu.Lock()
+	defer st.blocks.mu.Unlock()
+	return len(st.blocks.open)
+}

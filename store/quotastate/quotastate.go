@@ -5,7 +5,8 @@
 // knows remaining, reset and invalid tokens without spending a request.
 //
 // It only encodes: each update is one store.Update (an atomic
-// read-modify-write), and the pacing formula stays in package quota. A
+// read-modify-write), and the pacing formula, like every rule of the
+// blocks it takes ahead (quota.Block), stays in package quota. A
 // value that cannot be decoded (a corrupted row) is ignored — the bucket
 // starts afresh and is rebuilt from the next response — and logged once
 // per key.
@@ -287,7 +288,8 @@ func (l *loaded) decide(r slotRows, p *transport.ReserveParams) quota.Decision {
 
 // applySettles runs quota.Settle for each settle on the loaded values. It
 // reports whether any freed what a request of another process may be
-// waiting for (see freesForWaiters).
+// waiting for (see freesForWaiters), or is news to the blocks other
+// processes hold (quota.BlockNews): either is notified.
 func applySettles(l *loaded, settles []*transport.SettleParams) (frees bool) {
 	for _, p := range settles {
 		var o *quota.Owner
@@ -303,7 +305,7 @@ func applySettles(l *loaded, settles []*transport.SettleParams) (frees bool) {
 		if p.Slot.Scope != (transport.BucketID{}) {
 			scope = l.buckets[bucketKey(p.Slot.Scope)]
 		}
-		frees = frees || freesForWaiters(o, b, p)
+		frees = frees || freesForWaiters(o, b, p) || quota.BlockNews(b, &p.Answer, p.Now)
 		quota.SettleScoped(o, b, scope, p.Lease, &p.Answer, p.Now, also...)
 	}
 	return frees
@@ -586,10 +588,11 @@ func (st *State) reserveLocked(ctx context.Context, p *transport.ReserveParams, 
 // most FlushDelay later (and until then count its request as still in
 // flight, which errs on the safe side), and a crash loses only what the
 // leases give back when they lapse. A refusal or a Retry-After is written
-// at once, with whatever waits, so that every process stops at once.
+// at once, with whatever waits, so that every process stops at once; so is
+// an answer that closes one of this process's blocks (ahead.go), with what
+// the block gives back.
 func (st *State) Settle(ctx context.Context, p *transport.SettleParams) error {
-	block, served, recycled := st.servedByBlock(p.Lease, p.Answer.Reading == nil)
-	if recycled {
+	if st.recycle(p.Lease, p.Answer.Reading == nil) {
 		// A unit of an open block (ahead.go), back unanswered: the
 		// block holds it again, and nothing changed in the rows.
 		return nil
@@ -607,12 +610,14 @@ func (st *State) Settle(ctx context.Context, p *transport.SettleParams) error {
 	} else {
 		p = settleOnDBClock(p, st.ClockOffset(ctx))
 	}
+	// p is a copy from here on.
+	block, served, closed := st.settleBlocks(p)
 	if served {
-		p.Lease = block // its answer ends one of the block's requests; p is a copy
+		p.Lease = block // its answer ends one of the block's requests
 	}
 	r := p.Answer.Reading
 	refusal := r != nil && (r.Limited != headers.NotLimited || r.HasRetryAfter)
-	if !refusal && st.queue(p, served) {
+	if !refusal && len(closed) == 0 && st.queue(p, served) {
 		return nil
 	}
 	ctx, cancel := bounded()
@@ -620,6 +625,11 @@ func (st *State) Settle(ctx context.Context, p *transport.SettleParams) error {
 	st.writing.RLock()
 	defer st.writing.RUnlock()
 	settles := st.takePending()
+	// What this process took ahead and the answer closed goes back
+	// first, in the same transaction, so that the answer counts only the
+	// requests really in flight (an owner's learnt cap is lowered from
+	// them).
+	settles = append(settles, closed...)
 	if refusal {
 		// What this process took ahead on the refused owner stops
 		// being handed out, and goes back with the refusal.

@@ -11,9 +11,9 @@ import (
 	"github.com/ratekeeper/ratekeeper/transport"
 )
 
-// Waking other processes. A request waiting for a concurrency slot or a
-// first probe's answer in one process waits on requests in flight in any
-// process; their settles free what it waits for. Each transaction that
+// Waking other processes, and telling their blocks. A request waiting
+// for a concurrency slot or a first probe's answer in one process waits on
+// requests in flight in any process; their settles free what it waits for. Each transaction that
 // writes settles sends a notification (store.WithNotification) on
 // WakeChannel, in the same transaction, carrying the sending State's id;
 // every other State listening (OnWake) wakes its transport's oldest
@@ -30,6 +30,8 @@ type wakes struct {
 	id     string // this State's payload: its own notifications are skipped
 	cancel context.CancelFunc
 	done   chan struct{}
+	// stopped: Close ended the listening, and none starts again.
+	stopped bool
 	// The transports registered (several may share one State), under
 	// State.mu.
 	fns      []func()
@@ -48,7 +50,8 @@ func (st *State) wakeID() string {
 
 // notifying returns ctx carrying the notification that settles were
 // written, sent if *frees is true once the transaction's fn ran (see
-// applySettles), when there are settles.
+// applySettles: a settle that frees a waiter's slot or is news to
+// blocks), when there are settles.
 func (st *State) notifying(ctx context.Context, settles []*transport.SettleParams, frees *bool) context.Context {
 	if len(settles) == 0 {
 		return ctx
@@ -79,20 +82,30 @@ func freesForWaiters(o *quota.Owner, b *quota.Bucket, p *transport.SettleParams)
 // (store.Notifier), fn is called at each settle another process writes
 // that frees a slot or a probe, until Close. Every transport sharing the
 // State registers; the store is asked to watch while any of them has a
-// request waiting (see store.Notifier).
+// request waiting, or a block is open (see store.Notifier).
 func (st *State) OnWake(fn func(), waiting func() bool) {
+	st.mu.Lock()
+	if st.closed {
+		st.mu.Unlock()
+		return
+	}
+	st.wake.fns = append(st.wake.fns, fn)
+	st.wake.waitings = append(st.wake.waitings, waiting)
+	st.mu.Unlock()
+	st.listen()
+}
+
+// listen starts listening for other processes' notifications, once, on a
+// store that sends them: each wakes the registered transports' waiters
+// (OnWake) and has the open blocks hear the rows again (hear).
+func (st *State) listen() {
 	n, ok := st.s.(store.Notifier)
 	if !ok {
 		return
 	}
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	if st.closed {
-		return
-	}
-	st.wake.fns = append(st.wake.fns, fn)
-	st.wake.waitings = append(st.wake.waitings, waiting)
-	if st.wake.cancel != nil {
+	if st.closed || st.wake.stopped || st.wake.cancel != nil {
 		return
 	}
 	id := st.wakeID()
@@ -103,6 +116,7 @@ func (st *State) OnWake(fn func(), waiting func() bool) {
 		_ = n.Listen(ctx, WakeChannel, func(payload string) {
 			if payload != id {
 				st.wakeAll()
+				st.hear()
 			}
 		}, st.anyWaiting)
 	}()
@@ -118,8 +132,12 @@ func (st *State) wakeAll() {
 	}
 }
 
-// anyWaiting reports whether a registered transport has a request waiting.
+// anyWaiting reports whether a registered transport has a request
+// waiting, or a block is open: someone waits for news.
 func (st *State) anyWaiting() bool {
+	if st.blocksOpen() {
+		return true
+	}
 	st.mu.Lock()
 	ws := st.wake.waitings
 	st.mu.Unlock()
@@ -135,6 +153,7 @@ func (st *State) anyWaiting() bool {
 func (st *State) stopListening() {
 	st.mu.Lock()
 	cancel, done := st.wake.cancel, st.wake.done
+	st.wake.stopped = true
 	st.mu.Unlock()
 	if cancel != nil {
 		cancel()

@@ -72,6 +72,10 @@ func Run(t *testing.T, b Backend) {
 		{"RemoteHolderFreedWhenSilent", testRemoteHolderSilent},
 		{"ReservationsHoldTheirUnits", testUnits},
 		{"ScopeRefusalPausesOnlyItsScope", testScopeRefusal},
+		{"ReadingReachesBlock", testReadingReachesBlock},
+		{"WriteSpacingAfterRead", testWriteSpacingAfterRead},
+		{"MinIntervalOnGreedy", testMinIntervalOnGreedy},
+		{"PeakCountsRequestsSent", testPeakCountsRequestsSent},
 	}
 	if b.NewDSN != nil && b.Open != nil {
 		tests = append(tests, struct {
