@@ -177,10 +177,10 @@ func (b *bucket) countEarly() {
 	b.earlyRetries++
 }
 
-// refuseBare counts a request the injected proxy refused (see
-// FaultConfig.BareRefusalAt) and starts its refusal: requests arriving
-// within wait are early.
-func (b *bucket) refuseBare(now time.Time, inFlight int64, wait time.Duration) {
+// refuseBare counts a request that arrived at now and that the injected
+// proxy refused (see FaultConfig.BareRefusalAt), and records the refusal
+// as decided at at, naming until.
+func (b *bucket) refuseBare(now, at, until time.Time, inFlight int64) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.requests++
@@ -189,7 +189,7 @@ func (b *bucket) refuseBare(now time.Time, inFlight int64, wait time.Duration) {
 		b.earlyRetries++
 	}
 	b.bareRefusals++
-	b.scope.refuse(now, now.Add(wait))
+	b.scope.refuse(at, until)
 }
 
 // outcome is a request that never reached the quota check.
