@@ -180,3 +180,14 @@ func TestBareRefusalGoesToTheScope(t *testing.T) {
 		t.Errorf("scope paused %v, want at least %v", d, ScopeBackoff)
 	}
 }
+
+// Bucket.Observe, without Settle's answer, takes a bare refusal as a pause
+// too: nothing counted, nothing emptied.
+func TestObserveBare(t *testing.T) {
+	b := NewBucket()
+	b.Observe(githubCore(4000, t0.Add(time.Hour), t0), t0, true, Default{})
+	b.Observe(proxyRefusal(http.StatusTooManyRequests, t0), t0, true, Default{})
+	if b.Remaining != 4000 || b.BlockedUntil.Sub(t0) != ScopeBackoff {
+		t.Errorf("remaining %d, blocked %v; want 4000 and %v", b.Remaining, b.BlockedUntil.Sub(t0), ScopeBackoff)
+	}
+}
