@@ -2,6 +2,7 @@ package headers
 
 import (
 	"bytes"
+	"net/http"
 	"time"
 )
 
@@ -15,6 +16,7 @@ type bodySignal struct {
 	github        bool // GitHub's documentation URL
 	retryAfter    time.Duration
 	hasRetryAfter bool // a JSON "retry_after" (Discord and others), in seconds
+	page          bool // a 403 whose body is a page for people, not the API's error (see isPage)
 }
 
 // Phrases, in lower case, that mark a body as a rate-limit refusal. The
@@ -66,6 +68,32 @@ func inspectBody(status int, body []byte) bodySignal {
 		sig.retryAfter, sig.hasRetryAfter = secondsToDuration(v), true
 	}
 	return sig
+}
+
+// isPage reports a body that is a page for people — HTML, or plain text —
+// rather than an API's own error, which is structured (JSON or XML): what
+// a proxy or an abuse filter in front of the API answers. The declared
+// Content-Type decides; without one, the body's first bytes do. An empty
+// body is no page: a 403 that says nothing is the ordinary permission
+// answer (a HEAD request's has no body at all).
+func isPage(h http.Header, body []byte) bool {
+	if len(body) == 0 {
+		return false
+	}
+	if ct := h["Content-Type"]; len(ct) > 0 {
+		v := ct[0]
+		return hasPrefixFold(v, "text/html") || hasPrefixFold(v, "text/plain") || hasPrefixFold(v, "application/xhtml")
+	}
+	body = bytes.TrimLeft(body, " \t\r\n")
+	switch {
+	case len(body) == 0:
+		return false
+	case body[0] == '{' || body[0] == '[':
+		return false
+	case len(body) >= 5 && indexFold(body[:5], "<?xml") == 0:
+		return false
+	}
+	return true
 }
 
 func containsAnyFold(body []byte, phrases []string) bool {

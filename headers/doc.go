@@ -72,12 +72,20 @@
 // Refusals:
 //   - 429 (and 420) are always rate-limit refusals.
 //   - 403 is a permission error unless remaining is 0, the body carries a
-//     rate-limit message, or Retry-After is present.
+//     rate-limit message, or Retry-After is present — or it states nothing
+//     at all: no rate-limit count or reset, and a body that is a page for
+//     people (HTML or plain text) rather than the API's own error, as a
+//     proxy or an abuse filter in front of the API answers. A 403 with no
+//     body at all stays a permission error (HEAD answers have none).
 //   - A refusal is secondary when the body says so (GitHub's secondary limit
 //     message or documentation anchor, the IETF abnormal-usage problem type)
 //     or when the headers still show quota remaining (the limit that refused
 //     is not the one they describe, as with GitLab's 429s from other
-//     throttles); otherwise it is primary.
+//     throttles); else bare when the headers state no count and no reset
+//     (a Retry-After alone may come with it): a proxy's 429 page,
+//     GitLab's headerless 429 or plain "Retry later" — it says nothing of
+//     any quota, so a client pauses rather than taking the quota as spent;
+//     otherwise it is primary.
 //
 // The wait, on this reading alone:
 //   - Retry-After (in any of its forms) takes precedence when present, as
@@ -86,6 +94,8 @@
 //     [DefaultWait] (60 s, GitHub's documented minimum).
 //   - Primary refusal, or remaining 0 on any response: until the reset, or
 //     DefaultWait when the response does not say when.
+//   - Bare refusal: DefaultWait (how much less a client may wait elsewhere
+//     than on GitHub is for its provider to say).
 //   - Otherwise 0: pacing within the quota is the job of package quota.
 //   - Never negative: a reset in the past gives 0.
 //

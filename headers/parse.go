@@ -195,6 +195,7 @@ func Parse(status int, h http.Header, body []byte, now time.Time) Reading {
 	if !r.HasRetryAfter && sig.hasRetryAfter {
 		r.RetryAfter, r.HasRetryAfter = sig.retryAfter, true
 	}
+	sig.page = status == http.StatusForbidden && isPage(h, body)
 	r.Limited = classifyRefusal(status, &r, sig)
 	r.Wait = wait(&r, now)
 	r.Dialect = p.dialect(&r)
@@ -516,8 +517,11 @@ func classifyRefusal(status int, r *Reading, sig bodySignal) Limited {
 	case http.StatusTooManyRequests, 420: // 420: Twitter's old "Enhance Your Calm"
 		refused = true
 	case http.StatusForbidden:
-		// A 403 is a permission error unless something says rate limit.
-		refused = r.Remaining == 0 || sig.rateLimited || sig.secondary || r.HasRetryAfter
+		// A 403 is a permission error unless something says rate limit,
+		// or it says nothing at all in a page that is not the API's own
+		// error: a proxy or an abuse filter refused it.
+		refused = r.Remaining == 0 || sig.rateLimited || sig.secondary || r.HasRetryAfter ||
+			sig.page && statesNoCount(r)
 	default:
 		refused = sig.rateLimited && status == http.StatusOK // GraphQL RATE_LIMITED
 	}
@@ -532,9 +536,20 @@ func classifyRefusal(status int, r *Reading, sig bodySignal) Limited {
 		// RATE_LIMITED comes with points left that do not pay for the
 		// query: its own budget refused it.)
 		return Secondary
+	case status != http.StatusOK && statesNoCount(r) && (status != http.StatusForbidden || sig.page || !sig.rateLimited):
+		// Nothing said of any quota: not a sign that one is spent. (A
+		// 403 whose body is the API's own rate-limit message, not a
+		// page, says what it is.)
+		return Bare
 	default:
 		return Primary
 	}
+}
+
+// statesNoCount reports a reading with no count and no reset: nothing said
+// of any quota (a Retry-After may still be there).
+func statesNoCount(r *Reading) bool {
+	return r.Limit == UnknownCount && r.Remaining == UnknownCount && r.Used == UnknownCount && !r.HasReset()
 }
 
 // wait is the least wait before the next request on this reading alone.
@@ -555,6 +570,8 @@ func wait(r *Reading, now time.Time) time.Duration {
 		if r.Remaining == 0 && untilReset >= 0 {
 			return untilReset
 		}
+		return DefaultWait
+	case r.Limited == Bare:
 		return DefaultWait
 	case r.Limited == Primary || r.Remaining == 0:
 		if untilReset >= 0 {

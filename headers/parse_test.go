@@ -261,7 +261,7 @@ func TestGitLab(t *testing.T) {
 			body: "Retry later\n",
 			want: want{remaining: i64(1988), limited: Secondary, wait: 30 * time.Second}},
 		{name: "429 with nothing but a body", status: 429, header: `Content-Type: text/plain`, body: "Retry later\n",
-			want: want{limited: Primary, wait: DefaultWait, dialect: DialectNone}},
+			want: want{limited: Bare, wait: DefaultWait, dialect: DialectNone}},
 		{name: "reset time only", status: 200, header: `
 			RateLimit-Remaining: 0
 			RateLimit-ResetTime: Thu, 01 Jan 2026 00:48:26 GMT`,
@@ -417,7 +417,7 @@ func TestOtherDialects(t *testing.T) {
 			X-RateLimit-Reset: 1767229200000`,
 			want: want{reset: epoch(resetAt), wait: 754 * time.Second}},
 		{name: "family retry-after", status: 429, header: `X-RateLimit-Retry-After: 7`,
-			want: want{retryAfter: dur(7 * time.Second), wait: 7 * time.Second, limited: Primary}},
+			want: want{retryAfter: dur(7 * time.Second), wait: 7 * time.Second, limited: Bare}},
 		{name: "hugging face", status: 200, header: `
 			ratelimit: "api";r=489;t=189
 			ratelimit-policy: "fixed window";"api";q=500;w=300`,
@@ -478,7 +478,7 @@ func TestOtherDialects(t *testing.T) {
 			want: want{limited: Primary, wait: DefaultWait}},
 		{name: "telegram body retry_after", status: 429, header: `Content-Type: application/json`,
 			body: `{"ok":false,"error_code":429,"description":"Too Many Requests: retry after 35","parameters":{"retry_after":35}}`,
-			want: want{retryAfter: dur(35 * time.Second), wait: 35 * time.Second, limited: Primary}},
+			want: want{retryAfter: dur(35 * time.Second), wait: 35 * time.Second, limited: Bare}},
 		{name: "upper case names", status: 200, header: `
 			X-RATELIMIT-LIMIT: 100
 			X-RATELIMIT-REMAINING: 3`,
@@ -489,9 +489,9 @@ func TestOtherDialects(t *testing.T) {
 func TestRetryAfterForms(t *testing.T) {
 	runCases(t, []parseCase{
 		{name: "delta seconds", status: 429, header: `Retry-After: 120`,
-			want: want{retryAfter: dur(2 * time.Minute), wait: 2 * time.Minute, limited: Primary, dialect: DialectRetry}},
+			want: want{retryAfter: dur(2 * time.Minute), wait: 2 * time.Minute, limited: Bare, dialect: DialectRetry}},
 		{name: "fractional", status: 429, header: `Retry-After: 1.5`,
-			want: want{retryAfter: dur(1500 * time.Millisecond), wait: 1500 * time.Millisecond, limited: Primary}},
+			want: want{retryAfter: dur(1500 * time.Millisecond), wait: 1500 * time.Millisecond, limited: Bare}},
 		{name: "IMF-fixdate", status: 503, header: `Retry-After: Thu, 01 Jan 2026 00:49:26 GMT`,
 			want: want{retryAfter: dur(2 * time.Minute), wait: 2 * time.Minute}},
 		{name: "RFC 850", status: 503, header: `Retry-After: Thursday, 01-Jan-26 00:49:26 GMT`,
@@ -499,7 +499,7 @@ func TestRetryAfterForms(t *testing.T) {
 		{name: "asctime", status: 503, header: `Retry-After: Thu Jan  1 00:49:26 2026`,
 			want: want{retryAfter: dur(2 * time.Minute), wait: 2 * time.Minute}},
 		{name: "date in the past clamps to 0", status: 429, header: `Retry-After: Fri, 31 Dec 1999 23:59:59 GMT`,
-			want: want{retryAfter: dur(0), wait: 0, limited: Primary}},
+			want: want{retryAfter: dur(0), wait: 0, limited: Bare}},
 		{name: "negative ignored", status: 503, header: `Retry-After: -5`,
 			want: want{wait: 0}},
 		{name: "garbage ignored", status: 503, header: `Retry-After: soon`,
@@ -507,11 +507,11 @@ func TestRetryAfterForms(t *testing.T) {
 		{name: "repeated: the longest", status: 429, header: `
 			Retry-After: 5
 			Retry-After: 30`,
-			want: want{retryAfter: dur(30 * time.Second), wait: 30 * time.Second, limited: Primary}},
+			want: want{retryAfter: dur(30 * time.Second), wait: 30 * time.Second, limited: Bare}},
 		{name: "503 is not a rate limit but asks to wait", status: 503, header: `Retry-After: 10`,
 			want: want{limited: NotLimited, wait: 10 * time.Second}},
 		{name: "403 with retry-after is a refusal", status: 403, header: `Retry-After: 10`,
-			want: want{limited: Primary, wait: 10 * time.Second}},
+			want: want{limited: Bare, wait: 10 * time.Second}},
 	})
 }
 

@@ -18,15 +18,25 @@ const (
 	// (concurrency, points per minute, content creation), or a 429 while
 	// the announced quota still had requests left.
 	Secondary
+	// Bare: refused, with no word of any quota — no count and no reset
+	// in the headers (a Retry-After alone may come), and no secondary-limit
+	// message. A proxy or abuse filter in front of an API answers so
+	// (a 429 or 403 page), as do GitLab's headerless 429 and its plain
+	// "Retry later". It is a pause of the scope refused, never a sign
+	// that the quota is spent: the next reading that states a count is
+	// the truth.
+	Bare
 )
 
-// String returns "none", "primary" or "secondary".
+// String returns "none", "primary", "secondary" or "bare".
 func (l Limited) String() string {
 	switch l {
 	case Primary:
 		return "primary"
 	case Secondary:
 		return "secondary"
+	case Bare:
+		return "bare"
 	default:
 		return "none"
 	}

@@ -17,7 +17,7 @@ type Summary struct {
 	RetryAfterSeconds *float64 `json:"retry_after_seconds"`
 	Resource          *string  `json:"resource"`
 	RateLimited       bool     `json:"rate_limited"`
-	LimitKind         *string  `json:"limit_kind"` // "primary", "secondary" or null
+	LimitKind         *string  `json:"limit_kind"` // "primary", "secondary", "bare" or null
 	WaitSeconds       float64  `json:"wait_seconds"`
 	ServerTime        *string  `json:"server_time"` // RFC 3339
 	HeadersUsed       []string `json:"headers_used"`
@@ -102,6 +102,8 @@ func (r *Reading) Describe(now time.Time) string {
 			name = "Server"
 		}
 		fmt.Fprintf(&b, "%s secondary rate limit hit", name)
+	case r.Limited == Bare:
+		fmt.Fprintf(&b, "Refused (HTTP %d) without stating any limit: a pause, not a spent quota", r.Status)
 	case !r.HasInfo():
 		fmt.Fprintf(&b, "No rate-limit information in this response (HTTP %d)", r.Status)
 	default:

@@ -43,6 +43,7 @@ func (githubAPI) TokenEnv(string, *url.URL) []string { return slices.Clone(githu
 func (githubAPI) Secondary() Secondary {
 	return Secondary{
 		MaxConcurrency:           20,
+		BareWait:                 time.Minute, // REST best practices: "wait at least one minute"
 		WriteSpacing:             time.Second,
 		ReadPoints:               1,
 		WritePoints:              5,

@@ -68,6 +68,12 @@ type Secondary struct {
 	// when to come back (no Retry-After); it doubles, with jitter, at each
 	// new strike. 0 means the client's default, GitHub's documented minute.
 	Wait time.Duration
+	// BareWait is the first pause of the refused bucket or scope after a
+	// bare refusal — one that states nothing of any quota and names no
+	// time, as a proxy's or an abuse filter's 429 page — doubling while
+	// they repeat. GitHub asks for at least a minute; 0 means the
+	// backoff of unannounced limits (1 s).
+	BareWait time.Duration
 	// WriteSpacing is the least time between two writes
 	// (POST/PATCH/PUT/DELETE) of one owner. GitHub asks for at least 1 s.
 	WriteSpacing time.Duration

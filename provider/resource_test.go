@@ -119,7 +119,7 @@ func TestDefaultsAndSecondary(t *testing.T) {
 		}
 	}
 	gh := r.Lookup("github").Secondary
-	want := Secondary{MaxConcurrency: 20, WriteSpacing: time.Second, ReadPoints: 1, WritePoints: 5,
+	want := Secondary{MaxConcurrency: 20, BareWait: time.Minute, WriteSpacing: time.Second, ReadPoints: 1, WritePoints: 5,
 		EndpointPointsPerMinute: 900, GraphQLPointsPerMinute: 2000, ContentCreationPerMinute: 80, ContentCreationPerHour: 500}
 	if gh != want {
 		t.Errorf("github secondary = %+v, want %+v", gh, want)

@@ -67,7 +67,8 @@ type Bucket struct {
 	// the server never announced, learnt from its refusals; Configured,
 	// one the user wrote down. LimitStated says a refusal stated the
 	// limit (RateLimit-Limit), so it is not raised. Strikes counts the
-	// fresh refusals in a row that named no time; EpisodeAt is when the
+	// fresh refusals in a row that named no time (of an announced
+	// bucket: its fresh bare refusals, see bare.go); EpisodeAt is when the
 	// episode of refusals under way began, RefusedAt when the last fresh
 	// refusal came; Probing (below) the first request of a learnt window.
 	Learnt      bool `json:"learnt,omitempty"`

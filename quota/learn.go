@@ -104,7 +104,9 @@ func (o *Owner) Observe(ans *Answer, inFlight int64, now time.Time) {
 		}
 		o.ramp(ans.Secondary, sent, now)
 		return
-	case r.Limited == headers.Primary:
+	case r.Limited == headers.Primary, r.Limited == headers.Bare:
+		// A bucket's or a scope's refusal, not the owner's: the
+		// owner's other buckets go on.
 		return
 	}
 	var pause time.Duration

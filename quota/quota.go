@@ -213,13 +213,20 @@ type Default struct {
 // (Docker Hub's "ratelimit-remaining: 76;w=21600", Shopify's call limit)
 // is taken to refill a window after the first reading of its window: the
 // window it states, else the one known, else def's. A Retry-After pauses
-// the bucket for at most DefaultMaxPause (see Answer.MaxPause).
+// the bucket for at most DefaultMaxPause (see Answer.MaxPause). A bare
+// refusal (headers.Bare) only pauses it, for its Retry-After or
+// ScopeBackoff (Settle applies the provider's first pause, Answer.BareWait,
+// and its doubling).
 func (b *Bucket) Observe(r *headers.Reading, now time.Time, counted bool, def Default) {
 	b.observe(r, now, counted, def, DefaultMaxPause)
 }
 
 // observe is Observe with the cap on pauses (DefaultMaxPause when zero).
 func (b *Bucket) observe(r *headers.Reading, now time.Time, counted bool, def Default, maxPause time.Duration) {
+	if r.Limited == headers.Bare {
+		b.pauseBare(&Answer{Reading: r, MaxPause: maxPause}, now)
+		return
+	}
 	b.prune(now)
 	b.roll(now)
 	b.Observed = now

@@ -254,6 +254,11 @@ type Answer struct {
 	// lease stands for (see Lease.Requests), none of them sent; 0 means
 	// 1.
 	Returned int64
+	// BareWait is the provider's first pause after a bare refusal that
+	// names no time (see headers.Bare): GitHub's "at least a minute";
+	// zero means ScopeBackoff (1 s). Each fresh bare refusal in a row
+	// doubles it (see Bucket.pauseBare).
+	BareWait time.Duration
 }
 
 // Settle is SettleScoped for a request with no scope.
@@ -295,7 +300,10 @@ func SettleScoped(o *Owner, b, scope *Bucket, id uint64, ans *Answer, now time.T
 	if scope != nil {
 		scope.Release(id)
 		if r := ans.Reading; r != nil {
-			scoped = r.Limited == headers.Primary && (b == nil || refusalOfScope(b, r, now))
+			// A bare refusal says nothing of b: the narrowest part of
+			// the API known to have refused is the request's scope.
+			scoped = r.Limited == headers.Bare ||
+				r.Limited == headers.Primary && (b == nil || refusalOfScope(b, r, now))
 			scope.observeScope(ans, scoped, now)
 		}
 	}
@@ -321,11 +329,15 @@ func SettleScoped(o *Owner, b, scope *Bucket, id uint64, ans *Answer, now time.T
 		} else {
 			b.Release(id)
 		}
-		if ans.Reading != nil && !scoped {
+		switch {
+		case ans.Reading == nil || scoped:
+			b.prune(now)
+		case ans.Reading.Limited == headers.Bare:
+			b.pauseBare(ans, now)
+		default:
+			b.clearBare(ans, now)
 			b.observe(ans.Reading, now, ans.Counted, ans.Default, ans.MaxPause)
 			b.countUnits(ans, spent)
-		} else {
-			b.prune(now)
 		}
 	}
 }

@@ -23,15 +23,16 @@ import (
 const ScopeBackoff = time.Second
 
 // scopeBackoff is the pause after a fresh refusal that names no time,
-// following strikes others in a row: ScopeBackoff·2^strikes, lengthened by
+// following strikes others in a row: base (the provider's first pause,
+// Answer.BareWait, else ScopeBackoff)·2^strikes, lengthened by
 // up to as much again by jitter (in [0, 1)), so that many clients refused
 // together do not come back together, and none comes back sooner than the
 // doubling promises. The caller caps it.
-func scopeBackoff(strikes int, jitter float64) time.Duration {
+func scopeBackoff(base time.Duration, strikes int, jitter float64) time.Duration {
 	if jitter < 0 || jitter >= 1 || jitter != jitter {
 		jitter = 0
 	}
-	d := ScopeBackoff << min(strikes, 20)
+	d := bareBase(base) << min(strikes, 20)
 	return d + time.Duration(jitter*float64(d))
 }
 
@@ -213,11 +214,11 @@ func (s *Bucket) observeScopeRefusal(ans *Answer, now time.Time) {
 	case r.HasReset() && r.Reset.After(now):
 		wait = r.Reset.Sub(now)
 	case fresh:
-		wait, named = scopeBackoff(s.Strikes, ans.Jitter), false
+		wait, named = scopeBackoff(ans.BareWait, s.Strikes, ans.Jitter), false
 	default:
 		// A refusal of the episode naming no time: nothing goes sooner
 		// than the first backoff after any refusal received.
-		wait = ScopeBackoff
+		wait = bareBase(ans.BareWait)
 	}
 	until := now.Add(capPause(wait, ans.MaxPause))
 	if !fresh {

@@ -25,7 +25,7 @@ func usersRefusal(retryAfter time.Duration, reset time.Time) *headers.Reading {
 // bareRefusal is a 429 that says nothing at all (gitlab.com sometimes,
 // GitLab Dedicated's plain "Retry later").
 func bareRefusal() *headers.Reading {
-	return &headers.Reading{Status: http.StatusTooManyRequests, Limit: UnknownCount, Remaining: UnknownCount, Used: UnknownCount, Limited: headers.Primary}
+	return &headers.Reading{Status: http.StatusTooManyRequests, Limit: UnknownCount, Remaining: UnknownCount, Used: UnknownCount, Limited: headers.Bare}
 }
 
 // reserveScoped reserves one request on bucket b with scope s at now and

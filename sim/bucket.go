@@ -28,7 +28,7 @@ type bucket struct {
 
 	requests, accepted, charged, notModified, unauthorized int64
 	primaryViolations, secondaryViolations                 int64
-	serverErrors, dropped                                  int64
+	serverErrors, dropped, bareRefusals                    int64
 	earlyRetries                                           int64
 	// scope is the bucket's last refusal, for counting early retries.
 	scope       refusalScope
@@ -177,6 +177,21 @@ func (b *bucket) countEarly() {
 	b.earlyRetries++
 }
 
+// refuseBare counts a request that arrived at now and that the injected
+// proxy refused (see FaultConfig.BareRefusalAt), and records the refusal
+// as decided at at, naming until.
+func (b *bucket) refuseBare(now, at, until time.Time, inFlight int64) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.requests++
+	b.maxInFlight = max(b.maxInFlight, inFlight)
+	if b.scope.early(now) {
+		b.earlyRetries++
+	}
+	b.bareRefusals++
+	b.scope.refuse(at, until)
+}
+
 // outcome is a request that never reached the quota check.
 type outcome int
 
@@ -223,7 +238,7 @@ func (b *bucket) reset() {
 	defer b.mu.Unlock()
 	b.active, b.start, b.used = false, 0, 0
 	b.requests, b.accepted, b.charged, b.notModified, b.unauthorized = 0, 0, 0, 0, 0
-	b.primaryViolations, b.secondaryViolations, b.serverErrors, b.dropped = 0, 0, 0, 0
+	b.primaryViolations, b.secondaryViolations, b.serverErrors, b.dropped, b.bareRefusals = 0, 0, 0, 0, 0
 	b.earlyRetries, b.scope = 0, refusalScope{}
 	b.maxInFlight = 0
 	b.timeline = nil

@@ -180,10 +180,20 @@ type FaultConfig struct {
 	SlowRate float64 `toml:"slow_rate" json:"slow_rate"`
 	// SlowDelay is the delay of slow answers. Default 2s.
 	SlowDelay time.Duration `toml:"slow_delay" json:"slow_delay"`
+	// BareRefusalAt answers the API's request number N (from 1, counted
+	// as faults are: after authentication) itself, as a proxy or an abuse
+	// filter in front of the API does: BareRefusalStatus with an HTML
+	// page and no rate-limit header at all, charging nothing. The
+	// refused request's bucket then counts the requests arriving before
+	// GitHub's "at least a minute" (GitHubSecondaryWait) on github, or
+	// MinRetryWait elsewhere, as early retries. 0: none.
+	BareRefusalAt int64 `toml:"bare_refusal_at" json:"bare_refusal_at"`
+	// BareRefusalStatus is 429 or 403. Default 429.
+	BareRefusalStatus int `toml:"bare_refusal_status" json:"bare_refusal_status"`
 }
 
 func (f FaultConfig) any() bool {
-	return f.ErrorRate > 0 || f.UnavailableRate > 0 || f.DropRate > 0 || f.SlowRate > 0
+	return f.ErrorRate > 0 || f.UnavailableRate > 0 || f.DropRate > 0 || f.SlowRate > 0 || f.BareRefusalAt > 0
 }
 
 // canonicalDialect maps the accepted spellings to a dialect name.
@@ -414,6 +424,12 @@ func validateFaults(p string, f FaultConfig) []error {
 	}
 	if f.SlowDelay < 0 {
 		errs = append(errs, fieldErr(p+".slow_delay", "%v is negative (want a duration like \"2s\")", f.SlowDelay))
+	}
+	if f.BareRefusalAt < 0 {
+		errs = append(errs, fieldErr(p+".bare_refusal_at", "%d is negative (want a request number from 1, or 0 for none)", f.BareRefusalAt))
+	}
+	if s := f.BareRefusalStatus; s != 0 && s != 403 && s != 429 {
+		errs = append(errs, fieldErr(p+".bare_refusal_status", "%d is not a refusal status (want 403 or 429)", s))
 	}
 	return errs
 }

@@ -73,6 +73,7 @@ const (
 	faultUnavailable
 	faultDrop
 	faultSlow
+	faultBareRefusal
 )
 
 // drawFault decides the fault of the API's next request: the n-th request
@@ -83,6 +84,8 @@ func (a *api) drawFault() (fault, uint64) {
 	u := float64(x>>11) / (1 << 53)
 	f := a.faults
 	switch {
+	case f.BareRefusalAt > 0 && n == uint64(f.BareRefusalAt):
+		return faultBareRefusal, x
 	case u < f.ErrorRate:
 		return faultError, x
 	case u < f.ErrorRate+f.UnavailableRate:

@@ -118,7 +118,11 @@
 // closed; with a ResponseWriter that cannot be hijacked, ServeHTTP panics
 // with http.ErrAbortHandler, which net/http turns into a closed connection
 // and Transport into an error), or a slow answer (SlowDelay, then normal).
-// Latency delays every answer.
+// BareRefusalAt answers one request, the N-th, as a proxy or an abuse
+// filter in front of the API would: a 429 (or 403) HTML page with no
+// rate-limit header, charging nothing; requests to the refused bucket in
+// the next GitHubSecondaryWait (github) or MinRetryWait (others) are early
+// retries. Latency delays every answer.
 //
 // # Dialects and their headers
 //
@@ -264,7 +268,8 @@
 //	                 graphql_points_per_minute, write_spacing, penalty,
 //	                 retry_after, status
 //	[apis.faults] error_rate, unavailable_rate, unavailable_retry_after,
-//	              drop_rate, slow_rate, slow_delay
+//	              drop_rate, slow_rate, slow_delay,
+//	              bare_refusal_at, bare_refusal_status
 //	[[apis.endpoint_limits]] pattern, name, limit, anonymous_limit, window,
 //	                         window_mode, refusal (headers|retry-after|bare|plain)
 //

@@ -111,3 +111,58 @@ func TestCanceledDuringLatency(t *testing.T) {
 		}
 	})
 }
+
+// BareRefusalAt answers exactly one request, the N-th, with a proxy's page:
+// no rate-limit header, nothing charged; on GitHub a request to the same
+// bucket within the minute after it is an early retry, one after it is
+// not.
+func TestBareRefusalFault(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		srv := mustNew(t, Config{APIs: []APIConfig{{Dialect: "github", Limit: 100, Window: time.Hour, Secondary: noSecondary(),
+			Tokens: []TokenConfig{{Token: "tok-f-1"}}, Faults: FaultConfig{BareRefusalAt: 3}}}})
+		c := newClient(t, srv)
+		var statuses []int
+		for i := range 5 {
+			switch i {
+			case 3:
+				time.Sleep(time.Second)
+			case 4:
+				time.Sleep(GitHubSecondaryWait)
+			}
+			a, err := c.try("GET", "/repos/o/r", "Authorization", "token tok-f-1")
+			if err != nil {
+				t.Fatal(err)
+			}
+			statuses = append(statuses, a.status)
+			if a.status == http.StatusTooManyRequests {
+				for k := range a.header {
+					if strings.Contains(strings.ToLower(k), "ratelimit") || strings.EqualFold(k, "Retry-After") {
+						t.Errorf("the proxy's refusal carries %s", k)
+					}
+				}
+				if ct := a.h("Content-Type"); !strings.HasPrefix(ct, "text/html") {
+					t.Errorf("the proxy's refusal is %q, want an HTML page", ct)
+				}
+			}
+		}
+		if want := []int{200, 200, 429, 200, 200}; !slicesEqual(statuses, want) {
+			t.Fatalf("statuses %v, want %v", statuses, want)
+		}
+		st := srv.Stats()
+		if st.Total.BareRefusals != 1 || st.Total.EarlyRetries != 1 || st.Total.Charged != 4 || st.Total.Violations != 0 {
+			t.Errorf("stats %+v: want 1 bare refusal, 1 early retry (the 4th request), 4 charged, no violation", st.Total)
+		}
+	})
+}
+
+func slicesEqual(a, b []int) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}

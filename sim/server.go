@@ -425,6 +425,21 @@ func (a *api) injectFault(c *call, b *bucket, inFlight int64) (delay time.Durati
 		return 0, true
 	case faultSlow:
 		return a.faults.SlowDelay, false
+	case faultBareRefusal:
+		wait := MinRetryWait
+		if a.kind == DialectGitHub {
+			wait = GitHubSecondaryWait
+		}
+		status := cmpOr(a.faults.BareRefusalStatus, http.StatusTooManyRequests)
+		rd := newRendered(status, "text/html", []byte(fmt.Sprintf("<html><head><title>%d %s</title></head><body><h1>%s</h1><p>Please try again later.</p></body></html>\n",
+			status, http.StatusText(status), http.StatusText(status))))
+		a.reply(c, rd, bucketState{}, false, 0) // no limit: no rate-limit header
+		// The refusal counts from when its answer left, which a busy
+		// machine may delay past the latency: a request arriving
+		// before then was sent before its client could know.
+		left := c.now.Add(time.Since(c.realNow))
+		b.refuseBare(c.now, left.Add(-a.latency), left.Add(wait), inFlight)
+		return 0, true
 	}
 	return 0, false
 }

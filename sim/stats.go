@@ -122,9 +122,11 @@ type Counters struct {
 	// early for two scopes counts twice. A client that obeys every
 	// refusal keeps this at 0.
 	EarlyRetries int64 `json:"early_retries"`
-	// ServerErrors and Dropped are injected faults.
+	// ServerErrors, Dropped and BareRefusals (a proxy's headerless
+	// refusal: FaultConfig.BareRefusalAt) are injected faults.
 	ServerErrors int64 `json:"server_errors"`
 	Dropped      int64 `json:"dropped"`
+	BareRefusals int64 `json:"bare_refusals"`
 	// MaxInFlight is the most requests of the owner in flight at once, as
 	// seen by requests to this bucket.
 	MaxInFlight int64 `json:"max_in_flight"`
@@ -143,6 +145,7 @@ func (t *Counters) add(c Counters) {
 	t.EarlyRetries += c.EarlyRetries
 	t.ServerErrors += c.ServerErrors
 	t.Dropped += c.Dropped
+	t.BareRefusals += c.BareRefusals
 	t.MaxInFlight = max(t.MaxInFlight, c.MaxInFlight)
 }
 
@@ -232,7 +235,7 @@ func (b *bucket) snapshot(now time.Time) (BucketStats, bool) {
 			Unauthorized: b.unauthorized, Violations: b.primaryViolations + b.secondaryViolations,
 			PrimaryViolations: b.primaryViolations, SecondaryViolations: b.secondaryViolations,
 			EarlyRetries: b.earlyRetries,
-			ServerErrors: b.serverErrors, Dropped: b.dropped, MaxInFlight: b.maxInFlight,
+			ServerErrors: b.serverErrors, Dropped: b.dropped, BareRefusals: b.bareRefusals, MaxInFlight: b.maxInFlight,
 		},
 		Timeline: append([]uint32(nil), b.timeline...),
 	}

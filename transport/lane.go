@@ -291,7 +291,7 @@ func (l *lane) ask(class provider.Request) quota.Ask {
 // quota state; jitter picks the point of an exponential penalty.
 func (l *lane) answer(r *headers.Reading, counted bool, sent time.Time, jitter float64) quota.Answer {
 	return quota.Answer{Reading: r, Counted: counted, Default: l.def, Jitter: jitter, Sent: sent,
-		Secondary: l.secondary, MaxPause: l.maxPause}
+		Secondary: l.secondary, MaxPause: l.maxPause, BareWait: l.p.Secondary.BareWait}
 }
 
 // read takes an answer received at now for a request sent at sent: the

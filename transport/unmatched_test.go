@@ -121,8 +121,8 @@ func TestUnmatchedHostIsPacedByItsHeaders(t *testing.T) {
 			}
 		}
 		for _, e := range events.ev {
-			if e.Kind == EventRateLimited && (e.Provider != "api.example.test" || e.Limit != "primary" || e.Wait != 5*time.Second) {
-				t.Errorf("refusal event %+v, want api.example.test, a primary limit and its 5s", e)
+			if e.Kind == EventRateLimited && (e.Provider != "api.example.test" || e.Limit != "bare" || e.Wait != 5*time.Second) {
+				t.Errorf("refusal event %+v, want api.example.test, a bare refusal and its 5s", e)
 			}
 		}
 		if n := events.count(EventUnmatched); n != 2 {

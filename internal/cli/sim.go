@@ -45,6 +45,8 @@ type simOptions struct {
 	dropRate        float64
 	slowRate        float64
 	slowDelay       time.Duration
+	bareRefusalAt   int64
+	bareStatus      int
 
 	endpointLimits []string
 }
@@ -54,6 +56,7 @@ var simShapeFlags = []string{
 	"dialect", "prefix", "tokens", "limit", "window", "window-mode", "exhausted-status", "skew", "latency",
 	"no-secondary", "max-concurrent", "points-per-minute", "write-spacing", "penalty", "secondary-retry-after",
 	"error-rate", "unavailable-rate", "drop-rate", "slow-rate", "slow-delay", "endpoint-limit",
+	"bare-refusal-at", "bare-refusal-status",
 }
 
 var simSecondaryFlags = []string{"max-concurrent", "points-per-minute", "write-spacing", "penalty", "secondary-retry-after"}
@@ -117,6 +120,8 @@ resource), and runs until interrupted; it then prints the totals.`,
 	f.Float64Var(&o.dropRate, "drop-rate", 0, "fraction of connections closed without an answer")
 	f.Float64Var(&o.slowRate, "slow-rate", 0, "fraction of answers delayed by --slow-delay")
 	f.DurationVar(&o.slowDelay, "slow-delay", 2*time.Second, "delay of slow answers")
+	f.Int64Var(&o.bareRefusalAt, "bare-refusal-at", 0, "answer the API's request number N (from 1) with a proxy's page and no rate-limit header (0: none)")
+	f.IntVar(&o.bareStatus, "bare-refusal-status", 429, "status of that answer: 429 or 403")
 	f.StringArrayVar(&o.endpointLimits, "endpoint-limit", nil,
 		`a limit on some endpoints that sends no header until it refuses, repeatable: "[METHOD ]PATH=LIMIT/WINDOW[,refusal=headers|retry-after|bare|plain][,name=NAME][,mode=fixed|rolling]" (* is one path segment, ** one or more)`)
 	return cmd
@@ -202,7 +207,7 @@ func simConfig(cmd *cobra.Command, o simOptions) (sim.Config, error) {
 		Limit: o.limit, Window: o.window, WindowMode: o.windowMode, ExhaustedStatus: o.exhaustedStatus,
 		Seed: o.seed, Skew: o.skew, Latency: o.latency,
 		Faults: sim.FaultConfig{ErrorRate: o.errorRate, UnavailableRate: o.unavailableRate, DropRate: o.dropRate,
-			SlowRate: o.slowRate, SlowDelay: o.slowDelay},
+			SlowRate: o.slowRate, SlowDelay: o.slowDelay, BareRefusalAt: o.bareRefusalAt, BareRefusalStatus: o.bareStatus},
 	}
 	secondaryGiven := false
 	for _, name := range simSecondaryFlags {

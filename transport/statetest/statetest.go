@@ -76,6 +76,7 @@ func Run(t *testing.T, b Backend) {
 		{"WriteSpacingAfterRead", testWriteSpacingAfterRead},
 		{"MinIntervalOnGreedy", testMinIntervalOnGreedy},
 		{"PeakCountsRequestsSent", testPeakCountsRequestsSent},
+		{"BareRefusalPausesNotEmpties", testBareRefusal},
 	}
 	if b.NewDSN != nil && b.Open != nil {
 		tests = append(tests, struct {
