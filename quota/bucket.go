@@ -80,6 +80,20 @@ type Bucket struct {
 	Probing   bool      `json:"probing,omitempty"`
 	EpisodeAt time.Time `json:"episode_at,omitzero"`
 	RefusedAt time.Time `json:"refused_at,omitzero"`
+	// Counted is how many requests of a scope something is known of
+	// succeeded in its current window, whichever process sent them:
+	// the store shares it as it shares the bucket, so a refusal learns
+	// the fleet's count, not one process's. CountedFrom is when that
+	// count began (the window's start), zero while no whole window is
+	// counted (a scope refused before anything was known of it).
+	Counted     int64     `json:"counted,omitempty"`
+	CountedFrom time.Time `json:"counted_from,omitzero"`
+	// Provisional marks a learnt limit that is not a count of a whole
+	// window by the whole fleet: a first refusal knows only this
+	// process's count, and a window that grew knows only its shorter
+	// part. It does not cap the scope: the next window is counted, and
+	// its refusal or its end teaches the limit (see scope.go).
+	Provisional bool `json:"provisional,omitempty"`
 }
 
 // NewBucket returns a bucket nothing is known about yet.
@@ -132,6 +146,10 @@ func (b *Bucket) roll(now time.Time) {
 	if at := b.refillAt(); !at.IsZero() && !now.Before(at) {
 		b.riseLearnt(at)
 		b.Probing = b.Learnt
+		if b.Learnt || b.Configured {
+			// A scope's new window is counted afresh.
+			b.Counted, b.CountedFrom = 0, time.Time{}
+		}
 		if b.Limit != UnknownCount {
 			b.Remaining = b.Limit
 		} else {
@@ -145,6 +163,9 @@ func (b *Bucket) roll(now time.Time) {
 				next = next.Add(b.Window)
 			}
 			b.Reset = next
+			if b.Learnt || b.Configured {
+				b.CountedFrom = next.Add(-b.Window)
+			}
 		} else {
 			b.Reset = time.Time{}
 		}

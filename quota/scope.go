@@ -65,6 +65,7 @@ func (b *Bucket) seedScope(d Default, now time.Time) {
 	}
 	b.Limit, b.Remaining, b.Window, b.Configured = d.Limit, d.Limit, d.Window, true
 	b.Reset, b.Inferred = now.Add(d.Window), true
+	b.Counted, b.CountedFrom = 0, now
 }
 
 // scopeActive reports whether a scope's bucket (already seeded) takes part
@@ -86,7 +87,16 @@ func scopeWait(s *Bucket, a *Ask, now time.Time) (time.Duration, bool) {
 		return 0, false
 	}
 	v.roll(now)
-	w, onAnswer := v.waitUnits(scopePolicy(a.Policy), a.units(), now)
+	var w time.Duration
+	var onAnswer bool
+	switch {
+	case !v.Provisional:
+		w, onAnswer = v.waitUnits(scopePolicy(a.Policy), a.units(), now)
+	case now.Before(v.BlockedUntil):
+		// A provisional limit caps nothing (the window is counted to
+		// learn it), but a pause holds.
+		w = v.BlockedUntil.Sub(now)
+	}
 	if (!v.EpisodeAt.IsZero() || v.Probing) && w == 0 && v.Leases.Live(now) >= probeInFlight {
 		// An episode of refusals is under way, or a learnt window has
 		// just begun: one probe at a time asks whether the server has
@@ -104,7 +114,15 @@ func takeScope(s *Bucket, a *Ask, l Lease, now time.Time) {
 		return
 	}
 	s.seedScope(a.Scope, now)
-	if s.scopeActive(now) {
+	switch {
+	case !s.scopeActive(now):
+	case s.Provisional:
+		// Held while in flight (one probe at a time when it must be),
+		// not paced by a limit that caps nothing.
+		s.prune(now)
+		s.roll(now)
+		s.Leases = append(s.Leases, l)
+	default:
 		s.take(scopePolicy(a.Policy), l, now)
 	}
 }
@@ -133,9 +151,11 @@ func refusalOfScope(b *Bucket, r *headers.Reading, now time.Time) bool {
 }
 
 // observeScope applies an answer to the scope of its request: a success
-// the server charged counts against a known scope, and the first success
-// after an episode of refusals ends it; a refusal of the scope (refused)
-// pauses and teaches it.
+// the server charged counts against a known scope (in Counted, the
+// fleet's count, as well as in Remaining), and the first success after an
+// episode of refusals ends it; a refusal of the scope (refused) pauses and
+// teaches it. A scope nothing is known of counts nothing: a success there
+// changes nothing, so a store writes nothing.
 func (s *Bucket) observeScope(ans *Answer, refused bool, now time.Time) {
 	r := ans.Reading
 	switch {
@@ -151,23 +171,39 @@ func (s *Bucket) observeScope(ans *Answer, refused bool, now time.Time) {
 		if s.Remaining > 0 {
 			s.Remaining--
 		}
+		s.Counted++
+		if !s.EpisodeAt.IsZero() && s.countsTheLimit() && s.Counted > s.Limit {
+			// A request in flight when the refusal came, admitted
+			// in the refused window: the server allowed it too.
+			s.Limit = s.Counted
+		}
 	}
 }
 
+// countsTheLimit reports whether the scope's limit is learnt from the
+// fleet's count of a whole window: neither stated, written, nor
+// provisional.
+func (s *Bucket) countsTheLimit() bool {
+	return s.Learnt && !s.LimitStated && !s.Configured && !s.Provisional
+}
+
 // endEpisode closes an episode of refusals at the first success of a
-// request sent after its pause: the server has renewed the scope. The
-// limit is what succeeded in the window before the episode began (this
-// process's count), when no refusal stated it, and the scope's window
-// starts now: a server whose windows are fixed has just opened one.
+// request sent after its pause: the server has renewed the scope, and the
+// scope's window starts now (a server whose windows are fixed has just
+// opened one), counted from now. A provisional limit takes this process's
+// count over the window before the episode began when larger (the window
+// may have grown since the refusal), only to show the best guess: it
+// caps nothing until a counted window teaches the fleet's.
 func (s *Bucket) endEpisode(ans *Answer, now time.Time) {
-	if !s.LimitStated && !s.Configured && ans.Succeeded != nil && s.Window > 0 {
-		if n := ans.Succeeded(s.EpisodeAt.Add(-s.Window)) - ans.Succeeded(s.EpisodeAt.Add(time.Nanosecond)); n > 0 {
+	if s.Provisional && ans.Succeeded != nil && s.Window > 0 {
+		if n := ans.Succeeded(s.EpisodeAt.Add(-s.Window)) - ans.Succeeded(s.EpisodeAt.Add(time.Nanosecond)); n > s.Limit {
 			s.Limit = n
 		}
 	}
 	s.Strikes, s.EpisodeAt = 0, time.Time{}
 	if s.Window > 0 {
 		s.Remaining, s.Reset, s.Assumed = s.Limit, now.Add(s.Window), false
+		s.Counted, s.CountedFrom = 0, now
 	}
 }
 
@@ -189,11 +225,14 @@ func sentAt(ans *Answer, now time.Time) time.Time {
 // the server began refusing, and its refusal can only lengthen the pause.
 // A fresh refusal (of a request sent at or after it) learns:
 //   - the limit: the refusal's RateLimit-Limit when stated (over the
-//     learnt window: see statedPerWindow); else, at the
-//     episode's first refusal, how many requests succeeded in the scope
-//     over the window before it (this process's count, Answer.Succeeded,
-//     for a scope refused for the first time; the scope's own count after
-//     that); a refusal later in the episode leaves it;
+//     learnt window: see statedPerWindow); else, at the episode's first
+//     refusal, how many requests of the whole fleet succeeded in the
+//     window it ends (Counted), when that window was counted whole and
+//     has not grown; else it is provisional (see Bucket.Provisional):
+//     this process's count over the window before (Answer.Succeeded), a
+//     lower bound that caps nothing, until a counted window teaches the
+//     fleet's. A refusal later in the episode leaves it, but a window
+//     that grows makes it provisional;
 //   - the window: stated (RateLimit-Policy w=), else the wait the refusal
 //     names (or, for the episode's first, the first backoff) rounded up
 //     to a common window (1 s, 10 s, 1 min, 10 min, 1 h); and since a
@@ -236,6 +275,7 @@ func (s *Bucket) observeScopeRefusal(ans *Answer, now time.Time) {
 	if !named {
 		s.Strikes++
 	}
+	counted := !s.CountedFrom.IsZero() && s.Window > 0 // a whole window of the fleet's
 	window := r.Window
 	if window <= 0 {
 		window = s.Window
@@ -250,23 +290,32 @@ func (s *Bucket) observeScopeRefusal(ans *Answer, now time.Time) {
 	}
 	switch {
 	case r.Limit > 0:
-		s.Limit, s.LimitStated = statedPerWindow(r, window), true
-	case s.LimitStated || !first:
+		s.Limit, s.LimitStated, s.Provisional = statedPerWindow(r, window), true, false
+	case s.LimitStated:
+	case !first:
+		if window > s.Window {
+			// Counted over a window shorter than the server's.
+			s.Provisional = true
+		}
+	case counted && window <= s.Window && s.Limit > 0 && s.Counted == 0:
+		// Refused before anything succeeded in the window: it began
+		// too early (a probe of a window learnt too short), which
+		// says nothing of the limit.
+	case counted && window <= s.Window:
+		s.Limit, s.Provisional = max(s.Counted, 1), false
 	default:
 		end := now // the window the refusal ends is the one before it
 		if named {
 			end = until
 		}
-		var n int64
-		switch {
-		case s.Learnt && s.Limit > 0:
-			n = s.Limit - max(s.Remaining, 0)
-		case ans.Succeeded != nil:
-			n = ans.Succeeded(end.Add(-window))
+		n := s.Counted
+		if ans.Succeeded != nil {
+			n = max(n, ans.Succeeded(end.Add(-window)))
 		}
 		if n > 0 || s.Limit <= 0 {
 			s.Limit = max(n, 1)
 		}
+		s.Provisional = true
 	}
 	s.Learnt, s.Window, s.Remaining = true, window, 0
 	s.Reset, s.Inferred, s.Assumed = until, false, false
@@ -296,9 +345,15 @@ func statedPerWindow(r *headers.Reading, window time.Duration) int64 {
 // just ended (whose reset was at) spent it whole with no refusal. It rises
 // by a tenth (at least one) a window, as the learnt concurrency cap rises
 // a step at a time: a server allowing more is found without a burst of
-// refusals, and one refusal puts it back. A limit the server stated, or one
-// the user wrote (not learnt), stays.
+// refusals, and one refusal puts it back. A provisional limit, which
+// capped nothing, becomes at least what the fleet was let send in the
+// window. A limit the server stated, or one the user wrote (not learnt),
+// stays.
 func (b *Bucket) riseLearnt(at time.Time) {
+	if b.Provisional && b.Learnt && !b.CountedFrom.IsZero() {
+		b.Limit = max(b.Limit, b.Counted)
+		return
+	}
 	if !b.Learnt || b.Configured || b.LimitStated || b.Limit <= 0 || b.Remaining > 0 || b.Window <= 0 {
 		return
 	}
