@@ -88,6 +88,13 @@ type Bucket struct {
 	// counted (a scope refused before anything was known of it).
 	Counted     int64     `json:"counted,omitempty"`
 	CountedFrom time.Time `json:"counted_from,omitzero"`
+	// Lag is how much earlier than CountedFrom the server's own window
+	// may have begun: the server renewed the scope somewhere between the
+	// episode's last refusal and its first success when no refusal named
+	// the time (a backoff found it), within the rounding of a named one
+	// otherwise. A count that may span two of the server's windows
+	// teaches nothing certain (see observeScopeRefusal).
+	Lag time.Duration `json:"lag,omitempty"`
 	// Provisional marks a learnt limit that is not a count of a whole
 	// window by the whole fleet: a first refusal knows only this
 	// process's count, and a window that grew knows only its shorter

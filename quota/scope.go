@@ -200,10 +200,14 @@ func (s *Bucket) endEpisode(ans *Answer, now time.Time) {
 			s.Limit = n
 		}
 	}
+	renewed := s.BlockedUntil.Add(-time.Second) // a Retry-After counts whole seconds
+	if s.Strikes > 0 {
+		renewed = s.RefusedAt // a backoff: any time after the last refusal
+	}
 	s.Strikes, s.EpisodeAt = 0, time.Time{}
 	if s.Window > 0 {
 		s.Remaining, s.Reset, s.Assumed = s.Limit, now.Add(s.Window), false
-		s.Counted, s.CountedFrom = 0, now
+		s.Counted, s.CountedFrom, s.Lag = 0, now, max(now.Sub(renewed), 0)
 	}
 }
 
@@ -227,8 +231,9 @@ func sentAt(ans *Answer, now time.Time) time.Time {
 //   - the limit: the refusal's RateLimit-Limit when stated (over the
 //     learnt window: see statedPerWindow); else, at the episode's first
 //     refusal, how many requests of the whole fleet succeeded in the
-//     window it ends (Counted), when that window was counted whole and
-//     has not grown; else it is provisional (see Bucket.Provisional):
+//     window it ends (Counted), when that window was counted whole, has
+//     not grown, and cannot span two of the server's (see Bucket.Lag);
+//     else it is provisional (see Bucket.Provisional):
 //     this process's count over the window before (Answer.Succeeded), a
 //     lower bound that caps nothing, until a counted window teaches the
 //     fleet's. A refusal later in the episode leaves it, but a window
@@ -288,34 +293,47 @@ func (s *Bucket) observeScopeRefusal(ans *Answer, now time.Time) {
 			window = max(window, commonWindow(now.Sub(s.EpisodeAt)))
 		}
 	}
+	// The count is of one of the server's windows when the window is
+	// known, counted whole, and the refusal comes before the server can
+	// have begun another since the count began (see Bucket.Lag).
+	whole := counted && window <= s.Window && now.Before(s.CountedFrom.Add(s.Window-s.Lag))
 	switch {
 	case r.Limit > 0:
 		s.Limit, s.LimitStated, s.Provisional = statedPerWindow(r, window), true, false
 	case s.LimitStated:
 	case !first:
-		if window > s.Window {
+		if window > s.Window && !s.Configured {
 			// Counted over a window shorter than the server's.
 			s.Provisional = true
 		}
-	case counted && window <= s.Window && s.Limit > 0 && s.Counted == 0:
+	case counted && s.Limit > 0 && s.Counted == 0:
 		// Refused before anything succeeded in the window: it began
 		// too early (a probe of a window learnt too short), which
 		// says nothing of the limit.
-	case counted && window <= s.Window:
+	case s.Configured:
+		// The user's limit is too high, or its window is not the
+		// server's: the fleet's count errs low, the safe side.
+		s.Limit = max(s.Counted, 1)
+	case whole:
 		s.Limit, s.Provisional = max(s.Counted, 1), false
+	case counted && window <= s.Window && s.Learnt && !s.Provisional:
+		// The server's window may have begun before the count did, or
+		// ended during it (see Bucket.Lag): the count, or the limit if
+		// lower, errs low, the safe side; a clean window raises it.
+		s.Limit = min(max(s.Counted, 1), s.Limit)
 	default:
 		end := now // the window the refusal ends is the one before it
 		if named {
 			end = until
 		}
-		n := s.Counted
+		var n int64
 		if ans.Succeeded != nil {
-			n = max(n, ans.Succeeded(end.Add(-window)))
+			n = ans.Succeeded(end.Add(-window))
 		}
-		if n > 0 || s.Limit <= 0 {
-			s.Limit = max(n, 1)
+		if s.Learnt {
+			n = max(n, s.Limit)
 		}
-		s.Provisional = true
+		s.Limit, s.Provisional = max(n, 1), true
 	}
 	s.Learnt, s.Window, s.Remaining = true, window, 0
 	s.Reset, s.Inferred, s.Assumed = until, false, false
@@ -345,20 +363,16 @@ func statedPerWindow(r *headers.Reading, window time.Duration) int64 {
 // just ended (whose reset was at) spent it whole with no refusal. It rises
 // by a tenth (at least one) a window, as the learnt concurrency cap rises
 // a step at a time: a server allowing more is found without a burst of
-// refusals, and one refusal puts it back. A provisional limit, which
-// capped nothing, becomes at least what the fleet was let send in the
-// window. A limit the server stated, or one the user wrote (not learnt),
-// stays.
+// refusals, and one refusal puts it back. A provisional limit capped
+// nothing: what the fleet sent in a window may span two of the server's
+// (see Bucket.Lag), so only a refusal teaches it. A limit the server
+// stated, or one the user wrote (not learnt), stays.
 func (b *Bucket) riseLearnt(at time.Time) {
-	if b.Provisional && b.Learnt && !b.CountedFrom.IsZero() {
-		b.Limit = max(b.Limit, b.Counted)
-		return
+	if !b.Learnt || b.Configured || b.LimitStated || b.Provisional || b.Limit <= 0 || b.Remaining > 0 || b.Window <= 0 || !b.EpisodeAt.IsZero() {
+		return // an episode of refusals under way found the limit
 	}
-	if !b.Learnt || b.Configured || b.LimitStated || b.Limit <= 0 || b.Remaining > 0 || b.Window <= 0 {
-		return
-	}
-	if !b.RefusedAt.IsZero() && !b.RefusedAt.Before(at.Add(-b.Window)) {
-		return // refused within the window
+	if !b.RefusedAt.IsZero() && !b.RefusedAt.Before(b.Reset.Add(-b.Window)) {
+		return // refused within the window (its reset is at, less the grace)
 	}
 	b.Limit += max(1, b.Limit/10)
 }

@@ -243,6 +243,17 @@ func TestLearntLimitRisesAfterACleanWindow(t *testing.T) {
 	if r.Limit != 20 {
 		t.Errorf("refused in the window, the limit rose to %d", r.Limit)
 	}
+	// Refused at the very start of the window, whose reset is then
+	// waited for with the grace; the episode has not ended yet: no rise.
+	// (It rose, and every window after was refused.)
+	e := NewBucket()
+	e.Learnt, e.Limit, e.Remaining, e.Window = true, 20, 0, time.Minute
+	e.RefusedAt, e.EpisodeAt, e.Reset = t0, t0, t0.Add(time.Minute)
+	e.BlockedUntil = e.Reset.Add(5 * time.Millisecond) // a later refusal of the episode
+	e.roll(t0.Add(time.Minute + 2*time.Second))
+	if e.Limit != 20 {
+		t.Errorf("refused at the window's start, the limit rose to %d", e.Limit)
+	}
 }
 
 // A refusal whose counts describe a window already overtaken (its reset
@@ -358,15 +369,16 @@ func TestFleetCountTeachesTheLimit(t *testing.T) {
 	}
 }
 
-// A provisional limit that a whole counted window passes without refusal
-// becomes at least what the fleet sent in it.
-func TestProvisionalLimitTakesACleanWindowsCount(t *testing.T) {
+// A provisional limit caps nothing and does not rise: a clean window's
+// count may span two of the server's windows. The next window is counted
+// afresh from its start.
+func TestProvisionalLimitWaitsForARefusal(t *testing.T) {
 	s := NewBucket()
 	s.Learnt, s.Provisional, s.Limit, s.Remaining, s.Window = true, true, 5, 0, time.Minute
 	s.Reset, s.CountedFrom, s.Counted = t0.Add(time.Minute), t0, 33
 	s.roll(t0.Add(time.Minute + 2*time.Second))
-	if s.Limit != 33 || !s.Provisional || s.Counted != 0 || !s.CountedFrom.Equal(t0.Add(time.Minute)) {
-		t.Errorf("after a clean counted window: %+v, want a provisional 33, the next window counted from its start", s)
+	if s.Limit != 5 || !s.Provisional || s.Counted != 0 || !s.CountedFrom.Equal(t0.Add(time.Minute)) {
+		t.Errorf("after a clean counted window: %+v, want a provisional 5, the next window counted from its start", s)
 	}
 }
 

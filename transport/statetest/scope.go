@@ -118,13 +118,18 @@ func (p *fleetProcess) count(since time.Time) int64 {
 
 // testScopeFleet: a fleet of 8 processes learns the limit of a scope the
 // server never announces (50 per aligned 10 s; its 429 states no limit)
-// from the whole fleet's count, not from one process's: after 3 windows
-// without a refusal the learnt limit is within a tenth of the server's,
-// and it stays there. Each process sends as often as the scope lets it,
-// 4 requests a second, more than 6 times what the server allows. Before
-// the fleet's successes were counted in the scope's state, the first
-// refusal set the limit to one process's count (6 or 7) and it rose by a
-// tenth per clean window: 8 after 3 of them.
+// from the whole fleet's count, not from one process's. Each process
+// sends as often as the scope lets it, 4 requests a second, more than 6
+// times what the server allows. With a Retry-After (which says where the
+// server's window ends), after 3 windows without a refusal the learnt
+// limit is within a tenth of the server's, and stays there. A bare 429
+// says nothing of where the server's window begins: a backoff finds it
+// only to within its last step, so a count may miss the requests the
+// server counted before the scope's window began; the limit is then
+// never above the server's by more than a tenth and never below half of
+// it. Before the fleet's successes were counted in the scope's state, the
+// first refusal set the limit to one process's count (6 or 7) and it rose
+// by a tenth per clean window: 8 after 3 of them.
 func testScopeFleet(t *testing.T, b Backend) {
 	for _, style := range []string{"retry-after", "bare"} {
 		t.Run(style, func(t *testing.T) { scopeFleet(t, b, style) })
@@ -190,11 +195,15 @@ func scopeFleet(t *testing.T, b Backend, style string) {
 				clean++
 			}
 			got := bucketOf(t, fleet[0].s, transport.Slot{Bucket: users.Scope})
-			t.Logf("window %d: %d refused; learnt %d (provisional %v)", w-1, refusedIn[w-1], got.Limit, got.Provisional)
+			t.Logf("window %d: %d refused; learnt %d (provisional %v), counted %d from %v, reset %v, refused at %v", w-1, refusedIn[w-1], got.Limit, got.Provisional, got.Counted, got.CountedFrom.Sub(t0), got.Reset.Sub(t0), got.RefusedAt.Sub(t0))
 			if clean >= 3 {
 				checked++
-				if d := got.Limit - fleetLimit; d < -fleetLimit/10 || d > fleetLimit/10 {
-					t.Errorf("after window %d (%d without a refusal) the learnt limit is %d, want %d within a tenth", w-1, clean, got.Limit, fleetLimit)
+				low := int64(fleetLimit - fleetLimit/10)
+				if style == "bare" {
+					low = fleetLimit / 2
+				}
+				if got.Limit < low || got.Limit > fleetLimit+fleetLimit/10 {
+					t.Errorf("after window %d (%d without a refusal) the learnt limit is %d, want %d to %d", w-1, clean, got.Limit, low, fleetLimit+fleetLimit/10)
 				}
 			}
 			if w == windows {
