@@ -99,7 +99,7 @@ type Bucket struct {
 	// window by the whole fleet: a first refusal knows only this
 	// process's count, and a window that grew knows only its shorter
 	// part. It does not cap the scope: the next window is counted, and
-	// its refusal or its end teaches the limit (see scope.go).
+	// its refusal teaches the limit (see scope.go).
 	Provisional bool `json:"provisional,omitempty"`
 }
 
@@ -151,7 +151,7 @@ func (b *Bucket) refillAt() time.Time {
 // a shallow copy may roll without disturbing the original.
 func (b *Bucket) roll(now time.Time) {
 	if at := b.refillAt(); !at.IsZero() && !now.Before(at) {
-		b.riseLearnt(at)
+		b.riseLearnt()
 		b.Probing = b.Learnt
 		if b.Learnt || b.Configured {
 			// A scope's new window is counted afresh.

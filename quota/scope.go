@@ -360,19 +360,20 @@ func statedPerWindow(r *headers.Reading, window time.Duration) int64 {
 }
 
 // riseLearnt raises a learnt limit that proved too low: the window that
-// just ended (whose reset was at) spent it whole with no refusal. It rises
+// just ended (at its Reset) spent it whole with no refusal. It rises
 // by a tenth (at least one) a window, as the learnt concurrency cap rises
 // a step at a time: a server allowing more is found without a burst of
 // refusals, and one refusal puts it back. A provisional limit capped
 // nothing: what the fleet sent in a window may span two of the server's
 // (see Bucket.Lag), so only a refusal teaches it. A limit the server
 // stated, or one the user wrote (not learnt), stays.
-func (b *Bucket) riseLearnt(at time.Time) {
+func (b *Bucket) riseLearnt() {
+	// An episode of refusals under way has just found the limit.
 	if !b.Learnt || b.Configured || b.LimitStated || b.Provisional || b.Limit <= 0 || b.Remaining > 0 || b.Window <= 0 || !b.EpisodeAt.IsZero() {
-		return // an episode of refusals under way found the limit
+		return
 	}
 	if !b.RefusedAt.IsZero() && !b.RefusedAt.Before(b.Reset.Add(-b.Window)) {
-		return // refused within the window (its reset is at, less the grace)
+		return // refused within the window
 	}
 	b.Limit += max(1, b.Limit/10)
 }
