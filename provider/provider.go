@@ -248,18 +248,21 @@ func (p *Provider) matchLen(u *url.URL) (int, bool) {
 	return best, found
 }
 
-// relPath returns u's path below the owned root that matches it: "/user" for
-// https://api.github.com/user, "/graphql" for GHES's /api/graphql. A URL the
-// provider does not own yields its whole path.
+// relPath returns u's escaped path (as sent) below the owned root that
+// matches it: "/user" for https://api.github.com/user, "/graphql" for
+// GHES's /api/graphql, "/projects/group%2Fproject/issues" for GitLab's
+// issues of group/project. A URL the provider does not own yields its
+// whole path. It is escaped because servers route on it: an encoded slash
+// belongs to its segment (see [Pattern]).
 func (p *Provider) relPath(u *url.URL) string {
-	clean := cleanPath(u.Path)
+	clean := cleanPath(u.EscapedPath())
 	if p.graphql != nil && len(p.owned) > 1 {
 		if _, ok := p.owned[1].match(u); ok {
-			return "/graphql" + strings.TrimPrefix(clean, p.owned[1].path)
+			return "/graphql" + strings.TrimPrefix(clean, p.owned[1].escaped)
 		}
 	}
 	if _, ok := p.owned[0].match(u); ok {
-		rel := strings.TrimPrefix(clean, p.owned[0].path)
+		rel := strings.TrimPrefix(clean, p.owned[0].escaped)
 		if rel == "" {
 			rel = "/"
 		}
@@ -402,14 +405,18 @@ type prefix struct {
 	host   string // lower-case host name without port, IPv6 without brackets
 	port   string // explicit, or the scheme's default
 	path   string // "" for the root, else starts with '/' and has no trailing '/'
+	// escaped is path as sent (see [url.URL.EscapedPath]), "" for the
+	// root.
+	escaped string
 }
 
 func newPrefix(u *url.URL) prefix {
 	return prefix{
-		scheme: u.Scheme,
-		host:   strings.ToLower(u.Hostname()),
-		port:   portOf(u),
-		path:   u.Path,
+		scheme:  u.Scheme,
+		host:    strings.ToLower(u.Hostname()),
+		port:    portOf(u),
+		path:    u.Path,
+		escaped: (&url.URL{Path: u.Path}).EscapedPath(),
 	}
 }
 

@@ -20,6 +20,15 @@ import (
 // "*" for one or more segments ("GET /api/v4/users/*" is every GET below
 // /api/v4/users/). The pattern is absolute (it includes the base URL's
 // path), so a configured limit and a learnt one name a scope alike.
+//
+// Segments are those of the path as sent (the escaped path): an encoded
+// slash is part of its segment, as the server routes it. GitLab takes a
+// project's path as its id, "group%2Fproject" or "a%2Fb%2Fc", and that is
+// one segment: "POST /api/v4/projects/*/issues" matches
+// POST /api/v4/projects/group%2Fproject/issues as it matches
+// POST /api/v4/projects/12/issues. A literal segment matches a request's
+// segment when both decode alike ("group%2Fproject" matches itself,
+// "a%20b" matches "a b").
 
 // EndpointLimit is a limit a user knows and writes down in the config file
 // ([providers.NAME.limits]): Limit requests per Window for every request
@@ -34,10 +43,10 @@ type EndpointLimit struct {
 // Pattern is a parsed scope pattern (see the comment at the top of this
 // file).
 type Pattern struct {
-	text   string // as written, normalised: "GET /api/v4/users/*"
-	method string // "" for any
-	segs   []string
-	rest   bool // the last "*" matches one or more segments
+	text   string   // as written, normalised: "GET /api/v4/users/*"
+	method string   // "" for any
+	segs   []string // decoded: "group/project" for "group%2Fproject"
+	rest   bool     // the last "*" matches one or more segments
 }
 
 // String returns the pattern as written, with its method upper-cased.
@@ -61,31 +70,39 @@ func ParsePattern(s string) (Pattern, error) {
 	if strings.ContainsAny(path, "?# \t") {
 		return Pattern{}, fmt.Errorf("%q: a pattern is a path without query, fragment or spaces; expected e.g. \"GET /api/v4/users/*\"", s)
 	}
-	p := Pattern{method: method, segs: segments(path)}
-	for i, seg := range p.segs {
+	raw := segments(path)
+	p := Pattern{method: method, segs: make([]string, len(raw))}
+	for i, seg := range raw {
 		switch {
 		case seg == "":
 			return Pattern{}, fmt.Errorf("%q: empty path segment", s)
 		case strings.Contains(seg, "*") && seg != "*":
 			return Pattern{}, fmt.Errorf("%q: * stands for a whole segment (write /users/*/keys, not /users/a*)", s)
-		case seg == "*" && i == len(p.segs)-1:
+		case seg == "*" && i == len(raw)-1:
 			p.rest = true
 		}
+		dec, err := url.PathUnescape(seg)
+		if err != nil {
+			return Pattern{}, fmt.Errorf("%q: segment %q is not valid percent-encoding (write an encoded slash as %%2F)", s, seg)
+		}
+		p.segs[i] = dec
 	}
-	p.text = "/" + strings.Join(p.segs, "/")
+	p.text = "/" + strings.Join(raw, "/")
 	if method != "" {
 		p.text = method + " " + p.text
 	}
 	return p, nil
 }
 
-// Matches reports whether a request with this method (upper case) and URL
-// path is in the pattern's scope.
-func (p Pattern) Matches(method, path string) bool {
+// Matches reports whether a request with this method (upper case) and
+// escaped URL path (as sent: [url.URL.EscapedPath]) is in the pattern's
+// scope. Its segments are split at the slashes of the escaped path only,
+// so "group%2Fproject" is one segment.
+func (p Pattern) Matches(method, escapedPath string) bool {
 	if p.method != "" && p.method != method {
 		return false
 	}
-	path = strings.Trim(path, "/")
+	path := strings.Trim(escapedPath, "/")
 	for i, seg := range p.segs {
 		if path == "" {
 			return false
@@ -95,11 +112,23 @@ func (p Pattern) Matches(method, path string) bool {
 		if seg == "*" && p.rest && i == len(p.segs)-1 {
 			return true
 		}
-		if seg != "*" && seg != head {
+		if seg != "*" && seg != decodedSegment(head) {
 			return false
 		}
 	}
 	return path == ""
+}
+
+// decodedSegment is one segment of an escaped path, decoded ("a/b" for
+// "a%2Fb"); a segment that is not valid percent-encoding stays as it is.
+func decodedSegment(seg string) string {
+	if strings.IndexByte(seg, '%') < 0 {
+		return seg
+	}
+	if dec, err := url.PathUnescape(seg); err == nil {
+		return dec
+	}
+	return seg
 }
 
 // ParseEndpointLimit reads a config entry such as "GET /api/v4/users/*" =
@@ -141,7 +170,7 @@ type Scope struct {
 func (p *Provider) ScopeOf(method string, u *url.URL) Scope {
 	method = strings.ToUpper(method)
 	if len(p.EndpointLimits) > 0 {
-		path := cleanPath(u.Path)
+		path := cleanPath(u.EscapedPath())
 		for _, l := range p.EndpointLimits {
 			if l.Pattern.Matches(method, path) {
 				return Scope{Key: l.Pattern.text, Limit: l.Limit, Window: l.Window}
@@ -158,7 +187,7 @@ func (p *Provider) ScopeOf(method string, u *url.URL) Scope {
 	if !found {
 		m, path = "", g
 	}
-	key := p.owned[0].path + path
+	key := p.owned[0].escaped + path
 	if m != "" {
 		key = m + " " + key
 	}

@@ -22,6 +22,18 @@ func TestPatternMatches(t *testing.T) {
 		{"/api/v4/users/*/keys", "GET", "/api/v4/users/5/keys/1", false},
 		{"POST /api/v4/projects/*/issues", "POST", "/api/v4/projects/12/issues", true},
 		{"POST /api/v4/projects/*/issues", "POST", "/api/v4/projects/12/issues/3/notes", false},
+		// The path is the escaped one: an encoded slash is part of its
+		// segment, as GitLab routes a project's path as its id.
+		{"POST /api/v4/projects/*/issues", "POST", "/api/v4/projects/group%2Fproject/issues", true},
+		{"POST /api/v4/projects/*/issues", "POST", "/api/v4/projects/a%2Fb%2Fc/issues", true},
+		{"POST /api/v4/projects/*/issues", "POST", "/api/v4/projects/group/project/issues", false},
+		{"GET /api/v4/projects/*", "GET", "/api/v4/projects/a%2Fb%2Fc", true},
+		{"GET /api/v4/projects/*/repository/files/*/raw", "GET", "/api/v4/projects/a%2Fb%2Fc/repository/files/docs%2FREADME.md/raw", true},
+		{"GET /api/v4/projects/*/repository/files/*/raw", "GET", "/api/v4/projects/a%2Fb/repository/files/docs/README.md/raw", false},
+		// A literal segment matches what decodes alike.
+		{"/api/v4/projects/group%2Fproject/*", "GET", "/api/v4/projects/group%2fproject/issues", true},
+		{"/api/v4/projects/group%2Fproject/*", "GET", "/api/v4/projects/group/project/issues", false},
+		{"/api/v4/groups/caf%C3%A9/*", "GET", "/api/v4/groups/café/projects", true},
 	} {
 		p, err := ParsePattern(c.pattern)
 		if err != nil {
@@ -44,6 +56,7 @@ func TestEndpointLimitErrorsSayWhatWouldBeRight(t *testing.T) {
 		{"/api", "lots/1m", `"300/10m"`},
 		{"/api", "0/1m", `"300/10m"`},
 		{"/api", "10/100ms", "at least a second"},
+		{"/api/v4/projects/a%zzb", "1/1m", "percent-encoding"},
 	} {
 		_, err := ParseEndpointLimit(c.pattern, c.rate)
 		if err == nil || !strings.Contains(err.Error(), c.want) {
@@ -92,6 +105,9 @@ base_url = "https://gitlab.example.com/api/v4"
 	if s := scope("POST", "https://gitlab.example.com/api/v4/projects/7/issues"); s.Key != "POST /api/v4/projects/*/issues" {
 		t.Errorf("issue creation: %+v", s)
 	}
+	if s := scope("GET", "https://gitlab.example.com/api/v4/users/7%2Fx"); s.Key != "GET /api/v4/users/*" {
+		t.Errorf("users with an encoded slash: %+v", s)
+	}
 	if s := scope("GET", "https://gitlab.example.com/api/v4/version"); s.Key != "" {
 		t.Errorf("version: %+v (want none: the main throttle's)", s)
 	}
@@ -101,6 +117,50 @@ base_url = "https://gitlab.example.com/api/v4"
 	_, err = ParseConfig([]byte("[providers.gitlab.limits]\n\"GET /api/v4/users/*\" = \"lots\"\n"), "bad.toml")
 	if err == nil || !strings.Contains(err.Error(), "bad.toml:2: providers.gitlab.limits.GET /api/v4/users/*") {
 		t.Errorf("a bad limit's error %v does not name the file, line and key", err)
+	}
+}
+
+// GitLab takes a project's path, its slashes encoded, wherever it takes a
+// numeric id: a request names the same scope either way, and a namespaced
+// project's issue creation is not a read of the Projects API.
+func TestGitLabEncodedProjectPathsGetTheirScope(t *testing.T) {
+	cfg, err := ParseConfig([]byte(`
+[providers.gitlab]
+base_url = "https://gitlab.example.com/api/v4"
+
+[providers.gitlab.limits]
+"GET /api/v4/projects/*/repository/files/*/raw" = "100/1m"
+`), "ratekeeper.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := Defaults()
+	if err := reg.ApplyConfig(cfg); err != nil {
+		t.Fatal(err)
+	}
+	gl := reg.Lookup("gitlab")
+	for _, c := range []struct{ method, url, want string }{
+		{"POST", "https://gitlab.example.com/api/v4/projects/12/issues", "POST /api/v4/projects/*/issues"},
+		{"POST", "https://gitlab.example.com/api/v4/projects/group%2Fproject/issues", "POST /api/v4/projects/*/issues"},
+		{"POST", "https://gitlab.example.com/api/v4/projects/a%2Fb%2Fc/issues", "POST /api/v4/projects/*/issues"},
+		{"POST", "https://gitlab.example.com/api/v4/projects/a%2Fb%2Fc/export", "POST /api/v4/projects/*/export"},
+		{"GET", "https://gitlab.example.com/api/v4/projects/a%2Fb%2Fc/issues", "/api/v4/projects/*"},
+		{"GET", "https://gitlab.example.com/api/v4/projects/12/repository/files/README.md/raw?ref=HEAD", "GET /api/v4/projects/*/repository/files/*/raw"},
+		{"GET", "https://gitlab.example.com/api/v4/projects/a%2Fb%2Fc/repository/files/docs%2FREADME.md/raw?ref=HEAD", "GET /api/v4/projects/*/repository/files/*/raw"},
+	} {
+		if s := gl.ScopeOf(c.method, mustURL(t, c.url)); s.Key != c.want {
+			t.Errorf("%s %s: scope %q, want %q", c.method, c.url, s.Key, c.want)
+		}
+	}
+	// The README request the provider builds itself, its project path
+	// one encoded segment, is a read of the Projects API.
+	com := Defaults().Lookup("gitlab")
+	req, err := com.ReadmeRequest(t.Context(), mustURL(t, "https://gitlab.com/a/b/c"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := com.ScopeOf("GET", req.URL); s.Key != "/api/v4/projects/*" {
+		t.Errorf("README %s: scope %q, want the Projects API's", req.URL, s.Key)
 	}
 }
 

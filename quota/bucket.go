@@ -81,6 +81,27 @@ type Bucket struct {
 	Probing   bool      `json:"probing,omitempty"`
 	EpisodeAt time.Time `json:"episode_at,omitzero"`
 	RefusedAt time.Time `json:"refused_at,omitzero"`
+	// Counted is how many requests of a scope something is known of
+	// succeeded in its current window, whichever process sent them:
+	// the store shares it as it shares the bucket, so a refusal learns
+	// the fleet's count, not one process's. CountedFrom is when that
+	// count began (the window's start), zero while no whole window is
+	// counted (a scope refused before anything was known of it).
+	Counted     int64     `json:"counted,omitempty"`
+	CountedFrom time.Time `json:"counted_from,omitzero"`
+	// Lag is how much earlier than CountedFrom the server's own window
+	// may have begun: the server renewed the scope somewhere between the
+	// episode's last refusal and its first success when no refusal named
+	// the time (a backoff found it), within the rounding of a named one
+	// otherwise. A count that may span two of the server's windows
+	// teaches nothing certain (see observeScopeRefusal).
+	Lag time.Duration `json:"lag,omitempty"`
+	// Provisional marks a learnt limit that is not a count of a whole
+	// window by the whole fleet: a first refusal knows only this
+	// process's count, and a window that grew knows only its shorter
+	// part. It does not cap the scope: the next window is counted, and
+	// its refusal teaches the limit (see scope.go).
+	Provisional bool `json:"provisional,omitempty"`
 }
 
 // NewBucket returns a bucket nothing is known about yet.
@@ -131,8 +152,12 @@ func (b *Bucket) refillAt() time.Time {
 // a shallow copy may roll without disturbing the original.
 func (b *Bucket) roll(now time.Time) {
 	if at := b.refillAt(); !at.IsZero() && !now.Before(at) {
-		b.riseLearnt(at)
+		b.riseLearnt()
 		b.Probing = b.Learnt
+		if b.Learnt || b.Configured {
+			// A scope's new window is counted afresh.
+			b.Counted, b.CountedFrom = 0, time.Time{}
+		}
 		if b.Limit != UnknownCount {
 			b.Remaining = b.Limit
 		} else {
@@ -146,6 +171,9 @@ func (b *Bucket) roll(now time.Time) {
 				next = next.Add(b.Window)
 			}
 			b.Reset = next
+			if b.Learnt || b.Configured {
+				b.CountedFrom = next.Add(-b.Window)
+			}
 		} else {
 			b.Reset = time.Time{}
 		}

@@ -247,8 +247,10 @@ type Answer struct {
 	// counts them.
 	Units int64
 	// Succeeded counts the requests of the answer's scope this process
-	// saw succeed since a time, for a refusal of a scope nothing was
-	// known of (see Bucket.observeScopeRefusal); nil when unknown.
+	// saw succeed since a time: the best a refusal of a scope nothing
+	// was known of can learn, a lower bound of the fleet's count, so
+	// its limit is provisional (see Bucket.Provisional); nil when
+	// unknown.
 	Succeeded func(since time.Time) int64
 	// Returned, with no Reading, ends that many of the requests the
 	// lease stands for (see Lease.Requests), none of them sent; 0 means

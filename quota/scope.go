@@ -66,6 +66,7 @@ func (b *Bucket) seedScope(d Default, now time.Time) {
 	}
 	b.Limit, b.Remaining, b.Window, b.Configured = d.Limit, d.Limit, d.Window, true
 	b.Reset, b.Inferred = now.Add(d.Window), true
+	b.Counted, b.CountedFrom = 0, now
 }
 
 // scopeActive reports whether a scope's bucket (already seeded) takes part
@@ -87,7 +88,16 @@ func scopeWait(s *Bucket, a *Ask, now time.Time) (time.Duration, bool) {
 		return 0, false
 	}
 	v.roll(now)
-	w, onAnswer := v.waitUnits(scopePolicy(a.Policy), a.units(), now)
+	var w time.Duration
+	var onAnswer bool
+	switch {
+	case !v.Provisional:
+		w, onAnswer = v.waitUnits(scopePolicy(a.Policy), a.units(), now)
+	case now.Before(v.BlockedUntil):
+		// A provisional limit caps nothing (the window is counted to
+		// learn it), but a pause holds.
+		w = v.BlockedUntil.Sub(now)
+	}
 	if (!v.EpisodeAt.IsZero() || v.Probing) && w == 0 && v.Leases.Live(now) >= probeInFlight {
 		// An episode of refusals is under way, or a learnt window has
 		// just begun: one probe at a time asks whether the server has
@@ -105,7 +115,15 @@ func takeScope(s *Bucket, a *Ask, l Lease, now time.Time) {
 		return
 	}
 	s.seedScope(a.Scope, now)
-	if s.scopeActive(now) {
+	switch {
+	case !s.scopeActive(now):
+	case s.Provisional:
+		// Held while in flight (one probe at a time when it must be),
+		// not paced by a limit that caps nothing.
+		s.prune(now)
+		s.roll(now)
+		s.Leases = append(s.Leases, l)
+	default:
 		s.take(scopePolicy(a.Policy), l, now)
 	}
 }
@@ -134,9 +152,11 @@ func refusalOfScope(b *Bucket, r *headers.Reading, now time.Time) bool {
 }
 
 // observeScope applies an answer to the scope of its request: a success
-// the server charged counts against a known scope, and the first success
-// after an episode of refusals ends it; a refusal of the scope (refused)
-// pauses and teaches it.
+// the server charged counts against a known scope (in Counted, the
+// fleet's count, as well as in Remaining), and the first success after an
+// episode of refusals ends it; a refusal of the scope (refused) pauses and
+// teaches it. A scope nothing is known of counts nothing: a success there
+// changes nothing, so a store writes nothing.
 func (s *Bucket) observeScope(ans *Answer, refused bool, now time.Time) {
 	r := ans.Reading
 	switch {
@@ -152,23 +172,43 @@ func (s *Bucket) observeScope(ans *Answer, refused bool, now time.Time) {
 		if s.Remaining > 0 {
 			s.Remaining--
 		}
+		s.Counted++
+		if !s.EpisodeAt.IsZero() && s.countsTheLimit() && s.Counted > s.Limit {
+			// A request in flight when the refusal came, admitted
+			// in the refused window: the server allowed it too.
+			s.Limit = s.Counted
+		}
 	}
 }
 
+// countsTheLimit reports whether the scope's limit is learnt from the
+// fleet's count of a whole window: neither stated, written, nor
+// provisional.
+func (s *Bucket) countsTheLimit() bool {
+	return s.Learnt && !s.LimitStated && !s.Configured && !s.Provisional
+}
+
 // endEpisode closes an episode of refusals at the first success of a
-// request sent after its pause: the server has renewed the scope. The
-// limit is what succeeded in the window before the episode began (this
-// process's count), when no refusal stated it, and the scope's window
-// starts now: a server whose windows are fixed has just opened one.
+// request sent after its pause: the server has renewed the scope, and the
+// scope's window starts now (a server whose windows are fixed has just
+// opened one), counted from now. A provisional limit takes this process's
+// count over the window before the episode began when larger (the window
+// may have grown since the refusal), only to show the best guess: it
+// caps nothing until a counted window teaches the fleet's.
 func (s *Bucket) endEpisode(ans *Answer, now time.Time) {
-	if !s.LimitStated && !s.Configured && ans.Succeeded != nil && s.Window > 0 {
-		if n := ans.Succeeded(s.EpisodeAt.Add(-s.Window)) - ans.Succeeded(s.EpisodeAt.Add(time.Nanosecond)); n > 0 {
+	if s.Provisional && ans.Succeeded != nil && s.Window > 0 {
+		if n := ans.Succeeded(s.EpisodeAt.Add(-s.Window)) - ans.Succeeded(s.EpisodeAt.Add(time.Nanosecond)); n > s.Limit {
 			s.Limit = n
 		}
+	}
+	renewed := s.BlockedUntil.Add(-time.Second) // a Retry-After counts whole seconds
+	if s.Strikes > 0 {
+		renewed = s.RefusedAt // a backoff: any time after the last refusal
 	}
 	s.Strikes, s.EpisodeAt = 0, time.Time{}
 	if s.Window > 0 {
 		s.Remaining, s.Reset, s.Assumed = s.Limit, now.Add(s.Window), false
+		s.Counted, s.CountedFrom, s.Lag = 0, now, max(now.Sub(renewed), 0)
 	}
 }
 
@@ -190,11 +230,15 @@ func sentAt(ans *Answer, now time.Time) time.Time {
 // the server began refusing, and its refusal can only lengthen the pause.
 // A fresh refusal (of a request sent at or after it) learns:
 //   - the limit: the refusal's RateLimit-Limit when stated (over the
-//     learnt window: see statedPerWindow); else, at the
-//     episode's first refusal, how many requests succeeded in the scope
-//     over the window before it (this process's count, Answer.Succeeded,
-//     for a scope refused for the first time; the scope's own count after
-//     that); a refusal later in the episode leaves it;
+//     learnt window: see statedPerWindow); else, at the episode's first
+//     refusal, how many requests of the whole fleet succeeded in the
+//     window it ends (Counted), when that window was counted whole, has
+//     not grown, and cannot span two of the server's (see Bucket.Lag);
+//     else it is provisional (see Bucket.Provisional):
+//     this process's count over the window before (Answer.Succeeded), a
+//     lower bound that caps nothing, until a counted window teaches the
+//     fleet's. A refusal later in the episode leaves it, but a window
+//     that grows makes it provisional;
 //   - the window: stated (RateLimit-Policy w=), else the wait the refusal
 //     names (or, for the episode's first, the first backoff) rounded up
 //     to a common window (1 s, 10 s, 1 min, 10 min, 1 h); and since a
@@ -237,6 +281,7 @@ func (s *Bucket) observeScopeRefusal(ans *Answer, now time.Time) {
 	if !named {
 		s.Strikes++
 	}
+	counted := !s.CountedFrom.IsZero() && s.Window > 0 // a whole window of the fleet's
 	window := r.Window
 	if window <= 0 {
 		window = s.Window
@@ -249,25 +294,47 @@ func (s *Bucket) observeScopeRefusal(ans *Answer, now time.Time) {
 			window = max(window, commonWindow(now.Sub(s.EpisodeAt)))
 		}
 	}
+	// The count is of one of the server's windows when the window is
+	// known, counted whole, and the refusal comes before the server can
+	// have begun another since the count began (see Bucket.Lag).
+	whole := counted && window <= s.Window && now.Before(s.CountedFrom.Add(s.Window-s.Lag))
 	switch {
 	case r.Limit > 0:
-		s.Limit, s.LimitStated = statedPerWindow(r, window), true
-	case s.LimitStated || !first:
+		s.Limit, s.LimitStated, s.Provisional = statedPerWindow(r, window), true, false
+	case s.LimitStated:
+	case !first:
+		if window > s.Window && !s.Configured {
+			// Counted over a window shorter than the server's.
+			s.Provisional = true
+		}
+	case counted && s.Limit > 0 && s.Counted == 0:
+		// Refused before anything succeeded in the window: it began
+		// too early (a probe of a window learnt too short), which
+		// says nothing of the limit.
+	case s.Configured:
+		// The user's limit is too high, or its window is not the
+		// server's: the fleet's count errs low, the safe side.
+		s.Limit = max(s.Counted, 1)
+	case whole:
+		s.Limit, s.Provisional = max(s.Counted, 1), false
+	case counted && window <= s.Window && s.Learnt && !s.Provisional:
+		// The server's window may have begun before the count did, or
+		// ended during it (see Bucket.Lag): the count, or the limit if
+		// lower, errs low, the safe side; a clean window raises it.
+		s.Limit = min(max(s.Counted, 1), s.Limit)
 	default:
 		end := now // the window the refusal ends is the one before it
 		if named {
 			end = until
 		}
 		var n int64
-		switch {
-		case s.Learnt && s.Limit > 0:
-			n = s.Limit - max(s.Remaining, 0)
-		case ans.Succeeded != nil:
+		if ans.Succeeded != nil {
 			n = ans.Succeeded(end.Add(-window))
 		}
-		if n > 0 || s.Limit <= 0 {
-			s.Limit = max(n, 1)
+		if s.Learnt {
+			n = max(n, s.Limit)
 		}
+		s.Limit, s.Provisional = max(n, 1), true
 	}
 	s.Learnt, s.Window, s.Remaining = true, window, 0
 	s.Reset, s.Inferred, s.Assumed = until, false, false
@@ -294,16 +361,19 @@ func statedPerWindow(r *headers.Reading, window time.Duration) int64 {
 }
 
 // riseLearnt raises a learnt limit that proved too low: the window that
-// just ended (whose reset was at) spent it whole with no refusal. It rises
+// just ended (at its Reset) spent it whole with no refusal. It rises
 // by a tenth (at least one) a window, as the learnt concurrency cap rises
 // a step at a time: a server allowing more is found without a burst of
-// refusals, and one refusal puts it back. A limit the server stated, or one
-// the user wrote (not learnt), stays.
-func (b *Bucket) riseLearnt(at time.Time) {
-	if !b.Learnt || b.Configured || b.LimitStated || b.Limit <= 0 || b.Remaining > 0 || b.Window <= 0 {
+// refusals, and one refusal puts it back. A provisional limit capped
+// nothing: what the fleet sent in a window may span two of the server's
+// (see Bucket.Lag), so only a refusal teaches it. A limit the server
+// stated, or one the user wrote (not learnt), stays.
+func (b *Bucket) riseLearnt() {
+	// An episode of refusals under way has just found the limit.
+	if !b.Learnt || b.Configured || b.LimitStated || b.Provisional || b.Limit <= 0 || b.Remaining > 0 || b.Window <= 0 || !b.EpisodeAt.IsZero() {
 		return
 	}
-	if !b.RefusedAt.IsZero() && !b.RefusedAt.Before(at.Add(-b.Window)) {
+	if !b.RefusedAt.IsZero() && !b.RefusedAt.Before(b.Reset.Add(-b.Window)) {
 		return // refused within the window
 	}
 	b.Limit += max(1, b.Limit/10)

@@ -243,6 +243,17 @@ func TestLearntLimitRisesAfterACleanWindow(t *testing.T) {
 	if r.Limit != 20 {
 		t.Errorf("refused in the window, the limit rose to %d", r.Limit)
 	}
+	// Refused at the very start of the window, whose reset is then
+	// waited for with the grace; the episode has not ended yet: no rise.
+	// (It rose, and every window after was refused.)
+	e := NewBucket()
+	e.Learnt, e.Limit, e.Remaining, e.Window = true, 20, 0, time.Minute
+	e.RefusedAt, e.EpisodeAt, e.Reset = t0, t0, t0.Add(time.Minute)
+	e.BlockedUntil = e.Reset.Add(5 * time.Millisecond) // a later refusal of the episode
+	e.roll(t0.Add(time.Minute + 2*time.Second))
+	if e.Limit != 20 {
+		t.Errorf("refused at the window's start, the limit rose to %d", e.Limit)
+	}
 }
 
 // A refusal whose counts describe a window already overtaken (its reset
@@ -294,4 +305,86 @@ func TestGitLabStatesItsLimitPerMinute(t *testing.T) {
 			t.Errorf("stated %d per minute, Retry-After %v: learnt %d per %v, want %d per %v", c.stated, c.ra, s.Limit, s.Window, c.want, c.wantW)
 		}
 	}
+}
+
+// A first refusal of a scope nothing was known of knows only this
+// process's count: its limit is provisional and caps nothing. The next
+// window is counted in the scope's state, every process's successes
+// alike, and its refusal teaches the fleet's count; a success of a
+// request that was in flight when it came counts too. Before, the first
+// refusal's count (one process's share of a fleet) capped the scope, and
+// it rose by a tenth per window.
+func TestFleetCountTeachesTheLimit(t *testing.T) {
+	reset := t0.Add(time.Hour)
+	b, users := NewBucket(), NewBucket()
+	a := &Ask{Policy: Policy{Kind: Greedy}}
+	Settle(nil, &b, 0, &Answer{Reading: gitlabMain(1900, reset), Counted: true}, t0)
+	mine := func(time.Time) int64 { return 5 } // this process's share of 40
+	// Nothing known: successes count nothing, so a store writes nothing.
+	id := reserveScoped(t, &b, &users, a, t0)
+	SettleScoped(nil, &b, &users, id, &Answer{Reading: gitlabMain(1899, reset), Counted: true, Sent: t0, Succeeded: mine}, t0)
+	if users.Known() || users.Counted != 0 || !users.CountedFrom.IsZero() {
+		t.Fatalf("a success counted in a scope nothing is known of: %+v", users)
+	}
+	// Refused at 20 s into the server's minute, Retry-After to its end.
+	at := t0.Add(20 * time.Second)
+	id = reserveScoped(t, &b, &users, a, at)
+	SettleScoped(nil, &b, &users, id, &Answer{Reading: retryAfterOnly(40 * time.Second), Counted: true, Sent: at, Succeeded: mine}, at)
+	if !users.Learnt || !users.Provisional || users.Limit != 5 || users.Window != time.Minute {
+		t.Fatalf("first refusal: %+v, want a provisional 5 over a minute", users)
+	}
+	// The server renews the scope: the window is counted, not capped by
+	// the provisional 5. Two processes send 40 between them.
+	open := t0.Add(time.Minute)
+	var inFlight uint64
+	for i := range 40 {
+		id := reserveScoped(t, &b, &users, a, open)
+		if i == 39 {
+			inFlight = id // answered after the refusal
+			continue
+		}
+		SettleScoped(nil, &b, &users, id, &Answer{Reading: gitlabMain(1800, reset), Counted: true, Sent: open}, open)
+	}
+	if users.Counted != 39 {
+		t.Errorf("counted %d of the window's 39 answered successes", users.Counted)
+	}
+	refusedAt := open.Add(10 * time.Second)
+	id = reserveScoped(t, &b, &users, a, refusedAt)
+	SettleScoped(nil, &b, &users, id, &Answer{Reading: retryAfterOnly(50 * time.Second), Counted: true, Sent: refusedAt, Succeeded: mine}, refusedAt)
+	if users.Provisional || users.Limit != 39 {
+		t.Errorf("refused in a counted window: %+v, want the fleet's 39, not provisional", users)
+	}
+	SettleScoped(nil, &b, &users, inFlight, &Answer{Reading: gitlabMain(1700, reset), Counted: true, Sent: open}, refusedAt.Add(time.Second))
+	if users.Limit != 40 {
+		t.Errorf("the success in flight left the limit at %d, want 40", users.Limit)
+	}
+	// The next window is capped at 40.
+	next := t0.Add(2 * time.Minute)
+	for range 40 {
+		id := reserveScoped(t, &b, &users, a, next)
+		SettleScoped(nil, &b, &users, id, &Answer{Reading: gitlabMain(1600, reset), Counted: true, Sent: next}, next)
+	}
+	if w := waitScoped(&b, &users, a, next); w < 59*time.Second {
+		t.Errorf("the 41st of a window waits %v, want the rest of the minute", w)
+	}
+}
+
+// A provisional limit caps nothing and does not rise: a clean window's
+// count may span two of the server's windows. The next window is counted
+// afresh from its start.
+func TestProvisionalLimitWaitsForARefusal(t *testing.T) {
+	s := NewBucket()
+	s.Learnt, s.Provisional, s.Limit, s.Remaining, s.Window = true, true, 5, 0, time.Minute
+	s.Reset, s.CountedFrom, s.Counted = t0.Add(time.Minute), t0, 33
+	s.roll(t0.Add(time.Minute + 2*time.Second))
+	if s.Limit != 5 || !s.Provisional || s.Counted != 0 || !s.CountedFrom.Equal(t0.Add(time.Minute)) {
+		t.Errorf("after a clean counted window: %+v, want a provisional 5, the next window counted from its start", s)
+	}
+}
+
+// retryAfterOnly is a 429 with a Retry-After and no rate-limit header.
+func retryAfterOnly(d time.Duration) *headers.Reading {
+	r := bareRefusal()
+	r.RetryAfter, r.HasRetryAfter = d, true
+	return r
 }

@@ -3,6 +3,7 @@ package sim
 import (
 	"fmt"
 	"net/http"
+	"net/url"
 	"strings"
 	"sync"
 	"time"
@@ -51,9 +52,12 @@ const (
 type EndpointLimitConfig struct {
 	// Pattern is "[METHOD ]PATH": an optional method (GET also matches
 	// HEAD) and a path below the API's prefix, matched segment by segment
-	// against the request's unescaped path (the query is ignored, a
-	// trailing slash too). "*" matches exactly one segment and "**" one
-	// or more; other segments match themselves exactly. Required. A
+	// against the request's path as sent (the query is ignored, a
+	// trailing slash too): an encoded slash belongs to its segment, as
+	// GitLab takes a project's path "group%2Fproject" wherever it takes
+	// its id. "*" matches exactly one segment and "**" one or more; other
+	// segments match what decodes alike ("group%2Fproject" matches
+	// itself, "a%20b" matches "a b"). Required. A
 	// request counts against the first limit of the list it matches.
 	// E.g. "GET /api/v4/users/*" (GET /users/:id) and
 	// "/api/v4/projects/**".
@@ -141,7 +145,12 @@ func parseEndpointPattern(s string) (endpointPattern, error) {
 		case seg != "*" && seg != "**" && strings.Contains(seg, "*"):
 			return p, fmt.Errorf("%q: segment %q mixes * with text (a * stands for whole segments: \"*\" one, \"**\" one or more)", s, seg)
 		}
-		p.segs = append(p.segs, seg)
+		// Compared with the request's segments, which splitPath decodes.
+		dec, err := url.PathUnescape(seg)
+		if err != nil {
+			return p, fmt.Errorf("%q: segment %q is not valid percent-encoding (write an encoded slash as %%2F)", s, seg)
+		}
+		p.segs = append(p.segs, dec)
 	}
 	return p, nil
 }

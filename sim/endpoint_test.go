@@ -293,6 +293,12 @@ func TestEndpointPatterns(t *testing.T) {
 		{"/api/v4/**/raw", "GET", "/api/v4/projects/1/repository/files/a%2Fb/raw", true},
 		{"/api/v4/**/raw", "GET", "/api/v4/projects/1/repository/files/a%2Fb", false},
 		{"post /api/v4/projects/*/issues", "POST", "/api/v4/projects/7/issues/", true},
+		// GitLab takes a project's path as its id, one encoded segment.
+		{"POST /api/v4/projects/*/issues", "POST", "/api/v4/projects/group%2Fproject/issues", true},
+		{"POST /api/v4/projects/*/issues", "POST", "/api/v4/projects/a%2Fb%2Fc/issues", true},
+		{"POST /api/v4/projects/*/issues", "POST", "/api/v4/projects/group/project/issues", false},
+		{"/api/v4/projects/group%2Fproject/**", "GET", "/api/v4/projects/group%2fproject/issues", true},
+		{"/api/v4/projects/group%2Fproject/**", "GET", "/api/v4/projects/group/project/issues", false},
 		{"/**", "GET", "/anything/at/all", true},
 	}
 	for _, tc := range cases {

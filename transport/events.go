@@ -118,7 +118,7 @@ func newScopeMetrics() *scopeMetrics {
 	labels := []string{"provider", "owner", "scope", "origin"}
 	return &scopeMetrics{
 		limit: prometheus.NewDesc("ratekeeper_scope_limit",
-			"Requests per window allowed in a scope the server does not announce (origin: learnt from its refusals, or configured), by provider, bucket owner and scope (a path pattern).",
+			"Requests per window allowed in a scope the server does not announce (origin: learnt from its refusals, measuring while a learnt one is only a lower bound, or configured), by provider, bucket owner and scope (a path pattern).",
 			labels, nil),
 		paused: prometheus.NewDesc("ratekeeper_scope_paused_until_timestamp_seconds",
 			"When a refusal's pause of the scope ends (Unix seconds); 0 when it is not paused.",
@@ -148,6 +148,8 @@ func (m *scopeMetrics) Collect(ch chan<- prometheus.Metric) {
 		switch {
 		case !IsScope(id.Resource):
 			continue
+		case b.Learnt && b.Provisional:
+			origin = "measuring"
 		case b.Learnt:
 			origin = "learnt"
 		case b.Configured:

@@ -10,9 +10,11 @@ import (
 
 // scopeTally keeps, per scope of one owner, when this process saw its
 // requests succeed over the last hour: what a first refusal of a scope
-// nothing was known of learns its limit from when the refusal does not
-// state it (see quota.Answer.Succeeded). Only scoped requests of the
-// APIs that have scopes (GitLab, generic hosts) are counted, in memory.
+// nothing was known of guesses its limit from when the refusal does not
+// state it (see quota.Answer.Succeeded), a lower bound in a fleet. Once
+// the scope is known the State counts the whole fleet's successes
+// (quota.Bucket.Counted). Only scoped requests of the APIs that have
+// scopes (GitLab, generic hosts) are counted here, in memory.
 type scopeTally struct {
 	mu sync.Mutex
 	at map[BucketID][]time.Time

@@ -76,8 +76,10 @@ type ResourceStatus struct {
 	InFlight int64 `json:"in_flight"`
 	// Origin says where the limit of a scope (a Resource that is a path
 	// pattern, such as "/api/v4/users/*") comes from: "learnt" from the
-	// server's refusals, or "configured" in the config file; empty for
-	// the buckets the server announces.
+	// server's refusals, "measuring" while the limit learnt is only a
+	// lower bound (one process's count) and the fleet's requests of a
+	// window are being counted to learn it, or "configured" in the
+	// config file; empty for the buckets the server announces.
 	Origin string `json:"origin,omitempty"`
 	// Name is the server's name for the throttle, when it gave one
 	// (GitLab's RateLimit-Name).
@@ -334,6 +336,8 @@ func resourceStatus(name string, stored *quota.Bucket, now time.Time) ResourceSt
 		rs.Unit = "points"
 	}
 	switch {
+	case b.Learnt && b.Provisional:
+		rs.Origin = "measuring"
 	case b.Learnt:
 		rs.Origin = "learnt"
 	case b.Configured:

@@ -77,6 +77,7 @@ func Run(t *testing.T, b Backend) {
 		{"MinIntervalOnGreedy", testMinIntervalOnGreedy},
 		{"PeakCountsRequestsSent", testPeakCountsRequestsSent},
 		{"BareRefusalPausesNotEmpties", testBareRefusal},
+		{"FleetLearnsAScopesLimit", testScopeFleet},
 	}
 	if b.NewDSN != nil && b.Open != nil {
 		tests = append(tests, struct {
