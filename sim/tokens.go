@@ -325,9 +325,8 @@ func (b *bucket) refill(now time.Time) {
 // Must hold b.mu.
 func (b *bucket) levelState(now time.Time) bucketState {
 	st := bucketState{limit: b.limit, window: b.window, remaining: b.limit}
-	level := float64(b.limit)
 	if b.active && b.limit > 0 {
-		level = b.level
+		level := b.level
 		if d := now.Sub(b.refilled); d > 0 {
 			level = min(float64(b.limit), level+float64(b.limit)*d.Seconds()/float64(b.window))
 		}

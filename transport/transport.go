@@ -408,6 +408,7 @@ func (t *Transport) outgoing(ctx context.Context, req *http.Request, p *provider
 		out.Body = body
 	}
 	if p.Owns(req.URL) {
+		p.SetDefaultHeaders(out.Header)
 		token, err := g.cred.Token(ctx)
 		if err != nil {
 			return nil, fmt.Errorf("ratekeeper: credential %s: %w", g.cred.Masked(), err)

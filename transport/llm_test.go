@@ -1,0 +1,84 @@
+package transport
+
+import (
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/ratekeeper/ratekeeper/sim"
+)
+
+// chatBody is a chat request whose prompt has chars characters.
+func chatBody(chars, maxTokens int) string {
+	return fmt.Sprintf(`{"model":"m","max_tokens":%d,"messages":[{"role":"user","content":%q}]}`, maxTokens, strings.Repeat("a", chars))
+}
+
+// postAll sends n POSTs of body(i) to path with workers goroutines and
+// counts the statuses (-1: an error).
+func (s *simSetup) postAll(t *testing.T, path string, n, workers int, body func(i int) string) map[int]int {
+	t.Helper()
+	var mu sync.Mutex
+	codes := map[int]int{}
+	jobs := make(chan int)
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			for i := range jobs {
+				req, _ := http.NewRequest(http.MethodPost, s.base+path, strings.NewReader(body(i)))
+				req.Header.Set("Content-Type", "application/json")
+				resp, err := s.t.RoundTrip(req)
+				mu.Lock()
+				if err != nil {
+					codes[-1]++
+				} else {
+					codes[resp.StatusCode]++
+				}
+				mu.Unlock()
+				if err == nil {
+					drain(resp)
+				}
+			}
+		})
+	}
+	for i := range n {
+		jobs <- i
+	}
+	close(jobs)
+	wg.Wait()
+	return codes
+}
+
+// Keys of one organization share its buckets: the organization is learnt
+// from the header every answer carries, through one "who am I" per key.
+func TestOpenAIKeysOfOneOrganizationShareABucket(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		tokens := []sim.TokenConfig{{Token: "sk-1", Owner: "org-acme"}, {Token: "sk-2", Owner: "org-acme"}, {Token: "sk-3", Owner: "org-other"}}
+		// Continuous buckets refill between two answers: counters
+		// cannot prove a share.
+		s := newSim(t, sim.APIConfig{Dialect: "openai", Limit: 1000, Window: 10 * time.Second, Latency: 200 * time.Millisecond,
+			Resources: map[string]sim.ResourceConfig{"tokens": {Limit: 20000}}, Tokens: tokens}, []string{"sk-1", "sk-2", "sk-3"}, nil)
+		codes := s.postAll(t, "/chat/completions", 60, 8, func(i int) string { return chatBody(400+40*(i%7), 500+100*(i%5)) })
+		if codes[200] != 60 {
+			t.Fatalf("statuses %v", codes)
+		}
+		if got := bucketsOf(t, s.t, "openai"); got != "1,2 3" {
+			t.Fatalf("buckets %s, want 1,2 3", got)
+		}
+	})
+}
+
+// A request to Anthropic carries anthropic-version, which the API
+// requires, when its caller sent none.
+func TestAnthropicVersionSentByDefault(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := newSim(t, sim.APIConfig{Dialect: "anthropic", Tokens: []sim.TokenConfig{{Token: "sk-ant-1"}}}, []string{"sk-ant-1"}, nil)
+		codes := s.postAll(t, "/messages", 3, 1, func(i int) string { return chatBody(40, 10) })
+		if codes[200] != 3 {
+			t.Fatalf("statuses %v", codes)
+		}
+	})
+}
