@@ -330,6 +330,7 @@ func (x *exchange) read() {
 		t.learnFrom(x.ctx, x.l.p, x.turn, s.now)
 	}
 	x.o.status, x.o.limited = s.resp.StatusCode, r.Limited != headers.NotLimited
+	x.o.notProcessed = notProcessed(s.resp.StatusCode, s.prefix)
 	x.o.retryAfter, x.o.hasRetryAfter = r.RetryAfter, r.HasRetryAfter
 	if r.Limited != headers.NotLimited {
 		t.emit(Event{Kind: EventRateLimited, Provider: x.l.p.Name, Resource: x.class.Resource, Credential: g.cred.Masked(),

@@ -82,3 +82,24 @@ func TestAnthropicVersionSentByDefault(t *testing.T) {
 		}
 	})
 }
+
+// An overloaded server did not process the request: a POST goes again
+// after backoff, and every request ends answered 200, none sent again
+// after its 200.
+func TestOverloadedPostsSentAgain(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := newSim(t, sim.APIConfig{Dialect: "anthropic", Window: 10 * time.Second, Latency: 50 * time.Millisecond,
+			Faults: sim.FaultConfig{OverloadRate: 0.2}, Tokens: []sim.TokenConfig{{Token: "sk-ant-1"}}}, []string{"sk-ant-1"}, nil)
+		codes := s.postAll(t, "/messages", 40, 4, func(i int) string { return chatBody(40, 20) })
+		st := s.srv.Stats().Total
+		if codes[200] != 40 || st.ServerErrors == 0 {
+			t.Fatalf("statuses %v, %d overloaded", codes, st.ServerErrors)
+		}
+		// Each bucket counts every request that reached it: the
+		// requests bucket saw 40 accepted and the overloaded ones.
+		req, _ := s.srv.Stats().BucketFor("anthropic", "user1", "requests")
+		if req.Accepted != 40 || req.Requests != 40+st.ServerErrors {
+			t.Fatalf("requests bucket %+v: a request was sent again after its 200", req.Counters)
+		}
+	})
+}

@@ -604,7 +604,8 @@ func (t *Transport) record(p *provider.Provider, g *grant, status int, outcome s
 // (to tell secondary limits and find retry_after).
 func needsBody(status int) bool {
 	return status == http.StatusForbidden || status == http.StatusTooManyRequests || status == 420 ||
-		status == http.StatusUnauthorized // whose body says whether the token was refused
+		status == http.StatusUnauthorized || // whose body says whether the token was refused
+		status == http.StatusServiceUnavailable // whose body may say the server is overloaded
 }
 
 // peekBody reads up to n bytes of body and returns them with a body that
