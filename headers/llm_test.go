@@ -86,3 +86,20 @@ func TestLanguageModelRefusals(t *testing.T) {
 			want: want{}},
 	})
 }
+
+func TestParseForOneBucket(t *testing.T) {
+	h := headerOf(`
+		x-ratelimit-limit-requests: 500
+		x-ratelimit-remaining-requests: 480
+		x-ratelimit-reset-requests: 2.4s
+		x-ratelimit-limit-tokens: 20000
+		x-ratelimit-remaining-tokens: 19000
+		x-ratelimit-reset-tokens: 3s`)
+	r := ParseFor(200, h, nil, now, "tokens")
+	check(t, r, want{limit: i64(20000), remaining: i64(19000), reset: after(3 * time.Second), resource: str("tokens")})
+	r = ParseFor(429, h, []byte(`{"error":{"message":"… on requests per min (RPM) …","type":"requests"}}`), now, "tokens")
+	check(t, r, want{limit: i64(500), remaining: i64(480), resource: str("requests"), limited: Primary, wait: 2400 * time.Millisecond})
+	if r := ParseFor(200, h, nil, now, "output-tokens"); r.Resource != "requests" {
+		t.Errorf("a bucket the answer does not describe: %q, want the most restrictive", r.Resource)
+	}
+}

@@ -159,6 +159,18 @@ func (p *parser) addRetryAfter(d time.Duration, millis bool) {
 // Parse never fails and never panics: headers it cannot read are ignored.
 // The package documentation lists every rule it applies.
 func Parse(status int, h http.Header, body []byte, now time.Time) Reading {
+	return parse(status, h, body, now, "")
+}
+
+// ParseFor is Parse for a request paced by one of the buckets a response
+// describes, named by its qualifier ("tokens", "output-tokens"): the
+// reading reports that bucket when the response describes it, unless it
+// refuses the request naming another limit.
+func ParseFor(status int, h http.Header, body []byte, now time.Time, bucket string) Reading {
+	return parse(status, h, body, now, bucket)
+}
+
+func parse(status int, h http.Header, body []byte, now time.Time, prefer string) Reading {
 	p := parser{now: now}
 	r := Reading{Status: status, Limit: UnknownCount, Remaining: UnknownCount, Used: UnknownCount}
 	var rateLimit, ratePolicy []string
@@ -190,6 +202,11 @@ func Parse(status int, h http.Header, body []byte, now time.Time) Reading {
 
 	sig := inspectBody(status, body)
 	g := p.choose()
+	if prefer != "" {
+		if pg := p.named(prefer); pg != nil {
+			g = pg
+		}
+	}
 	named := false
 	if sig.limit != "" {
 		// A refusal that names the limit it hit (OpenAI's "type":

@@ -3,6 +3,7 @@ package provider
 import (
 	"net/http"
 	"net/url"
+	"strings"
 )
 
 // Anthropic is the kind of Anthropic's API.
@@ -62,3 +63,17 @@ func (anthropicAPI) OwnerFromHeader(h http.Header) (Owner, bool) {
 }
 
 func (anthropicAPI) RejectsToken(http.Header, []byte) bool { return true }
+
+// PriceTokens: a message is paced by the output-tokens bucket, which it
+// takes max_tokens of until its answer ends (the input-tokens bucket is
+// read from the same answers but not reserved).
+func (anthropicAPI) PriceTokens(method, rel string, body []byte) (TokenPrice, bool) {
+	if method != "POST" || !strings.HasSuffix(rel, "/messages") {
+		return TokenPrice{}, false
+	}
+	b, chars, ok := readLLMBody(body)
+	if !ok {
+		return TokenPrice{}, false
+	}
+	return TokenPrice{Meter: "output-tokens", Shape: b.Model + " " + rel, Chars: chars, Fixed: b.maxTokens(1)}, true
+}

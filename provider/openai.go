@@ -57,3 +57,24 @@ func (openaiAPI) OwnerFromHeader(h http.Header) (Owner, bool) {
 
 // RejectsToken: OpenAI answers 401 only about the key.
 func (openaiAPI) RejectsToken(http.Header, []byte) bool { return true }
+
+// openaiDefaultMaxTokens is what a chat request without max_tokens is
+// taken to reserve: OpenAI charges what the model may write.
+const openaiDefaultMaxTokens = 4096
+
+// PriceTokens: a chat, completion or embeddings request is paced by the
+// tokens bucket, charged its prompt plus max_tokens when admitted.
+func (openaiAPI) PriceTokens(method, rel string, body []byte) (TokenPrice, bool) {
+	if method != "POST" {
+		return TokenPrice{}, false
+	}
+	b, chars, ok := readLLMBody(body)
+	if !ok {
+		return TokenPrice{}, false
+	}
+	fixed := int64(0)
+	if len(b.Messages) > 0 || len(b.Prompt) > 0 {
+		fixed = b.maxTokens(openaiDefaultMaxTokens)
+	}
+	return TokenPrice{Meter: "tokens", Shape: b.Model + " " + rel, Chars: chars, Fixed: fixed, PromptCounts: true}, true
+}

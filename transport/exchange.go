@@ -44,6 +44,8 @@ type exchange struct {
 	// conditional: the request is likely to go as a revalidation whose
 	// answer is a free 304 (see cache.Revalidatable, quota.Ask.Conditional).
 	conditional bool
+	// tok is what a request priced in tokens learns from (priceTokens).
+	tok tokenNote
 
 	reserve ReserveParams
 	settleP SettleParams
@@ -153,6 +155,7 @@ func (x *exchange) classify() {
 		x.priceQuery()
 	} else {
 		x.class.Scope = x.l.p.ScopeOf(req.Method, req.URL)
+		x.priceTokens()
 	}
 	x.conditional = !x.rt.validating && x.l.cache.Revalidatable(req)
 	x.o = outcome{replayable: req.Body == nil || req.Body == http.NoBody || req.GetBody != nil, idempotent: isIdempotent(req),
@@ -309,7 +312,8 @@ func (x *exchange) read() {
 		// RATE_LIMITED; the body also tells the query's cost.
 		s.prefix, s.resp.Body = readGraphQLAnswer(s.resp.Body)
 	}
-	x.reading = x.l.read(s.resp.StatusCode, s.resp.Header, s.prefix, s.sentAt, s.now)
+	x.reading = x.l.read(s.resp.StatusCode, s.resp.Header, s.prefix, s.sentAt, s.now, x.class.Meter)
+	x.teachTokens(s.resp)
 	r := &x.reading
 	learning := x.turn != nil && !x.rt.validating
 	if learning {

@@ -103,3 +103,16 @@ func TestOverloadedPostsSentAgain(t *testing.T) {
 		}
 	})
 }
+
+func TestExploreOpenAITokens(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		tokens := []sim.TokenConfig{{Token: "sk-1", Owner: "org-acme"}, {Token: "sk-2", Owner: "org-acme"}}
+		s := newSim(t, sim.APIConfig{Dialect: "openai", Limit: 1000, Window: 10 * time.Second, Latency: 200 * time.Millisecond,
+			Resources: map[string]sim.ResourceConfig{"tokens": {Limit: 20000}}, Tokens: tokens}, []string{"sk-1", "sk-2"}, nil)
+		start := time.Now()
+		codes := s.postAll(t, "/chat/completions", 100, 8, func(i int) string { return chatBody(400+40*(i%7), 500+100*(i%5)) })
+		st := s.srv.Stats()
+		tok, _ := st.BucketFor("openai", "org-acme", "tokens")
+		t.Logf("codes %v elapsed %v total %+v tokens charged %d ideal %v", codes, time.Since(start), st.Total, tok.Charged, time.Duration(float64(tok.Charged-20000)/2000*float64(time.Second))+200*time.Millisecond)
+	})
+}

@@ -216,6 +216,7 @@ type Transport struct {
 
 	waiters   waiters
 	costs     graphqlCosts // GraphQL queries' costs, learnt per shape
+	tokens    tokenCosts   // what a prompt character costs, learnt per shape
 	view      poolView     // the buckets as answers describe them, for delivered answers' fields
 	leaseBase uint64
 	leaseSeq  atomic.Uint64
@@ -400,6 +401,7 @@ func (t *Transport) outgoing(ctx context.Context, req *http.Request, p *provider
 	out := new(http.Request)
 	*out = *req
 	out.Header = cloneHeader(req.Header, 4)
+	out.Header.Del(CostHeader)
 	if attempt > 1 && req.Body != nil && req.Body != http.NoBody {
 		body, err := req.GetBody()
 		if err != nil {
