@@ -492,6 +492,10 @@ func (b *Bucket) wait(p Policy, n int64, now time.Time) (time.Duration, bool) {
 		if !b.Silent && b.Leases.Live(now) >= probeInFlight {
 			inFlight = b.Leases.firstLapse(now)
 		}
+	case budget < b.fits(p, n) && b.Refill > 0 && b.Limit > 0:
+		// A token bucket: wait until enough has dripped back, not for
+		// the moment it is full.
+		w = max(w, b.refillWait(b.fits(p, n)-budget, now))
 	case budget < b.fits(p, n):
 		at, out := b.refillAt(), b.InFlight(now) > 0
 		var refill time.Duration

@@ -254,6 +254,9 @@ type Answer struct {
 	// lease stands for (see Lease.Requests), none of them sent; 0 means
 	// 1.
 	Returned int64
+	// Continuous says the bucket refills continuously, a token bucket
+	// whose reset is when it is full again (see Bucket.Refill).
+	Continuous bool
 }
 
 // Settle is SettleScoped for a request with no scope.
@@ -324,6 +327,9 @@ func SettleScoped(o *Owner, b, scope *Bucket, id uint64, ans *Answer, now time.T
 		if ans.Reading != nil && !scoped {
 			b.observe(ans.Reading, now, ans.Counted, ans.Default, ans.MaxPause)
 			b.countUnits(ans, spent)
+			if ans.Continuous {
+				b.learnRefill(ans.Reading, now)
+			}
 		} else {
 			b.prune(now)
 		}

@@ -444,6 +444,7 @@ func (x *exchange) settle(r *headers.Reading, now time.Time, counted bool) {
 	g.held = false
 	x.settleP = SettleParams{Slot: g.slot, Lease: g.lease, Now: now, Answer: x.l.answer(r, counted, g.sent, t.opts.Rand())}
 	x.settleP.Answer.Units = g.units
+	x.settleP.Answer.Continuous = x.class.Meter != ""
 	if id := g.slot.Scope; id != (BucketID{}) && r != nil {
 		x.settleP.Answer.Succeeded = x.l.scopes.answered(id, r, counted, now)
 	}

@@ -104,15 +104,51 @@ func TestOverloadedPostsSentAgain(t *testing.T) {
 	})
 }
 
-func TestExploreOpenAITokens(t *testing.T) {
+// tokenTarget runs a batch against a language-model dialect through the
+// transport and checks the targets: every request answered 200,
+// no refusal, no early retry, and an elapsed time within factor of the
+// ideal: the tokens charged beyond the first bucket at the refill rate,
+// plus the last answer's latency.
+func tokenTarget(t *testing.T, api sim.APIConfig, keys []string, path, owner, bucket string, limit int64, n, workers int, body func(int) string, factor float64) {
+	t.Helper()
+	s := newSim(t, api, keys, nil)
+	start := time.Now()
+	codes := s.postAll(t, path, n, workers, body)
+	elapsed := time.Since(start)
+	st := s.srv.Stats()
+	b, _ := st.BucketFor(api.Name, owner, bucket)
+	rate := float64(limit) / api.Window.Seconds()
+	ideal := time.Duration(float64(b.Charged-limit)/rate*float64(time.Second)) + api.Latency
+	t.Logf("%s: %v in %v, ideal %v (%.3f×); %d refusals, %d early retries", bucket, codes, elapsed, ideal, elapsed.Seconds()/ideal.Seconds(),
+		st.Total.Violations, st.Total.EarlyRetries)
+	if codes[200] != n || st.Total.Violations != 0 || st.Total.EarlyRetries != 0 {
+		t.Fatalf("statuses %v, %d refusals, %d early retries", codes, st.Total.Violations, st.Total.EarlyRetries)
+	}
+	if elapsed.Seconds() > factor*ideal.Seconds() {
+		t.Fatalf("took %v, more than %.2f × the ideal %v", elapsed, factor, ideal)
+	}
+}
+
+// Tokens binding, two keys of one organization, prompts and max_tokens
+// mixed: no refusal, no early retry, within 1.05 × the ideal.
+func TestOpenAITokensBindingPacedBeforeTheRefusal(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		tokens := []sim.TokenConfig{{Token: "sk-1", Owner: "org-acme"}, {Token: "sk-2", Owner: "org-acme"}}
-		s := newSim(t, sim.APIConfig{Dialect: "openai", Limit: 1000, Window: 10 * time.Second, Latency: 200 * time.Millisecond,
-			Resources: map[string]sim.ResourceConfig{"tokens": {Limit: 20000}}, Tokens: tokens}, []string{"sk-1", "sk-2"}, nil)
-		start := time.Now()
-		codes := s.postAll(t, "/chat/completions", 100, 8, func(i int) string { return chatBody(400+40*(i%7), 500+100*(i%5)) })
-		st := s.srv.Stats()
-		tok, _ := st.BucketFor("openai", "org-acme", "tokens")
-		t.Logf("codes %v elapsed %v total %+v tokens charged %d ideal %v", codes, time.Since(start), st.Total, tok.Charged, time.Duration(float64(tok.Charged-20000)/2000*float64(time.Second))+200*time.Millisecond)
+		api := sim.APIConfig{Name: "openai", Dialect: "openai", Limit: 1000, Window: 10 * time.Second, Latency: 200 * time.Millisecond,
+			Resources: map[string]sim.ResourceConfig{"tokens": {Limit: 20000}}, Tokens: tokens}
+		tokenTarget(t, api, []string{"sk-1", "sk-2"}, "/chat/completions", "org-acme", "tokens", 20000, 100, 8,
+			func(i int) string { return chatBody(400+40*(i%7), 500+100*(i%5)) }, 1.05)
+	})
+}
+
+// Output tokens binding, max_tokens far above the real outputs: within
+// 1.10 × the ideal computed from the real outputs (the output bucket is
+// given back what max_tokens over-reserved when each answer ends).
+func TestAnthropicOutputBindingFromRealOutputs(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		api := sim.APIConfig{Name: "anthropic", Dialect: "anthropic", Limit: 1000, Window: 10 * time.Second, Latency: 200 * time.Millisecond, OutputRatio: 0.1,
+			Resources: map[string]sim.ResourceConfig{"input_tokens": {Limit: 1000000}, "output_tokens": {Limit: 8000}}, Tokens: []sim.TokenConfig{{Token: "k"}}}
+		tokenTarget(t, api, []string{"k"}, "/messages", "user1", "output_tokens", 8000, 200, 16,
+			func(i int) string { return chatBody(400, 2048) }, 1.10)
 	})
 }
