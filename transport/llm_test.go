@@ -1,6 +1,7 @@
 package transport
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"strings"
@@ -9,6 +10,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/ratekeeper/ratekeeper/provider"
 	"github.com/ratekeeper/ratekeeper/sim"
 )
 
@@ -150,5 +152,78 @@ func TestAnthropicOutputBindingFromRealOutputs(t *testing.T) {
 			Resources: map[string]sim.ResourceConfig{"input_tokens": {Limit: 1000000}, "output_tokens": {Limit: 8000}}, Tokens: []sim.TokenConfig{{Token: "k"}}}
 		tokenTarget(t, api, []string{"k"}, "/messages", "user1", "output_tokens", 8000, 200, 16,
 			func(i int) string { return chatBody(400, 2048) }, 1.10)
+	})
+}
+
+// The cost a caller gives is what the request reserves, and the header
+// that carries it never reaches the server.
+func TestCallerCostReservedNotSent(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var seen []string
+		api := sim.APIConfig{Dialect: "openai", Window: 10 * time.Second, Resources: map[string]sim.ResourceConfig{"tokens": {Limit: 1000}},
+			Tokens: []sim.TokenConfig{{Token: "sk-1"}}}
+		s := newSim(t, api, []string{"sk-1"}, func(o *Options) {
+			base := o.Base
+			o.Base = rtFunc(func(r *http.Request) (*http.Response, error) {
+				seen = append(seen, r.Header.Get(CostHeader))
+				return base.RoundTrip(r)
+			})
+		})
+		send := func(ctx context.Context, cost string) {
+			req, _ := http.NewRequestWithContext(ctx, http.MethodPost, s.base+"/chat/completions", strings.NewReader(chatBody(40, 10)))
+			if cost != "" {
+				req.Header.Set(CostHeader, cost)
+			}
+			resp, err := s.t.RoundTrip(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			drain(resp)
+		}
+		send(t.Context(), "")
+		start := time.Now()
+		// 980 of the 1,000 are left: a request said to cost 1,000 waits
+		// for 20 to drip back (0.2 s), though its body asks for 20.
+		send(t.Context(), "1000")
+		if w := time.Since(start); w < 200*time.Millisecond || w > 250*time.Millisecond {
+			t.Fatalf("a request costing the whole bucket went after %v, want 0.2 s", w)
+		}
+		// The server charged it 20: the same again through WithCost.
+		start = time.Now()
+		send(WithCost(t.Context(), 1000), "")
+		if w := time.Since(start); w < 200*time.Millisecond || w > 250*time.Millisecond {
+			t.Fatalf("WithCost(1000) went after %v, want 0.2 s", w)
+		}
+		for _, h := range seen {
+			if h != "" {
+				t.Fatalf("%s reached the server: %q", CostHeader, h)
+			}
+		}
+	})
+}
+
+// An answer's usage teaches what a prompt character costs: the next
+// estimate of the shape uses it.
+func TestUsageTeachesTheEstimate(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		api := sim.APIConfig{Dialect: "openai", Tokens: []sim.TokenConfig{{Token: "sk-1"}}}
+		s := newSim(t, api, []string{"sk-1"}, nil)
+		req, _ := http.NewRequest(http.MethodPost, s.base+"/chat/completions", strings.NewReader(chatBody(400, 10)))
+		resp, err := s.t.RoundTrip(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s.t.tokens.rate("openai http://sim.test/sim\x00m /chat/completions") != 0 {
+			t.Fatal("taught before the answer was read")
+		}
+		drain(resp)
+		// The simulator counts a token per 4 characters.
+		if got := s.t.tokens.rate("openai http://sim.test/sim\x00m /chat/completions"); got != 0.25 {
+			t.Fatalf("taught %v tokens a character (%v), want 0.25", got, s.t.tokens.perChar)
+		}
+		tp := provider.TokenPrice{Chars: 400, Fixed: 10, PromptCounts: true}
+		if n := tp.Estimate(0.5); n != 210 {
+			t.Fatalf("estimate at 0.5 a character: %d, want 210", n)
+		}
 	})
 }
