@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strconv"
 	"sync"
+	"time"
 )
 
 // A language model's API charges a request in tokens (see
@@ -177,4 +178,30 @@ func jsonCount(b []byte, key string) (int64, bool) {
 	}
 	n, err := strconv.ParseInt(string(rest[:j]), 10, 64)
 	return n, err == nil
+}
+
+// showTokenPool gives an answer to a request priced in tokens the pool's
+// view of the bucket that paces it, in the IETF draft's fields naming
+// its unit: RateLimit-Policy: "tokens";q=LIMIT;qu="tokens" and
+// RateLimit: "tokens";r=REMAINING;t=SECONDS, summed over the pool's
+// distinct buckets. The server's own fields of those names, if any, move
+// to X-Ratekeeper-Upstream-. The per-kind fields the server sent
+// (x-ratelimit-remaining-tokens…) pass unchanged.
+func (x *exchange) showTokenPool(h http.Header, now time.Time) {
+	f := x.t.figures(x.l, x.pool, x.class.Resource, now)
+	if !f.known {
+		return
+	}
+	for _, name := range []string{"Ratelimit-Policy", "Ratelimit"} {
+		if v := h[name]; v != nil {
+			h[HeaderUpstreamPrefix+name] = v
+		}
+	}
+	name := strconv.Quote(x.class.Meter)
+	h["Ratelimit-Policy"] = []string{name + ";q=" + strconv.FormatInt(f.limit, 10) + `;qu="` + x.class.Meter + `"`}
+	v := name + ";r=" + strconv.FormatInt(f.remaining, 10)
+	if !f.reset.IsZero() {
+		v += ";t=" + strconv.FormatInt(ceilSeconds(f.reset.Sub(now)), 10)
+	}
+	h["Ratelimit"] = []string{v}
 }
