@@ -23,6 +23,9 @@ func ReadFor(status int, h http.Header, body []byte, now time.Time, skew time.Du
 // lacks, limit − remaining, by then. A full bucket teaches nothing and
 // keeps the rate known.
 func (b *Bucket) learnRefill(r *headers.Reading, now time.Time) {
+	if r.Remaining == UnknownCount {
+		return // a pause, or another bucket's refusal: nothing of this one
+	}
 	if r.Limit <= 0 || r.Remaining == UnknownCount || r.Remaining >= r.Limit || !r.Reset.After(now) {
 		if b.Refill > 0 {
 			b.RefilledAt = now

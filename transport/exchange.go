@@ -313,7 +313,10 @@ func (x *exchange) read() {
 		s.prefix, s.resp.Body = readGraphQLAnswer(s.resp.Body)
 	}
 	x.reading = x.l.read(s.resp.StatusCode, s.resp.Header, s.prefix, s.sentAt, s.now, x.class.Meter)
-	x.teachTokens(s.resp)
+	if x.class.Meter != "" {
+		otherLimit(&x.reading, x.class.Meter, s.now)
+		x.teachTokens(s.resp)
+	}
 	r := &x.reading
 	learning := x.turn != nil && !x.rt.validating
 	if learning {

@@ -227,3 +227,23 @@ func TestUsageTeachesTheEstimate(t *testing.T) {
 		}
 	})
 }
+
+// A 429 naming the requests limit is obeyed to the millisecond its
+// retry-after-ms names: the request goes again then, and is not early.
+func TestRequestsRefusalObeyedExactly(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		api := sim.APIConfig{Dialect: "openai", Limit: 3, Window: 10 * time.Second,
+			Resources: map[string]sim.ResourceConfig{"tokens": {Limit: 1000000}}, Tokens: []sim.TokenConfig{{Token: "sk-1"}}}
+		s := newSim(t, api, []string{"sk-1"}, nil)
+		start := time.Now()
+		codes := s.postAll(t, "/chat/completions", 4, 1, func(int) string { return chatBody(40, 10) })
+		st := s.srv.Stats().Total
+		// The fourth of 3 a 10 s: one refill of a request, 3.334 s.
+		if codes[200] != 4 || st.Violations != 1 || st.EarlyRetries != 0 {
+			t.Fatalf("statuses %v, %d refusals, %d early retries", codes, st.Violations, st.EarlyRetries)
+		}
+		if w := time.Since(start); w < 3334*time.Millisecond || w > 3400*time.Millisecond {
+			t.Fatalf("the refused request went again after %v, want 3.334 s", w)
+		}
+	})
+}

@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"sync"
 	"time"
+
+	"github.com/ratekeeper/ratekeeper/headers"
 )
 
 // A language model's API charges a request in tokens (see
@@ -178,6 +180,21 @@ func jsonCount(b []byte, key string) (int64, bool) {
 	}
 	n, err := strconv.ParseInt(string(rest[:j]), 10, 64)
 	return n, err == nil
+}
+
+// otherLimit makes a refusal that names another limit than the meter's
+// (OpenAI's requests, Anthropic's input tokens) a pause of the meter's
+// bucket until the time it names, without its counts: they are another
+// bucket's, in other units.
+func otherLimit(r *headers.Reading, meter string, now time.Time) {
+	if r.Limited != headers.Primary || r.Resource == "" || r.Resource == meter {
+		return
+	}
+	if !r.HasRetryAfter && r.HasReset() {
+		r.RetryAfter, r.HasRetryAfter = max(r.Reset.Sub(now), 0), true
+	}
+	r.Limit, r.Remaining, r.Used, r.Reset, r.Window = headers.UnknownCount, headers.UnknownCount, headers.UnknownCount, time.Time{}, 0
+	r.Resource = meter
 }
 
 // showTokenPool gives an answer to a request priced in tokens the pool's
