@@ -494,8 +494,14 @@ func (b *Bucket) wait(p Policy, n int64, now time.Time) (time.Duration, bool) {
 		}
 	case budget < b.fits(p, n) && b.Refill > 0 && b.Limit > 0:
 		// A token bucket: wait until enough has dripped back, not for
-		// the moment it is full.
-		w = max(w, b.refillWait(b.fits(p, n)-budget, now))
+		// the moment it is full; or, with requests in flight, until an
+		// answer, which may give back what its reservation held beyond
+		// its cost (Anthropic's max_tokens) or count it already.
+		if refill := b.refillWait(b.fits(p, n)-budget, now); b.InFlight(now) > 0 {
+			inFlight = refill
+		} else {
+			w = max(w, refill)
+		}
 	case budget < b.fits(p, n):
 		at, out := b.refillAt(), b.InFlight(now) > 0
 		var refill time.Duration

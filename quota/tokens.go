@@ -32,7 +32,11 @@ func (b *Bucket) learnRefill(r *headers.Reading, now time.Time) {
 		}
 		return
 	}
-	b.Refill = float64(r.Limit-r.Remaining) / r.Reset.Sub(now).Seconds()
+	// A reset in whole seconds (Anthropic's RFC 3339 times) is rounded
+	// up: each reading gives a rate at most the true one, and the most
+	// any reading of the same limit gave is the best known.
+	rate := float64(r.Limit-r.Remaining) / r.Reset.Sub(now).Seconds()
+	b.Refill = max(b.Refill, rate)
 	b.RefilledAt = now
 }
 

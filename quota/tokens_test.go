@@ -52,3 +52,30 @@ func TestContinuousRefill(t *testing.T) {
 		t.Fatalf("windowed bucket wait %v, want the reset's 54 s", w)
 	}
 }
+
+// Resets in whole seconds understate the rate: the most any reading gave
+// is kept. A request short of units while others are in flight waits on
+// their answers (which may give back what they over-reserved), at most
+// until the units have dripped back.
+func TestContinuousRefillRateAndInFlight(t *testing.T) {
+	t0 := time.Unix(1_000_000, 0)
+	b := NewBucket()
+	exact := headers.Reading{Status: 200, Limit: 8000, Remaining: 4800, Used: UnknownCount, Reset: t0.Add(2 * time.Second)}
+	b.observe(&exact, t0, true, Default{}, 0)
+	b.learnRefill(&exact, t0)
+	// 1,600 a second. A reading whose reset was rounded up to the next
+	// second says 800 a second: not believed.
+	t1 := t0.Add(1500 * time.Millisecond)
+	rounded := headers.Reading{Status: 200, Limit: 8000, Remaining: 6400, Used: UnknownCount, Reset: t1.Add(2 * time.Second)}
+	b.observe(&rounded, t1, true, Default{}, 0)
+	b.learnRefill(&rounded, t1)
+	if b.Refill != 1600 {
+		t.Fatalf("refill %v a second, want the 1,600 the exact reading gave", b.Refill)
+	}
+	b.take(Policy{Kind: Greedy}, Lease{ID: 1, Until: t1.Add(time.Minute), Units: 6000}, t1)
+	w, onAnswer := b.waitUnits(Policy{Kind: Greedy}, 2048, t1)
+	// 400 left of 6,400 after the 6,000 in flight: 1,648 more take 1.03 s.
+	if !onAnswer || w < time.Second || w > 1050*time.Millisecond {
+		t.Fatalf("wait %v (on an answer: %v), want 1.03 s or the next answer", w, onAnswer)
+	}
+}
