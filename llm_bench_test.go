@@ -72,7 +72,7 @@ func openaiJobs(base string) []llmJob {
 
 func anthropicJobs(base string) []llmJob {
 	var jobs []llmJob
-	for range 120 {
+	for range 200 {
 		jobs = append(jobs, llmJob{base + "/anthropic/messages", chatJSON(400, 2048)})
 	}
 	return jobs

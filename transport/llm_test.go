@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/ratekeeper/ratekeeper/provider"
+	"github.com/ratekeeper/ratekeeper/quota"
 	"github.com/ratekeeper/ratekeeper/sim"
 )
 
@@ -244,6 +245,50 @@ func TestRequestsRefusalObeyedExactly(t *testing.T) {
 		}
 		if w := time.Since(start); w < 3334*time.Millisecond || w > 3400*time.Millisecond {
 			t.Fatalf("the refused request went again after %v, want 3.334 s", w)
+		}
+	})
+}
+
+// An OpenAI-compatible host no provider owns (a self-hosted vLLM, Groq,
+// Azure at its own domain), reached with the caller's own key and
+// nothing configured: its answers' headers pace it, and each refusal's
+// time is obeyed, none early.
+func TestOpenAICompatibleHostPacedFromItsHeaders(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		srv, err := sim.New(sim.Config{APIs: []sim.APIConfig{{Dialect: "openai", Limit: 1000, Window: 10 * time.Second,
+			Latency: 100 * time.Millisecond, Resources: map[string]sim.ResourceConfig{"tokens": {Limit: 8000}},
+			Tokens: []sim.TokenConfig{{Token: "sk-own"}}}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		tr, err := New(Options{Providers: provider.NewRegistry(), Base: srv.Transport(""), Policy: quota.Policy{Kind: quota.Greedy}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := &simSetup{t: tr, srv: srv, base: "http://llm.example.test/v1"}
+		var mu sync.Mutex
+		codes := map[int]int{}
+		var wg sync.WaitGroup
+		for i := range 30 {
+			wg.Go(func() {
+				req, _ := http.NewRequest(http.MethodPost, s.base+"/chat/completions", strings.NewReader(chatBody(400+40*(i%5), 400)))
+				req.Header.Set("Authorization", "Bearer sk-own")
+				resp, err := s.t.RoundTrip(req)
+				mu.Lock()
+				defer mu.Unlock()
+				if err != nil {
+					codes[-1]++
+					return
+				}
+				codes[resp.StatusCode]++
+				drain(resp)
+			})
+		}
+		wg.Wait()
+		st := srv.Stats().Total
+		t.Logf("statuses %v, %d refusals, %d early retries", codes, st.Violations, st.EarlyRetries)
+		if codes[200] != 30 || st.EarlyRetries != 0 {
+			t.Fatalf("statuses %v, %d early retries (%d refusals)", codes, st.EarlyRetries, st.Violations)
 		}
 	})
 }
