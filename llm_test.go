@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"testing/synctest"
@@ -53,3 +54,58 @@ func TestBatchOfMessagesWaitsOnAnswers(t *testing.T) {
 		}
 	})
 }
+
+// Through the gateway, a caller gives a request's cost in the
+// X-Ratekeeper-Cost header: it is reserved, and not sent on; the answer
+// carries the pool's tokens in the IETF fields, unit named.
+func TestGatewayCostHeader(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		srv, err := sim.New(sim.Config{APIs: []sim.APIConfig{{Dialect: "openai", Window: 10 * time.Second,
+			Resources: map[string]sim.ResourceConfig{"tokens": {Limit: 1000}}, Tokens: []sim.TokenConfig{{Token: "sk-1"}}}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		base := srv.Transport("")
+		leaked := false
+		gw, err := NewGateway(GatewayOptions{Client: Options{Providers: []string{"openai=http://sim.test"},
+			Tokens: map[string][]string{"openai": {"sk-1"}}, MaxWait: time.Minute,
+			Base: roundTripper(func(r *http.Request) (*http.Response, error) {
+				leaked = leaked || r.Header.Get(CostHeader) != ""
+				return base.RoundTrip(r)
+			})}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer gw.Close()
+		send := func(cost string) (*httptest.ResponseRecorder, time.Duration) {
+			req := httptest.NewRequest(http.MethodPost, "/openai/chat/completions", strings.NewReader(chatJSON(40, 10)))
+			req.Header.Set("Content-Type", "application/json")
+			if cost != "" {
+				req.Header.Set(CostHeader, cost)
+			}
+			rec := httptest.NewRecorder()
+			start := time.Now()
+			gw.ServeHTTP(rec, req)
+			return rec, time.Since(start)
+		}
+		if rec, _ := send(""); rec.Code != http.StatusOK {
+			t.Fatalf("status %d: %s", rec.Code, rec.Body)
+		}
+		// 980 of 1,000 left: a request said to cost 1,000 waits for 20
+		// to drip back, 0.2 s.
+		rec, w := send("1000")
+		if rec.Code != http.StatusOK || w < 200*time.Millisecond || w > 300*time.Millisecond || leaked {
+			t.Fatalf("status %d after %v; header sent on: %v", rec.Code, w, leaked)
+		}
+		if p := rec.Header().Get("RateLimit-Policy"); p != `"tokens";q=1000;qu="tokens"` {
+			t.Fatalf("RateLimit-Policy %q", p)
+		}
+		if !strings.HasPrefix(rec.Header().Get("RateLimit"), `"tokens";r=`) {
+			t.Fatalf("RateLimit %q", rec.Header().Get("RateLimit"))
+		}
+	})
+}
+
+type roundTripper func(*http.Request) (*http.Response, error)
+
+func (f roundTripper) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }

@@ -7,7 +7,7 @@ standard library only.
 
 The gateway holds the keys and paces every request by the tokens it will
 take (its prompt's characters / 4 plus max_tokens, or the X-Ratekeeper-Cost
-header when the caller counted), so the batch is never refused; any SDK
+header when the caller counted), so its tokens do not run out; any SDK
 pointed at GATEWAY_URL/openai as its base URL does the same. GATEWAY_URL
 names another gateway (default http://127.0.0.1:8080).
 """
