@@ -72,6 +72,7 @@ func Run(t *testing.T, b Backend) {
 		{"RemoteHolderFreedWhenSilent", testRemoteHolderSilent},
 		{"ReservationsHoldTheirUnits", testUnits},
 		{"ScopeRefusalPausesOnlyItsScope", testScopeRefusal},
+		{"ContinuousBucketWaitsForWhatItNeeds", testContinuousRefill},
 	}
 	if b.NewDSN != nil && b.Open != nil {
 		tests = append(tests, struct {
