@@ -35,6 +35,7 @@
 package ratekeeper
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 
@@ -58,6 +59,16 @@ type DatabaseError = assemble.DatabaseError
 
 // Event is what Options.OnEvent receives.
 type Event = transport.Event
+
+// CostHeader is the request header in which a caller gives a request's
+// exact cost in the units of the bucket that paces it (a language
+// model's tokens); it is removed before the request is sent.
+const CostHeader = transport.CostHeader
+
+// WithCost returns a context under which a request costs n units (tokens)
+// of the bucket that paces it, instead of ratekeeper's estimate (a
+// prompt's characters ÷ 4 plus max_tokens).
+func WithCost(ctx context.Context, n int64) context.Context { return transport.WithCost(ctx, n) }
 
 // Batch sends many requests so that no bucket holds back another: see
 // package batch.

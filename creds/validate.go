@@ -110,9 +110,11 @@ func ValidateAt(ctx context.Context, rt http.RoundTripper, p *provider.Provider,
 	case readErr != nil:
 		return "", fmt.Errorf("%s: reading the answer of %s %s: %w", c.masked, req.Method, req.URL.Redacted(), readErr)
 	}
-	o, err := p.ParseOwner(body)
-	if err != nil {
-		return "", fmt.Errorf("%s: %w", c.masked, err)
+	o, named := p.OwnerFromHeader(resp.Header)
+	if !named {
+		if o, err = p.ParseOwner(body); err != nil {
+			return "", fmt.Errorf("%s: %w", c.masked, err)
+		}
 	}
 	c.SetOwner(o)
 	c.MarkValidated(at)

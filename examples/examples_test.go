@@ -79,6 +79,25 @@ func TestExamples(t *testing.T) {
 		expectLines(t, out, gatewayLines...)
 	})
 
+	// A batch of prompts to a simulated OpenAI through the gateway: two
+	// keys of one organization, 6,000 tokens per 10 s.
+	llmSim := serveWithEnv(t, rk, nil, "sim", "--listen", "127.0.0.1:0", "--dialect", "openai",
+		"--tokens", "org-acme:sim-key-1,org-acme:sim-key-2", "--window", "10s", "--resource-limit", "tokens=6000")
+	llmGateway := serveWithEnv(t, rk, []string{"OPENAI_API_KEY=sim-key-1,sim-key-2"}, "serve", "--db", "memory", "--refresh", "0",
+		"--listen", "127.0.0.1:0", "--provider", "openai="+llmSim)
+	t.Run("llm_gateway.py", func(t *testing.T) {
+		python := need(t, "python3")
+		out := runExample(t, cleanEnv("GATEWAY_URL="+llmGateway), python, "llm_gateway.py")
+		expectLines(t, out,
+			`answered 24 prompts, 24 with status 200`,
+			`tokens: \d+ prompt, \d+ completion`,
+			`RateLimit-Policy: "tokens";q=\d+;qu="tokens"`,
+		)
+		if v := simViolations(t, llmSim); v != 0 {
+			t.Errorf("the simulated OpenAI refused %d requests", v)
+		}
+	})
+
 	// The simulator refused nothing, and the repeats were its free 304s.
 	resp, err := http.Get(simURL + "/_stats")
 	if err != nil {
@@ -139,7 +158,7 @@ func cleanEnv(extra ...string) []string {
 	var env []string
 	for _, kv := range os.Environ() {
 		name, _, _ := strings.Cut(kv, "=")
-		if strings.HasSuffix(name, "_TOKEN") || strings.HasPrefix(name, "RATEKEEPER") ||
+		if strings.HasSuffix(name, "_TOKEN") || strings.HasSuffix(name, "_API_KEY") || strings.HasPrefix(name, "RATEKEEPER") ||
 			name == "GATEWAY_URL" || name == "GITHUB_API" || name == "WORKDIR" {
 			continue
 		}
@@ -155,8 +174,14 @@ var listenURL = regexp.MustCompile(`http://127\.0\.0\.1:\d+`)
 // when the test ends.
 func serveUntilCleanup(t *testing.T, rk string, args ...string) string {
 	t.Helper()
+	return serveWithEnv(t, rk, []string{"GITHUB_TOKEN=sim-token-1,sim-token-2"}, args...)
+}
+
+// serveWithEnv is serveUntilCleanup with the given variables (tokens).
+func serveWithEnv(t *testing.T, rk string, env []string, args ...string) string {
+	t.Helper()
 	cmd := exec.Command(rk, args...)
-	cmd.Env = cleanEnv("GITHUB_TOKEN=sim-token-1,sim-token-2")
+	cmd.Env = cleanEnv(env...)
 	cmd.Dir = t.TempDir()
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
@@ -247,4 +272,23 @@ func (b *lockedBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.String()
+}
+
+// simViolations is the total of the simulator's refusals.
+func simViolations(t *testing.T, simURL string) int {
+	t.Helper()
+	resp, err := http.Get(simURL + "/_stats")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var stats struct {
+		Total struct {
+			Violations int `json:"violations"`
+		} `json:"total"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&stats); err != nil {
+		t.Fatal(err)
+	}
+	return stats.Total.Violations
 }

@@ -116,7 +116,7 @@ func TestFetchCommandBadInput(t *testing.T) {
 		{"concurrency beyond the queue's", []string{"--concurrency", "1000000", "https://api.github.com/"}, "--concurrency 1000000: want 1 to 10,000"},
 		{"retries beyond the queue's", []string{"--retries", "100000", "https://api.github.com/"}, "--retries 100000: want 0 to 9,999"},
 		{"timeout below a millisecond", []string{"--timeout", "10us", "--max-wait", "1us", "https://api.github.com/"}, "--timeout 10µs: want a duration of 1ms or more"},
-		{"bad JSON line", []string{"-i", requests}, `requests.jsonl: 1 input cannot be fetched; nothing was submitted` + "\n  line 2: unknown field \"header\"; a JSON line has url, method, headers, body, id"},
+		{"bad JSON line", []string{"-i", requests}, `requests.jsonl: 1 input cannot be fetched; nothing was submitted` + "\n  line 2: unknown field \"header\"; a JSON line has url, method, headers, body, id, cost"},
 		{"paginate and since", []string{"--paginate", "--since", urls, "https://api.github.com/"}, "--paginate and --since together"},
 		{"paginate and readme", []string{"--paginate", "--readme", "https://github.com/o/r"}, "--paginate and --readme together"},
 		{"binary input", []string{"-i", binary}, "binary.bin: 4 inputs cannot be fetched; nothing was submitted\n  line 2: not text (a NUL byte or invalid UTF-8); the input looks binary"},

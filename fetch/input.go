@@ -14,6 +14,7 @@ import (
 	"net/http"
 	"net/url"
 	"sort"
+	"strconv"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -22,6 +23,7 @@ import (
 
 	"github.com/ratekeeper/ratekeeper/provider"
 	"github.com/ratekeeper/ratekeeper/tasks"
+	"github.com/ratekeeper/ratekeeper/transport"
 )
 
 // Entry is one request of the input with where it came from.
@@ -327,6 +329,12 @@ func plan(e Entry, readme bool, reg *provider.Registry) (Target, error) {
 				t.Request.Headers = map[string]string{}
 			}
 			t.Request.Headers["Content-Type"] = "application/json"
+		}
+		if j.Cost > 0 {
+			if t.Request.Headers == nil {
+				t.Request.Headers = map[string]string{}
+			}
+			t.Request.Headers[transport.CostHeader] = strconv.FormatInt(j.Cost, 10)
 		}
 		t.Request.SendOnce = !idempotent(t.Request.Method, t.Request.Headers, u, body)
 		t.ID = j.ID

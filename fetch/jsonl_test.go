@@ -55,7 +55,7 @@ func TestJSONLinesBadLines(t *testing.T) {
 		t.Fatalf("err = %v, want an InputError", err)
 	}
 	want := map[int]string{
-		2:  `unknown field "methd"; a JSON line has url, method, headers, body, id`,
+		2:  `unknown field "methd"; a JSON line has url, method, headers, body, id, cost`,
 		3:  `"url" is 12, want a string`,
 		4:  `no "url"`,
 		5:  `"headers" is ["a"], want an object of strings`,
@@ -521,5 +521,59 @@ func TestJSONLinesGraphQLPricedByPoints(t *testing.T) {
 		if bs.Resource == "graphql" && bs.Charged != 505 {
 			t.Errorf("graphql charged %d points, want 5 × 101", bs.Charged)
 		}
+	}
+}
+
+// TestJSONLinesLanguageModelBatch: a batch of prompts to OpenAI is paced
+// by its tokens, the cost a line gives is what it reserves (and not sent
+// on), and Anthropic's overloaded answers are sent again until they
+// succeed, none after its 200.
+func TestJSONLinesLanguageModelBatch(t *testing.T) {
+	s := startSim(t, sim.Config{Seed: 3, APIs: []sim.APIConfig{
+		{Dialect: sim.DialectOpenAI, Prefix: "/openai", Limit: 1000, Window: 2 * time.Second,
+			Resources: map[string]sim.ResourceConfig{"tokens": {Limit: 4000}},
+			Tokens:    []sim.TokenConfig{{Token: "sk-1", Owner: "org-acme"}}},
+		{Dialect: sim.DialectAnthropic, Prefix: "/anthropic", Window: 2 * time.Second,
+			Faults: sim.FaultConfig{OverloadRate: 0.2}, Tokens: []sim.TokenConfig{{Token: "sk-ant-1"}}},
+	}})
+	tr := client(t, ratekeeper.Options{
+		Providers: []string{"openai=" + s.URL + "/openai", "anthropic=" + s.URL + "/anthropic"},
+		Tokens:    map[string][]string{"openai": {"sk-1"}, "anthropic": {"sk-ant-1"}},
+		MaxWait:   10 * time.Second,
+	})
+	var lines []string
+	for i := range 24 {
+		body := map[string]any{"model": "gpt-4o-mini", "max_tokens": 300, "messages": []map[string]string{{"role": "user", "content": strings.Repeat("a", 400+40*(i%5))}}}
+		line := map[string]any{"url": s.URL + "/openai/chat/completions", "method": "POST", "id": "o" + strconv.Itoa(i), "body": body}
+		if i%6 == 0 {
+			line["cost"] = 100 + 300 + 10*(i%5) // the exact cost, as a caller that counted would give it
+		}
+		b, _ := json.Marshal(line)
+		lines = append(lines, string(b))
+		b, _ = json.Marshal(map[string]any{"url": s.URL + "/anthropic/messages", "method": "POST", "id": "a" + strconv.Itoa(i), "body": body})
+		lines = append(lines, string(b))
+	}
+	targets, err := planLines(t, tr, strings.Join(lines, "\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out strings.Builder
+	sum := run(t, sqliteDSN(t), tr, targets, fetch.NewStream(&out, "stdout"))
+	if sum.Failed != 0 || sum.Written != 48 {
+		t.Fatalf("summary %+v\n%s", sum, out.String())
+	}
+	for line := range strings.SplitSeq(strings.TrimSpace(out.String()), "\n") {
+		if !strings.Contains(line, `"status":200`) {
+			t.Fatalf("not answered 200 in the end: %s", line)
+		}
+	}
+	st := s.Stats()
+	oa, _ := st.BucketFor("openai", "org-acme", "tokens")
+	req, _ := st.BucketFor("anthropic", "user1", "requests")
+	if oa.Violations != 0 || st.Total.EarlyRetries != 0 {
+		t.Errorf("openai tokens %+v, %d early retries: not paced by its tokens", oa.Counters, st.Total.EarlyRetries)
+	}
+	if req.Accepted != 24 || req.ServerErrors == 0 {
+		t.Errorf("anthropic requests %+v: want 24 served, some after an overload, none twice", req.Counters)
 	}
 }

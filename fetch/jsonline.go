@@ -28,12 +28,17 @@ type JSONRequest struct {
 	// ID is the line's id, a JSON string or number, echoed in the output
 	// and the request's key; nil when the line has none.
 	ID json.RawMessage
+	// Cost is the request's exact cost in the units of the bucket that
+	// paces it (a language model's tokens), sent to the client as the
+	// X-Ratekeeper-Cost header (removed before the request leaves); 0
+	// leaves the estimate.
+	Cost int64
 }
 
 // jsonLineShape is what a JSON line looks like, for error messages.
-const jsonLineShape = `{"url": "https://…", "method": "POST", "headers": {"Name": "value"}, "body": {…} or "text", "id": "any key"}`
+const jsonLineShape = `{"url": "https://…", "method": "POST", "headers": {"Name": "value"}, "body": {…} or "text", "id": "any key", "cost": 1200}`
 
-var jsonLineFields = []string{"url", "method", "headers", "body", "id"}
+var jsonLineFields = []string{"url", "method", "headers", "body", "id", "cost"}
 
 // parseJSONLine reads one JSON line into e: its URL and request.
 func parseJSONLine(text string, e *Entry) error {
@@ -90,6 +95,11 @@ func parseJSONLine(text string, e *Entry) error {
 			return fmt.Errorf(`"id" is %s, want a string or a number`, shortJSON(v))
 		}
 		r.ID = b.Bytes()
+	}
+	if v, ok := raw["cost"]; ok && !isNull(v) {
+		if err := json.Unmarshal(v, &r.Cost); err != nil || r.Cost <= 0 {
+			return fmt.Errorf(`"cost" is %s, want a positive whole number of units (tokens) such as 1200`, shortJSON(v))
+		}
 	}
 	e.JSON = &r
 	return nil

@@ -15,8 +15,12 @@ type bodySignal struct {
 	secondary     bool // GitHub's secondary-limit message or documentation URL
 	github        bool // GitHub's documentation URL
 	retryAfter    time.Duration
-	hasRetryAfter bool // a JSON "retry_after" (Discord and others), in seconds
-	page          bool // a 403 whose body is a page for people, not the API's error (see isPage)
+	hasRetryAfter bool // a JSON "retry_after" (Discord and others), in seconds, or a delay the message states
+	// limit is the qualifier of the limit the refusal names: "requests",
+	// "tokens", "input-tokens" or "output-tokens" (OpenAI's error type,
+	// the language-model APIs' messages), "" when it names none.
+	limit string
+	page  bool // a 403 whose body is a page for people, not the API's error (see isPage)
 }
 
 // Phrases, in lower case, that mark a body as a rate-limit refusal. The
@@ -66,7 +70,10 @@ func inspectBody(status int, body []byte) bodySignal {
 	sig.rateLimited = sig.secondary || containsAnyFold(body, rateLimitPhrases)
 	if v, ok := jsonNumberField(body, "retry_after"); ok {
 		sig.retryAfter, sig.hasRetryAfter = secondsToDuration(v), true
+	} else if d, ok := statedDelay(body); ok {
+		sig.retryAfter, sig.hasRetryAfter = d, true
 	}
+	sig.limit = namedLimit(body)
 	return sig
 }
 
@@ -94,6 +101,58 @@ func isPage(h http.Header, body []byte) bool {
 		return false
 	}
 	return true
+}
+
+// statedDelay is the delay a refusal's text asks for: OpenAI's and
+// Groq's "Please try again in 2.4s" (a Go-style duration: "20ms",
+// "6m0s"), or Gemini's RetryInfo "retryDelay": "13s".
+func statedDelay(body []byte) (time.Duration, bool) {
+	for _, key := range []string{"try again in ", `"retrydelay":`} {
+		i := indexFold(body, key)
+		if i < 0 {
+			continue
+		}
+		rest := body[i+len(key):]
+		j := 0
+		for j < len(rest) && (rest[j] == ' ' || rest[j] == '"') {
+			j++
+		}
+		k := j
+		for k < len(rest) && (rest[k] >= '0' && rest[k] <= '9' || rest[k] == '.' || rest[k] >= 'a' && rest[k] <= 'z' || rest[k] == 0xc2 || rest[k] == 0xb5) {
+			k++
+		}
+		if d, ok := parseDurationString(string(bytes.TrimRight(rest[j:k], "."))); ok {
+			return d, true
+		}
+	}
+	return 0, false
+}
+
+// limitPhrases name a language-model API's limits in its refusals'
+// messages, most specific first: "… of 50,000 input tokens per minute"
+// (Anthropic), "on tokens per min (TPM)", "on requests per day (RPD)"
+// (OpenAI, Groq).
+var limitPhrases = []struct{ phrase, limit string }{
+	{"input tokens per", "input-tokens"},
+	{"output tokens per", "output-tokens"},
+	{"tokens per", "tokens"},
+	{"requests per", "requests"},
+}
+
+// namedLimit is the limit a refusal names: OpenAI's error "type", else
+// the first phrase of limitPhrases its message has.
+func namedLimit(body []byte) string {
+	for _, t := range []string{"tokens", "requests"} {
+		if bytes.Contains(body, []byte(`"type":"`+t+`"`)) || bytes.Contains(body, []byte(`"type": "`+t+`"`)) {
+			return t
+		}
+	}
+	for _, lp := range limitPhrases {
+		if indexFold(body, lp.phrase) >= 0 {
+			return lp.limit
+		}
+	}
+	return ""
 }
 
 func containsAnyFold(body []byte, phrases []string) bool {

@@ -33,7 +33,10 @@
 //     x-ratelimit-remaining-minute, and x-ratelimit-retry-after.
 //   - Retry-After as delay-seconds (fractions accepted) or as any of RFC
 //     9110's three HTTP-date forms; retry-after-ms and x-ms-retry-after-ms in
-//     milliseconds; a JSON body's "retry_after" (seconds) on refusals.
+//     milliseconds; a JSON body's "retry_after" (seconds) on refusals, or
+//     the delay its message states ("Please try again in 2.4s", OpenAI and
+//     Groq; Gemini's "retryDelay": "13s"). A millisecond header is exact
+//     and wins over a Retry-After sent with it, which can only round up.
 //
 // # Rules
 //
@@ -63,7 +66,11 @@
 // -minute and -hour): the reading reports the most restrictive one — the one
 // with the least remaining, then the one that resets last. Buckets counted
 // in units other than requests (IETF qu="content-bytes") only count when
-// they are used up. Malformed IETF items (no r, r negative or not a number;
+// they are used up. A refusal that names the limit it hit (OpenAI's error
+// "type": "tokens" or "requests"; "input tokens per minute", "requests per
+// day" in Anthropic's and Groq's messages) reports that limit's bucket, a
+// primary refusal even with some left: less than the request costs in its
+// units. Malformed IETF items (no r, r negative or not a number;
 // policies without q) are ignored, the rest of the field still counts.
 // Values that are not valid structured syntax but close (tokens for names,
 // spaces around "=", upper-case keys) are read leniently with the same item

@@ -41,6 +41,10 @@ type parser struct {
 
 	retryAfter    time.Duration
 	hasRetryAfter bool
+	// The millisecond forms (retry-after-ms) apart: they are exact, and
+	// win over a Retry-After that can only round up to whole seconds.
+	retryAfterExact    time.Duration
+	hasRetryAfterExact bool
 
 	used  [maxUsed]string
 	nused int
@@ -131,7 +135,14 @@ func laterTime(cur, t time.Time) time.Time {
 	return cur
 }
 
-func (p *parser) addRetryAfter(d time.Duration) {
+func (p *parser) addRetryAfter(d time.Duration, millis bool) {
+	if millis {
+		if !p.hasRetryAfterExact || d > p.retryAfterExact {
+			p.retryAfterExact = d
+		}
+		p.hasRetryAfterExact = true
+		return
+	}
 	if !p.hasRetryAfter || d > p.retryAfter {
 		p.retryAfter = d
 	}
@@ -148,6 +159,18 @@ func (p *parser) addRetryAfter(d time.Duration) {
 // Parse never fails and never panics: headers it cannot read are ignored.
 // The package documentation lists every rule it applies.
 func Parse(status int, h http.Header, body []byte, now time.Time) Reading {
+	return parse(status, h, body, now, "")
+}
+
+// ParseFor is Parse for a request paced by one of the buckets a response
+// describes, named by its qualifier ("tokens", "output-tokens"): the
+// reading reports that bucket when the response describes it, unless it
+// refuses the request naming another limit.
+func ParseFor(status int, h http.Header, body []byte, now time.Time, bucket string) Reading {
+	return parse(status, h, body, now, bucket)
+}
+
+func parse(status int, h http.Header, body []byte, now time.Time, prefer string) Reading {
 	p := parser{now: now}
 	r := Reading{Status: status, Limit: UnknownCount, Remaining: UnknownCount, Used: UnknownCount}
 	var rateLimit, ratePolicy []string
@@ -177,7 +200,22 @@ func Parse(status int, h http.Header, body []byte, now time.Time) Reading {
 		}
 	}
 
+	sig := inspectBody(status, body)
 	g := p.choose()
+	if prefer != "" {
+		if pg := p.named(prefer); pg != nil {
+			g = pg
+		}
+	}
+	named := false
+	if sig.limit != "" {
+		// A refusal that names the limit it hit (OpenAI's "type":
+		// "tokens", Anthropic's "input tokens per minute") is that
+		// limit's, whichever has the least left in its own units.
+		if ng := p.named(sig.limit); ng != nil {
+			g, named = ng, true
+		}
+	}
 	if g != nil {
 		r.Limit, r.Remaining, r.Used = g.limit, g.remaining, g.used
 		r.Reset, r.Window, r.Resource = g.reset, g.window, g.resource
@@ -187,8 +225,9 @@ func Parse(status int, h http.Header, body []byte, now time.Time) Reading {
 		resolveContradictions(&r)
 	}
 	r.RetryAfter, r.HasRetryAfter = p.retryAfter, p.hasRetryAfter
-
-	sig := inspectBody(status, body)
+	if p.hasRetryAfterExact {
+		r.RetryAfter, r.HasRetryAfter = p.retryAfterExact, true
+	}
 	if sig.github {
 		p.github = true
 	}
@@ -197,6 +236,11 @@ func Parse(status int, h http.Header, body []byte, now time.Time) Reading {
 	}
 	sig.page = status == http.StatusForbidden && isPage(h, body)
 	r.Limited = classifyRefusal(status, &r, sig)
+	if named && r.Limited == Secondary && !sig.secondary {
+		// Its own bucket refused: with some left, but less than the
+		// request costs in its units (tokens).
+		r.Limited = Primary
+	}
 	r.Wait = wait(&r, now)
 	r.Dialect = p.dialect(&r)
 	if p.nused > 0 {
@@ -265,7 +309,7 @@ func (p *parser) readResponseWide(info nameInfo, values []string, r *Reading) bo
 	return eachValue(values, func(s string) bool {
 		d, ok := parseDelay(s, now, unit)
 		if ok {
-			p.addRetryAfter(d)
+			p.addRetryAfter(d, info.field == fRetryAfterMillis)
 		}
 		return ok
 	})
@@ -478,6 +522,17 @@ func (p *parser) choose() *group {
 		}
 	}
 	return best
+}
+
+// named is the bucket a refusal's body names (a qualifier such as
+// "tokens" or "input-tokens") when the headers describe it, else nil.
+func (p *parser) named(name string) *group {
+	for i := 0; i < p.ngroups; i++ {
+		if g := &p.groups[i]; g.name == name && !g.empty() && !g.otherUnit {
+			return g
+		}
+	}
+	return nil
 }
 
 // empty reports whether the bucket was named but nothing usable was read.

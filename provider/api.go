@@ -19,7 +19,8 @@ type Kind string
 
 // API is everything ratekeeper knows about one kind of API that no header
 // states. Each kind implements it in a file of its own — github.go,
-// gitlab.go, huggingface.go, gitea.go, generic.go — and is listed once in
+// gitlab.go, huggingface.go, gitea.go, openai.go, anthropic.go,
+// generic.go — and is listed once in
 // the registry below; [Register] adds one from outside the package.
 //
 // The methods answer for the API, not for one provider of it: they are
@@ -108,6 +109,20 @@ type API interface {
 	AppInstallations() bool
 }
 
+// HeaderOwner is an API whose answers name the owner of the token that
+// sent them in a header (OpenAI's openai-organization): the "who am I"
+// answer's header names it, and [API.ParseOwner] is not asked.
+type HeaderOwner interface {
+	OwnerFromHeader(h http.Header) (Owner, bool)
+}
+
+// DefaultHeaders is an API that needs headers on every request, which a
+// request gets when its caller did not set them (Anthropic's
+// anthropic-version).
+type DefaultHeaders interface {
+	DefaultHeaders() http.Header
+}
+
 // Builtin is a provider ratekeeper configures for an API without being
 // asked.
 type Builtin struct {
@@ -136,6 +151,8 @@ var builtinAPIs = []API{
 	gitlabAPI{},
 	huggingFaceAPI{},
 	giteaAPI{},
+	openaiAPI{},
+	anthropicAPI{},
 	GenericAPI{},
 }
 

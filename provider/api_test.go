@@ -7,7 +7,7 @@ import (
 )
 
 func TestKnownKinds(t *testing.T) {
-	want := "github, gitlab, huggingface (alias hf), gitea (aliases codeberg, forgejo), generic"
+	want := "github, gitlab, huggingface (alias hf), gitea (aliases codeberg, forgejo), openai, anthropic, generic"
 	if got := KnownKinds(); got != want {
 		t.Errorf("KnownKinds() = %q, want %q", got, want)
 	}

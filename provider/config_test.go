@@ -255,7 +255,7 @@ func TestConfigErrors(t *testing.T) {
 		{"provider not a table", "providers = 3\n", `rk.toml:1: providers: expected tables [providers.NAME], got integer 3`},
 		{"provider value not a table", "[providers]\ngithub = 3\n", `rk.toml:2: providers.github: expected a table of settings`},
 		{"bad name", "[providers.\"my corp\"]\nbase_url = \"https://x\"\n", `rk.toml:1: providers.my corp: provider name may contain only`},
-		{"unknown provider without base", "\n[providers.corp]\nreserve = 1\n", `rk.toml:2: providers.corp: base_url is required for a provider that is not built in or already configured (known: codeberg, github, gitlab, huggingface)`},
+		{"unknown provider without base", "\n[providers.corp]\nreserve = 1\n", `rk.toml:2: providers.corp: base_url is required for a provider that is not built in or already configured (known: anthropic, codeberg, github, gitlab, huggingface, openai)`},
 		{"app on gitlab", "[providers.gitlab.app]\napp_id = 1\nprivate_key_file = \"k.pem\"\ninstallation_ids = [1]\n", `rk.toml:1: providers.gitlab.app: GitHub App installations need a provider of kind github`},
 		{"app missing id", "[providers.github.app]\nprivate_key_file = \"k.pem\"\ninstallation_ids = [1]\n", `providers.github.app: app_id is missing`},
 		{"app missing key", "[providers.github.app]\napp_id = 1\ninstallation_ids = [1]\n", `providers.github.app: private_key_file is missing`},

@@ -272,14 +272,14 @@ func TestKinds(t *testing.T) {
 	if r.Lookup("hf") != r.Lookup("huggingface") || r.Lookup("HF") == nil {
 		t.Error("hf is not huggingface")
 	}
-	if !slices.Equal(r.Names(), []string{"codeberg", "github", "gitlab", "huggingface"}) {
+	if !slices.Equal(r.Names(), []string{"anthropic", "codeberg", "github", "gitlab", "huggingface", "openai"}) {
 		t.Errorf("Names = %v", r.Names())
 	}
 }
 
 func TestGetUnknownListsKnown(t *testing.T) {
 	_, err := Defaults().Get("bitbucket")
-	want := `unknown provider "bitbucket"; known providers: codeberg, github, gitlab, huggingface`
+	want := `unknown provider "bitbucket"; known providers: anthropic, codeberg, github, gitlab, huggingface, openai`
 	if err == nil || !strings.Contains(err.Error(), want) {
 		t.Fatalf("err = %v, want it to contain %q", err, want)
 	}

@@ -41,6 +41,41 @@ func (o Owner) String() string {
 	return o.ID
 }
 
+// errNoOwnerInBody is the answer of an API whose owner is named in a
+// header (see [HeaderOwner]) to a body.
+var errNoOwnerInBody = errors.New("the answer names the owner in a header, not in its body")
+
+// OwnerFromHeader is the owner an answer's header names, for an API that
+// names it there (see [HeaderOwner]).
+func (p *Provider) OwnerFromHeader(h http.Header) (Owner, bool) {
+	if ho, ok := p.api.(HeaderOwner); ok {
+		return ho.OwnerFromHeader(h)
+	}
+	return Owner{}, false
+}
+
+// OwnerInHeader reports whether the API's answers name the owner of the
+// token in a header (see [HeaderOwner]): asking "who am I" once per token
+// then tells which tokens share a bucket, without comparing counters.
+func (p *Provider) OwnerInHeader() bool {
+	_, ok := p.api.(HeaderOwner)
+	return ok
+}
+
+// SetDefaultHeaders sets on h each header the API needs on every request
+// (see [DefaultHeaders]) that h does not carry already.
+func (p *Provider) SetDefaultHeaders(h http.Header) {
+	dh, ok := p.api.(DefaultHeaders)
+	if !ok {
+		return
+	}
+	for k, v := range dh.DefaultHeaders() {
+		if _, set := h[k]; !set && len(v) > 0 {
+			h[k] = []string{v[0]}
+		}
+	}
+}
+
 // ErrNoValidation is returned by [Provider.ValidationRequest] for providers
 // without a known "who am I" endpoint (generic ones).
 var ErrNoValidation = errors.New("provider has no validation endpoint")
@@ -66,6 +101,7 @@ func (p *Provider) ValidationRequest(ctx context.Context) (*http.Request, error)
 		return nil, err
 	}
 	req.Header.Set("Accept", "application/json")
+	p.SetDefaultHeaders(req.Header)
 	return req, nil
 }
 

@@ -43,6 +43,11 @@ type Request struct {
 	// Scope is the request's scope (see [Provider.ScopeOf]); Classify
 	// leaves it empty, the transport fills it in.
 	Scope Scope
+	// Meter names, for a request priced in tokens (see [Provider.PriceTokens]),
+	// the bucket its answers describe that paces it, by the qualifier of
+	// its headers ("tokens", "output-tokens"); empty for a request counted
+	// in requests.
+	Meter string
 }
 
 // Resource returns the name of the rate-limit bucket a request with this

@@ -102,6 +102,13 @@ type Bucket struct {
 	// part. It does not cap the scope: the next window is counted, and
 	// its refusal teaches the limit (see scope.go).
 	Provisional bool `json:"provisional,omitempty"`
+
+	// Refill, when above 0, is the units a second a continuous bucket (a
+	// language model's token bucket) refills, learnt from its readings;
+	// Remaining is as of RefilledAt and rises at that rate up to the
+	// limit (see refillContinuous).
+	Refill     float64   `json:"refill,omitempty"`
+	RefilledAt time.Time `json:"refilled_at,omitzero"`
 }
 
 // NewBucket returns a bucket nothing is known about yet.
@@ -151,6 +158,7 @@ func (b *Bucket) refillAt() time.Time {
 // (refillAt) has passed is assumed refilled. It touches no reservation, so
 // a shallow copy may roll without disturbing the original.
 func (b *Bucket) roll(now time.Time) {
+	b.refillContinuous(now)
 	if at := b.refillAt(); !at.IsZero() && !now.Before(at) {
 		b.riseLearnt()
 		b.Probing = b.Learnt

@@ -502,6 +502,16 @@ func (b *Bucket) wait(p Policy, n int64, now time.Time) (time.Duration, bool) {
 		if !b.Silent && b.Leases.Live(now) >= probeInFlight {
 			inFlight = b.Leases.firstLapse(now)
 		}
+	case budget < b.fits(p, n) && b.Refill > 0 && b.Limit > 0:
+		// A token bucket: wait until enough has dripped back, not for
+		// the moment it is full; or, with requests in flight, until an
+		// answer, which may give back what its reservation held beyond
+		// its cost (Anthropic's max_tokens) or count it already.
+		if refill := b.refillWait(b.fits(p, n)-budget, now); b.InFlight(now) > 0 {
+			inFlight = refill
+		} else {
+			w = max(w, refill)
+		}
 	case budget < b.fits(p, n):
 		at, out := b.refillAt(), b.InFlight(now) > 0
 		var refill time.Duration

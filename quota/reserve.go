@@ -261,6 +261,9 @@ type Answer struct {
 	// zero means ScopeBackoff (1 s). Each fresh bare refusal in a row
 	// doubles it (see Bucket.pauseBare).
 	BareWait time.Duration
+	// Continuous says the bucket refills continuously, a token bucket
+	// whose reset is when it is full again (see Bucket.Refill).
+	Continuous bool
 }
 
 // Settle is SettleScoped for a request with no scope.
@@ -340,6 +343,9 @@ func SettleScoped(o *Owner, b, scope *Bucket, id uint64, ans *Answer, now time.T
 			b.clearBare(ans, now)
 			b.observe(ans.Reading, now, ans.Counted, ans.Default, ans.MaxPause)
 			b.countUnits(ans, spent)
+			if ans.Continuous {
+				b.learnRefill(ans.Reading, now)
+			}
 		}
 	}
 }

@@ -20,11 +20,17 @@ type bucket struct {
 	limit    int64 // 0: unlimited
 	window   int64 // seconds
 	fixed    bool
+	// continuous: a token bucket (level, refilled at), not a window.
+	continuous bool
 
 	mu     sync.Mutex
 	active bool  // a window is open (rolling mode)
 	start  int64 // current window's first second, server clock
 	used   int64
+	// level is what a continuous bucket holds as of refilled (server
+	// clock); an inactive one is full.
+	level    float64
+	refilled time.Time
 
 	requests, accepted, charged, notModified, unauthorized int64
 	primaryViolations, secondaryViolations                 int64
@@ -44,6 +50,8 @@ type bucketState struct {
 	reset     int64 // Unix second the window ends, server clock
 	window    int64 // seconds
 	fixed     bool
+	// full is, for a continuous bucket, how long until it is full again.
+	full time.Duration
 }
 
 // roll opens the window now falls in. Must hold b.mu.

@@ -15,6 +15,11 @@ const (
 	DialectGitLab      = "gitlab"
 	DialectHuggingFace = "huggingface"
 	DialectGitea       = "gitea"
+	// DialectOpenAI and DialectAnthropic are language-model APIs that
+	// charge tokens as well as requests, from buckets that refill
+	// continuously (see WindowContinuous).
+	DialectOpenAI    = "openai"
+	DialectAnthropic = "anthropic"
 )
 
 // Window modes accepted in APIConfig.WindowMode and ResourceConfig.WindowMode.
@@ -27,6 +32,10 @@ const (
 	// Unix epoch (of the server's possibly skewed clock), as Hugging Face's
 	// 5-minute windows and GitLab's Rack::Attack periods are.
 	WindowFixed = "fixed"
+	// WindowContinuous is a token bucket: it refills limit/window every
+	// instant, as the language-model APIs' buckets do. It is the only
+	// mode of the openai and anthropic dialects, and theirs alone.
+	WindowContinuous = "continuous"
 )
 
 // Config describes one simulator: one or more simulated APIs, each mounted at
@@ -48,8 +57,8 @@ type APIConfig struct {
 	// Name labels the API in stats and in the command's output. Default: the
 	// dialect as written. Names must be unique.
 	Name string `toml:"name" json:"name"`
-	// Dialect is github, gitlab, huggingface (or hf) or gitea (or forgejo,
-	// codeberg). Required.
+	// Dialect is github, gitlab, huggingface (or hf), gitea (or forgejo,
+	// codeberg), openai or anthropic. Required.
 	Dialect string `toml:"dialect" json:"dialect"`
 	// Prefix is the path the API is mounted at, e.g. "/github". Default: "/"
 	// when the config has a single API, "/"+Name otherwise.
@@ -73,7 +82,10 @@ type APIConfig struct {
 	// requests without a token.
 	AnonymousLimit int64 `toml:"anonymous_limit" json:"anonymous_limit"`
 	// Resources overrides the other resources of the dialect by name:
-	// GitHub search, code_search, graphql; Hugging Face resolvers, pages.
+	// GitHub search, code_search, graphql; Hugging Face resolvers, pages;
+	// OpenAI tokens; Anthropic input_tokens, output_tokens. On openai and
+	// anthropic, Window scales every resource whose own window is unset,
+	// so one setting turns their minutes into seconds.
 	Resources map[string]ResourceConfig `toml:"resources" json:"resources"`
 	// ExhaustedStatus is the status of a request refused because its bucket
 	// is empty: 403 or 429. Default: 403 for GitHub, 429 for the others.
@@ -110,6 +122,12 @@ type APIConfig struct {
 	Latency time.Duration `toml:"latency" json:"latency"`
 	// Faults injects seeded failures.
 	Faults FaultConfig `toml:"faults" json:"faults"`
+
+	// OutputRatio is how long a language-model answer is (openai and
+	// anthropic), as a mean fraction of the request's max_tokens: each
+	// answer draws between half and one and a half times it, at most
+	// max_tokens. Default 0.25.
+	OutputRatio float64 `toml:"output_ratio" json:"output_ratio"`
 }
 
 // TokenConfig is one credential.
@@ -190,10 +208,14 @@ type FaultConfig struct {
 	BareRefusalAt int64 `toml:"bare_refusal_at" json:"bare_refusal_at"`
 	// BareRefusalStatus is 429 or 403. Default 429.
 	BareRefusalStatus int `toml:"bare_refusal_status" json:"bare_refusal_status"`
+	// OverloadRate answers a server that did not process the request:
+	// Anthropic's 529 overloaded_error, OpenAI's 503 "overloaded", a 503
+	// elsewhere. No quota is spent.
+	OverloadRate float64 `toml:"overload_rate" json:"overload_rate"`
 }
 
 func (f FaultConfig) any() bool {
-	return f.ErrorRate > 0 || f.UnavailableRate > 0 || f.DropRate > 0 || f.SlowRate > 0 || f.BareRefusalAt > 0
+	return f.ErrorRate > 0 || f.UnavailableRate > 0 || f.DropRate > 0 || f.SlowRate > 0 || f.BareRefusalAt > 0 || f.OverloadRate > 0
 }
 
 // canonicalDialect maps the accepted spellings to a dialect name.
@@ -207,6 +229,10 @@ func canonicalDialect(s string) (string, bool) {
 		return DialectHuggingFace, true
 	case "gitea", "forgejo", "codeberg":
 		return DialectGitea, true
+	case "openai":
+		return DialectOpenAI, true
+	case "anthropic":
+		return DialectAnthropic, true
 	}
 	return "", false
 }
@@ -230,9 +256,9 @@ func (c Config) Validate() error {
 		d, ok := canonicalDialect(a.Dialect)
 		if !ok {
 			if a.Dialect == "" {
-				errs = append(errs, fieldErr(p+".dialect", "missing (want github, gitlab, huggingface or gitea)"))
+				errs = append(errs, fieldErr(p+".dialect", "missing (want github, gitlab, huggingface, gitea, openai or anthropic)"))
 			} else {
-				errs = append(errs, fieldErr(p+".dialect", "unknown dialect %q (want github, gitlab, huggingface or gitea)", a.Dialect))
+				errs = append(errs, fieldErr(p+".dialect", "unknown dialect %q (want github, gitlab, huggingface, gitea, openai or anthropic)", a.Dialect))
 			}
 		}
 		errs = append(errs, m.add(p, i, a, len(c.APIs))...)
@@ -252,6 +278,9 @@ func (c Config) Validate() error {
 		errs = append(errs, validateEndpointLimits(p, a.EndpointLimits)...)
 		errs = append(errs, validateTimings(p, a)...)
 		errs = append(errs, validateFaults(p+".faults", a.Faults)...)
+		if a.OutputRatio < 0 || a.OutputRatio > 1 || a.OutputRatio != a.OutputRatio {
+			errs = append(errs, fieldErr(p+".output_ratio", "%v is not a fraction between 0 and 1 (0 means 0.25)", a.OutputRatio))
+		}
 	}
 	return errors.Join(errs...)
 }
@@ -407,7 +436,7 @@ func validateFaults(p string, f FaultConfig) []error {
 	rates := []struct {
 		name string
 		v    float64
-	}{{"error_rate", f.ErrorRate}, {"unavailable_rate", f.UnavailableRate}, {"drop_rate", f.DropRate}, {"slow_rate", f.SlowRate}}
+	}{{"error_rate", f.ErrorRate}, {"unavailable_rate", f.UnavailableRate}, {"drop_rate", f.DropRate}, {"slow_rate", f.SlowRate}, {"overload_rate", f.OverloadRate}}
 	sum := 0.0
 	for _, r := range rates {
 		if r.v < 0 || r.v > 1 || r.v != r.v {

@@ -20,7 +20,7 @@ func TestValidateNamesTheField(t *testing.T) {
 		want []string
 	}{
 		{"no API", Config{}, []string{"apis: no API configured"}},
-		{"unknown dialect", gh(func(a *APIConfig) { a.Dialect = "gitbucket" }), []string{`apis[0].dialect: unknown dialect "gitbucket"`, "want github, gitlab, huggingface or gitea"}},
+		{"unknown dialect", gh(func(a *APIConfig) { a.Dialect = "gitbucket" }), []string{`apis[0].dialect: unknown dialect "gitbucket"`, "want github, gitlab, huggingface, gitea, openai or anthropic"}},
 		{"missing dialect", gh(func(a *APIConfig) { a.Dialect = "" }), []string{"apis[0].dialect: missing"}},
 		{"negative limit", gh(func(a *APIConfig) { a.Limit = -1 }), []string{"apis[0].limit: -1 is negative"}},
 		{"negative anonymous limit", gh(func(a *APIConfig) { a.AnonymousLimit = -5 }), []string{"apis[0].anonymous_limit: -5 is negative"}},

@@ -74,6 +74,7 @@ const (
 	faultDrop
 	faultSlow
 	faultBareRefusal
+	faultOverload
 )
 
 // drawFault decides the fault of the API's next request: the n-th request
@@ -94,6 +95,8 @@ func (a *api) drawFault() (fault, uint64) {
 		return faultDrop, x
 	case u < f.ErrorRate+f.UnavailableRate+f.DropRate+f.SlowRate:
 		return faultSlow, x
+	case u < f.ErrorRate+f.UnavailableRate+f.DropRate+f.SlowRate+f.OverloadRate:
+		return faultOverload, x
 	}
 	return faultNone, x
 }

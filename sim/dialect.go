@@ -96,6 +96,26 @@ var (
 		exhaustedStatus: 429,
 		rateHeaders:     false,
 	}
+	// The language-model APIs' buckets refill continuously; a token is
+	// needed (anonLimit -1). OpenAI's usage tier 1 for a small model;
+	// Anthropic's tier 1.
+	openaiSpec = &spec{
+		resources: []resourceSpec{
+			{name: "requests", limit: 500, anonLimit: -1, window: time.Minute, mode: WindowContinuous},
+			{name: "tokens", limit: 200_000, anonLimit: -1, window: time.Minute, mode: WindowContinuous},
+		},
+		exhaustedStatus: 429,
+		rateHeaders:     true,
+	}
+	anthropicSpec = &spec{
+		resources: []resourceSpec{
+			{name: "requests", limit: 50, anonLimit: -1, window: time.Minute, mode: WindowContinuous},
+			{name: "input_tokens", limit: 30_000, anonLimit: -1, window: time.Minute, mode: WindowContinuous},
+			{name: "output_tokens", limit: 8_000, anonLimit: -1, window: time.Minute, mode: WindowContinuous},
+		},
+		exhaustedStatus: 429,
+		rateHeaders:     true,
+	}
 )
 
 func dialectSpec(d string) *spec {
@@ -106,6 +126,10 @@ func dialectSpec(d string) *spec {
 		return gitlabSpec
 	case DialectHuggingFace:
 		return huggingfaceSpec
+	case DialectOpenAI:
+		return openaiSpec
+	case DialectAnthropic:
+		return anthropicSpec
 	default:
 		return giteaSpec
 	}

@@ -1,5 +1,5 @@
-// Package sim simulates rate-limited APIs — GitHub, GitLab, Hugging Face and
-// Gitea/Forgejo — faithfully enough to test, demonstrate and benchmark a
+// Package sim simulates rate-limited APIs — GitHub, GitLab, Hugging Face,
+// Gitea/Forgejo, OpenAI and Anthropic — faithfully enough to test, demonstrate and benchmark a
 // rate-limit client offline, without spending anyone's real quota.
 //
 // It writes every provider's headers itself, from the providers'
@@ -233,6 +233,49 @@
 // Any other path gets the dialect's 404 body (and costs quota, as on the
 // real servers). Every name "exists": content is synthetic, deterministic
 // for a name and version.
+//
+// openai (platform.openai.com "Rate limits"): buckets of requests and
+// tokens per organization (the token's owner, named in every answer's
+// openai-organization), refilling continuously (WindowContinuous):
+//
+//	x-ratelimit-limit-requests: 500        x-ratelimit-limit-tokens: 200000
+//	x-ratelimit-remaining-requests: 499    x-ratelimit-remaining-tokens: 199600
+//	x-ratelimit-reset-requests: 120ms      x-ratelimit-reset-tokens: 120ms
+//
+// A reset is how long until the bucket is full again. A chat request is
+// charged its prompt (a token per CharsPerToken characters) plus
+// max_tokens (max_completion_tokens; 4,096 when absent) on admission; an
+// embeddings request its input. A refusal is a 429 with retry-after-ms,
+// retry-after (whole seconds, rounded up) and {"error":{"message":"Rate
+// limit reached … on tokens per min (TPM): Limit L, Used U, Requested R.
+// Please try again in 2.4s. …","type":"tokens","code":
+// "rate_limit_exceeded"}} (type "requests" for the requests bucket). Auth:
+// "Authorization: Bearer KEY". Endpoints: POST /v1/chat/completions, POST
+// /v1/embeddings, GET /v1/models; answers carry usage (prompt_tokens,
+// completion_tokens). An overload fault answers 503 "The engine is
+// currently overloaded".
+//
+// anthropic (docs.claude.com "Rate limits"): requests, input tokens and
+// output tokens, each a continuous bucket, with RFC 3339 resets (when the
+// bucket is full again):
+//
+//	anthropic-ratelimit-requests-limit / -remaining / -reset
+//	anthropic-ratelimit-input-tokens-limit / -remaining / -reset
+//	anthropic-ratelimit-output-tokens-limit / -remaining / -reset
+//	anthropic-ratelimit-tokens-limit / -remaining / -reset   (the one of input and output with least left)
+//
+// Input tokens are charged on admission; output tokens are charged
+// max_tokens then, and the answer's unused part is given back when it ends
+// (after the latency), before the headers are written. A refusal is a 429
+// rate_limit_error with retry-after in seconds; an overload fault a 529
+// overloaded_error. Auth: x-api-key, and anthropic-version is required
+// (400 without). Endpoints: POST /v1/messages (max_tokens required), GET
+// /v1/models; answers carry usage (input_tokens, output_tokens).
+//
+// For both, APIConfig.Window scales every bucket (10s makes the minutes
+// ten seconds), Resources names tokens, input_tokens and output_tokens, and
+// OutputRatio sets how long answers are. A request early for a refused
+// bucket (before the time the refusal named) counts as an early retry.
 //
 // # Control endpoints
 //

@@ -72,6 +72,9 @@ func (s *Server) APIs() []APIInfo {
 			if r.fixed {
 				mode = WindowFixed
 			}
+			if r.continuous {
+				mode = WindowContinuous
+			}
 			info.Resources = append(info.Resources, ResourceInfo{Name: r.name, Limit: r.limit, AnonymousLimit: r.anonLimit,
 				Window: time.Duration(r.window) * time.Second, WindowMode: mode})
 		}

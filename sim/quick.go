@@ -28,13 +28,18 @@ type QuickOptions struct {
 	Faults    FaultConfig
 	// EndpointLimits are given to every API (see ParseEndpointLimit).
 	EndpointLimits []EndpointLimitConfig
+	// Resources limit other resources by name; each API takes the ones
+	// its dialect has.
+	Resources map[string]ResourceConfig
+	// OutputRatio is given to every API (see APIConfig.OutputRatio).
+	OutputRatio float64
 }
 
 // QuickConfig builds and validates the config QuickOptions describe.
 func QuickConfig(o QuickOptions) (Config, error) {
 	cfg := Config{Seed: o.Seed}
 	if len(o.Dialects) == 0 {
-		return Config{}, fmt.Errorf("sim config: dialect: none given (want github, gitlab, huggingface or gitea)")
+		return Config{}, fmt.Errorf("sim config: dialect: none given (want github, gitlab, huggingface, gitea, openai or anthropic)")
 	}
 	if o.Prefix != "" && len(o.Dialects) > 1 {
 		return Config{}, fmt.Errorf("sim config: prefix: %q cannot mount %d APIs (each is mounted at /<dialect>; give one dialect or no prefix)", o.Prefix, len(o.Dialects))
@@ -46,6 +51,18 @@ func QuickConfig(o QuickOptions) (Config, error) {
 			Limit: o.Limit, Window: o.Window, WindowMode: o.WindowMode, ExhaustedStatus: o.ExhaustedStatus,
 			Skew: o.Skew, Latency: o.Latency, Faults: o.Faults,
 			EndpointLimits: append([]EndpointLimitConfig(nil), o.EndpointLimits...),
+			OutputRatio:    o.OutputRatio,
+		}
+		if c, ok := canonicalDialect(d); ok {
+			sp := dialectSpec(c)
+			for name, r := range o.Resources {
+				if sp.resourceIndex(name) > 0 {
+					if ac.Resources == nil {
+						ac.Resources = map[string]ResourceConfig{}
+					}
+					ac.Resources[name] = r
+				}
+			}
 		}
 		if o.Secondary != nil {
 			sc := *o.Secondary

@@ -48,6 +48,7 @@ type api struct {
 	latency         time.Duration
 	faults          FaultConfig
 	seed            uint64
+	outputRatio     float64 // language models: answer length / max_tokens
 
 	faultSeq atomic.Uint64
 	reqSeq   atomic.Uint64
@@ -72,6 +73,8 @@ type resolvedResource struct {
 	anonLimit int64 // < 0: anonymous requests need a token
 	window    int64 // seconds
 	fixed     bool
+	// continuous: a token bucket refilling limit/window every instant.
+	continuous bool
 }
 
 // owner is a user (or an anonymous client IP) with one bucket per resource.
@@ -141,6 +144,7 @@ func newAPI(s *Server, i int, ac APIConfig, apis int, seed int64) (*api, error) 
 		skew:            ac.Skew,
 		latency:         ac.Latency,
 		faults:          ac.Faults,
+		outputRatio:     cmpOr(ac.OutputRatio, 0.25),
 		seed:            splitmix64(uint64(seed) ^ uint64(i+1)*0x9e3779b97f4a7c15),
 		res:             resolveResources(kind, sp, ac),
 		secondary:       secondaryConfig(ac, sp),
@@ -165,6 +169,10 @@ func dialectOf(kind string) dialect {
 		return gitlabDialect{}
 	case DialectHuggingFace:
 		return huggingfaceDialect{}
+	case DialectOpenAI:
+		return openaiDialect{}
+	case DialectAnthropic:
+		return anthropicDialect{}
 	default:
 		return giteaDialect{}
 	}
@@ -176,7 +184,8 @@ func dialectOf(kind string) dialect {
 func resolveResources(kind string, sp *spec, ac APIConfig) []resolvedResource {
 	var res []resolvedResource
 	for ri, r := range sp.resources {
-		rr := resolvedResource{name: r.name, limit: r.limit, anonLimit: r.anonLimit, window: int64(r.window / time.Second), fixed: r.mode == WindowFixed}
+		rr := resolvedResource{name: r.name, limit: r.limit, anonLimit: r.anonLimit, window: int64(r.window / time.Second),
+			fixed: r.mode == WindowFixed, continuous: r.mode == WindowContinuous}
 		var over ResourceConfig
 		if ri == 0 {
 			over = ResourceConfig{Limit: ac.Limit, Window: ac.Window, WindowMode: ac.WindowMode, AnonymousLimit: ac.AnonymousLimit}
@@ -195,8 +204,10 @@ func resolveResources(kind string, sp *spec, ac APIConfig) []resolvedResource {
 		}
 		if over.Window > 0 {
 			rr.window = int64(over.Window / time.Second)
+		} else if rr.continuous && ac.Window > 0 {
+			rr.window = int64(ac.Window / time.Second)
 		}
-		if over.WindowMode != "" {
+		if over.WindowMode != "" && !rr.continuous {
 			rr.fixed = strings.EqualFold(over.WindowMode, WindowFixed)
 		}
 		res = append(res, rr)
@@ -258,7 +269,7 @@ func (a *api) newOwner(name string, id int64, anonymous bool) *owner {
 			limit = max(r.anonLimit, 0)
 		}
 		o.buckets = append(o.buckets, &bucket{api: a, owner: o, resource: ri, limit: limit, window: r.window, fixed: r.fixed,
-			scope: refusalScope{lag: a.latency}})
+			continuous: r.continuous, scope: refusalScope{lag: a.latency}})
 	}
 	if a.secondary != nil {
 		o.sec = &secondary{cfg: *a.secondary, minWait: MinRetryWait, scope: refusalScope{lag: a.latency}}
@@ -353,6 +364,10 @@ func (a *api) serve(w http.ResponseWriter, r *http.Request, rel string) {
 	if failed {
 		return
 	}
+	if ld, ok := a.d.(llmDialect); ok {
+		a.answerTokens(c, ld, inFlight, delay)
+		return
+	}
 	if a.refuseSecondary(c, b, inFlight, delay) {
 		return
 	}
@@ -417,6 +432,14 @@ func (a *api) injectFault(c *call, b *bucket, inFlight int64) (delay time.Durati
 		st := b.record(c.now, inFlight, outServerError)
 		rd := newRendered(http.StatusServiceUnavailable, ctText, []byte("Service Unavailable\n")).
 			with("Retry-After", itoa(int64(a.faults.UnavailableRetryAfter/time.Second)))
+		a.reply(c, rd, st, false, 0)
+		return 0, true
+	case faultOverload:
+		st := b.record(c.now, inFlight, outServerError)
+		rd := newRendered(http.StatusServiceUnavailable, ctText, []byte("Service Unavailable: the server is overloaded\n"))
+		if ld, ok := a.d.(llmDialect); ok {
+			rd = ld.overloaded()
+		}
 		a.reply(c, rd, st, false, 0)
 		return 0, true
 	case faultDrop:

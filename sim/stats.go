@@ -226,6 +226,9 @@ func (b *bucket) snapshot(now time.Time) (BucketStats, bool) {
 	if b.fixed {
 		mode = WindowFixed
 	}
+	if b.continuous {
+		state, mode = b.levelState(now), WindowContinuous
+	}
 	bs := BucketStats{
 		API: b.api.name, Dialect: b.api.kind, Owner: b.owner.name, Anonymous: b.owner.anonymous,
 		Resource: b.api.res[b.resource].name, Limit: b.limit, WindowSeconds: b.window, WindowMode: mode,

@@ -236,8 +236,10 @@ func httpHandler(client *http.Client, bodyDir string, inlineLimit int64, failOn 
 		}
 		what := req.Method + " " + printableURL(req.URL)
 		v := judge(resp.StatusCode, resp.Header, prefix, time.Now(), failOn)
-		if in.SendOnce && v.err == errServer {
+		if in.SendOnce && v.err == errServer && !notProcessed(resp.StatusCode, prefix) {
 			// The server had the request: its answer is the outcome.
+			// (An overloaded server says it did not process it: that
+			// one goes again like any server error.)
 			v = verdict{}
 		}
 		if v.err != nil {
@@ -412,4 +414,18 @@ type localWriter struct{ w io.Writer }
 func (l localWriter) Write(p []byte) (int, error) {
 	n, err := l.w.Write(p)
 	return n, LocalFault(err)
+}
+
+// notProcessed reports whether an answer says the server did not process
+// its request: Anthropic's 529 overloaded_error, or a 503 whose body says
+// the server is overloaded (OpenAI's "The engine is currently
+// overloaded").
+func notProcessed(status int, prefix []byte) bool {
+	switch status {
+	case 529:
+		return true
+	case http.StatusServiceUnavailable:
+		return bytes.Contains(bytes.ToLower(prefix), []byte("overloaded"))
+	}
+	return false
 }

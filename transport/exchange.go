@@ -44,6 +44,8 @@ type exchange struct {
 	// conditional: the request is likely to go as a revalidation whose
 	// answer is a free 304 (see cache.Revalidatable, quota.Ask.Conditional).
 	conditional bool
+	// tok is what a request priced in tokens learns from (priceTokens).
+	tok tokenNote
 
 	reserve ReserveParams
 	settleP SettleParams
@@ -155,6 +157,7 @@ func (x *exchange) classify() {
 		x.priceQuery()
 	} else {
 		x.class.Scope = x.l.p.ScopeOf(req.Method, req.URL)
+		x.priceTokens()
 	}
 	x.conditional = !x.rt.validating && x.l.cache.Revalidatable(req)
 	x.o = outcome{replayable: req.Body == nil || req.Body == http.NoBody || req.GetBody != nil, idempotent: isIdempotent(req),
@@ -314,7 +317,11 @@ func (x *exchange) read() {
 		// RATE_LIMITED; the body also tells the query's cost.
 		s.prefix, s.resp.Body = readGraphQLAnswer(s.resp.Body)
 	}
-	x.reading = x.l.read(s.resp.StatusCode, s.resp.Header, s.prefix, s.sentAt, s.now)
+	x.reading = x.l.read(s.resp.StatusCode, s.resp.Header, s.prefix, s.sentAt, s.now, x.class.Meter)
+	if x.class.Meter != "" {
+		otherLimit(&x.reading, x.class.Meter, s.now)
+		x.teachTokens(s.resp)
+	}
 	r := &x.reading
 	learning := x.turn != nil && !x.rt.validating
 	if learning {
@@ -335,6 +342,7 @@ func (x *exchange) read() {
 		t.learnFrom(x.ctx, x.l.p, x.turn, s.now)
 	}
 	x.o.status, x.o.limited = s.resp.StatusCode, r.Limited != headers.NotLimited
+	x.o.notProcessed = notProcessed(s.resp.StatusCode, s.prefix)
 	x.o.retryAfter, x.o.hasRetryAfter = r.RetryAfter, r.HasRetryAfter
 	if r.Limited != headers.NotLimited {
 		t.emit(Event{Kind: EventRateLimited, Provider: x.l.p.Name, Resource: x.class.Resource, Credential: g.cred.Masked(),
@@ -444,6 +452,7 @@ func (x *exchange) settle(r *headers.Reading, now time.Time, counted bool) {
 	g.held = false
 	x.settleP = SettleParams{Slot: g.slot, Lease: g.lease, Now: now, Answer: x.l.answer(r, counted, g.sent, t.opts.Rand())}
 	x.settleP.Answer.Units = g.units
+	x.settleP.Answer.Continuous = x.class.Meter != ""
 	if id := g.slot.Scope; id != (BucketID{}) && r != nil {
 		x.settleP.Answer.Succeeded = x.l.scopes.answered(id, r, counted, now)
 	}

@@ -297,7 +297,7 @@ func (l *lane) answer(r *headers.Reading, counted bool, sent time.Time, jitter f
 // read takes an answer received at now for a request sent at sent: the
 // round trip and the server's Date feed the lane's estimates, and the
 // reading comes back on our clock (quota.Read, the one reader of headers).
-func (l *lane) read(status int, h http.Header, prefix []byte, sent, now time.Time) headers.Reading {
+func (l *lane) read(status int, h http.Header, prefix []byte, sent, now time.Time, meter string) headers.Reading {
 	st, ok := headers.ServerTime(h)
 	l.mu.Lock()
 	if ok {
@@ -312,6 +312,9 @@ func (l *lane) read(status int, h http.Header, prefix []byte, sent, now time.Tim
 		}
 	}
 	l.mu.Unlock()
+	if meter != "" {
+		return quota.ReadFor(status, h, prefix, now, skew, meter)
+	}
 	return quota.Read(status, h, prefix, now, skew)
 }
 

@@ -54,12 +54,14 @@ func (t *Transport) learningFor(ctx context.Context, p *provider.Provider, pool 
 		}
 	}
 	lg := &learning{turn: make(chan struct{}, 1), l: creds.NewLearner(static), t: t, key: t.stateKey(p)}
-	if len(static) < 2 || !lg.l.Learning() || t.opts.Credentials != nil && t.turns == nil {
+	if len(static) < 2 || !lg.l.Learning() || t.opts.Credentials != nil && t.turns == nil || p.OwnerInHeader() {
 		// With a shared database that cannot order the learning turn
 		// among processes, other processes spend the same buckets at
 		// any moment, and counters cannot prove that two tokens count
 		// together: each token's owner is asked once per database
-		// instead (see askFirst).
+		// instead (see askFirst). An API that names the owner in a
+		// header is asked too: continuous buckets refill between two
+		// answers, so their counters cannot prove a share.
 		lg.done.Store(true)
 	}
 	v, _ := t.learnings.LoadOrStore(pool, lg)
@@ -317,7 +319,7 @@ func (t *Transport) whoAmIDue(p *provider.Provider, pool *creds.Pool, c *creds.C
 	}
 	v, ok := t.validations.Load(c)
 	if !ok {
-		return t.askFirst(pool)
+		return t.askFirst(pool) || p.OwnerInHeader() && countTokens(pool) > 1
 	}
 	vr := v.(*validationRetry)
 	vr.mu.Lock()

@@ -177,6 +177,11 @@ func (x *exchange) showPool(resp *http.Response) {
 			w.put(&retryAfter, valueInt, ceilSeconds(d), 0, "")
 		}
 	}
+	if x.class.Meter != "" {
+		x.showTokenPool(h, now)
+		w.apply(h)
+		return
+	}
 	fields := familyOf(h)
 	if fields == nil {
 		w.apply(h)

@@ -234,6 +234,7 @@ type Transport struct {
 
 	waiters   waiters
 	costs     graphqlCosts // GraphQL queries' costs, learnt per shape
+	tokens    tokenCosts   // what a prompt character costs, learnt per shape
 	view      poolView     // the buckets as answers describe them, for delivered answers' fields
 	trace     tracing
 	leaseBase uint64
@@ -420,6 +421,7 @@ func (t *Transport) outgoing(ctx context.Context, req *http.Request, p *provider
 	out := new(http.Request)
 	*out = *req
 	out.Header = cloneHeader(req.Header, 4)
+	out.Header.Del(CostHeader)
 	if attempt > 1 && req.Body != nil && req.Body != http.NoBody {
 		body, err := req.GetBody()
 		if err != nil {
@@ -428,6 +430,7 @@ func (t *Transport) outgoing(ctx context.Context, req *http.Request, p *provider
 		out.Body = body
 	}
 	if p.Owns(req.URL) {
+		p.SetDefaultHeaders(out.Header)
 		token, err := g.cred.Token(ctx)
 		if err != nil {
 			return nil, fmt.Errorf("ratekeeper: credential %s: %w", g.cred.Masked(), err)
@@ -623,7 +626,8 @@ func (t *Transport) record(p *provider.Provider, g *grant, status int, outcome s
 // (to tell secondary limits and find retry_after).
 func needsBody(status int) bool {
 	return status == http.StatusForbidden || status == http.StatusTooManyRequests || status == 420 ||
-		status == http.StatusUnauthorized // whose body says whether the token was refused
+		status == http.StatusUnauthorized || // whose body says whether the token was refused
+		status == http.StatusServiceUnavailable // whose body may say the server is overloaded
 }
 
 // peekBody reads up to n bytes of body and returns them with a body that

@@ -1,6 +1,7 @@
 package transport
 
 import (
+	"bytes"
 	"net/http"
 	"time"
 )
@@ -49,6 +50,26 @@ type attemptOutcome struct {
 	rejected, noneLeft bool
 	retryAfter         time.Duration
 	hasRetryAfter      bool
+	// notProcessed: the server says it did not process the request (an
+	// overloaded server), so even a POST may go again.
+	notProcessed bool
+}
+
+// StatusOverloaded is Anthropic's 529: the server is overloaded and did
+// not process the request.
+const StatusOverloaded = 529
+
+// notProcessed reports whether an answer says the server did not process
+// its request: a 529, or a 503 whose body (its first bytes, body) says the
+// server is overloaded (OpenAI's "The engine is currently overloaded").
+func notProcessed(status int, body []byte) bool {
+	switch status {
+	case StatusOverloaded:
+		return true
+	case http.StatusServiceUnavailable:
+		return bytes.Contains(bytes.ToLower(body), []byte("overloaded"))
+	}
+	return false
 }
 
 // decision is a verdict with, for backOffAndRetry, its delay: the
@@ -66,9 +87,11 @@ type decision struct {
 // rate-limit refusal is retried even for a POST (a refused request was not
 // processed) when it can be replayed. A 5xx is retried with backoff, or
 // after its Retry-After when that is within retryCap, when idempotent and
-// replayable. Retries of each kind are bounded.
+// replayable, or, for any method, when the server says it did not process
+// the request (notProcessed: an overloaded server). Retries of each kind
+// are bounded.
 func decide(o outcome) decision {
-	canRetryErr := o.idempotent && o.replayable && o.errRetries < o.maxRetries
+	canRetryErr := (o.idempotent || o.notProcessed) && o.replayable && o.errRetries < o.maxRetries
 	switch {
 	case o.sendFailed:
 		if o.cancelled || !canRetryErr {

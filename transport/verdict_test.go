@@ -33,6 +33,10 @@ func TestDecide(t *testing.T) {
 		{"503 Retry-After 0", with(get, attemptOutcome{status: 503, hasRetryAfter: true}), decision{verdict: backOffAndRetry}},
 		{"503 Retry-After beyond the cap", with(get, attemptOutcome{status: 503, hasRetryAfter: true, retryAfter: time.Hour}), decision{verdict: deliver}},
 		{"503 POST", with(post, attemptOutcome{status: 503}), decision{verdict: deliver}},
+		{"529 POST (not processed)", with(post, attemptOutcome{status: 529, notProcessed: true}), decision{verdict: backOffAndRetry, jitter: true}},
+		{"503 overloaded POST", with(post, attemptOutcome{status: 503, notProcessed: true, hasRetryAfter: true, retryAfter: 2 * time.Second}), decision{verdict: backOffAndRetry, delay: 2 * time.Second}},
+		{"529 POST, retries spent", with(spent(post, 3, 0), attemptOutcome{status: 529, notProcessed: true}), decision{verdict: deliver}},
+		{"529 unreplayable body", with(stream, attemptOutcome{status: 529, notProcessed: true}), decision{verdict: deliver}},
 		{"503 retries spent", with(spent(get, 3, 0), attemptOutcome{status: 503}), decision{verdict: deliver}},
 		{"429", with(get, attemptOutcome{status: 429, limited: true}), decision{verdict: waitAndRetry}},
 		{"429 POST (not processed)", with(post, attemptOutcome{status: 429, limited: true}), decision{verdict: waitAndRetry}},
@@ -45,6 +49,25 @@ func TestDecide(t *testing.T) {
 	} {
 		if got := decide(c.o); got != c.want {
 			t.Errorf("%s: %+v, want %+v", c.name, got, c.want)
+		}
+	}
+}
+
+func TestNotProcessed(t *testing.T) {
+	for _, c := range []struct {
+		status int
+		body   string
+		want   bool
+	}{
+		{529, `{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}`, true},
+		{529, ``, true},
+		{503, `{"error":{"message":"The engine is currently overloaded, please try again later.","type":"server_error"}}`, true},
+		{503, `Service Unavailable`, false},
+		{500, `overloaded`, false},
+		{200, `overloaded`, false},
+	} {
+		if got := notProcessed(c.status, []byte(c.body)); got != c.want {
+			t.Errorf("notProcessed(%d, %q) = %v, want %v", c.status, c.body, got, c.want)
 		}
 	}
 }

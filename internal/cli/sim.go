@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -47,8 +48,11 @@ type simOptions struct {
 	slowDelay       time.Duration
 	bareRefusalAt   int64
 	bareStatus      int
+	overloadRate    float64
 
 	endpointLimits []string
+	resourceLimits []string
+	outputRatio    float64
 }
 
 // simShapeFlags describe the APIs; a config file describes them instead.
@@ -57,6 +61,7 @@ var simShapeFlags = []string{
 	"no-secondary", "max-concurrent", "points-per-minute", "write-spacing", "penalty", "secondary-retry-after",
 	"error-rate", "unavailable-rate", "drop-rate", "slow-rate", "slow-delay", "endpoint-limit",
 	"bare-refusal-at", "bare-refusal-status",
+	"overload-rate", "resource-limit", "output-ratio",
 }
 
 var simSecondaryFlags = []string{"max-concurrent", "points-per-minute", "write-spacing", "penalty", "secondary-retry-after"}
@@ -65,10 +70,17 @@ func newSimCmd() *cobra.Command {
 	var o simOptions
 	cmd := &cobra.Command{
 		Use:   "sim",
-		Short: "Serve simulated rate-limited APIs (GitHub, GitLab, Hugging Face, Gitea) on loopback",
-		Long: `sim serves simulated GitHub, GitLab, Hugging Face and Gitea APIs with their real
-rate-limit headers, per-token buckets, secondary limits, ETags and optional
-faults, so clients can be tested without spending real quota.
+		Short: "Serve simulated rate-limited APIs (GitHub, GitLab, Hugging Face, Gitea, OpenAI, Anthropic) on loopback",
+		Long: `sim serves simulated GitHub, GitLab, Hugging Face, Gitea, OpenAI and Anthropic
+APIs with their real rate-limit headers, per-token buckets, secondary limits,
+ETags and optional faults, so clients can be tested without spending real quota.
+
+The openai and anthropic dialects charge tokens as well as requests, from
+buckets that refill continuously: --limit is requests per --window, and
+--resource-limit tokens=N (OpenAI) or input_tokens=N, output_tokens=N
+(Anthropic) the tokens; --window scales every bucket, so --window 10s turns
+their minutes into ten seconds. A prompt is one token per 4 characters; an
+answer is --output-ratio of its max_tokens on average.
 
 Without --config, the flags describe the APIs: one dialect is mounted at /, several
 (--dialect github,gitlab) each at /<dialect>. --tokens 3 makes the tokens
@@ -91,6 +103,8 @@ resource), and runs until interrupted; it then prints the totals.`,
 		Example: `  ratekeeper sim
   ratekeeper sim --dialect github,gitlab,huggingface,gitea --tokens 2 --limit 100 --window 1m
   ratekeeper sim --dialect gitlab --endpoint-limit 'GET /api/v4/users/*=40/60s,refusal=bare'
+  ratekeeper sim --dialect openai --tokens org-acme:sk-1,org-acme:sk-2 --window 10s --resource-limit tokens=20000
+  ratekeeper sim --dialect anthropic --window 10s --overload-rate 0.05
   ratekeeper sim --config sim.toml --listen 127.0.0.1:0`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return runSim(cmd, o) },
@@ -99,7 +113,7 @@ resource), and runs until interrupted; it then prints the totals.`,
 	f.StringVar(&o.config, "config", "", "TOML or JSON file describing the APIs")
 	f.StringVar(&o.listen, "listen", "127.0.0.1:8081", "address to listen on; port 0 picks a free one (the default is not serve's 8080, so both run side by side)")
 	f.BoolVar(&o.allowRemote, "allow-remote", false, "allow listening on a non-loopback address")
-	f.StringVar(&o.dialect, "dialect", "github", "dialects to serve, comma-separated: github, gitlab, huggingface, gitea")
+	f.StringVar(&o.dialect, "dialect", "github", "dialects to serve, comma-separated: github, gitlab, huggingface, gitea, openai, anthropic")
 	f.StringVar(&o.prefix, "prefix", "", "path to mount a single API at (default /)")
 	f.StringVar(&o.tokens, "tokens", "3", "a count N (tokens sim-token-1…N) or a list TOKEN,OWNER:TOKEN,…")
 	f.Int64Var(&o.limit, "limit", 0, "primary limit per owner and window (0: the provider's default)")
@@ -122,6 +136,9 @@ resource), and runs until interrupted; it then prints the totals.`,
 	f.DurationVar(&o.slowDelay, "slow-delay", 2*time.Second, "delay of slow answers")
 	f.Int64Var(&o.bareRefusalAt, "bare-refusal-at", 0, "answer the API's request number N (from 1) with a proxy's page and no rate-limit header (0: none)")
 	f.IntVar(&o.bareStatus, "bare-refusal-status", 429, "status of that answer: 429 or 403")
+	f.Float64Var(&o.overloadRate, "overload-rate", 0, "fraction of requests answered as an overloaded server (Anthropic's 529, a 503 elsewhere)")
+	f.StringArrayVar(&o.resourceLimits, "resource-limit", nil, `a limit of another resource, repeatable: "NAME=LIMIT" (tokens, input_tokens, output_tokens, search…)`)
+	f.Float64Var(&o.outputRatio, "output-ratio", 0, "language models: mean answer length as a fraction of max_tokens (0: 0.25)")
 	f.StringArrayVar(&o.endpointLimits, "endpoint-limit", nil,
 		`a limit on some endpoints that sends no header until it refuses, repeatable: "[METHOD ]PATH=LIMIT/WINDOW[,refusal=headers|retry-after|bare|plain][,name=NAME][,mode=fixed|rolling]" (* is one path segment, ** one or more)`)
 	return cmd
@@ -202,12 +219,22 @@ func simConfig(cmd *cobra.Command, o simOptions) (sim.Config, error) {
 		}
 		limits = append(limits, l)
 	}
-	q := sim.QuickOptions{EndpointLimits: limits,
+	resources := map[string]sim.ResourceConfig{}
+	for _, spec := range o.resourceLimits {
+		name, n, ok := strings.Cut(spec, "=")
+		limit, err := strconv.ParseInt(strings.TrimSpace(n), 10, 64)
+		if !ok || err != nil || limit <= 0 {
+			return sim.Config{}, fmt.Errorf("--resource-limit %q: want NAME=LIMIT with a positive count, e.g. tokens=20000", spec)
+		}
+		resources[strings.TrimSpace(name)] = sim.ResourceConfig{Limit: limit}
+	}
+	q := sim.QuickOptions{EndpointLimits: limits, Resources: resources, OutputRatio: o.outputRatio,
 		Dialects: strings.Split(o.dialect, ","), Prefix: o.prefix, Tokens: toks,
 		Limit: o.limit, Window: o.window, WindowMode: o.windowMode, ExhaustedStatus: o.exhaustedStatus,
 		Seed: o.seed, Skew: o.skew, Latency: o.latency,
 		Faults: sim.FaultConfig{ErrorRate: o.errorRate, UnavailableRate: o.unavailableRate, DropRate: o.dropRate,
-			SlowRate: o.slowRate, SlowDelay: o.slowDelay, BareRefusalAt: o.bareRefusalAt, BareRefusalStatus: o.bareStatus},
+			SlowRate: o.slowRate, SlowDelay: o.slowDelay, BareRefusalAt: o.bareRefusalAt, BareRefusalStatus: o.bareStatus,
+			OverloadRate: o.overloadRate},
 	}
 	secondaryGiven := false
 	for _, name := range simSecondaryFlags {

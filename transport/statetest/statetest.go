@@ -78,6 +78,7 @@ func Run(t *testing.T, b Backend) {
 		{"PeakCountsRequestsSent", testPeakCountsRequestsSent},
 		{"BareRefusalPausesNotEmpties", testBareRefusal},
 		{"FleetLearnsAScopesLimit", testScopeFleet},
+		{"ContinuousBucketWaitsForWhatItNeeds", testContinuousRefill},
 	}
 	if b.NewDSN != nil && b.Open != nil {
 		tests = append(tests, struct {

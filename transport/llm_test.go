@@ -1,0 +1,294 @@
+package transport
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/ratekeeper/ratekeeper/provider"
+	"github.com/ratekeeper/ratekeeper/quota"
+	"github.com/ratekeeper/ratekeeper/sim"
+)
+
+// chatBody is a chat request whose prompt has chars characters.
+func chatBody(chars, maxTokens int) string {
+	return fmt.Sprintf(`{"model":"m","max_tokens":%d,"messages":[{"role":"user","content":%q}]}`, maxTokens, strings.Repeat("a", chars))
+}
+
+// postAll sends n POSTs of body(i) to path with workers goroutines and
+// counts the statuses (-1: an error).
+func (s *simSetup) postAll(t *testing.T, path string, n, workers int, body func(i int) string) map[int]int {
+	t.Helper()
+	var mu sync.Mutex
+	codes := map[int]int{}
+	jobs := make(chan int)
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			for i := range jobs {
+				req, _ := http.NewRequest(http.MethodPost, s.base+path, strings.NewReader(body(i)))
+				req.Header.Set("Content-Type", "application/json")
+				resp, err := s.t.RoundTrip(req)
+				mu.Lock()
+				if err != nil {
+					codes[-1]++
+				} else {
+					codes[resp.StatusCode]++
+				}
+				mu.Unlock()
+				if err == nil {
+					drain(resp)
+				}
+			}
+		})
+	}
+	for i := range n {
+		jobs <- i
+	}
+	close(jobs)
+	wg.Wait()
+	return codes
+}
+
+// Keys of one organization share its buckets: the organization is learnt
+// from the header every answer carries, through one "who am I" per key.
+func TestOpenAIKeysOfOneOrganizationShareABucket(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		tokens := []sim.TokenConfig{{Token: "sk-1", Owner: "org-acme"}, {Token: "sk-2", Owner: "org-acme"}, {Token: "sk-3", Owner: "org-other"}}
+		// Continuous buckets refill between two answers: counters
+		// cannot prove a share.
+		s := newSim(t, sim.APIConfig{Dialect: "openai", Limit: 1000, Window: 10 * time.Second, Latency: 200 * time.Millisecond,
+			Resources: map[string]sim.ResourceConfig{"tokens": {Limit: 20000}}, Tokens: tokens}, []string{"sk-1", "sk-2", "sk-3"}, nil)
+		codes := s.postAll(t, "/chat/completions", 60, 8, func(i int) string { return chatBody(400+40*(i%7), 500+100*(i%5)) })
+		if codes[200] != 60 {
+			t.Fatalf("statuses %v", codes)
+		}
+		if got := bucketsOf(t, s.t, "openai"); got != "1,2 3" {
+			t.Fatalf("buckets %s, want 1,2 3", got)
+		}
+	})
+}
+
+// A request to Anthropic carries anthropic-version, which the API
+// requires, when its caller sent none.
+func TestAnthropicVersionSentByDefault(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := newSim(t, sim.APIConfig{Dialect: "anthropic", Tokens: []sim.TokenConfig{{Token: "sk-ant-1"}}}, []string{"sk-ant-1"}, nil)
+		codes := s.postAll(t, "/messages", 3, 1, func(i int) string { return chatBody(40, 10) })
+		if codes[200] != 3 {
+			t.Fatalf("statuses %v", codes)
+		}
+	})
+}
+
+// An overloaded server did not process the request: a POST goes again
+// after backoff, and every request ends answered 200, none sent again
+// after its 200.
+func TestOverloadedPostsSentAgain(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := newSim(t, sim.APIConfig{Dialect: "anthropic", Window: 10 * time.Second, Latency: 50 * time.Millisecond,
+			Faults: sim.FaultConfig{OverloadRate: 0.2}, Tokens: []sim.TokenConfig{{Token: "sk-ant-1"}}}, []string{"sk-ant-1"}, nil)
+		codes := s.postAll(t, "/messages", 40, 4, func(i int) string { return chatBody(40, 20) })
+		st := s.srv.Stats().Total
+		if codes[200] != 40 || st.ServerErrors == 0 {
+			t.Fatalf("statuses %v, %d overloaded", codes, st.ServerErrors)
+		}
+		// Each bucket counts every request that reached it: the
+		// requests bucket saw 40 accepted and the overloaded ones.
+		req, _ := s.srv.Stats().BucketFor("anthropic", "user1", "requests")
+		if req.Accepted != 40 || req.Requests != 40+st.ServerErrors {
+			t.Fatalf("requests bucket %+v: a request was sent again after its 200", req.Counters)
+		}
+	})
+}
+
+// tokenTarget runs a batch against a language-model dialect through the
+// transport and checks the issue's targets: every request answered 200,
+// no refusal, no early retry, and an elapsed time within factor of the
+// ideal: the tokens charged beyond the first bucket at the refill rate,
+// plus the last answer's latency.
+func tokenTarget(t *testing.T, api sim.APIConfig, keys []string, path, owner, bucket string, limit int64, n, workers int, body func(int) string, factor float64) {
+	t.Helper()
+	s := newSim(t, api, keys, nil)
+	start := time.Now()
+	codes := s.postAll(t, path, n, workers, body)
+	elapsed := time.Since(start)
+	st := s.srv.Stats()
+	b, _ := st.BucketFor(api.Name, owner, bucket)
+	rate := float64(limit) / api.Window.Seconds()
+	ideal := time.Duration(float64(b.Charged-limit)/rate*float64(time.Second)) + api.Latency
+	t.Logf("%s: %v in %v, ideal %v (%.3f×); %d refusals, %d early retries", bucket, codes, elapsed, ideal, elapsed.Seconds()/ideal.Seconds(),
+		st.Total.Violations, st.Total.EarlyRetries)
+	if codes[200] != n || st.Total.Violations != 0 || st.Total.EarlyRetries != 0 {
+		t.Fatalf("statuses %v, %d refusals, %d early retries", codes, st.Total.Violations, st.Total.EarlyRetries)
+	}
+	if elapsed.Seconds() > factor*ideal.Seconds() {
+		t.Fatalf("took %v, more than %.2f × the ideal %v", elapsed, factor, ideal)
+	}
+}
+
+// Tokens binding, two keys of one organization, prompts and max_tokens
+// mixed: no refusal, no early retry, within 1.05 × the ideal.
+func TestOpenAITokensBindingPacedBeforeTheRefusal(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		tokens := []sim.TokenConfig{{Token: "sk-1", Owner: "org-acme"}, {Token: "sk-2", Owner: "org-acme"}}
+		api := sim.APIConfig{Name: "openai", Dialect: "openai", Limit: 1000, Window: 10 * time.Second, Latency: 200 * time.Millisecond,
+			Resources: map[string]sim.ResourceConfig{"tokens": {Limit: 20000}}, Tokens: tokens}
+		tokenTarget(t, api, []string{"sk-1", "sk-2"}, "/chat/completions", "org-acme", "tokens", 20000, 100, 8,
+			func(i int) string { return chatBody(400+40*(i%7), 500+100*(i%5)) }, 1.05)
+	})
+}
+
+// Output tokens binding, max_tokens far above the real outputs: within
+// 1.10 × the ideal computed from the real outputs (the output bucket is
+// given back what max_tokens over-reserved when each answer ends).
+func TestAnthropicOutputBindingFromRealOutputs(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		api := sim.APIConfig{Name: "anthropic", Dialect: "anthropic", Limit: 1000, Window: 10 * time.Second, Latency: 200 * time.Millisecond, OutputRatio: 0.1,
+			Resources: map[string]sim.ResourceConfig{"input_tokens": {Limit: 1000000}, "output_tokens": {Limit: 8000}}, Tokens: []sim.TokenConfig{{Token: "k"}}}
+		tokenTarget(t, api, []string{"k"}, "/messages", "user1", "output_tokens", 8000, 200, 16,
+			func(i int) string { return chatBody(400, 2048) }, 1.10)
+	})
+}
+
+// The cost a caller gives is what the request reserves, and the header
+// that carries it never reaches the server.
+func TestCallerCostReservedNotSent(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var seen []string
+		api := sim.APIConfig{Dialect: "openai", Window: 10 * time.Second, Resources: map[string]sim.ResourceConfig{"tokens": {Limit: 1000}},
+			Tokens: []sim.TokenConfig{{Token: "sk-1"}}}
+		s := newSim(t, api, []string{"sk-1"}, func(o *Options) {
+			base := o.Base
+			o.Base = rtFunc(func(r *http.Request) (*http.Response, error) {
+				seen = append(seen, r.Header.Get(CostHeader))
+				return base.RoundTrip(r)
+			})
+		})
+		send := func(ctx context.Context, cost string) {
+			req, _ := http.NewRequestWithContext(ctx, http.MethodPost, s.base+"/chat/completions", strings.NewReader(chatBody(40, 10)))
+			if cost != "" {
+				req.Header.Set(CostHeader, cost)
+			}
+			resp, err := s.t.RoundTrip(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			drain(resp)
+		}
+		send(t.Context(), "")
+		start := time.Now()
+		// 980 of the 1,000 are left: a request said to cost 1,000 waits
+		// for 20 to drip back (0.2 s), though its body asks for 20.
+		send(t.Context(), "1000")
+		if w := time.Since(start); w < 200*time.Millisecond || w > 250*time.Millisecond {
+			t.Fatalf("a request costing the whole bucket went after %v, want 0.2 s", w)
+		}
+		// The server charged it 20: the same again through WithCost.
+		start = time.Now()
+		send(WithCost(t.Context(), 1000), "")
+		if w := time.Since(start); w < 200*time.Millisecond || w > 250*time.Millisecond {
+			t.Fatalf("WithCost(1000) went after %v, want 0.2 s", w)
+		}
+		for _, h := range seen {
+			if h != "" {
+				t.Fatalf("%s reached the server: %q", CostHeader, h)
+			}
+		}
+	})
+}
+
+// An answer's usage teaches what a prompt character costs: the next
+// estimate of the shape uses it.
+func TestUsageTeachesTheEstimate(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		api := sim.APIConfig{Dialect: "openai", Tokens: []sim.TokenConfig{{Token: "sk-1"}}}
+		s := newSim(t, api, []string{"sk-1"}, nil)
+		req, _ := http.NewRequest(http.MethodPost, s.base+"/chat/completions", strings.NewReader(chatBody(400, 10)))
+		resp, err := s.t.RoundTrip(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s.t.tokens.rate("openai http://sim.test/sim\x00m /chat/completions") != 0 {
+			t.Fatal("taught before the answer was read")
+		}
+		drain(resp)
+		// The simulator counts a token per 4 characters.
+		if got := s.t.tokens.rate("openai http://sim.test/sim\x00m /chat/completions"); got != 0.25 {
+			t.Fatalf("taught %v tokens a character (%v), want 0.25", got, s.t.tokens.perChar)
+		}
+		tp := provider.TokenPrice{Chars: 400, Fixed: 10, PromptCounts: true}
+		if n := tp.Estimate(0.5); n != 210 {
+			t.Fatalf("estimate at 0.5 a character: %d, want 210", n)
+		}
+	})
+}
+
+// A 429 naming the requests limit is obeyed to the millisecond its
+// retry-after-ms names: the request goes again then, and is not early.
+func TestRequestsRefusalObeyedExactly(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		api := sim.APIConfig{Dialect: "openai", Limit: 3, Window: 10 * time.Second,
+			Resources: map[string]sim.ResourceConfig{"tokens": {Limit: 1000000}}, Tokens: []sim.TokenConfig{{Token: "sk-1"}}}
+		s := newSim(t, api, []string{"sk-1"}, nil)
+		start := time.Now()
+		codes := s.postAll(t, "/chat/completions", 4, 1, func(int) string { return chatBody(40, 10) })
+		st := s.srv.Stats().Total
+		// The fourth of 3 a 10 s: one refill of a request, 3.334 s.
+		if codes[200] != 4 || st.Violations != 1 || st.EarlyRetries != 0 {
+			t.Fatalf("statuses %v, %d refusals, %d early retries", codes, st.Violations, st.EarlyRetries)
+		}
+		if w := time.Since(start); w < 3334*time.Millisecond || w > 3400*time.Millisecond {
+			t.Fatalf("the refused request went again after %v, want 3.334 s", w)
+		}
+	})
+}
+
+// An OpenAI-compatible host no provider owns (a self-hosted vLLM, Groq,
+// Azure at its own domain), reached with the caller's own key and
+// nothing configured: its answers' headers pace it, and each refusal's
+// time is obeyed, none early.
+func TestOpenAICompatibleHostPacedFromItsHeaders(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		srv, err := sim.New(sim.Config{APIs: []sim.APIConfig{{Dialect: "openai", Limit: 1000, Window: 10 * time.Second,
+			Latency: 100 * time.Millisecond, Resources: map[string]sim.ResourceConfig{"tokens": {Limit: 8000}},
+			Tokens: []sim.TokenConfig{{Token: "sk-own"}}}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		tr, err := New(Options{Providers: provider.NewRegistry(), Base: srv.Transport(""), Policy: quota.Policy{Kind: quota.Greedy}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := &simSetup{t: tr, srv: srv, base: "http://llm.example.test/v1"}
+		var mu sync.Mutex
+		codes := map[int]int{}
+		var wg sync.WaitGroup
+		for i := range 30 {
+			wg.Go(func() {
+				req, _ := http.NewRequest(http.MethodPost, s.base+"/chat/completions", strings.NewReader(chatBody(400+40*(i%5), 400)))
+				req.Header.Set("Authorization", "Bearer sk-own")
+				resp, err := s.t.RoundTrip(req)
+				mu.Lock()
+				defer mu.Unlock()
+				if err != nil {
+					codes[-1]++
+					return
+				}
+				codes[resp.StatusCode]++
+				drain(resp)
+			})
+		}
+		wg.Wait()
+		st := srv.Stats().Total
+		t.Logf("statuses %v, %d refusals, %d early retries", codes, st.Violations, st.EarlyRetries)
+		if codes[200] != 30 || st.EarlyRetries != 0 {
+			t.Fatalf("statuses %v, %d early retries (%d refusals)", codes, st.EarlyRetries, st.Violations)
+		}
+	})
+}
