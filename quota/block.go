@@ -139,7 +139,7 @@ func TakeBlock(o *Owner, b, scope *Bucket, a *Ask, l Lease, size int64, now time
 	k := &Block{Lease: held, ask: *a, owner: *o, bucket: *b}
 	k.owner.Leases = o.Leases.others(l.ID, now)
 	k.bucket.Leases = b.Leases.others(l.ID, now)
-	k.owner.PointsTAT = maps.Clone(o.PointsTAT)
+	k.owner.Points = maps.Clone(o.Points)
 	if scope != nil {
 		c := *scope
 		c.Leases = scope.Leases.others(l.ID, now)

@@ -12,7 +12,8 @@ import (
 func TestCloneSharesNothing(t *testing.T) {
 	now := time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)
 	b := Bucket{Limit: 10, Leases: Leases{{ID: 1, Until: now}}}
-	o := Owner{Leases: Leases{{ID: 2, Until: now}}, PointsTAT: map[string]time.Time{"a": now}}
+	o := Owner{Leases: Leases{{ID: 2, Until: now}}, Points: map[string]Spent{"a": {{At: now, N: 1}}},
+		ContentMinute: Spent{{At: now, N: 1}}, ContentHour: Spent{{At: now, N: 1}}}
 	for _, v := range []any{&b, &o} {
 		rv := reflect.ValueOf(v).Elem()
 		for i := range rv.NumField() {
@@ -29,8 +30,9 @@ func TestCloneSharesNothing(t *testing.T) {
 	if !reflect.DeepEqual(bc, b) || !reflect.DeepEqual(oc, o) {
 		t.Fatalf("clones differ: %+v %+v", bc, oc)
 	}
-	bc.Leases[0].ID, oc.Leases[0].ID, oc.PointsTAT["a"] = 9, 9, now.Add(time.Hour)
-	if b.Leases[0].ID != 1 || o.Leases[0].ID != 2 || !o.PointsTAT["a"].Equal(now) {
+	bc.Leases[0].ID, oc.Leases[0].ID, oc.Points["a"] = 9, 9, nil
+	oc.ContentMinute[0].N, oc.ContentHour[0].N = 9, 9
+	if b.Leases[0].ID != 1 || o.Leases[0].ID != 2 || o.Points["a"] == nil || o.ContentMinute[0].N != 1 || o.ContentHour[0].N != 1 {
 		t.Fatalf("a change to a clone reached the original: %+v %+v", b, o)
 	}
 }

@@ -23,13 +23,14 @@ type Lease struct {
 	// Empty: unknown (a lease of an older version), never freed early.
 	Holder string `json:"holder,omitempty"`
 	// Spacing is what taking it pushed the bucket's pacing (TAT) by, and
-	// Points and Endpoint what it charged the owner's points budget (as
-	// PointsSpan of the endpoint's GCRA): an answer the server does not
-	// charge (a 304) gives them back with the quota, or free repeats
-	// would be paced as if spent.
-	Spacing    time.Duration `json:"spacing,omitempty"`
-	PointsSpan time.Duration `json:"points_span,omitempty"`
-	Endpoint   string        `json:"endpoint,omitempty"`
+	// Points, PointsAt and Endpoint what it charged the owner's points
+	// budget (Points in the endpoint's slot at PointsAt; see Spent): an
+	// answer the server does not charge (a 304) gives them back with the
+	// quota, or free repeats would be paced as if spent.
+	Spacing  time.Duration `json:"spacing,omitempty"`
+	Points   int64         `json:"points,omitempty"`
+	PointsAt time.Time     `json:"points_at,omitzero"`
+	Endpoint string        `json:"endpoint,omitempty"`
 	// Units is how much of its bucket the reservation holds: a GraphQL
 	// query's predicted points; 0 means 1, a request (see Ask.Units). An
 	// owner counts each lease once, whatever its units.

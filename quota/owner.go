@@ -32,11 +32,11 @@ type Secondary struct {
 func (s Secondary) spacesWrite(c Cost) bool { return c.Write && s.WriteSpacing > 0 }
 
 // countsPoints reports whether a request of cost c spends from its
-// endpoint's points budget (PointsTAT).
+// endpoint's points budget (Points).
 func (s Secondary) countsPoints(c Cost) bool { return s.PointsPerMinute > 0 && c.Points > 0 }
 
 // countsContent reports whether a request of cost c spends from the
-// content budgets (ContentMin, ContentHour).
+// content budgets (ContentMinute, ContentHour).
 func (s Secondary) countsContent(c Cost) bool {
 	return c.CreatesContent && (s.ContentPerMinute > 0 || s.ContentPerHour > 0)
 }
@@ -76,47 +76,24 @@ type Owner struct {
 	Run     int64         `json:"run,omitempty"`
 	Peak    int64         `json:"peak,omitempty"`
 
-	Leases      Leases               `json:"leases,omitempty"`
-	NextWrite   time.Time            `json:"next_write,omitzero"`
-	PointsTAT   map[string]time.Time `json:"points_tat,omitempty"`
-	ContentMin  time.Time            `json:"content_min,omitzero"`
-	ContentHour time.Time            `json:"content_hour,omitzero"`
+	Leases    Leases    `json:"leases,omitempty"`
+	NextWrite time.Time `json:"next_write,omitzero"`
+	// Points is what each endpoint spent of its points per minute;
+	// ContentMinute and ContentHour what the owner's content creation
+	// spent of its budgets (see Spent).
+	Points        map[string]Spent `json:"points_spent,omitempty"`
+	ContentMinute Spent            `json:"content_minute,omitempty"`
+	ContentHour   Spent            `json:"content_hour_spent,omitempty"`
 }
 
 func (o *Owner) refresh(now time.Time) {
 	o.Leases = o.Leases.pruned(now)
-	// A theoretical arrival time in the past carries no information.
-	for ep, tat := range o.PointsTAT {
-		if !tat.After(now) {
-			delete(o.PointsTAT, ep)
+	// Points out of their window carry no information.
+	for ep, sp := range o.Points {
+		if len(sp.live(now, time.Minute)) == 0 {
+			delete(o.Points, ep)
 		}
 	}
-}
-
-// The secondary budgets are GCRAs that keep any sliding window of the
-// stated length within the stated count, whatever the server's way of
-// counting: a burst of half the count, and the other half spread over the
-// window. (A GCRA with a whole window's burst would allow nearly twice the
-// count in the window after a burst, which a server counting over a
-// sliding window refuses.)
-
-// gcraWait is how long a request costing n units must wait under such a
-// GCRA allowing perWindow units per window.
-func gcraWait(tat, now time.Time, n, perWindow int64, window time.Duration) time.Duration {
-	if perWindow <= 0 || tat.IsZero() {
-		return 0
-	}
-	per := 2 * window / time.Duration(perWindow)
-	allowed := now.Add(window - time.Duration(n)*per)
-	if tat.After(allowed) {
-		return tat.Sub(allowed)
-	}
-	return 0
-}
-
-func gcraTake(tat, now time.Time, n, perWindow int64, window time.Duration) time.Time {
-	per := 2 * window / time.Duration(perWindow)
-	return maxTime(tat, now).Add(time.Duration(n) * per)
 }
 
 // Wait returns how long from now until the owner may send a request of
@@ -143,14 +120,14 @@ func (o *Owner) wait(s Secondary, c Cost, now time.Time) (time.Duration, bool) {
 		w = max(w, o.NextWrite.Sub(now))
 	}
 	if s.countsPoints(c) {
-		w = max(w, gcraWait(o.PointsTAT[c.Endpoint], now, c.Points, s.PointsPerMinute, time.Minute))
+		w = max(w, o.Points[c.Endpoint].wait(now, c.Points, s.PointsPerMinute, time.Minute))
 	}
 	if c.CreatesContent {
 		if s.ContentPerMinute > 0 {
-			w = max(w, gcraWait(o.ContentMin, now, 1, s.ContentPerMinute, time.Minute))
+			w = max(w, o.ContentMinute.wait(now, 1, s.ContentPerMinute, time.Minute))
 		}
 		if s.ContentPerHour > 0 {
-			w = max(w, gcraWait(o.ContentHour, now, 1, s.ContentPerHour, time.Hour))
+			w = max(w, o.ContentHour.wait(now, 1, s.ContentPerHour, time.Hour))
 		}
 	}
 	return max(w, slot), slot > w
@@ -177,12 +154,11 @@ func (o *Owner) take(s Secondary, c Cost, l Lease, now time.Time) {
 		o.NextWrite = now.Add(s.WriteSpacing)
 	}
 	if s.countsPoints(c) {
-		if o.PointsTAT == nil {
-			o.PointsTAT = make(map[string]time.Time, 1)
+		if o.Points == nil {
+			o.Points = make(map[string]Spent, 1)
 		}
-		before := maxTime(o.PointsTAT[c.Endpoint], now)
-		o.PointsTAT[c.Endpoint] = gcraTake(o.PointsTAT[c.Endpoint], now, c.Points, s.PointsPerMinute, time.Minute)
-		l.PointsSpan, l.Endpoint = o.PointsTAT[c.Endpoint].Sub(before), c.Endpoint
+		o.Points[c.Endpoint], l.PointsAt = o.Points[c.Endpoint].take(now, c.Points, time.Minute)
+		l.Points, l.Endpoint = c.Points, c.Endpoint
 	}
 	o.Leases = append(o.Leases, l)
 	if o.Peak < int64(len(o.Leases)) { // else no count of them can raise it
@@ -190,10 +166,10 @@ func (o *Owner) take(s Secondary, c Cost, l Lease, now time.Time) {
 	}
 	if s.countsContent(c) {
 		if s.ContentPerMinute > 0 {
-			o.ContentMin = gcraTake(o.ContentMin, now, 1, s.ContentPerMinute, time.Minute)
+			o.ContentMinute, _ = o.ContentMinute.take(now, 1, time.Minute)
 		}
 		if s.ContentPerHour > 0 {
-			o.ContentHour = gcraTake(o.ContentHour, now, 1, s.ContentPerHour, time.Hour)
+			o.ContentHour, _ = o.ContentHour.take(now, 1, time.Hour)
 		}
 	}
 }
@@ -207,9 +183,9 @@ func (o *Owner) Release(id uint64) { o.Leases, _, _ = o.Leases.without(id) }
 func (o *Owner) refund(id uint64) {
 	var l Lease
 	var ok bool
-	if o.Leases, l, ok = o.Leases.without(id); ok && l.PointsSpan > 0 {
-		if tat, ok := o.PointsTAT[l.Endpoint]; ok {
-			o.PointsTAT[l.Endpoint] = tat.Add(-l.PointsSpan)
+	if o.Leases, l, ok = o.Leases.without(id); ok && l.Points > 0 {
+		if sp, ok := o.Points[l.Endpoint]; ok {
+			o.Points[l.Endpoint] = sp.give(l.PointsAt, l.Points)
 		}
 	}
 }
@@ -220,6 +196,7 @@ func (o *Owner) InFlight(now time.Time) int64 { return o.Leases.Live(now) }
 // Clone returns a copy of o that shares no memory with it.
 func (o Owner) Clone() Owner {
 	o.Leases = slices.Clone(o.Leases)
-	o.PointsTAT = maps.Clone(o.PointsTAT)
+	o.Points = maps.Clone(o.Points) // a Spent is never changed in place
+	o.ContentMinute, o.ContentHour = slices.Clone(o.ContentMinute), slices.Clone(o.ContentHour)
 	return o
 }

@@ -293,9 +293,13 @@ func TestOwnerConcurrencyWritesPoints(t *testing.T) {
 	if w := o.Reserve(s, write, lz(t0), t0); w != 0 {
 		t.Fatal(w)
 	}
-	// Half the minute's points may go at once; the other half is spread.
-	if w := o.Reserve(s, write, lz(t0), t0); w != time.Minute {
-		t.Fatalf("second write's 5 points: wait %v, want 1m", w)
+	// The minute's points may all go at once; more wait until the first
+	// have left the minute (and the 2 s slot they were counted in).
+	if w := o.Reserve(s, write, lz(t0), t0); w != 0 {
+		t.Fatalf("second write's 5 points: wait %v, want none", w)
+	}
+	if w := o.Reserve(s, write, lz(t0), t0); w != time.Minute+2*time.Second {
+		t.Fatalf("third write's 5 points: wait %v, want 1m2s", w)
 	}
 	if w := o.Reserve(s, read, lz(t0), t0); w != 0 {
 		t.Fatal("points of one endpoint charged to another")
@@ -304,8 +308,31 @@ func TestOwnerConcurrencyWritesPoints(t *testing.T) {
 	o = Owner{}
 	s = Secondary{ContentPerMinute: 2, ContentPerHour: 6}
 	o.Reserve(s, write, lz(t0), t0)
-	if w := o.Reserve(s, write, lz(t0), t0); w != time.Minute {
-		t.Fatalf("2nd creation at once: wait %v, want 1m", w)
+	if w := o.Reserve(s, write, lz(t0), t0); w != 0 {
+		t.Fatalf("2nd creation at once: wait %v, want none", w)
+	}
+	if w := o.Reserve(s, write, lz(t0), t0); w != time.Minute+2*time.Second {
+		t.Fatalf("3rd creation at once: wait %v, want 1m2s", w)
+	}
+}
+
+// A batch within one minute's points goes at once: 900 GETs of one
+// endpoint, GitHub's budget, wait for nothing (they once waited for half
+// the budget to be spread over the minute), and the 901st waits until the
+// first have left the minute.
+func TestSecondaryPointsBudgetSpentAtOnce(t *testing.T) {
+	s := Secondary{PointsPerMinute: 900}
+	read := Cost{Points: 1, Endpoint: "GET /repos/{owner}/{repo}"}
+	var o Owner
+	for i := range 900 {
+		at := t0.Add(time.Duration(i) * time.Millisecond)
+		if w := o.Reserve(s, read, lz(at), at); w != 0 {
+			t.Fatalf("GET %d of a batch within the budget waited %v", i+1, w)
+		}
+	}
+	at := t0.Add(time.Second)
+	if w := o.Reserve(s, read, lz(at), at); w < time.Minute-time.Second || w > time.Minute+2*time.Second {
+		t.Fatalf("GET 901 waits %v, want the first GETs' minute", w)
 	}
 }
 
@@ -347,9 +374,10 @@ func TestSecondaryBudgetsHoldInEverySlidingWindow(t *testing.T) {
 	if n := most(reads, time.Minute); n > 30 {
 		t.Fatalf("%d points of one endpoint in one minute, budget 30", n)
 	}
-	// Half a budget at once, then half a budget per window: over three
-	// hours that is 10 + 3×10 creations and 15 + 180×15 reads.
-	if len(creations) < 35 || len(reads) < 2600 {
+	// A whole budget per window and at most a slot: over three hours
+	// that is 3×20 creations and about 174×30 reads (a GCRA safe in
+	// every window could spend only half: 40 and 2,700).
+	if len(creations) < 60 || len(reads) < 5000 {
 		t.Fatalf("only %d creations and %d reads in three hours: the budgets are not used", len(creations), len(reads))
 	}
 }
@@ -545,7 +573,7 @@ func TestReserveComputesThenCommits(t *testing.T) {
 	}
 	o2, b2 := o, b
 	o2.Leases, b2.Leases = slices.Clone(o.Leases), slices.Clone(b.Leases)
-	o2.PointsTAT = maps.Clone(o.PointsTAT)
+	o2.Points = maps.Clone(o.Points)
 	// The owner allows a second write after its spacing; the bucket does
 	// not (its one request is in flight): nothing is taken from either.
 	at := t0.Add(2 * time.Second)

@@ -274,7 +274,7 @@ func (m *memoryState) Owners(context.Context) (map[OwnerID]quota.Owner, error) {
 	defer m.mu.Unlock()
 	return copies(m.owners, func(o *quota.Owner) {
 		o.Leases = slices.Clone(o.Leases)
-		o.PointsTAT = maps.Clone(o.PointsTAT)
+		o.Points = maps.Clone(o.Points)
 	}), nil
 }
 

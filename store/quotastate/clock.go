@@ -181,9 +181,9 @@ func bucketOnLocalClock(b quota.Bucket, off time.Duration) quota.Bucket {
 // ownerOnLocalClock is bucketOnLocalClock for an owner.
 func ownerOnLocalClock(o quota.Owner, off time.Duration) quota.Owner {
 	o.PenaltyUntil, o.CapAt, o.NextWrite = shift(o.PenaltyUntil, -off), shift(o.CapAt, -off), shift(o.NextWrite, -off)
-	o.ContentMin, o.ContentHour = shift(o.ContentMin, -off), shift(o.ContentHour, -off)
-	for k, t := range o.PointsTAT {
-		o.PointsTAT[k] = shift(t, -off)
+	o.ContentMinute, o.ContentHour = o.ContentMinute.Shifted(-off), o.ContentHour.Shifted(-off)
+	for k, sp := range o.Points {
+		o.Points[k] = sp.Shifted(-off)
 	}
 	o.Leases = leasesOnLocalClock(o.Leases, off)
 	return o
@@ -191,7 +191,7 @@ func ownerOnLocalClock(o quota.Owner, off time.Duration) quota.Owner {
 
 func leasesOnLocalClock(ls quota.Leases, off time.Duration) quota.Leases {
 	for i := range ls {
-		ls[i].Until = shift(ls[i].Until, -off)
+		ls[i].Until, ls[i].PointsAt = shift(ls[i].Until, -off), shift(ls[i].PointsAt, -off)
 	}
 	return ls
 }
