@@ -125,10 +125,10 @@ func New(opts Options) *Cache {
 		opts.Now = time.Now
 	}
 	c := &core{
-		maxEntry:   opts.MaxEntryBytes,
-		maxRecord:  2 * opts.MaxEntryBytes,
-		backend:    opts.Backend,
-		credential: slices.Clone(defaultCredentialHeaders),
+		maxEntry:      opts.MaxEntryBytes,
+		maxRecord:     2 * opts.MaxEntryBytes,
+		backend:       opts.Backend,
+		credential:    slices.Clone(defaultCredentialHeaders),
 		log:           opts.Logger,
 		now:           opts.Now,
 		revalidateAll: opts.AlwaysRevalidate,
