@@ -421,6 +421,28 @@ func (c *Cache) Lookup(req *http.Request, owners []string, now time.Time) (Hit, 
 	return best, found
 }
 
+// Collapsible returns, for a request whose answer Lookup could serve to
+// identical requests that come while it is in flight, the key that
+// identifies them (the URL, Accept values and principal, as a digest);
+// ok is false for any other request: one Lookup leaves alone, one whose
+// caller asks for validation (no-cache), or any with
+// Options.AlwaysRevalidate. A transport lets the first of such requests
+// go and the others wait for its answer, then look again (RFC 9111 §4
+// allows a cache to collapse requests): a URL read by many workers at
+// once costs one request, not one each.
+func (c *Cache) Collapsible(req *http.Request) (key string, ok bool) {
+	if c == nil || c.revalidateAll || !c.usable(req, "any") || isConditional(req.Header) {
+		return "", false
+	}
+	cc := req.Header["Cache-Control"]
+	if hasDirective(cc, "no-cache") || (len(cc) == 0 && hasDirective(req.Header["Pragma"], "no-cache")) {
+		return "", false
+	}
+	k := requestKey(req)
+	p := principalOf(req.Context())
+	return string(k[:]) + string(p[:]), true
+}
+
 // sees reports whether a request sent as one of owners (ps their
 // parties) for principal pr may use v without asking the server, and
 // as which owner ("" for any).

@@ -215,6 +215,7 @@ type Transport struct {
 	closed    bool
 
 	waiters   waiters
+	flights   flights      // cacheable GETs in flight, which identical ones wait for
 	costs     graphqlCosts // GraphQL queries' costs, learnt per shape
 	view      poolView     // the buckets as answers describe them, for delivered answers' fields
 	leaseBase uint64
