@@ -108,7 +108,6 @@ func TestMaxStaleServesStaleRatherThanWait(t *testing.T) {
 	})
 }
 
-
 // A private answer is served without a request only to requests that can
 // go as its owner: a caller's own token of another owner asks the server.
 func TestPrivateFreshAnswerStaysWithItsOwner(t *testing.T) {
