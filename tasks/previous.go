@@ -57,6 +57,11 @@ func (p *HTTPPrevious) usable(req *http.Request) (*http.Request, *HTTPPrevious) 
 	if p.LastModified != "" && req.Header.Get("If-Modified-Since") == "" {
 		req.Header.Set("If-Modified-Since", p.LastModified)
 	}
+	// A re-sync is there to see what changed since: it always asks the
+	// server, never takes a cache's fresh copy.
+	if req.Header.Get("Cache-Control") == "" {
+		req.Header.Set("Cache-Control", "no-cache")
+	}
 	if body != nil {
 		req = req.WithContext(cache.WithHeldBody(req.Context(), body))
 	}
