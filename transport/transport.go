@@ -32,8 +32,10 @@ const (
 	HeaderCredential = "X-Ratekeeper-Credential"
 	// HeaderAttempts counts the sends the request took.
 	HeaderAttempts = "X-Ratekeeper-Attempts"
-	// HeaderCache is set by the cache: "miss" (stored) or "revalidated"
-	// (a free 304 answered with the stored body).
+	// HeaderCache is set by the cache: "miss" (stored), "revalidated"
+	// (a free 304 answered with the stored body), "fresh" (a stored
+	// answer served without a request, with Age) or "stale" (one the
+	// caller's max-stale accepted rather than wait for quota).
 	HeaderCache = cache.HeaderName
 )
 
@@ -74,8 +76,11 @@ type Options struct {
 	Credentials CredentialStore
 	// OnClose runs when the transport is closed (closing a shared store).
 	OnClose func() error
-	// Cache answers repeated GETs with conditional requests; nil means a
-	// memory cache of 64 MiB. DisableCache turns caching off.
+	// Cache answers repeated GETs: a stored answer still fresh for its
+	// max-age without a request, a stale one with a conditional request
+	// (see package cache); nil means a memory cache of 64 MiB.
+	// DisableCache turns caching off; cache.Options.AlwaysRevalidate
+	// keeps it but asks the server every time.
 	Cache        *cache.Cache
 	DisableCache bool
 	// Policy paces providers whose configuration names none; the zero
