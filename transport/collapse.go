@@ -2,6 +2,7 @@ package transport
 
 import (
 	"sync"
+	"sync/atomic"
 )
 
 // flights are the cacheable GETs in flight, by what identifies identical
@@ -11,7 +12,7 @@ import (
 // when the answer could not be stored).
 type flights struct {
 	mu sync.Mutex
-	m  map[flightKey]chan struct{}
+	m  map[flightKey]*flight
 }
 
 type flightKey struct {
@@ -19,29 +20,36 @@ type flightKey struct {
 	cache string
 }
 
-// join returns the flight of key: leader is true when there was none
-// and the caller now leads it (it must call land when answered);
-// otherwise done is closed when the leader lands.
-func (f *flights) join(key flightKey) (done chan struct{}, leader bool) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if ch, ok := f.m[key]; ok {
-		return ch, false
-	}
-	if f.m == nil {
-		f.m = map[flightKey]chan struct{}{}
-	}
-	ch := make(chan struct{})
-	f.m[key] = ch
-	return ch, true
+// flight is one leading request: done is closed when it is answered (or
+// gives up); sent is set once it holds its quota, from when its answer is
+// one round trip away.
+type flight struct {
+	done chan struct{}
+	sent atomic.Bool
 }
 
-// land ends the flight of key that ch leads, waking its followers.
-func (f *flights) land(key flightKey, ch chan struct{}) {
+// join returns the flight of key: leader is true when there was none
+// and the caller now leads it (it must call land when answered).
+func (f *flights) join(key flightKey) (fl *flight, leader bool) {
 	f.mu.Lock()
-	if f.m[key] == ch {
+	defer f.mu.Unlock()
+	if fl, ok := f.m[key]; ok {
+		return fl, false
+	}
+	if f.m == nil {
+		f.m = map[flightKey]*flight{}
+	}
+	fl = &flight{done: make(chan struct{})}
+	f.m[key] = fl
+	return fl, true
+}
+
+// land ends the flight of key that fl leads, waking its followers.
+func (f *flights) land(key flightKey, fl *flight) {
+	f.mu.Lock()
+	if f.m[key] == fl {
 		delete(f.m, key)
 	}
 	f.mu.Unlock()
-	close(ch)
+	close(fl.done)
 }

@@ -51,7 +51,7 @@ type exchange struct {
 	hasStale bool
 	// flight is the collapsed GETs this request leads (see flights):
 	// its end wakes the identical requests that waited for its answer.
-	flight    chan struct{}
+	flight    *flight
 	flightKey flightKey
 
 	reserve ReserveParams
@@ -113,6 +113,9 @@ func (x *exchange) run() (*http.Response, error) {
 			}
 			closeBody(x.req)
 			return nil, err
+		}
+		if x.flight != nil {
+			x.flight.sent.Store(true)
 		}
 		err := x.send()
 		if x.s.out == nil { // the request could not be built
@@ -195,19 +198,18 @@ func (x *exchange) fromCache() (*http.Response, error) {
 			return nil, nil
 		}
 		key := flightKey{pool: pool, cache: ck}
-		done, leader := t.flights.join(key)
+		fl, leader := t.flights.join(key)
 		if leader {
-			x.flight, x.flightKey = done, key
+			x.flight, x.flightKey = fl, key
 			return nil, nil
 		}
-		select {
-		case <-done:
-		case <-x.ctx.Done():
+		if err := x.follow(fl); err != nil {
 			closeBody(x.req)
-			return nil, x.ctx.Err()
+			return nil, err
 		}
 		if hit, ok = lookup(); !ok {
-			// The answer could not be stored: go on alone.
+			// The answer could not be stored, or the leader is still
+			// waiting for quota: go on alone.
 			return nil, nil
 		}
 	}
@@ -216,6 +218,37 @@ func (x *exchange) fromCache() (*http.Response, error) {
 		return nil, nil
 	}
 	return x.serveStored(hit), nil
+}
+
+// follow waits for the answer of fl, the identical request in flight: as
+// long as it takes once fl holds its quota (one round trip), and while it
+// still waits for quota, at most this request's own max wait, after which
+// this request goes on alone with what is left of it (the max wait bounds
+// the whole wait).
+func (x *exchange) follow(fl *flight) error {
+	if fl.sent.Load() {
+		select {
+		case <-fl.done:
+			return nil
+		case <-x.ctx.Done():
+			return x.ctx.Err()
+		}
+	}
+	d := x.maxWait()
+	if d <= 0 {
+		return nil
+	}
+	start := x.t.opts.Now()
+	timer := x.t.opts.Clock.NewTimer(d)
+	defer timer.Stop()
+	select {
+	case <-fl.done:
+	case <-timer.C():
+	case <-x.ctx.Done():
+		return x.ctx.Err()
+	}
+	x.waited += x.t.opts.Now().Sub(start)
+	return nil
 }
 
 // errServeStale tells run that the request would wait for quota and its

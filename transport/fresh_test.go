@@ -1,6 +1,7 @@
 package transport
 
 import (
+	"context"
 	"errors"
 	"net/http"
 	"testing"
@@ -129,5 +130,59 @@ func TestPrivateFreshAnswerStaysWithItsOwner(t *testing.T) {
 			t.Fatalf("alice's repeat: %q, want fresh", resp.Header.Get(HeaderCache))
 		}
 		drain(resp)
+	})
+}
+
+// Identical GETs in flight are collapsed: followers wait for the leader's
+// answer and are served from the cache, but never longer than their own
+// max wait while the leader waits for quota.
+func TestIdenticalGetsCollapse(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := newSim(t, sim.APIConfig{Dialect: "github", Limit: 1, Window: time.Hour, Latency: 50 * time.Millisecond,
+			Tokens: []sim.TokenConfig{{Token: "tok-a", Owner: "alice"}}}, []string{"tok-a"},
+			func(o *Options) { o.MaxWait = 2 * time.Hour })
+		results := make(chan string, 4)
+		for range 4 {
+			go func() {
+				resp, err := s.getWith(t, "/repos/o/a")
+				if err != nil {
+					results <- err.Error()
+					return
+				}
+				drain(resp)
+				results <- resp.Header.Get(HeaderCache)
+			}()
+		}
+		got := map[string]int{}
+		for range 4 {
+			got[<-results]++
+		}
+		if got["miss"] != 1 || got["fresh"] != 3 {
+			t.Fatalf("answers %v, want one miss and three fresh", got)
+		}
+		if n := s.srv.Stats().Total.Requests; n != 1 {
+			t.Fatalf("%d requests reached the server, want 1", n)
+		}
+
+		// The bucket is empty for an hour: the leader waits for quota,
+		// a follower with a max wait of a minute gives up after it.
+		ctx, cancel := context.WithCancel(t.Context())
+		leader := make(chan struct{})
+		go func() {
+			defer close(leader)
+			req, _ := http.NewRequestWithContext(ctx, http.MethodGet, s.base+"/repos/o/b", nil)
+			if resp, err := s.t.RoundTrip(req); err == nil {
+				drain(resp)
+			}
+		}()
+		synctest.Wait()
+		start := time.Now()
+		req, _ := http.NewRequestWithContext(WithMaxWait(t.Context(), time.Minute), http.MethodGet, s.base+"/repos/o/b", nil)
+		_, err := s.t.RoundTrip(req)
+		if !errors.As(err, new(*WaitError)) || time.Since(start) > time.Minute {
+			t.Fatalf("follower: %v after %v, want a WaitError within its minute", err, time.Since(start))
+		}
+		cancel()
+		<-leader
 	})
 }
