@@ -182,12 +182,18 @@ func (x *exchange) fromCache() (*http.Response, error) {
 		return nil, nil
 	}
 	pool := t.callerPoolFor(x.l, x.req)
-	var arr [4]string
+	var arr [8]string
 	lookup := func() (cache.Hit, bool) {
 		now := t.opts.Now()
 		owners := arr[:0]
 		for _, c := range pool.Eligible(now) {
+			// An answer stored before the credential's owner was
+			// known is kept under the credential's own identity: it
+			// is that credential's, so the owner's too.
 			owners = append(owners, c.BucketOwner())
+			if id := c.ID(); id != owners[len(owners)-1] {
+				owners = append(owners, id)
+			}
 		}
 		return x.l.cache.Lookup(x.req, owners, now)
 	}
