@@ -182,6 +182,7 @@ func (x *exchange) fromCache() (*http.Response, error) {
 		return nil, nil
 	}
 	pool := t.callerPoolFor(x.l, x.req)
+	x.pool = pool
 	var arr [8]string
 	lookup := func() (cache.Hit, bool) {
 		now := t.opts.Now()
@@ -268,6 +269,9 @@ func (x *exchange) serveStored(hit cache.Hit) *http.Response {
 	t := x.t
 	closeBody(x.req)
 	resp := x.l.cache.Serve(x.req, hit)
+	// The stored rate-limit fields are as old as the answer: like every
+	// answer delivered, it says what the pool can do now.
+	x.showPool(resp)
 	kind := resp.Header.Get(HeaderCache)
 	if m := t.opts.Metrics; m != nil {
 		m.served.WithLabelValues(x.l.p.Name, x.class.Resource, kind).Inc()
