@@ -53,7 +53,13 @@ func TestFreshAnswersAreServedWithoutARequest(t *testing.T) {
 			t.Fatalf("a fresh answer's remaining %q, the latest answer's %q", got, want)
 		}
 
-		resp, err := s.getWith(t, "/repos/o/r", "Cache-Control", "no-cache")
+		// no-store keeps the cache out of it: a full answer, not stored.
+		resp, err := s.getWith(t, "/repos/o/r", "Cache-Control", "no-store")
+		if err != nil || resp.Header.Get(HeaderCache) != "" {
+			t.Fatalf("no-store: %v %q, want the server's answer unmarked", err, resp.Header.Get(HeaderCache))
+		}
+		drain(resp)
+		resp, err = s.getWith(t, "/repos/o/r", "Cache-Control", "no-cache")
 		if err != nil || resp.Header.Get(HeaderCache) != "revalidated" {
 			t.Fatalf("no-cache: %v %v", err, resp.Header.Get(HeaderCache))
 		}
@@ -77,8 +83,8 @@ func TestFreshAnswersAreServedWithoutARequest(t *testing.T) {
 		}
 		drain(resp)
 		b, _ := s.srv.Stats().BucketFor("github", "alice", "core")
-		if b.Charged != 2 || b.NotModified != 2 {
-			t.Fatalf("charged %d with %d 304s, want 2 and 2", b.Charged, b.NotModified)
+		if b.Charged != 3 || b.NotModified != 2 {
+			t.Fatalf("charged %d with %d 304s, want 3 and 2", b.Charged, b.NotModified)
 		}
 	})
 }
