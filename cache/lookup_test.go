@@ -89,3 +89,27 @@ func TestLookupServesOnlyWhoMaySee(t *testing.T) {
 		t.Errorf("AlwaysRevalidate served from the cache")
 	}
 }
+
+// A fresh answer stored by one process is fresh for another sharing the
+// backend: the times and the principal travel with the blob.
+func TestLookupThroughABackend(t *testing.T) {
+	t0 := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	const url = "https://api.test/x"
+	fb := newFakeBackend()
+	storeAnswer(t, New(Options{Backend: fb}).Shared(), "alice", "client-1", url, "private, max-age=60, s-maxage=60", "Accept, Authorization", t0)
+	other := New(Options{Backend: fb}).Shared()
+	look := func(principal string, at time.Duration) (Hit, bool) {
+		req, _ := http.NewRequest(http.MethodGet, url, nil)
+		req = req.WithContext(WithPrincipal(context.Background(), principal))
+		return other.Lookup(req, []string{"alice"}, t0.Add(at))
+	}
+	if h, ok := look("client-1", 20*time.Second); !ok || h.Age != 20*time.Second {
+		t.Fatalf("another process: %+v %v, want fresh at age 20 s", h, ok)
+	}
+	if _, ok := look("client-2", 20*time.Second); ok {
+		t.Fatalf("another principal got a private answer through the backend")
+	}
+	if _, ok := look("client-1", 61*time.Second); ok {
+		t.Fatalf("served past its max-age")
+	}
+}
