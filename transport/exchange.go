@@ -107,6 +107,11 @@ func (x *exchange) run() (*http.Response, error) {
 			// too.
 			x.rt.first = x.turn.next()
 		}
+		if x.flight != nil {
+			// Followers wait for an answer one round trip away only
+			// while this request holds its quota.
+			x.flight.sent.Store(false)
+		}
 		if err := x.acquire(); err != nil {
 			if err == errServeStale {
 				return x.serveStored(x.stale), nil
