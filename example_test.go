@@ -42,8 +42,8 @@ func Example_goGitHub() {
 	}
 	// Output:
 	// golang/go miss
-	// golang/go revalidated
-	// golang/go revalidated
+	// golang/go fresh
+	// golang/go fresh
 }
 
 // simulatedGitHub starts a simulated GitHub on loopback whose one token
@@ -58,7 +58,9 @@ func simulatedGitHub(limit int64) *httptest.Server {
 }
 
 // A client for any code that sends HTTP requests: the second GET of a URL
-// is a conditional request, which GitHub answers with a free 304.
+// is answered from the cache while the answer is fresh (GitHub says
+// max-age=60), and then with a conditional request, which GitHub answers
+// with a free 304.
 func ExampleNewClient() {
 	api := simulatedGitHub(100)
 	defer api.Close()
@@ -78,7 +80,7 @@ func ExampleNewClient() {
 	}
 	// Output:
 	// 200 OK cache: miss
-	// 200 OK cache: revalidated
+	// 200 OK cache: fresh
 }
 
 // NewTransport reports a bad configuration at once, where NewClient would
@@ -140,7 +142,7 @@ func ExampleNewGateway() {
 	}
 	// Output:
 	// 200 OK cache: miss
-	// 200 OK cache: revalidated
+	// 200 OK cache: fresh
 }
 
 // A request whose quota returns later than MaxWait fails at once with a

@@ -22,8 +22,10 @@ type repeats struct {
 // NewClient with 4 tokens of 3 users (alice has two) and 8 workers,
 // against a simulated GitHub that computes entity tags as api.github.com
 // does (per token). Each round ends before the next starts, so every
-// repeat finds the first round's answer stored.
-func readThrice(tb testing.TB, urls int) repeats {
+// repeat finds the first round's answer stored. With revalidate
+// (Options.AlwaysRevalidate) every repeat asks the server; otherwise the
+// repeats within the answers' max-age (60 s) are served from the cache.
+func readThrice(tb testing.TB, urls int, revalidate bool) repeats {
 	tb.Helper()
 	srv, err := sim.New(sim.Config{APIs: []sim.APIConfig{{Dialect: "github", Tokens: []sim.TokenConfig{
 		{Token: "tok-alice-1", Owner: "alice"}, {Token: "tok-alice-2", Owner: "alice"},
@@ -35,7 +37,8 @@ func readThrice(tb testing.TB, urls int) repeats {
 	ts := httptest.NewServer(srv)
 	defer ts.Close()
 	tr, err := NewTransport(Options{Providers: []string{"github=" + ts.URL},
-		Tokens: map[string][]string{"github": {"tok-alice-1", "tok-alice-2", "tok-bob-1", "tok-carol-1"}}})
+		Tokens:           map[string][]string{"github": {"tok-alice-1", "tok-alice-2", "tok-bob-1", "tok-carol-1"}},
+		AlwaysRevalidate: revalidate})
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -70,9 +73,17 @@ func readThrice(tb testing.TB, urls int) repeats {
 // out with another token than the first fetch is free only because the
 // client sends the tag GitHub would give that token.
 func TestRepeatsAreFreeWithAnyToken(t *testing.T) {
-	got := readThrice(t, 60)
+	got := readThrice(t, 60, true)
 	if got.charged != 60 || got.notModified != 120 {
 		t.Errorf("charged %d with %d 304s, want 60 and 120: every repeat free, whichever token carries it", got.charged, got.notModified)
+	}
+}
+
+// Within the answers' max-age, repeats do not reach the server at all.
+func TestRepeatsWithinMaxAgeAreServedFromTheCache(t *testing.T) {
+	got := readThrice(t, 60, false)
+	if got.charged != 60 || got.notModified != 0 {
+		t.Errorf("charged %d with %d 304s, want 60 and 0: every repeat served from the cache", got.charged, got.notModified)
 	}
 }
 
@@ -82,7 +93,7 @@ func TestRepeatsAreFreeWithAnyToken(t *testing.T) {
 //	go test -run '^$' -bench RepeatsAcrossTokens -benchtime 1x .
 func BenchmarkRepeatsAcrossTokens(b *testing.B) {
 	for range b.N {
-		got := readThrice(b, 600)
+		got := readThrice(b, 600, true)
 		b.ReportMetric(float64(got.charged), "charged")
 		b.ReportMetric(float64(got.notModified), "304s")
 	}

@@ -71,6 +71,15 @@ type wireEntry struct {
 	// Ruled: the server's tag followed its TagRule when stored (a field
 	// older blobs lack, decoded as false: the stored tag is sent as is).
 	Ruled bool
+	// RequestTime (Unix nanoseconds), Principal, CredVary and Public are
+	// what freshness needs (older blobs lack them: an answer whose
+	// request time is unknown counts its age from when it was stored,
+	// and one without a principal is served fresh only to requests
+	// without one).
+	RequestTime int64
+	Principal   []byte
+	CredVary    bool
+	Public      bool
 }
 
 // encodeRecord serializes r for a Backend.
@@ -93,6 +102,12 @@ func encodeRecord(r *record) ([]byte, error) {
 			Shared:       e.shared,
 			Private:      e.private,
 			Ruled:        e.ruled,
+			RequestTime:  e.requestTime.UnixNano(),
+			CredVary:     e.credVary,
+			Public:       e.public,
+		}
+		if e.principal != (party{}) {
+			w.Variants[i].Principal = e.principal[:]
 		}
 		if len(e.varyNames) > 0 {
 			w.Variants[i].VaryHash = e.varyHash[:]
@@ -158,6 +173,8 @@ func decodeEntry(k key, w *wireEntry) (*Entry, error) {
 		return nil, fmt.Errorf("%w: a shared answer without an ETag", errCorrupt)
 	case len(w.VaryNames) > 0 && len(w.VaryHash) != len(key{}):
 		return nil, fmt.Errorf("%w: a Vary digest of %d bytes, want %d", errCorrupt, len(w.VaryHash), len(key{}))
+	case len(w.Principal) != 0 && len(w.Principal) != len(party{}):
+		return nil, fmt.Errorf("%w: a principal digest of %d bytes, want %d", errCorrupt, len(w.Principal), len(party{}))
 	case len(w.Owner) != len(party{}):
 		return nil, fmt.Errorf("%w: an owner digest of %d bytes, want %d", errCorrupt, len(w.Owner), len(party{}))
 	}
@@ -172,10 +189,17 @@ func decodeEntry(k key, w *wireEntry) (*Entry, error) {
 		shared:       w.Shared,
 		private:      w.Private,
 		ruled:        w.Ruled && w.ETag != "",
+		credVary:     w.CredVary,
+		public:       w.Public,
+	}
+	e.requestTime = e.storedAt
+	if w.RequestTime != 0 {
+		e.requestTime = time.Unix(0, w.RequestTime)
 	}
 	e.setHeader(w.Header)
 	copy(e.varyHash[:], w.VaryHash)
 	copy(e.owner[:], w.Owner)
+	copy(e.principal[:], w.Principal)
 	e.finish()
 	return e, nil
 }

@@ -8,6 +8,8 @@ import (
 	"log/slog"
 	"net/http"
 	"slices"
+	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 )
@@ -21,6 +23,13 @@ const (
 	Revalidated = "revalidated"
 	// Miss marks a full response from the server that the cache stored.
 	Miss = "miss"
+	// Fresh marks a stored answer served without asking the server,
+	// because it was fresh (see Evaluate).
+	Fresh = "fresh"
+	// Stale marks a stale stored answer served without asking the server,
+	// because the request's max-stale accepted it and asking would have
+	// waited for quota.
+	Stale = "stale"
 )
 
 // Defaults for Options.
@@ -57,8 +66,12 @@ type Options struct {
 	// nil discards them. Messages carry a short key digest, never a URL,
 	// owner or token.
 	Logger *slog.Logger
-	// Now stamps Entry.StoredAt; nil means time.Now.
+	// Now stamps Entry.StoredAt for Store and Revalidated, which are not
+	// told when the answer came; nil means time.Now.
 	Now func() time.Time
+	// AlwaysRevalidate turns freshness off: Lookup finds nothing, so
+	// every use of a stored answer is a conditional request.
+	AlwaysRevalidate bool
 }
 
 // Cache stores responses to GET requests with their validators and turns
@@ -73,6 +86,8 @@ type Cache struct {
 	// rule is how the server computes its entity tags; nil: unknown (see
 	// WithTagRule).
 	rule TagRule
+	// shared: the cache serves several parties (see Shared).
+	shared bool
 }
 
 // core is what the views of one cache share: the entries and the counters.
@@ -85,8 +100,11 @@ type core struct {
 	credential []string // canonical credential header names
 	log        *slog.Logger
 	now        func() time.Time
+	// revalidateAll: Options.AlwaysRevalidate.
+	revalidateAll bool
 
 	hits, misses, revalidations, stores, failures atomic.Uint64
+	freshHits, staleHits                          atomic.Uint64
 }
 
 // New returns a Cache configured by opts.
@@ -107,12 +125,13 @@ func New(opts Options) *Cache {
 		opts.Now = time.Now
 	}
 	c := &core{
-		maxEntry:   opts.MaxEntryBytes,
-		maxRecord:  2 * opts.MaxEntryBytes,
-		backend:    opts.Backend,
-		credential: slices.Clone(defaultCredentialHeaders),
-		log:        opts.Logger,
-		now:        opts.Now,
+		maxEntry:      opts.MaxEntryBytes,
+		maxRecord:     2 * opts.MaxEntryBytes,
+		backend:       opts.Backend,
+		credential:    slices.Clone(defaultCredentialHeaders),
+		log:           opts.Logger,
+		now:           opts.Now,
+		revalidateAll: opts.AlwaysRevalidate,
 	}
 	for _, h := range opts.CredentialHeaders {
 		if h = http.CanonicalHeaderKey(h); h != "" && !slices.Contains(c.credential, h) {
@@ -147,7 +166,44 @@ func (c *Cache) PrivatePerOwner() *Cache {
 	if c == nil {
 		return nil
 	}
-	return &Cache{core: c.core, privatePerOwner: true, rule: c.rule}
+	return &Cache{core: c.core, privatePerOwner: true, rule: c.rule, shared: c.shared}
+}
+
+// Shared returns a view of c, sharing its entries and counters, that acts
+// as a shared cache (RFC 9111 §3.5, §4.2.1): a gateway's, serving several
+// clients. Through it, Lookup takes an answer's s-maxage over its
+// max-age, honours proxy-revalidate, and serves an answer marked private,
+// or one to a request with credentials that is not public (public,
+// s-maxage or must-revalidate), only to the principal that received it
+// (WithPrincipal) and the same owner. Public answers are served to every
+// principal whose credentials' owner may use them.
+func (c *Cache) Shared() *Cache {
+	if c == nil {
+		return nil
+	}
+	return &Cache{core: c.core, privatePerOwner: c.privatePerOwner, rule: c.rule, shared: true}
+}
+
+// principalKey is the context key of WithPrincipal.
+type principalKey struct{}
+
+// WithPrincipal returns ctx naming the party a request is made for, within
+// its credential's owner: a gateway's client key, say. An answer is stored
+// with the principal of the request that got it, and an answer marked
+// private is served without asking the server only to a request of the
+// same principal and owner. Without it, the principal is the process
+// (its operator), as in a private cache.
+func WithPrincipal(ctx context.Context, principal string) context.Context {
+	return context.WithValue(ctx, principalKey{}, principal)
+}
+
+// principalOf returns the digest of ctx's principal.
+func principalOf(ctx context.Context) party {
+	p, _ := ctx.Value(principalKey{}).(string)
+	if p == "" {
+		return party{}
+	}
+	return partyOf("principal\x00" + p)
 }
 
 // TagRule is how a server computes the entity tags of its answers, where
@@ -179,7 +235,7 @@ func (c *Cache) WithTagRule(rule TagRule) *Cache {
 	if c == nil || rule == nil {
 		return c
 	}
-	return &Cache{core: c.core, privatePerOwner: c.privatePerOwner, rule: rule}
+	return &Cache{core: c.core, privatePerOwner: c.privatePerOwner, rule: rule, shared: c.shared}
 }
 
 // Stats counts what a Cache has done since New.
@@ -192,6 +248,10 @@ type Stats struct {
 	Bytes   int64
 	// Hits counts 304s turned into stored 200s by Revalidated.
 	Hits uint64
+	// FreshHits counts stored answers served fresh without asking the
+	// server, and StaleHits stale ones a request's max-stale accepted
+	// (see Serve).
+	FreshHits, StaleHits uint64
 	// Misses counts Prepare calls on a cacheable request that found no
 	// usable entry (none stored, or one for other Vary values).
 	Misses uint64
@@ -214,6 +274,8 @@ func (c *Cache) Stats() Stats {
 	}
 	s := Stats{
 		Hits:          c.hits.Load(),
+		FreshHits:     c.freshHits.Load(),
+		StaleHits:     c.staleHits.Load(),
 		Misses:        c.misses.Load(),
 		Revalidations: c.revalidations.Load(),
 		Stores:        c.stores.Load(),
@@ -296,6 +358,145 @@ func (c *Cache) Prepare(req *http.Request, owner string) *Entry {
 	return e
 }
 
+// Hit is a stored answer a request may use without asking the server
+// (see Lookup and Serve).
+type Hit struct {
+	entry *Entry
+	// Owner is the owner, among those given to Lookup, whose answer it
+	// is; "" for an answer any owner may use.
+	Owner string
+	Freshness
+}
+
+// Lookup returns the stored answer req may use at now without asking the
+// server, if any: one whose Vary fields req matches, that the request may
+// see (below), and that Evaluate finds ServeFresh, or ServeStale by the
+// request's max-stale (a fresh one is preferred, then the youngest).
+// owners are the credential owners the request may be sent as (a
+// transport's pool): the request sees
+//
+//   - an answer stored for one of owners, unless it must stay with its
+//     principal (it is marked private, or through a Shared view is not
+//     public) and req's principal (WithPrincipal) is another;
+//   - an answer stored for another owner only when it is neither private
+//     nor varies on a credential header (Vary: Authorization), and
+//     through a Shared view is public.
+//
+// It finds nothing with Options.AlwaysRevalidate, for a request that
+// Prepare would leave alone (not a GET, Range, no-store, conditional), or
+// through a PrivatePerOwner view for another owner's private answer.
+// Lookup counts nothing; Serve counts the hit.
+func (c *Cache) Lookup(req *http.Request, owners []string, now time.Time) (Hit, bool) {
+	if c == nil || c.revalidateAll || !c.usable(req, "any") || isConditional(req.Header) {
+		return Hit{}, false
+	}
+	r := c.lookup(req.Context(), requestKey(req))
+	if r == nil || r.absent() {
+		return Hit{}, false
+	}
+	var parties [4]party
+	ps := parties[:0]
+	for _, o := range owners {
+		ps = append(ps, partyOf(o))
+	}
+	pr := principalOf(req.Context())
+	var best Hit
+	found := false
+	for _, v := range r.variants {
+		if !v.matches(req) {
+			continue
+		}
+		owner, ok := c.sees(v, owners, ps, pr)
+		if !ok {
+			continue
+		}
+		f := Evaluate(v.stored(), req.Header, now, c.shared && !v.private)
+		if f.Use == MustRevalidate {
+			continue
+		}
+		if !found || (f.Use == ServeFresh && best.Use != ServeFresh) || (f.Use == best.Use && f.Age < best.Age) {
+			best, found = Hit{entry: v, Owner: owner, Freshness: f}, true
+		}
+	}
+	return best, found
+}
+
+// Collapsible returns, for a request whose answer Lookup could serve to
+// identical requests that come while it is in flight, the key that
+// identifies them (the URL, Accept values and principal, as a digest);
+// ok is false for any other request: one Lookup leaves alone, one whose
+// caller asks for validation (no-cache), or any with
+// Options.AlwaysRevalidate. A transport lets the first of such requests
+// go and the others wait for its answer, then look again (RFC 9111 §4
+// allows a cache to collapse requests): a URL read by many workers at
+// once costs one request, not one each.
+func (c *Cache) Collapsible(req *http.Request) (key string, ok bool) {
+	if c == nil || c.revalidateAll || !c.usable(req, "any") || isConditional(req.Header) {
+		return "", false
+	}
+	cc := req.Header["Cache-Control"]
+	if hasDirective(cc, "no-cache") || (len(cc) == 0 && hasDirective(req.Header["Pragma"], "no-cache")) {
+		return "", false
+	}
+	k := requestKey(req)
+	p := principalOf(req.Context())
+	return string(k[:]) + string(p[:]), true
+}
+
+// sees reports whether a request sent as one of owners (ps their
+// parties) for principal pr may use v without asking the server, and
+// as which owner ("" for any).
+func (c *Cache) sees(v *Entry, owners []string, ps []party, pr party) (string, bool) {
+	bound := v.private || (c.shared && !v.public)
+	for i, p := range ps {
+		if p == v.owner {
+			return owners[i], !bound || v.principal == pr
+		}
+	}
+	return "", !bound && !v.credVary
+}
+
+// Serve returns the response Lookup's hit h gives req: the stored status,
+// header fields and body, with Age set to the answer's current age in
+// whole seconds (RFC 9111 §5.1) and X-Ratekeeper-Cache: fresh, or stale
+// for a stale answer the request's max-stale accepted. No Warning field
+// is added (RFC 9111 obsoletes it). The response's Request is req.
+func (c *Cache) Serve(req *http.Request, h Hit) *http.Response {
+	e := h.entry
+	marker := Fresh
+	if h.Use == ServeStale {
+		marker = Stale
+		c.staleHits.Add(1)
+	} else {
+		c.freshHits.Add(1)
+	}
+	hdr := make(http.Header, len(e.fields)+2)
+	vals := make([]string, 0, e.nvalues+2)
+	for _, f := range e.fields {
+		if f.name == "Age" {
+			continue
+		}
+		start := len(vals)
+		vals = append(vals, f.values...)
+		hdr[f.name] = vals[start:len(vals):len(vals)]
+	}
+	vals = append(vals, strconv.FormatInt(int64(h.Age/time.Second), 10), marker)
+	hdr["Age"] = vals[len(vals)-2 : len(vals)-1 : len(vals)-1]
+	hdr[HeaderName] = vals[len(vals)-1:]
+	return &http.Response{
+		Status:        "200 OK",
+		StatusCode:    http.StatusOK,
+		Proto:         "HTTP/1.1",
+		ProtoMajor:    1,
+		ProtoMinor:    1,
+		Header:        hdr,
+		Body:          newBytesBody(e.body),
+		ContentLength: int64(len(e.body)),
+		Uncompressed:  e.uncompressed,
+		Request:       req,
+	}
+}
+
 // Holds reports whether owner has an answer of its own stored for req,
 // looking only at this process's memory (never the backend). The transport
 // prefers, among credentials that can go equally soon, one whose owner
@@ -368,6 +569,20 @@ func (c *Cache) Revalidatable(req *http.Request) bool {
 //
 // If resp304 is not a 304, or entry is nil, it is returned unchanged.
 func (c *Cache) Revalidated(entry *Entry, resp304 *http.Response) *http.Response {
+	if c == nil {
+		return resp304
+	}
+	now := c.now()
+	return c.RevalidatedAt(entry, resp304, now, now)
+}
+
+// RevalidatedAt is Revalidated for a 304 to a request sent at sent and
+// answered at received, on the caller's clock: the stored answer is then
+// as fresh as a new one received at that moment (its age counts from the
+// 304's Date and the round trip), and the stored entry is updated with
+// the 304's fields when they give it a freshness lifetime (or new
+// validators).
+func (c *Cache) RevalidatedAt(entry *Entry, resp304 *http.Response, sent, received time.Time) *http.Response {
 	if c == nil || entry == nil || resp304 == nil || resp304.StatusCode != http.StatusNotModified {
 		return resp304
 	}
@@ -400,10 +615,26 @@ func (c *Cache) Revalidated(entry *Entry, resp304 *http.Response) *http.Response
 		// conditional requests find the stored answer (see BodyTagged).
 		h["Etag"] = []string{entry.etag}
 	}
-	if (etag != "" && etag != entry.etag && !confirmed) || (lm != "" && lm != entry.lastModified) {
-		c.refresh(resp304.Request, entry, h, etag, lm)
+	changed := (etag != "" && etag != entry.etag && !confirmed) || (lm != "" && lm != entry.lastModified)
+	if confirmed {
+		etag = ""
+	}
+	if changed || c.freshFor(h, entry) {
+		c.refresh(resp304.Request, entry, h, etag, lm, sent, received)
 	}
 	return &r.Response
+}
+
+// freshFor reports whether an answer with header h (the stored entry's
+// fields refreshed by a 304) has a freshness lifetime worth recording:
+// otherwise a revalidation rewrites nothing, as every use asks the server
+// anyway.
+func (c *Cache) freshFor(h http.Header, e *Entry) bool {
+	if c.revalidateAll {
+		return false
+	}
+	d := parseDirectives(h["Cache-Control"])
+	return !d.has("no-cache") && lifetime(h, d, c.shared && !e.private) > 0
 }
 
 // revalidatedResponse puts a response and its body in one allocation.
@@ -414,7 +645,7 @@ type revalidatedResponse struct {
 
 // refresh replaces entry, if it is still stored, with a copy carrying the
 // validators and fields of the 304 that revalidated it.
-func (c *Cache) refresh(req *http.Request, entry *Entry, h http.Header, etag, lm string) {
+func (c *Cache) refresh(req *http.Request, entry *Entry, h http.Header, etag, lm string, sent, received time.Time) {
 	e := &Entry{
 		key:          entry.key,
 		body:         entry.body,
@@ -423,11 +654,19 @@ func (c *Cache) refresh(req *http.Request, entry *Entry, h http.Header, etag, lm
 		varyNames:    entry.varyNames,
 		varyHash:     entry.varyHash,
 		uncompressed: entry.uncompressed,
-		storedAt:     c.now(),
+		storedAt:     received,
+		requestTime:  sent,
 		owner:        entry.owner,
+		principal:    entry.principal,
+		credVary:     entry.credVary,
+		public:       entry.public,
 		shared:       entry.shared,
 		private:      entry.private,
 		ruled:        entry.ruled,
+	}
+	if req != nil {
+		// The principal that revalidated it received it now.
+		e.principal = principalOf(req.Context())
 	}
 	e.setHeader(h)
 	if etag != "" {
@@ -476,6 +715,17 @@ func (c *Cache) refresh(req *http.Request, entry *Entry, h http.Header, etag, lm
 // could decide; the body is then closed, the response is nil, and the
 // error wraps the read error, as a failed round trip would be.
 func (c *Cache) Store(req *http.Request, owner string, resp *http.Response) (*http.Response, error) {
+	if c == nil {
+		return resp, nil
+	}
+	now := c.now()
+	return c.StoreAt(req, owner, resp, now, now)
+}
+
+// StoreAt is Store for a request sent at sent and answered at received,
+// on the caller's clock: the stored answer's age counts from them (RFC
+// 9111 §4.2.3), and it is stored for req's principal (WithPrincipal).
+func (c *Cache) StoreAt(req *http.Request, owner string, resp *http.Response, sent, received time.Time) (*http.Response, error) {
 	if c == nil || resp == nil || resp.Body == nil || resp.StatusCode != http.StatusOK || !c.usable(req, owner) {
 		return resp, nil
 	}
@@ -509,7 +759,8 @@ func (c *Cache) Store(req *http.Request, owner string, resp *http.Response) (*ht
 	resp.Body = newBytesBody(body)
 	resp.ContentLength = int64(len(body))
 
-	private := hasDirective(resp.Header["Cache-Control"], "private")
+	cc := parseDirectives(resp.Header["Cache-Control"])
+	private := cc.has("private")
 	e := &Entry{
 		key:          k,
 		body:         body,
@@ -517,8 +768,12 @@ func (c *Cache) Store(req *http.Request, owner string, resp *http.Response) (*ht
 		lastModified: lm,
 		varyNames:    varyNames,
 		uncompressed: resp.Uncompressed,
-		storedAt:     c.now(),
+		storedAt:     received,
+		requestTime:  sent,
 		owner:        o,
+		principal:    principalOf(req.Context()),
+		credVary:     variesOn(resp.Header["Vary"], c.credential),
+		public:       cc.has("public") || cc.has("s-maxage") || cc.has("must-revalidate"),
 		shared:       etag != "" && !(private && c.privatePerOwner),
 		private:      private,
 		ruled:        c.follows(req.Header, body, etag),
@@ -630,6 +885,22 @@ func (c *Cache) usable(req *http.Request, owner string) bool {
 		}
 	}
 	return true
+}
+
+// variesOn reports whether Vary field values name one of names
+// (canonical) or "*".
+func variesOn(values []string, names []string) bool {
+	for _, v := range values {
+		for v != "" {
+			var tok string
+			tok, v, _ = strings.Cut(v, ",")
+			tok = strings.TrimSpace(tok)
+			if tok == "*" || (tok != "" && slices.Contains(names, http.CanonicalHeaderKey(tok))) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // isConditional reports whether h carries a precondition the caller set.

@@ -1,25 +1,60 @@
-// Package cache makes repeated reads free with conditional requests.
+// Package cache makes repeated reads free, as an HTTP cache does (RFC
+// 9111): a stored answer that is still fresh is served without asking the
+// server, and a stale one is revalidated with a conditional request.
+//
+// Freshness is on by default, as in every HTTP cache (gregjones/httpcache
+// and the browsers alike), because that is what the server asked for: an
+// answer that says Cache-Control: max-age=60 (GitHub's all do) may be
+// used for a minute without asking again, and a client that asks anyway
+// spends a request — or, at an empty bucket where a conditional request is
+// refused like any other, waits for the next window — for an answer it
+// already holds. Options.AlwaysRevalidate turns freshness off: every use
+// is then a revalidation, so a result is never older than one round trip.
 //
 // Many APIs (GitHub among them) do not count a 304 Not Modified against the
 // rate limit. The cache keeps each 200 response to a GET together with its
-// validators (ETag, Last-Modified); the next identical GET carries
-// If-None-Match / If-Modified-Since, and when the server answers 304 the
-// caller receives the stored 200 instead. Nothing is ever served from the
-// cache without asking the server: there is no freshness lifetime, no
-// max-age hit. Every use is a revalidation, so a result is never stale.
+// validators (ETag, Last-Modified) and when it was asked for and received.
+// [Evaluate], a pure function of the stored header fields, the request's
+// and the time, says whether it is fresh for a request (RFC 9111 §4.2:
+// s-maxage in a shared cache, max-age, Expires; no heuristics) and its
+// age (§4.2.3); the request's Cache-Control narrows or widens that
+// (§5.2.1: no-cache and max-age=0 always ask, max-age, min-fresh,
+// max-stale). [Cache.Lookup] finds a fresh answer the request may see and
+// [Cache.Serve] returns it with Age set, marked X-Ratekeeper-Cache: fresh.
+// Otherwise the next identical GET carries If-None-Match /
+// If-Modified-Since, and when the server answers 304 the caller receives
+// the stored 200 instead, fresh again from the 304's time.
+//
+// A stale answer the request's max-stale accepts is a [ServeStale] hit:
+// a rate-keeping transport serves it (marked "stale") only when asking
+// would wait for quota, and otherwise revalidates.
+//
+// Who may be served an answer without asking the server: in a private
+// cache (the default: one operator's credentials), a request that can go
+// as the owner whose request stored it, or anyone's when the answer is
+// neither private nor varies on a credential header; through a [Cache.Shared]
+// view (a gateway), an answer marked private, or one that is not public,
+// only to the same owner and principal ([WithPrincipal]: the client key).
 //
 // # Use from a RoundTripper
 //
-// On a clone of the caller's request, once the credential is chosen (owner
-// is the one the bucket belongs to), for each attempt:
+// First, before choosing a credential or waiting for quota, with the
+// owners the request may be sent as:
+//
+//	if hit, ok := c.Lookup(req, owners, now); ok && hit.Use == cache.ServeFresh {
+//		return c.Serve(req, hit), nil // no request, no quota
+//	}
+//
+// Then on a clone of the caller's request, once the credential is chosen
+// (owner is the one the bucket belongs to), for each attempt:
 //
 //	entry := c.Prepare(req, owner) // nil: nothing to revalidate
 //	resp, err := next.RoundTrip(req)
 //	if err != nil { ... }
 //	if entry != nil && resp.StatusCode == http.StatusNotModified {
-//		return c.Revalidated(entry, resp), nil // refund the quota: a 304 is free
+//		return c.RevalidatedAt(entry, resp, sent, received), nil // a 304 is free
 //	}
-//	return c.Store(req, owner, resp)
+//	return c.StoreAt(req, owner, resp, sent, received)
 //
 // # Free repeats across owners
 //
@@ -28,10 +63,10 @@
 // server, and the server decides. It answers 304 only when the
 // representation it would send to this credential has the ETag sent, and
 // 403 or 404 to a credential that may not see the resource, which the
-// caller gets as is. So a stored body is only ever served after a 304 to
-// the request of the credential that asked, never from the cache alone,
-// and Vary: Authorization is honoured by that 304 rather than by keying on
-// tokens. A Last-Modified date says "unchanged", not "the same for you",
+// caller gets as is. So another owner's stored body is only ever served
+// after a 304 to the request of the credential that asked (or, fresh,
+// when the answer is public and varies on no credential), and Vary:
+// Authorization is honoured by that 304 rather than by keying on tokens. A Last-Modified date says "unchanged", not "the same for you",
 // so If-Modified-Since goes only with the owner's own requests, and an
 // answer with no ETag is kept for its owner alone.
 //
@@ -64,14 +99,15 @@
 // method pass through), without Range, without Cache-Control: no-store, and
 // the response is a 200 with an ETag or a Last-Modified, without
 // Cache-Control: no-store, without Vary: *, and with a body of at most
-// Options.MaxEntryBytes. Cache-Control: no-cache is honoured by
-// construction: every use is revalidated. Bodies larger than the limit, or
+// Options.MaxEntryBytes. A response's Cache-Control: no-cache makes every
+// use a revalidation. Bodies larger than the limit, or
 // of unknown length that turn out larger, stream to the caller intact and
 // unstored.
 //
 // Stored are the status, the body, the response header fields except
-// hop-by-hop fields and Set-Cookie, the validators, a digest of the owner
-// whose request stored it, and for Vary a digest of the request's values.
+// hop-by-hop fields and Set-Cookie, the validators, when the answer was
+// asked for and received, digests of the owner and principal whose
+// request stored it, and for Vary a digest of the request's values.
 // Request header fields are never stored, and credential headers
 // (Authorization, PRIVATE-TOKEN, JOB-TOKEN, and Options.CredentialHeaders)
 // are neither stored nor hashed, even when a response varies on them. A
@@ -94,9 +130,10 @@
 // replaces the stored one (so Date, rate-limit headers and the like are
 // fresh), except Content-Length, Content-Encoding, Content-Range and
 // hop-by-hop fields. The marker header X-Ratekeeper-Cache tells the caller
-// what happened: "revalidated" on a stored 200 returned for a 304, "miss" on
-// a full response that was stored. Responses the cache did not handle carry
-// no marker.
+// what happened: "fresh" on a stored answer served without a request
+// (with Age), "stale" on one a max-stale accepted, "revalidated" on a
+// stored 200 returned for a 304, "miss" on a full response that was
+// stored. Responses the cache did not handle carry no marker.
 //
 // # Storage
 //

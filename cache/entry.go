@@ -24,7 +24,24 @@ type Entry struct {
 	varyHash     key      // varyKey of the storing request over varyNames
 	uncompressed bool     // the body was transparently decompressed by net/http
 	storedAt     time.Time
-	size         int64
+	// requestTime and storedAt (the response time) are RFC 9111 §4.2.3's
+	// request_time and response_time of the answer, or of the 304 that
+	// last revalidated it, on the caller's clock: its age is computed
+	// from them.
+	requestTime time.Time
+	size        int64
+
+	// principal is who received the answer within its owner (see
+	// WithPrincipal): a private answer is served without asking the
+	// server only to the same owner and principal.
+	principal party
+	// credVary: the answer names a credential header in Vary, so it is
+	// served without asking the server only to its owner's credentials.
+	credVary bool
+	// public: Cache-Control public, s-maxage or must-revalidate, which let
+	// a shared cache serve an answer to a request that carried
+	// credentials to others than its principal (RFC 9111 §3.5).
+	public bool
 
 	owner   party // the credential owner whose request stored it
 	shared  bool  // any credential may revalidate it (see record)
@@ -47,8 +64,30 @@ func (e *Entry) ETag() string { return e.etag }
 // LastModified returns the stored Last-Modified value, or "".
 func (e *Entry) LastModified() string { return e.lastModified }
 
-// StoredAt returns when the response was stored, by Options.Now.
+// StoredAt returns when the response was received (or last revalidated).
 func (e *Entry) StoredAt() time.Time { return e.storedAt }
+
+// stored returns what Evaluate needs of e: the fields freshness reads,
+// and when the answer was asked for and came.
+func (e *Entry) stored() Stored {
+	h := make(http.Header, 4)
+	for _, name := range [...]string{"Cache-Control", "Date", "Age", "Expires"} {
+		if vs := e.values(name); vs != nil {
+			h[name] = vs
+		}
+	}
+	return Stored{Header: h, RequestTime: e.requestTime, ResponseTime: e.storedAt}
+}
+
+// values returns the stored values of the canonical field name (the
+// entry's own: not to be modified), or nil.
+func (e *Entry) values(name string) []string {
+	i, ok := slices.BinarySearchFunc(e.fields, name, func(f field, n string) int { return strings.Compare(f.name, n) })
+	if !ok {
+		return nil
+	}
+	return e.fields[i].values
+}
 
 // Size returns the approximate bytes the entry holds (body, header fields
 // and bookkeeping); the memory LRU bounds the sum of these.

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/ratekeeper/ratekeeper/cache"
 	"github.com/ratekeeper/ratekeeper/internal/assemble"
 	"github.com/ratekeeper/ratekeeper/provider"
 	"github.com/ratekeeper/ratekeeper/sim"
@@ -268,6 +269,9 @@ type RunTotals struct {
 	Done, Failed int
 	// Revalidated counts jobs answered from the cache after a 304.
 	Revalidated int
+	// Fresh counts jobs answered from the cache without a request: the
+	// stored answer was still fresh for its max-age.
+	Fresh int
 	// RepeatsOtherOwner counts repeats sent with a token of another
 	// owner than the URL's first fetch: conditional requests all the same,
 	// as the cache revalidates a stored answer with any token.
@@ -324,8 +328,13 @@ func (r *recorder) done(res Result) {
 		return
 	}
 	r.t.Done++
-	if res.Cache == "revalidated" {
+	switch res.Cache {
+	case cache.Revalidated:
 		r.t.Revalidated++
+	case cache.Fresh, cache.Stale:
+		// No request went, so no credential: nothing to count per owner.
+		r.t.Fresh++
+		return
 	}
 	if res.Credential != "" {
 		r.sentByCrd[res.Credential]++
@@ -357,10 +366,10 @@ func (r *recorder) totals() RunTotals {
 }
 
 // progressCounts are the few numbers the progress display needs.
-func (r *recorder) progressCounts() (done, failed, revalidated, waits int) {
+func (r *recorder) progressCounts() (done, failed, revalidated, fresh, waits int) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return r.t.Done, r.t.Failed, r.t.Revalidated, r.t.Waits
+	return r.t.Done, r.t.Failed, r.t.Revalidated, r.t.Fresh, r.t.Waits
 }
 
 // answeredBy counts the batch's answers per masked credential so far.

@@ -24,10 +24,10 @@ import (
 type Snapshot struct {
 	Elapsed time.Duration
 	// Window is the length of the simulated API's windows.
-	Window              time.Duration
-	Total, Done, Failed int
-	Revalidated, Waits  int
-	Tokens              []TokenLine
+	Window                    time.Duration
+	Total, Done, Failed       int
+	Revalidated, Fresh, Waits int
+	Tokens                    []TokenLine
 }
 
 // TokenLine is one token as the client sees it.
@@ -63,8 +63,8 @@ type statusView struct {
 const coreResource = "core"
 
 func (v *statusView) snapshot(now time.Time) Snapshot {
-	done, failed, revalidated, waits := v.r.progressCounts()
-	s := Snapshot{Elapsed: now.Sub(v.start), Window: v.sc.Window, Total: v.jobs, Done: done, Failed: failed, Revalidated: revalidated, Waits: waits}
+	done, failed, revalidated, fresh, waits := v.r.progressCounts()
+	s := Snapshot{Elapsed: now.Sub(v.start), Window: v.sc.Window, Total: v.jobs, Done: done, Failed: failed, Revalidated: revalidated, Fresh: fresh, Waits: waits}
 	answered := v.r.answeredBy()
 	pool, err := v.t.Pool(APIName)
 	if err != nil {
@@ -359,7 +359,7 @@ func startBars(ctx context.Context, w io.Writer, v *statusView) *bars {
 				} else if left, ok := BatchETA(*s); ok {
 					eta = "ETA " + roundDuration(left)
 				}
-				return fmt.Sprintf(" %-9s  %d from cache (304) · %d waits", eta, s.Revalidated, s.Waits)
+				return fmt.Sprintf(" %-9s  %d fresh · %d revalidated (304) · %d waits", eta, s.Fresh, s.Revalidated, s.Waits)
 			}),
 		),
 	)

@@ -46,8 +46,11 @@ type Summary struct {
 	// NotModified are the simulator's 304s; Revalidated the jobs the client
 	// answered from its cache after a 304. RepeatsOtherOwner are repeats
 	// sent with another owner's token than their first fetch.
-	NotModified       int64
-	Revalidated       int
+	NotModified int64
+	Revalidated int
+	// Fresh are the jobs the client answered from its cache without a
+	// request (the stored answer was fresh for its max-age).
+	Fresh             int
 	RepeatsOtherOwner int
 	// Charged is the quota the server charged, all buckets together.
 	Charged int64
@@ -127,7 +130,7 @@ func Summarize(in Inputs) *Summary {
 		Elapsed:      in.Elapsed,
 		Sent:         in.Stats.Total.Requests,
 		ClientChecks: in.Wire.Checks, ClientBatch: in.Wire.Batch,
-		NotModified: in.Stats.Total.NotModified, Revalidated: in.Run.Revalidated,
+		NotModified: in.Stats.Total.NotModified, Revalidated: in.Run.Revalidated, Fresh: in.Run.Fresh,
 		RepeatsOtherOwner: in.Run.RepeatsOtherOwner,
 		Charged:           in.Stats.Total.Charged,
 		Waits:             in.Run.Waits, WaitTotal: in.Run.WaitTotal, LongestWait: in.Run.LongestWait,
@@ -192,7 +195,8 @@ func (s *Summary) Write(w io.Writer) {
 	if client := s.ClientChecks + s.ClientBatch; client != s.Sent {
 		more("(the client counted %d, the simulator %d)", client, s.Sent)
 	}
-	row("cache", "%d answered 304 Not Modified (free on GitHub) and served from ratekeeper's cache", s.NotModified)
+	row("cache", "%d served from ratekeeper's cache without a request (fresh: GitHub says max-age=60)", s.Fresh)
+	more("%d revalidated: answered 304 Not Modified (free on GitHub) and served from the cache", s.NotModified)
 	if s.RepeatsOtherOwner > 0 {
 		more("%d of the %d repeats went out with another owner's token than their first fetch: GitHub's ETag hashes", s.RepeatsOtherOwner, s.Repeats)
 		more("the token, so ratekeeper sends the tag the server gives that token for the stored body, and the 304 confirms it")
@@ -222,7 +226,7 @@ func (s *Summary) Write(w io.Writer) {
 	row("elapsed", "%s vs ideal %s (%.2f×)", roundDuration(s.Elapsed), roundDuration(s.Ideal), ratio)
 	perWindow := int64(s.Owners) * s.Limit
 	last := int64(s.Distinct) - int64(s.IdealWindows-1)*perWindow
-	more("ideal: a perfect client pays only for the %d distinct URLs (a repeat can be a free 304); at %d per window",
+	more("ideal: a perfect client pays only for the %d distinct URLs (a repeat is fresh, or a free 304); at %d per window",
 		s.Distinct, perWindow)
 	more("(%d owners × %d) that takes %s, so it ends %d × %s after the start, plus the last window's",
 		s.Owners, s.Limit, plural(s.IdealWindows, "window"), s.IdealWindows-1, shortDuration(s.Window))

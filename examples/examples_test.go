@@ -40,8 +40,8 @@ func TestExamples(t *testing.T) {
 		expectLines(t, out,
 			`round 1: golang/go, \d+ stars, cache miss`,
 			`round 1: golang/tools, \d+ stars, cache miss`,
-			`round 2: golang/go, \d+ stars, cache revalidated`,
-			`round 2: golang/tools, \d+ stars, cache revalidated`,
+			`round 2: golang/go, \d+ stars, cache fresh`,
+			`round 2: golang/tools, \d+ stars, cache fresh`,
 		)
 	})
 
@@ -60,7 +60,7 @@ func TestExamples(t *testing.T) {
 		"--listen", "127.0.0.1:0", "--provider", "github="+simURL)
 	gatewayLines := []string{
 		`golang/go: \d+ stars, cache miss`,
-		`golang/go: \d+ stars, cache revalidated`,
+		`golang/go: \d+ stars, cache fresh`,
 		`issues of golang/go: [1-9]\d* in ([2-9]|\d\d+) pages`,
 		`read 40 repositories with 8 workers`,
 	}

@@ -39,8 +39,9 @@ function nextLink(headers) {
   return null;
 }
 
-// The same repository twice: the second answer is GitHub's free 304,
-// served by the gateway as the stored 200.
+// The same repository twice: the second answer comes from the gateway's
+// cache without going upstream (GitHub says s-maxage=60); later, it would
+// be GitHub's free 304, served as the stored 200.
 for (let i = 0; i < 2; i++) {
   const { body: repo, headers } = await get(`${gateway}/github/repos/golang/go`);
   console.log(`${repo.full_name}: ${repo.stargazers_count} stars, cache ${headers.get("x-ratekeeper-cache")}`);

@@ -48,8 +48,9 @@ def next_link(headers):
 
 
 def main():
-    # The same repository twice: the second answer is GitHub's free 304,
-    # served by the gateway as the stored 200.
+    # The same repository twice: the second answer comes from the
+    # gateway's cache without going upstream (GitHub says s-maxage=60);
+    # later, it would be GitHub's free 304, served as the stored 200.
     for _ in range(2):
         repo, headers = get(f"{GATEWAY}/github/repos/golang/go")
         print(f"{repo['full_name']}: {repo['stargazers_count']} stars, cache {headers['X-Ratekeeper-Cache']}")

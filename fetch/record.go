@@ -37,8 +37,11 @@ type Record struct {
 	Status int `json:"status"`
 	// ETag is the answer's entity tag, if it had one.
 	ETag string `json:"etag"`
-	// FromCache is true when the answer came from a conditional request
-	// the server answered 304 (the stored body was reused).
+	// FromCache is true when the answer came from the client's cache: a
+	// conditional request the server answered 304 (the stored body was
+	// reused), or a stored answer still fresh for its max-age, served
+	// without a request. fetch's own requests ask the cache to store
+	// nothing (the output holds the body), so it is false for them.
 	FromCache bool `json:"from_cache"`
 	// NotModified is true when the URL was revalidated against a previous
 	// run's answer (fetch --since) and the server answered 304: Status,
@@ -97,7 +100,10 @@ func RecordOf(url string, t *tasks.Task) Record {
 		}
 		r.Status = res.Status
 		r.ETag = res.Headers.Get("ETag")
-		r.FromCache = res.Headers.Get("X-Ratekeeper-Cache") == "revalidated"
+		switch res.Headers.Get("X-Ratekeeper-Cache") {
+		case "revalidated", "fresh", "stale":
+			r.FromCache = true
+		}
 		r.Credential = res.Headers.Get("X-Ratekeeper-Credential")
 		r.SHA256, r.Size, r.Body, r.BodyFile = res.SHA256, res.Size, res.Body, res.BodyFile
 		r.NotModified = res.NotModified

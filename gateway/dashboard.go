@@ -227,6 +227,7 @@ func (g *Gateway) dashboardData(rep transport.StatusReport) dashboardData {
 		d.Totals.WaitSeconds += m.WaitSeconds
 		d.Totals.Refused += m.Refused
 		d.Totals.Coalesced += m.Coalesced
+		d.Totals.Cached += m.Cached
 	}
 	d.Chart = buildChart(minutes)
 	return d
@@ -254,8 +255,8 @@ func buildChart(minutes []Minute) chartView {
 		b.WaitH = float64(m.Waits) * scale
 		b.WaitY = float64(c.PlotBottom) - b.WaitH
 		b.RefusedY = b.ReqY - 5
-		b.Title = fmt.Sprintf("%s UTC: %d requests, %d waited for quota (%.1f s), %d refused (429), %d coalesced",
-			m.Start.Format("15:04"), m.Requests, m.Waits, m.WaitSeconds, m.Refused, m.Coalesced)
+		b.Title = fmt.Sprintf("%s UTC: %d requests, %d waited for quota (%.1f s), %d refused (429), %d coalesced, %d from the cache",
+			m.Start.Format("15:04"), m.Requests, m.Waits, m.WaitSeconds, m.Refused, m.Coalesced, m.Cached)
 		c.Bars = append(c.Bars, b)
 	}
 	for _, i := range []int{0, 15, 30, 45, len(minutes) - 1} {

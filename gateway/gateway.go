@@ -368,8 +368,11 @@ func (g *Gateway) newTransport(client assemble.Options) (transport.Options, erro
 	}
 	userEvent := client.OnEvent
 	g.onEvent = func(e transport.Event) {
-		if e.Kind == transport.EventWaited {
+		switch e.Kind {
+		case transport.EventWaited:
 			g.history.Add(g.now(), func(m *Minute) { m.Waits++; m.WaitSeconds += e.Wait.Seconds() })
+		case transport.EventServedFromCache:
+			g.history.Add(g.now(), func(m *Minute) { m.Cached++ })
 		}
 		if userEvent != nil {
 			userEvent(e)
@@ -381,10 +384,13 @@ func (g *Gateway) newTransport(client assemble.Options) (transport.Options, erro
 		return to, err
 	}
 	// Pass-through transports share the state, cache and providers Build
-	// made with the gateway's own transport.
+	// made with the gateway's own transport. The gateway serves many
+	// clients: its cache is a shared one (s-maxage; private answers only
+	// to the client key and owner that received them).
 	if to.Cache == nil && !to.DisableCache {
 		to.Cache = cache.New(cache.Options{Logger: to.Logger})
 	}
+	to.Cache = to.Cache.Shared()
 	g.maxWait = to.MaxWait
 	if g.maxWaits, to.Providers, err = gatewayWaits(to.Providers, to.MaxWait); err == nil {
 		to.MaxWait = transportMaxWait
@@ -472,16 +478,19 @@ type route struct {
 	upstream *url.URL
 	rt       http.RoundTripper
 	identity string // "" for the gateway's credentials, a token digest with pass-through
-	keep     string // the credential header forwarded (pass-through), or ""
-	public   string // the route's root as clients see it
-	body     []byte // the request body, read whole
-	hasBody  bool
-	passed   bool     // the client's token is used
-	token    tokenKey // with passed: the digest of the client's token
-	shared   bool     // the answer was another request's (coalesced)
-	maxWait  time.Duration
-	deadline time.Time     // the wait for quota ends by then
-	waited   time.Duration // the gateway's own waits for quota, so far
+	// principal is who the answer is for within its owner, for the cache
+	// (cache.WithPrincipal): the client key's name, when keys are set.
+	principal string
+	keep      string // the credential header forwarded (pass-through), or ""
+	public    string // the route's root as clients see it
+	body      []byte // the request body, read whole
+	hasBody   bool
+	passed    bool     // the client's token is used
+	token     tokenKey // with passed: the digest of the client's token
+	shared    bool     // the answer was another request's (coalesced)
+	maxWait   time.Duration
+	deadline  time.Time     // the wait for quota ends by then
+	waited    time.Duration // the gateway's own waits for quota, so far
 }
 
 type routeKey struct{}
@@ -614,8 +623,14 @@ func (g *Gateway) serveProxy(w http.ResponseWriter, r *http.Request, p *provider
 		}
 	}()
 
-	if !g.authorized(sw, r, !g.opts.PassThrough, "Bearer", p) {
+	name, ok := g.client(sw, r, !g.opts.PassThrough, "Bearer", p)
+	if !ok {
 		return
+	}
+	if name != "" {
+		// A private answer stored for one client is served from the
+		// cache to that client alone (see cache.WithPrincipal).
+		ri.principal = "client:" + name
 	}
 	if rerr := g.checkRequest(r, p, rel, rawQuery); rerr != nil {
 		g.reject(sw, rerr)
@@ -643,6 +658,9 @@ func (g *Gateway) serveProxy(w http.ResponseWriter, r *http.Request, p *provider
 	// A database outage is waited out like quota, within the same max
 	// wait (see proxyError's 503).
 	ctx := store.WithWaitLimit(context.WithValue(r.Context(), routeKey{}, ri), ri.deadline)
+	if ri.principal != "" {
+		ctx = cache.WithPrincipal(ctx, ri.principal)
+	}
 	g.proxy.ServeHTTP(sw, r.WithContext(ctx))
 }
 
@@ -730,17 +748,24 @@ func (g *Gateway) readBody(w http.ResponseWriter, r *http.Request, ri *route) *r
 // the 401 when it is missing or wrong. alsoAuth lets the Authorization
 // header (or p's auth header, for a proxy route) carry the key.
 func (g *Gateway) authorized(w http.ResponseWriter, r *http.Request, alsoAuth bool, scheme string, p *provider.Provider) bool {
+	_, ok := g.client(w, r, alsoAuth, scheme, p)
+	return ok
+}
+
+// client is authorized returning the client's name too ("" when no keys
+// are configured).
+func (g *Gateway) client(w http.ResponseWriter, r *http.Request, alsoAuth bool, scheme string, p *provider.Provider) (string, bool) {
 	if g.opts.Keys.Len() == 0 {
-		return true
+		return "", true
 	}
 	header, prefix := "", ""
 	if p != nil {
 		header, prefix = p.Auth.Header, p.Auth.Prefix
 	}
 	key := presentedKey(r.Header, alsoAuth, header, prefix)
-	if _, ok := g.opts.Keys.Lookup(key); ok {
+	if name, ok := g.opts.Keys.Lookup(key); ok {
 		authenticated(r)
-		return true
+		return name, true
 	}
 	err := errBadKey
 	if key == "" {
@@ -751,7 +776,7 @@ func (g *Gateway) authorized(w http.ResponseWriter, r *http.Request, alsoAuth bo
 	w.Header().Set("Connection", "close")
 	w.Header().Set("WWW-Authenticate", scheme+` realm="ratekeeper gateway"`)
 	g.reject(w, &requestError{status: http.StatusUnauthorized, code: "client_key", msg: err.Error()})
-	return false
+	return "", false
 }
 
 // rewrite turns the client's request into the upstream request.
@@ -784,7 +809,7 @@ func (pt proxyTransport) RoundTrip(out *http.Request) (*http.Response, error) {
 	if g.flights == nil || out.Method != http.MethodGet || out.Body != nil {
 		return g.send(out)
 	}
-	key := coalesceKey(ri.p.Name, ri.identity, out.URL.String(), out.Header)
+	key := coalesceKey(ri.p.Name, ri.identity+"\x00"+ri.principal, out.URL.String(), out.Header)
 	resp, shared, err := g.flights.do(out, key, g.send)
 	var qe *quotaError
 	if shared && errors.As(err, &qe) && !qe.Until.After(ri.deadline) {

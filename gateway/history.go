@@ -25,6 +25,10 @@ type Minute struct {
 	// Coalesced counts the requests answered with another request's
 	// upstream response.
 	Coalesced int64 `json:"coalesced"`
+	// Cached counts the requests answered from the cache without going
+	// upstream: a stored answer still fresh for its s-maxage (or one a
+	// client's max-stale accepted rather than wait).
+	Cached int64 `json:"cached"`
 }
 
 // History is a ring of per-minute counts over the last HistoryMinutes

@@ -48,13 +48,20 @@ func TestProxyEndToEnd(t *testing.T) {
 			t.Fatalf("upstream rate-limit headers not passed on: %v", resp.Header)
 		}
 
-		// The same GET again is revalidated: a free 304 upstream, the
-		// stored 200 for the client, whichever of the gateway's tokens
-		// (they take turns) goes.
+		// The same GET again is served from the cache while the answer
+		// is fresh (s-maxage=60), without going upstream; with no-cache
+		// it is revalidated: a free 304 upstream, the stored 200 for the
+		// client, whichever of the gateway's tokens (they take turns)
+		// goes.
 		var body2 string
+		before := upstreamRequests(e.srv)
+		resp, body2 = e.get(t, "/github/repos/golang/go")
+		if resp.StatusCode != http.StatusOK || body2 != body || resp.Header.Get(transport.HeaderCache) != "fresh" || upstreamRequests(e.srv) != before {
+			t.Fatalf("GET again: %d %q, same body %v, %d upstream", resp.StatusCode, resp.Header.Get(transport.HeaderCache), body2 == body, upstreamRequests(e.srv)-before)
+		}
 		revalidated := 0
 		for range 3 {
-			resp, body2 = e.get(t, "/github/repos/golang/go")
+			resp, body2 = e.do(t, http.MethodGet, "/github/repos/golang/go", http.Header{"Cache-Control": {"no-cache"}}, nil)
 			if resp.StatusCode != http.StatusOK || body2 != body {
 				t.Fatalf("GET again: %d, same body %v", resp.StatusCode, body2 == body)
 			}
@@ -63,7 +70,7 @@ func TestProxyEndToEnd(t *testing.T) {
 			}
 		}
 		if revalidated != 3 {
-			t.Fatalf("%d of 3 repeated GETs revalidated", revalidated)
+			t.Fatalf("%d of 3 repeated GETs with no-cache revalidated", revalidated)
 		}
 
 		// A client's own conditional request gets the upstream's 304,

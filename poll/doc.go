@@ -85,9 +85,12 @@
 // on GitHub, and cheap everywhere. The poller sets them itself rather than
 // relying on the client's cache, so it works with any client and a durable
 // poller's first poll after a restart is free too; ratekeeper's client
-// passes such requests through. An answer the client's cache turned from a
-// 304 into its stored 200 (marked X-Ratekeeper-Cache: revalidated) is
-// unchanged as well.
+// passes such requests through. Every poll also says Cache-Control:
+// no-cache (unless Options.Header sets Cache-Control): seeing change is
+// the poller's job, so a copy a cache holds as fresh for its max-age (60 s
+// on GitHub) is never taken for the server's answer; each poll asks. An
+// answer the client's cache turned from a 304 into its stored 200 (marked
+// X-Ratekeeper-Cache: revalidated) is unchanged as well.
 //
 // A 200 is a change when its body differs from the previous answer's: the
 // poller keeps the SHA-256 of the body (of the compacted JSON, for JSON)

@@ -494,6 +494,12 @@ func (p *Poller) newRequest(ctx context.Context, tg *target) (*http.Request, err
 	for k, vs := range p.opts.Header {
 		req.Header[k] = append([]string(nil), vs...)
 	}
+	// Seeing change is the poller's job: an answer a cache holds as fresh
+	// is not news, so every poll asks the server (Cache-Control:
+	// no-cache), whatever the answer's max-age.
+	if _, set := req.Header["Cache-Control"]; !set {
+		req.Header.Set("Cache-Control", "no-cache")
+	}
 	// Our own validators make the request conditional: the server answers
 	// an unchanged resource with a 304 (free on GitHub), and this works
 	// after a restart and with any client, not only with the rate-keeping

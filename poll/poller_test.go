@@ -775,7 +775,7 @@ func TestOwnValidatorsAndInitialEmission(t *testing.T) {
 		var mu sync.Mutex
 		s := &scripted{handlers: []func(http.ResponseWriter, *http.Request){func(w http.ResponseWriter, r *http.Request) {
 			mu.Lock()
-			sawINM = append(sawINM, r.Header.Get("If-None-Match")+"|"+r.Header.Get("If-Modified-Since")+"|"+r.Header.Get("Accept"))
+			sawINM = append(sawINM, r.Header.Get("If-None-Match")+"|"+r.Header.Get("If-Modified-Since")+"|"+r.Header.Get("Accept")+"|"+r.Header.Get("Cache-Control"))
 			mu.Unlock()
 			if r.Header.Get("If-None-Match") == `"v1"` {
 				w.WriteHeader(http.StatusNotModified)
@@ -801,7 +801,8 @@ func TestOwnValidatorsAndInitialEmission(t *testing.T) {
 		if err := p.Run(ctx); err != nil {
 			t.Fatal(err)
 		}
-		want := []string{"||application/vnd.github+json", `"v1"|Mon, 03 Jan 2000 00:00:00 GMT|application/vnd.github+json`}
+		// Every poll asks the server: no cache's fresh copy is news.
+		want := []string{"||application/vnd.github+json|no-cache", `"v1"|Mon, 03 Jan 2000 00:00:00 GMT|application/vnd.github+json|no-cache`}
 		if fmt.Sprint(sawINM) != fmt.Sprint(want) {
 			t.Fatalf("requests %q", sawINM)
 		}

@@ -104,7 +104,10 @@
 // do); GitLab's (Rack::ETag) the first 32 hex digits of the body's
 // SHA-256; Hugging Face's API (Express) the length in hex and the body's
 // base64 SHA-1; its resolver and Gitea's a strong tag of the content's
-// hash. If-None-Match with a matching tag is answered 304 without a body
+// hash. Answers say how long they may be cached as each API does: GitHub
+// Cache-Control: private, max-age=60, s-maxage=60 to a token (public, to
+// an anonymous request), GitLab and Gitea max-age=0, private,
+// must-revalidate. If-None-Match with a matching tag is answered 304 without a body
 // (free on GitHub, as documented; charged elsewhere unless
 // FreeNotModified). Content changes
 // when it is touched (POST /_sim/touch or Server.Touch), when a write

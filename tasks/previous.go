@@ -57,6 +57,13 @@ func (p *HTTPPrevious) usable(req *http.Request) (*http.Request, *HTTPPrevious) 
 	if p.LastModified != "" && req.Header.Get("If-Modified-Since") == "" {
 		req.Header.Set("If-Modified-Since", p.LastModified)
 	}
+	// A re-sync is there to see what changed since: it always asks the
+	// server, never takes a cache's fresh copy, whatever else the input's
+	// Cache-Control says (the task's no-store keeps the body out of the
+	// cache; no-cache says why the request must reach the server).
+	if !strings.Contains(strings.ToLower(strings.Join(req.Header.Values("Cache-Control"), ",")), "no-cache") {
+		req.Header.Add("Cache-Control", "no-cache")
+	}
 	if body != nil {
 		req = req.WithContext(cache.WithHeldBody(req.Context(), body))
 	}

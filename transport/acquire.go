@@ -113,6 +113,10 @@ func (x *exchange) acquire() error {
 		// to the next waiter.
 		t.waiters.pass(baton)
 		baton = 0
+		if x.hasStale {
+			// Its caller accepts the stale answer rather than a wait.
+			return errServeStale
+		}
 		sleep, werr := x.nextWait(c, w, now)
 		if werr != nil {
 			if we, ok := werr.(*WaitError); ok {

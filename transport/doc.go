@@ -19,9 +19,12 @@
 //     (any method: a refused request was not processed), after a rejected
 //     credential with another one, and after network errors and 5xx for
 //     idempotent requests (or ones with an Idempotency-Key);
-//   - it answers a repeated GET with a conditional request and turns the
-//     server's free 304 into the stored 200 (marked X-Ratekeeper-Cache:
-//     revalidated);
+//   - it answers a repeated GET from its cache without sending anything
+//     while the stored answer is fresh (RFC 9111; marked
+//     X-Ratekeeper-Cache: fresh, with Age), and otherwise with a
+//     conditional request whose free 304 it turns into the stored 200
+//     (revalidated); an identical GET in flight waits for the first's
+//     answer;
 //   - it may wait before sending, up to MaxWait, or return a *WaitError
 //     without sending at all.
 //

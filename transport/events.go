@@ -30,6 +30,11 @@ const (
 	// EventHoldersFreed: the reservations of processes that are gone
 	// (killed with requests in flight) were freed; Attempt is how many.
 	EventHoldersFreed EventKind = "holders_freed"
+	// EventServedFromCache: a stored answer was served without a request
+	// (see Options.Cache): Cache is "fresh", or "stale" when the
+	// request's max-stale accepted it because asking would have waited
+	// for quota; Wait is the answer's age.
+	EventServedFromCache EventKind = "served_from_cache"
 )
 
 // Event describes something worth knowing about one request. It never
@@ -60,6 +65,8 @@ type Event struct {
 	Auto      bool
 	TokenEnv  string
 	Variables []string
+	// Cache is "fresh" or "stale" for EventServedFromCache.
+	Cache string
 }
 
 // Metrics are the transport's Prometheus collectors. Register them with
@@ -71,6 +78,7 @@ type Metrics struct {
 	reset       *prometheus.GaugeVec
 	waits       *prometheus.HistogramVec
 	rateLimited *prometheus.CounterVec
+	served      *prometheus.CounterVec
 	scopes      *scopeMetrics
 }
 
@@ -97,9 +105,12 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		rateLimited: collectors.Counter("ratekeeper_rate_limited_total",
 			"Responses that refused a request for rate limiting, by provider and kind (primary, secondary).",
 			"provider", "kind"),
+		served: collectors.Counter("ratekeeper_cache_served_total",
+			"Answers served from the cache without a request, by provider, resource and freshness (fresh, or stale accepted by the request's max-stale).",
+			"provider", "resource", "cache"),
 		scopes: newScopeMetrics(),
 	}
-	if err := collectors.Register(reg, m.requests, m.remaining, m.limit, m.reset, m.waits, m.rateLimited, m.scopes); err != nil {
+	if err := collectors.Register(reg, m.requests, m.remaining, m.limit, m.reset, m.waits, m.rateLimited, m.served, m.scopes); err != nil {
 		return nil, err
 	}
 	return m, nil

@@ -2,6 +2,7 @@ package transport
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -46,6 +47,14 @@ type exchange struct {
 	conditional bool
 	// tok is what a request priced in tokens learns from (priceTokens).
 	tok tokenNote
+	// stale is a stored answer the caller's max-stale accepts, served if
+	// the request would otherwise wait for quota.
+	stale    cache.Hit
+	hasStale bool
+	// flight is the collapsed GETs this request leads (see flights):
+	// its end wakes the identical requests that waited for its answer.
+	flight    *flight
+	flightKey flightKey
 
 	reserve ReserveParams
 	settleP SettleParams
@@ -75,6 +84,9 @@ func (x *exchange) close() {
 	if x.turn != nil {
 		x.turn.give()
 	}
+	if x.flight != nil {
+		x.t.flights.land(x.flightKey, x.flight)
+	}
 	*x = exchange{}
 	exchanges.Put(x)
 }
@@ -84,6 +96,9 @@ func (x *exchange) close() {
 // again.
 func (x *exchange) run() (*http.Response, error) {
 	x.classify()
+	if resp, err := x.fromCache(); resp != nil || err != nil {
+		return resp, err
+	}
 	if err := x.route(); err != nil {
 		closeBody(x.req)
 		return nil, err
@@ -95,9 +110,20 @@ func (x *exchange) run() (*http.Response, error) {
 			// too.
 			x.rt.first = x.turn.next()
 		}
+		if x.flight != nil {
+			// Followers wait for an answer one round trip away only
+			// while this request holds its quota.
+			x.flight.sent.Store(false)
+		}
 		if err := x.acquire(); err != nil {
+			if err == errServeStale {
+				return x.serveStored(x.stale), nil
+			}
 			closeBody(x.req)
 			return nil, err
+		}
+		if x.flight != nil {
+			x.flight.sent.Store(true)
 		}
 		err := x.send()
 		if x.s.out == nil { // the request could not be built
@@ -144,6 +170,124 @@ func (x *exchange) run() (*http.Response, error) {
 			}
 		}
 	}
+}
+
+// fromCache answers the request with a stored answer that is fresh for it
+// (cache.Lookup), without quota, a credential or a request: a repeat
+// within the answer's max-age costs nothing and waits for nothing, as in
+// every HTTP cache. The owners the request may be sent as are those of
+// its pool (the caller's own credential, when it brought one), so an
+// answer kept for one owner is served only to requests that could go as
+// that owner. A stale answer the caller's max-stale accepts is kept
+// instead, to be served only if the request would wait for quota
+// (errServeStale).
+//
+// A request identical to one in flight (same URL, Accept, principal and
+// pool) that finds nothing waits for that one's answer and looks again,
+// so a URL read by many workers at once costs one request (see flights).
+func (x *exchange) fromCache() (*http.Response, error) {
+	t := x.t
+	if x.l.cache == nil || x.rt.validating || x.rt.only != nil {
+		return nil, nil
+	}
+	pool := t.callerPoolFor(x.l, x.req)
+	x.pool = pool
+	var arr [8]string
+	lookup := func() (cache.Hit, bool) {
+		now := t.opts.Now()
+		owners := arr[:0]
+		for _, c := range pool.Eligible(now) {
+			// An answer stored before the credential's owner was
+			// known is kept under the credential's own identity: it
+			// is that credential's, so the owner's too.
+			owners = append(owners, c.BucketOwner())
+			if id := c.ID(); id != owners[len(owners)-1] {
+				owners = append(owners, id)
+			}
+		}
+		return x.l.cache.Lookup(x.req, owners, now)
+	}
+	hit, ok := lookup()
+	if !ok {
+		ck, collapsible := x.l.cache.Collapsible(x.req)
+		if !collapsible {
+			return nil, nil
+		}
+		key := flightKey{pool: pool, cache: ck}
+		fl, leader := t.flights.join(key)
+		if leader {
+			x.flight, x.flightKey = fl, key
+			return nil, nil
+		}
+		if err := x.follow(fl); err != nil {
+			closeBody(x.req)
+			return nil, err
+		}
+		if hit, ok = lookup(); !ok {
+			// The answer could not be stored, or the leader is still
+			// waiting for quota: go on alone.
+			return nil, nil
+		}
+	}
+	if hit.Use == cache.ServeStale {
+		x.stale, x.hasStale = hit, true
+		return nil, nil
+	}
+	return x.serveStored(hit), nil
+}
+
+// follow waits for the answer of fl, the identical request in flight: as
+// long as it takes once fl holds its quota (one round trip), and while it
+// still waits for quota, at most this request's own max wait, after which
+// this request goes on alone with what is left of it (the max wait bounds
+// the whole wait).
+func (x *exchange) follow(fl *flight) error {
+	if fl.sent.Load() {
+		select {
+		case <-fl.done:
+			return nil
+		case <-x.ctx.Done():
+			return x.ctx.Err()
+		}
+	}
+	d := x.maxWait()
+	if d <= 0 {
+		return nil
+	}
+	start := x.t.opts.Now()
+	timer := x.t.opts.Clock.NewTimer(d)
+	defer timer.Stop()
+	select {
+	case <-fl.done:
+	case <-timer.C():
+	case <-x.ctx.Done():
+		return x.ctx.Err()
+	}
+	x.waited += x.t.opts.Now().Sub(start)
+	return nil
+}
+
+// errServeStale tells run that the request would wait for quota and its
+// caller accepts the stale answer it has (exchange.stale).
+var errServeStale = errors.New("ratekeeper: serve the stale answer")
+
+// serveStored returns a stored answer served without a request, marked as
+// such (X-Ratekeeper-Cache: fresh or stale, Age), and tells the event and
+// the metrics.
+func (x *exchange) serveStored(hit cache.Hit) *http.Response {
+	t := x.t
+	closeBody(x.req)
+	resp := x.l.cache.Serve(x.req, hit)
+	// The stored rate-limit fields are as old as the answer: like every
+	// answer delivered, it says what the pool can do now.
+	x.showPool(resp)
+	kind := resp.Header.Get(HeaderCache)
+	if m := t.opts.Metrics; m != nil {
+		m.served.WithLabelValues(x.l.p.Name, x.class.Resource, kind).Inc()
+	}
+	t.emit(Event{Kind: EventServedFromCache, Provider: x.l.p.Name, Resource: x.class.Resource, Status: resp.StatusCode,
+		Cache: kind, Wait: hit.Age, URL: redactURL(x.req.URL)})
+	return resp
 }
 
 // classify works out what the request spends — its resource, whether it
@@ -404,13 +548,13 @@ func (x *exchange) deliver() (*http.Response, error) {
 	}
 	if s.cached {
 		if s.entry != nil && resp.StatusCode == http.StatusNotModified {
-			resp = x.l.cache.Revalidated(s.entry, resp)
+			resp = x.l.cache.RevalidatedAt(s.entry, resp, s.sentAt, s.now)
 		} else if s.out.Method == http.MethodGet {
 			// Store reads the body whole; when that read fails the
 			// answer is lost like any failed round trip, and is
 			// reported as one.
 			var err error
-			if resp, err = x.l.cache.Store(s.out, g.slot.Owner.Owner, resp); err != nil {
+			if resp, err = x.l.cache.StoreAt(s.out, g.slot.Owner.Owner, resp, s.sentAt, s.now); err != nil {
 				return nil, err
 			}
 		}

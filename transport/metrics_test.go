@@ -1,6 +1,7 @@
 package transport
 
 import (
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -24,7 +25,17 @@ func TestMetrics(t *testing.T) {
 		o.MaxWait = time.Second // the fourth request would wait an hour
 	})
 	drain(s.get(t, "/repos/o/r"))
-	drain(s.get(t, "/repos/o/r")) // revalidated
+	drain(s.get(t, "/repos/o/r")) // fresh: no request
+	req, _ := http.NewRequest(http.MethodGet, s.base+"/repos/o/r", nil)
+	req.Header.Set("Cache-Control", "no-cache")
+	resp, err := s.t.RoundTrip(req) // revalidated
+	if err != nil {
+		t.Fatal(err)
+	}
+	drain(resp)
+	if got := testutil.ToFloat64(m.served.WithLabelValues("github", "core", "fresh")); got != 1 {
+		t.Fatalf("cache_served{fresh} = %v", got)
+	}
 	if got := testutil.ToFloat64(m.requests.WithLabelValues("github", "core", "200", "miss")); got != 1 {
 		t.Fatalf("requests{miss} = %v", got)
 	}

@@ -35,8 +35,10 @@ const (
 	HeaderCredential = "X-Ratekeeper-Credential"
 	// HeaderAttempts counts the sends the request took.
 	HeaderAttempts = "X-Ratekeeper-Attempts"
-	// HeaderCache is set by the cache: "miss" (stored) or "revalidated"
-	// (a free 304 answered with the stored body).
+	// HeaderCache is set by the cache: "miss" (stored), "revalidated"
+	// (a free 304 answered with the stored body), "fresh" (a stored
+	// answer served without a request, with Age) or "stale" (one the
+	// caller's max-stale accepted rather than wait for quota).
 	HeaderCache = cache.HeaderName
 )
 
@@ -80,8 +82,11 @@ type Options struct {
 	// Ping asks the shared database whether it answers, without waiting
 	// out an outage; Ready calls it. nil: there is no database to ask.
 	Ping func(ctx context.Context) error
-	// Cache answers repeated GETs with conditional requests; nil means a
-	// memory cache of 64 MiB. DisableCache turns caching off.
+	// Cache answers repeated GETs: a stored answer still fresh for its
+	// max-age without a request, a stale one with a conditional request
+	// (see package cache); nil means a memory cache of 64 MiB.
+	// DisableCache turns caching off; cache.Options.AlwaysRevalidate
+	// keeps it but asks the server every time.
 	Cache        *cache.Cache
 	DisableCache bool
 	// Policy paces providers whose configuration names none; the zero
@@ -233,6 +238,7 @@ type Transport struct {
 	closed    bool
 
 	waiters   waiters
+	flights   flights      // cacheable GETs in flight, which identical ones wait for
 	costs     graphqlCosts // GraphQL queries' costs, learnt per shape
 	tokens    tokenCosts   // what a prompt character costs, learnt per shape
 	view      poolView     // the buckets as answers describe them, for delivered answers' fields

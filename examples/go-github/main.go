@@ -76,8 +76,10 @@ func run() error {
 			if err != nil {
 				return err
 			}
-			// X-Ratekeeper-Cache: miss (a full answer), revalidated (a
-			// free 304, served from the stored answer) or none.
+			// X-Ratekeeper-Cache: miss (a full answer), fresh (the
+			// stored answer, within GitHub's max-age=60: no request),
+			// revalidated (a free 304, served from the stored answer)
+			// or none.
 			fmt.Printf("round %d: %s, %d stars, cache %s\n", round, repo.GetFullName(), repo.GetStargazersCount(), resp.Header.Get("X-Ratekeeper-Cache"))
 		}
 	}

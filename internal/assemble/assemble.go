@@ -102,6 +102,10 @@ type Options struct {
 	DBOutageTimeout time.Duration
 	// CacheBytes bounds the conditional-request cache (default 64 MiB).
 	CacheBytes int64
+	// AlwaysRevalidate: never serve a stored answer without asking the
+	// server, even while it is fresh for its max-age (see
+	// cache.Options.AlwaysRevalidate).
+	AlwaysRevalidate bool
 	// State overrides where quota state is kept.
 	State transport.State
 	// Logger receives debug logs, with masked credentials only.
@@ -194,7 +198,7 @@ func Build(opts Options) (transport.Options, error) {
 		}
 		to.Metrics = m
 	}
-	cacheOpts := cache.Options{MaxBytes: opts.CacheBytes, Logger: opts.Logger}
+	cacheOpts := cache.Options{MaxBytes: opts.CacheBytes, Logger: opts.Logger, AlwaysRevalidate: opts.AlwaysRevalidate}
 	if store.KindOf(opts.DB) != store.Memory {
 		if err := openDatabase(opts, &to, &cacheOpts); err != nil {
 			return transport.Options{}, err

@@ -19,7 +19,9 @@ func TestDemoCommand(t *testing.T) {
 		"batch: 60 GETs",
 		"\nSummary\n",
 		"  batch       60 GETs (48 distinct URLs, 12 repeated): 60 done, 0 failed",
-		"  sent        69 requests reached the server: 9 to check the tokens, 60 for the batch\n",
+		// The 12 repeats are served fresh from the cache: no request.
+		"  sent        57 requests reached the server: 9 to check the tokens, 48 for the batch\n",
+		"  cache       12 served from ratekeeper's cache without a request",
 		"  violations  0 (0 primary, 0 secondary)",
 		"  owners      tokens #1 and #2 both belong to alice",
 	} {
