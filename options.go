@@ -80,6 +80,10 @@ import "github.com/ratekeeper/ratekeeper/internal/assemble"
 //		DBOutageTimeout time.Duration
 //		// CacheBytes bounds the conditional-request cache (default 64 MiB).
 //		CacheBytes int64
+//		// AlwaysRevalidate: never serve a stored answer without asking the
+//		// server, even while it is fresh for its max-age (see
+//		// cache.Options.AlwaysRevalidate).
+//		AlwaysRevalidate bool
 //		// State overrides where quota state is kept.
 //		State transport.State
 //		// Logger receives debug logs, with masked credentials only.

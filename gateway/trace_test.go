@@ -53,7 +53,9 @@ func TestGatewayContinuesClientTrace(t *testing.T) {
 			o.Client.TracerProvider = tp
 			o.Client.Propagator = propagation.TraceContext{}
 		})
-		h := http.Header{"Traceparent": {"00-" + clientTrace + "-" + clientParent + "-01"}}
+		// no-cache: the second request must reach the server rather than
+		// be served the first's fresh answer.
+		h := http.Header{"Traceparent": {"00-" + clientTrace + "-" + clientParent + "-01"}, "Cache-Control": {"no-cache"}}
 		for i := range 2 {
 			// The second request finds the bucket's one request spent
 			// and waits for the next window.

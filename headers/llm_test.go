@@ -81,7 +81,8 @@ func TestLanguageModelRefusals(t *testing.T) {
 			want: want{limit: i64(6000), remaining: i64(5800), reset: after(2 * time.Second), resource: str("tokens")}},
 		{name: "gemini RetryInfo", status: 429,
 			body: `{"error":{"code":429,"message":"You exceeded your current quota.","status":"RESOURCE_EXHAUSTED","details":[{"@type":"type.googleapis.com/google.rpc.RetryInfo","retryDelay":"13s"}]}}`,
-			want: want{retryAfter: dur(13 * time.Second), limited: Primary, wait: 13 * time.Second}},
+			// It names no limit and states no count: a pause of 13 s, not a spent bucket.
+			want: want{retryAfter: dur(13 * time.Second), limited: Bare, wait: 13 * time.Second}},
 		{name: "a 200 mentioning try again is content", status: 200, body: `{"text":"please try again in 5s"}`,
 			want: want{}},
 	})

@@ -591,10 +591,11 @@ func classifyRefusal(status int, r *Reading, sig bodySignal) Limited {
 		// RATE_LIMITED comes with points left that do not pay for the
 		// query: its own budget refused it.)
 		return Secondary
-	case status != http.StatusOK && statesNoCount(r) && (status != http.StatusForbidden || sig.page || !sig.rateLimited):
+	case status != http.StatusOK && statesNoCount(r) && sig.limit == "" && (status != http.StatusForbidden || sig.page || !sig.rateLimited):
 		// Nothing said of any quota: not a sign that one is spent. (A
 		// 403 whose body is the API's own rate-limit message, not a
-		// page, says what it is.)
+		// page, says what it is; so does a body naming the limit that
+		// refused, such as OpenAI's "type": "requests".)
 		return Bare
 	default:
 		return Primary

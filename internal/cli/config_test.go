@@ -22,7 +22,7 @@ func TestConfigCheck(t *testing.T) {
 	want := []string{
 		bad + ":1: verbose: unknown key; the file has one key, auto_hosts, and one section, [providers.NAME]",
 		bad + `:3: providers.github.reserve: want a count of requests kept back in every bucket, such as 100, or a percentage of each bucket's limit, such as "10%"`,
-		bad + ":4: providers.corp: base_url is required for a provider that is not built in or already configured (known: codeberg, github, gitlab, huggingface)",
+		bad + ":4: providers.corp: base_url is required for a provider that is not built in or already configured (known: anthropic, codeberg, github, gitlab, huggingface, openai)",
 	}
 	if code != 2 || stdout != strings.Join(want, "\n")+"\n" || stderr != "ratekeeper: "+bad+": 3 problems\n" {
 		t.Errorf("a bad file: exit %d\nstdout:\n%s\nstderr: %s\nwant exit 2 and\n%s", code, stdout, stderr, strings.Join(want, "\n"))
