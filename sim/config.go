@@ -110,6 +110,9 @@ type APIConfig struct {
 	Latency time.Duration `toml:"latency" json:"latency"`
 	// Faults injects seeded failures.
 	Faults FaultConfig `toml:"faults" json:"faults"`
+	// Apps are GitHub Apps installed on accounts of this API (github
+	// dialect only): see AppConfig.
+	Apps []AppConfig `toml:"apps" json:"apps"`
 }
 
 // TokenConfig is one credential.
@@ -128,6 +131,11 @@ type TokenConfig struct {
 	// 15,000 for a GitHub Enterprise Cloud app). Tokens of one owner must
 	// agree.
 	Limit int64 `toml:"limit" json:"limit"`
+	// Accounts, when set, are the only accounts (GitHub organisations or
+	// users, GitLab namespaces) whose repositories the token sees, as a
+	// fine-grained token limited to one organisation: any other
+	// repository is a 404, charged.
+	Accounts []string `toml:"accounts" json:"accounts"`
 }
 
 // ResourceConfig overrides the limits of one non-main resource.
@@ -242,6 +250,7 @@ func (c Config) Validate() error {
 		errs = append(errs, validateEndpointLimits(p, a.EndpointLimits)...)
 		errs = append(errs, validateTimings(p, a)...)
 		errs = append(errs, validateFaults(p+".faults", a.Faults)...)
+		errs = append(errs, validateApps(p, d, a.Apps)...)
 	}
 	return errors.Join(errs...)
 }
