@@ -407,8 +407,6 @@ func (c *Config) parseApp(name string, v any, at func(...string) string) (*AppCo
 		return nil, fmt.Errorf("%s: app_id is missing; it is the numeric id on the App's settings page", at("app"))
 	case app.PrivateKeyFile == "":
 		return nil, fmt.Errorf("%s: private_key_file is missing; it is the path of the App's PEM private key", at("app"))
-	case len(app.InstallationIDs) == 0:
-		return nil, fmt.Errorf("%s: installation_ids is missing or empty; list the installations to use, e.g. [111, 222]", at("app"))
 	}
 	return app, nil
 }
