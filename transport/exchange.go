@@ -45,6 +45,9 @@ type exchange struct {
 	// answer is a free 304 (see cache.Revalidatable, quota.Ask.Conditional).
 	conditional bool
 
+	// sr routes the request by its repository's owner (route.go).
+	sr ownerRoute
+
 	reserve ReserveParams
 	settleP SettleParams
 	cands   [4]*creds.Credential
@@ -57,6 +60,7 @@ var exchanges = sync.Pool{New: func() any { return new(exchange) }}
 func (t *Transport) newExchange(req *http.Request, l *lane, rt route) *exchange {
 	x := exchanges.Get().(*exchange)
 	x.t, x.l, x.ctx, x.req, x.pool, x.rt = t, l, req.Context(), req, l.pool, rt
+	x.rt.owner = &x.sr
 	return x
 }
 
@@ -72,6 +76,8 @@ func (x *exchange) close() {
 	if x.turn != nil {
 		x.turn.give()
 	}
+	x.releaseClaim()
+	x.releaseTried()
 	*x = exchange{}
 	exchanges.Put(x)
 }
@@ -92,10 +98,15 @@ func (x *exchange) run() (*http.Response, error) {
 			// too.
 			x.rt.first = x.turn.next()
 		}
+		if err := x.routeOwner(); err != nil {
+			closeBody(x.req)
+			return nil, err
+		}
 		if err := x.acquire(); err != nil {
 			closeBody(x.req)
 			return nil, err
 		}
+		x.sightSent()
 		err := x.send()
 		if x.s.out == nil { // the request could not be built
 			closeBody(x.req)
@@ -106,6 +117,7 @@ func (x *exchange) run() (*http.Response, error) {
 			x.read()
 			x.confirmRejection()
 		}
+		x.sightAnswered(err == nil)
 		d := decide(x.o)
 		if d.verdict == deliver {
 			resp, derr := x.deliver()

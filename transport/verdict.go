@@ -47,8 +47,11 @@ type attemptOutcome struct {
 	// confirmed is about the credential; noneLeft: the pool has no
 	// eligible credential after it.
 	rejected, noneLeft bool
-	retryAfter         time.Duration
-	hasRetryAfter      bool
+	// hidden: a 404 or 403 from a credential that may not see the
+	// request's owner, and another that may is left (route.go).
+	hidden        bool
+	retryAfter    time.Duration
+	hasRetryAfter bool
 }
 
 // decision is a verdict with, for backOffAndRetry, its delay: the
@@ -75,6 +78,8 @@ func decide(o outcome) decision {
 			return decision{verdict: failWith}
 		}
 		return decision{verdict: backOffAndRetry, jitter: true}
+	case o.hidden && o.replayable:
+		return decision{verdict: anotherCredential}
 	case o.status == http.StatusUnauthorized && o.rejected:
 		switch {
 		case o.noneLeft:

@@ -1,0 +1,195 @@
+package transport
+
+import (
+	"crypto/rsa"
+	"crypto/x509"
+	"encoding/pem"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	crand "crypto/rand"
+
+	"github.com/ratekeeper/ratekeeper/creds"
+	"github.com/ratekeeper/ratekeeper/provider"
+	"github.com/ratekeeper/ratekeeper/sim"
+)
+
+var (
+	routeKeyOnce sync.Once
+	routeKey     *rsa.PrivateKey
+)
+
+// appKeyFile writes one RSA key (made once per test binary: generating
+// one is slow) to a file of t's and returns its path and PEM.
+func appKeyFile(t *testing.T) (string, string) {
+	routeKeyOnce.Do(func() {
+		k, err := rsa.GenerateKey(crand.Reader, 2048)
+		if err != nil {
+			panic(err)
+		}
+		routeKey = k
+	})
+	pemText := string(pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(routeKey)}))
+	path := filepath.Join(t.TempDir(), "app.pem")
+	if err := os.WriteFile(path, []byte(pemText), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path, pemText
+}
+
+// accountsBatch is a batch over the repositories of several accounts,
+// each seen only by its own credential (an App installation or a
+// fine-grained token), with a budget of its own.
+type accountsBatch struct {
+	accounts []string
+	perAcct  int // repositories (requests) per account
+	limit    int64
+	window   time.Duration
+	latency  time.Duration
+	workers  int
+	lifetime time.Duration // installation tokens' (0: an hour)
+	fixedIDs bool          // installation_ids configured (else discovered)
+	tokens   bool          // fine-grained tokens instead of an App
+}
+
+type accountsResult struct {
+	done     int
+	firstErr error
+	makespan time.Duration
+	stats    sim.Stats
+}
+
+// ideal: each credential works through its own account's repositories,
+// all in parallel: one window per full bucket after the first.
+func (b accountsBatch) ideal() time.Duration {
+	full := (int64(b.perAcct) + b.limit - 1) / b.limit
+	return time.Duration(full-1)*b.window + b.latency
+}
+
+func (b accountsBatch) run(t *testing.T) accountsResult {
+	keyFile, keyPEM := appKeyFile(t)
+	api := sim.APIConfig{Dialect: "github", Window: b.window, Latency: b.latency, Secondary: &sim.SecondaryConfig{}}
+	app := sim.AppConfig{ID: 77, PublicKey: keyPEM, TokenLifetime: b.lifetime}
+	var ids []int64
+	for i, a := range b.accounts {
+		if b.tokens {
+			api.Tokens = append(api.Tokens, sim.TokenConfig{Token: "github_pat_" + strings.Repeat("x", 60) + a, Owner: "bot-" + a, Limit: b.limit, Accounts: []string{a}})
+			continue
+		}
+		app.Installations = append(app.Installations, sim.InstallationConfig{ID: int64(100 + i), Account: a, Limit: b.limit})
+		ids = append(ids, int64(100+i))
+	}
+	if !b.tokens {
+		api.Apps = []sim.AppConfig{app}
+	}
+	srv, err := sim.New(sim.Config{APIs: []sim.APIConfig{api}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := provider.New("github", provider.GitHub, "http://api.test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Secondary.EndpointPointsPerMinute = 0
+	reg := provider.NewRegistry()
+	_ = reg.Add(p)
+	var pool *creds.Pool
+	if b.tokens {
+		var cs []*creds.Credential
+		for i, tc := range api.Tokens {
+			c := creds.NewToken("github", i+1, tc.Token, "test")
+			c.SetOwner(provider.Owner{Name: tc.Owner})
+			cs = append(cs, c)
+		}
+		pool = creds.NewPool("github", cs...)
+	} else {
+		cfg := provider.AppConfig{AppID: 77, PrivateKeyFile: keyFile}
+		if b.fixedIDs {
+			cfg.InstallationIDs = ids
+		}
+		a, err := creds.NewApp(p, cfg, creds.AppOptions{Transport: handlerRT{srv}, Now: time.Now})
+		if err != nil {
+			t.Fatal(err)
+		}
+		pool = creds.NewAppPool("github", nil, a)
+	}
+	tr, err := New(Options{Providers: reg, Base: handlerRT{srv}, SkipValidation: true, DisableCache: true,
+		Pools: map[string]*creds.Pool{"github": pool}, MaxWait: 24 * time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var urls []string
+	for i := range b.perAcct {
+		for _, a := range b.accounts {
+			urls = append(urls, fmt.Sprintf("http://api.test/repos/%s/r%d", a, i))
+		}
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	rng.Shuffle(len(urls), func(i, j int) { urls[i], urls[j] = urls[j], urls[i] })
+	start := time.Now()
+	var res accountsResult
+	res.done, res.firstErr = runJobs(tr, b.workers, len(urls), func(i int) string { return urls[i] })
+	res.makespan = time.Since(start)
+	res.stats = srv.Stats()
+	return res
+}
+
+func (b accountsBatch) check(t *testing.T, r accountsResult, maxHidden int64, maxRatio float64) {
+	t.Helper()
+	if want := b.perAcct * len(b.accounts); r.done != want {
+		t.Errorf("answered %d of %d; first error %v", r.done, want, r.firstErr)
+	}
+	ratio := r.makespan.Seconds() / b.ideal().Seconds()
+	t.Logf("makespan %v, ideal %v, ratio %.3f; hidden 404s %d, violations %d, expired 401s %d, mints %+v",
+		r.makespan, b.ideal(), ratio, r.stats.Total.Hidden, r.stats.Total.Violations, r.stats.Total.ExpiredTokens, r.stats.Apps)
+	if r.stats.Total.Hidden > maxHidden {
+		t.Errorf("%d requests went to a credential that cannot see the repository, want at most %d", r.stats.Total.Hidden, maxHidden)
+	}
+	if r.stats.Total.Violations != 0 || r.stats.Total.ExpiredTokens != 0 {
+		t.Errorf("%d violations, %d expired tokens sent", r.stats.Total.Violations, r.stats.Total.ExpiredTokens)
+	}
+	if ratio > maxRatio {
+		t.Errorf("makespan %.3f × the ideal, want at most %.2f", ratio, maxRatio)
+	}
+}
+
+// An App on three accounts, its installations discovered: every request
+// goes to its owner's installation (no wrong one), each installation
+// works through its own repositories in parallel.
+func TestAppRoutesEachRepositoryToItsInstallation(t *testing.T) {
+	for _, fixed := range []bool{false, true} {
+		t.Run(fmt.Sprintf("installation_ids=%v", fixed), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				b := accountsBatch{accounts: []string{"acme", "globex", "dora"}, perAcct: 250, limit: 100, window: time.Minute,
+					latency: 50 * time.Millisecond, workers: 24, fixedIDs: fixed}
+				r := b.run(t)
+				b.check(t, r, 0, 1.05)
+				for _, a := range r.stats.Apps {
+					if a.Mints != 1 {
+						t.Errorf("installation %d (%s): %d mints, want 1", a.Installation, a.Account, a.Mints)
+					}
+				}
+			})
+		})
+	}
+}
+
+// Fine-grained tokens, each limited to one organisation: what each can
+// see is learnt from answers, at most one wrong request per token and
+// account.
+func TestFineGrainedTokensRouteByOwner(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := accountsBatch{accounts: []string{"acme", "globex", "dora"}, perAcct: 250, limit: 100, window: time.Minute,
+			latency: 50 * time.Millisecond, workers: 24, tokens: true}
+		r := b.run(t)
+		k := int64(len(b.accounts))
+		b.check(t, r, k*(k-1), 1.05)
+	})
+}
