@@ -1,6 +1,7 @@
 package transport
 
 import (
+	"context"
 	"crypto/rsa"
 	"crypto/x509"
 	"encoding/pem"
@@ -8,6 +9,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -57,6 +59,10 @@ type accountsBatch struct {
 	lifetime time.Duration // installation tokens' (0: an hour)
 	fixedIDs bool          // installation_ids configured (else discovered)
 	tokens   bool          // fine-grained tokens instead of an App
+	// srv, when set, is the simulator to use (else a new one); shared is
+	// the credential store of a fleet.
+	srv    *sim.Server
+	shared CredentialStore
 }
 
 type accountsResult struct {
@@ -89,9 +95,12 @@ func (b accountsBatch) run(t *testing.T) accountsResult {
 	if !b.tokens {
 		api.Apps = []sim.AppConfig{app}
 	}
-	srv, err := sim.New(sim.Config{APIs: []sim.APIConfig{api}})
-	if err != nil {
-		t.Fatal(err)
+	srv := b.srv
+	if srv == nil {
+		var err error
+		if srv, err = sim.New(sim.Config{APIs: []sim.APIConfig{api}}); err != nil {
+			t.Fatal(err)
+		}
 	}
 	p, err := provider.New("github", provider.GitHub, "http://api.test")
 	if err != nil {
@@ -121,7 +130,7 @@ func (b accountsBatch) run(t *testing.T) accountsResult {
 		pool = creds.NewAppPool("github", nil, a)
 	}
 	tr, err := New(Options{Providers: reg, Base: handlerRT{srv}, SkipValidation: true, DisableCache: true,
-		Pools: map[string]*creds.Pool{"github": pool}, MaxWait: 24 * time.Hour})
+		Pools: map[string]*creds.Pool{"github": pool}, MaxWait: 24 * time.Hour, Credentials: b.shared})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -191,5 +200,71 @@ func TestFineGrainedTokensRouteByOwner(t *testing.T) {
 		r := b.run(t)
 		k := int64(len(b.accounts))
 		b.check(t, r, k*(k-1), 1.05)
+	})
+}
+
+// sightStore is a fleet's shared record of what credentials cannot see.
+type sightStore struct {
+	mu    sync.Mutex
+	blind map[string]map[string][]string
+}
+
+func (s *sightStore) LoadCredential(context.Context, string, string) (CredentialRecord, bool, error) {
+	return CredentialRecord{}, false, nil
+}
+
+func (s *sightStore) SaveCredential(context.Context, string, string, CredentialRecord) error {
+	return nil
+}
+
+func (s *sightStore) LoadBlind(_ context.Context, provider string) (map[string][]string, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := map[string][]string{}
+	for id, owners := range s.blind[provider] {
+		out[id] = slices.Clone(owners)
+	}
+	return out, nil
+}
+
+func (s *sightStore) AddBlind(_ context.Context, provider, id, owner string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.blind == nil {
+		s.blind = map[string]map[string][]string{}
+	}
+	if s.blind[provider] == nil {
+		s.blind[provider] = map[string][]string{}
+	}
+	if !slices.Contains(s.blind[provider][id], owner) {
+		s.blind[provider][id] = append(s.blind[provider][id], owner)
+	}
+	return nil
+}
+
+// What one process learnt a credential cannot see, the next one knows: it
+// sends no wrong request.
+func TestBlindOwnersSharedByTheFleet(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		shared := &sightStore{}
+		b := accountsBatch{accounts: []string{"acme", "globex", "dora"}, perAcct: 20, limit: 100, window: time.Minute,
+			latency: 50 * time.Millisecond, workers: 8, tokens: true, shared: shared}
+		first := b.run(t)
+		b.check(t, first, 6, 100)
+		if first.stats.Total.Hidden == 0 {
+			t.Fatal("the first process learnt nothing: the test shows nothing")
+		}
+		var api sim.APIConfig
+		api.Dialect, api.Window, api.Latency, api.Secondary = "github", b.window, b.latency, &sim.SecondaryConfig{}
+		for _, a := range b.accounts {
+			api.Tokens = append(api.Tokens, sim.TokenConfig{Token: "github_pat_" + strings.Repeat("x", 60) + a, Owner: "bot-" + a, Limit: b.limit, Accounts: []string{a}})
+		}
+		srv, err := sim.New(sim.Config{APIs: []sim.APIConfig{api}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		b.srv = srv
+		second := b.run(t)
+		b.check(t, second, 0, 100)
 	})
 }
