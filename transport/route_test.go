@@ -7,6 +7,7 @@ import (
 	"encoding/pem"
 	"fmt"
 	"math/rand/v2"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -266,5 +267,67 @@ func TestBlindOwnersSharedByTheFleet(t *testing.T) {
 		b.srv = srv
 		second := b.run(t)
 		b.check(t, second, 0, 100)
+	})
+}
+
+// Installation tokens at GitHub's real hour, on the fake clock, over three
+// hours of steady work: no request carries an expired token, and each
+// installation gets a new token once per lifetime (refreshed five minutes
+// before it expires: four mints in three hours, the first included).
+func TestAppTokensRefreshedBeforeExpiry(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		keyFile, keyPEM := appKeyFile(t)
+		accounts := []string{"acme", "globex", "dora"}
+		app := sim.AppConfig{ID: 77, PublicKey: keyPEM}
+		for i, a := range accounts {
+			app.Installations = append(app.Installations, sim.InstallationConfig{ID: int64(100 + i), Account: a})
+		}
+		srv, err := sim.New(sim.Config{APIs: []sim.APIConfig{{Dialect: "github", Latency: 200 * time.Millisecond, Apps: []sim.AppConfig{app}}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, _ := provider.New("github", provider.GitHub, "http://api.test")
+		reg := provider.NewRegistry()
+		_ = reg.Add(p)
+		a, err := creds.NewApp(p, provider.AppConfig{AppID: 77, PrivateKeyFile: keyFile}, creds.AppOptions{Transport: handlerRT{srv}, Now: time.Now})
+		if err != nil {
+			t.Fatal(err)
+		}
+		tr, err := New(Options{Providers: reg, Base: handlerRT{srv}, SkipValidation: true, DisableCache: true,
+			Pools: map[string]*creds.Pool{"github": creds.NewAppPool("github", nil, a)}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		end := time.Now().Add(3 * time.Hour)
+		var wg sync.WaitGroup
+		for _, acct := range accounts {
+			wg.Go(func() {
+				for i := 0; time.Now().Before(end); i++ {
+					req, _ := http.NewRequest(http.MethodGet, fmt.Sprintf("http://api.test/repos/%s/r%d", acct, i), nil)
+					resp, err := tr.RoundTrip(req)
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					drain(resp)
+					if resp.StatusCode != http.StatusOK {
+						t.Errorf("%s: %s", req.URL.Path, resp.Status)
+						return
+					}
+					time.Sleep(7 * time.Second)
+				}
+			})
+		}
+		wg.Wait()
+		st := srv.Stats()
+		if st.Total.ExpiredTokens != 0 || st.Total.Unauthorized != 0 {
+			t.Errorf("%d requests with an expired token, %d 401s", st.Total.ExpiredTokens, st.Total.Unauthorized)
+		}
+		for _, in := range st.Apps {
+			if in.Mints != 4 {
+				t.Errorf("installation %s: %d mints in 3 hours, want 4 (one per 55 minutes)", in.Account, in.Mints)
+			}
+		}
+		t.Logf("%d requests, mints %+v", st.Total.Requests, st.Apps)
 	})
 }
