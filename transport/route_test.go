@@ -331,3 +331,126 @@ func TestAppTokensRefreshedBeforeExpiry(t *testing.T) {
 		t.Logf("%d requests, mints %+v", st.Total.Requests, st.Apps)
 	})
 }
+
+// Status lists every installation the App has, found without a restart,
+// with the account it is on.
+func TestStatusShowsInstallationsWithAccounts(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		keyFile, keyPEM := appKeyFile(t)
+		app := sim.AppConfig{ID: 77, PublicKey: keyPEM, Installations: []sim.InstallationConfig{{ID: 5, Account: "acme"}, {ID: 6, Account: "dora", AccountType: "User"}}}
+		srv, err := sim.New(sim.Config{APIs: []sim.APIConfig{{Dialect: "github", Apps: []sim.AppConfig{app}}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, _ := provider.New("github", provider.GitHub, "http://api.test")
+		reg := provider.NewRegistry()
+		_ = reg.Add(p)
+		a, err := creds.NewApp(p, provider.AppConfig{AppID: 77, PrivateKeyFile: keyFile}, creds.AppOptions{Transport: handlerRT{srv}, Now: time.Now})
+		if err != nil {
+			t.Fatal(err)
+		}
+		tr, err := New(Options{Providers: reg, Base: handlerRT{srv}, SkipValidation: true,
+			Pools: map[string]*creds.Pool{"github": creds.NewAppPool("github", nil, a)}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		st, err := tr.Status(context.Background(), time.Now(), "github")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, c := range st {
+			got = append(got, c.Credential+" "+c.Account+" "+c.Owner)
+		}
+		want := []string{"#1 app:77/installation:5 acme installation on acme", "#2 app:77/installation:6 dora installation on dora"}
+		if !slices.Equal(got, want) {
+			t.Errorf("status = %q, want %q", got, want)
+		}
+	})
+}
+
+// notYet is a server on which an App is installed on an account, whose
+// App endpoints answer as if it were not, until installed is set.
+type notYet struct {
+	mu        sync.Mutex
+	installed bool
+	real, old http.Handler // the server with the installation, and one without
+}
+
+func (s *notYet) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	h := s.real
+	if !s.installed && (strings.HasPrefix(r.URL.Path, "/app/installations") && r.Method == http.MethodGet || strings.HasSuffix(r.URL.Path, "/installation")) {
+		h = s.old
+	}
+	s.mu.Unlock()
+	h.ServeHTTP(w, r)
+}
+
+// An App installed on a new account while ratekeeper runs: requests for
+// that account find the installation within a few minutes, without a
+// restart, and an owner without one costs a JWT request at most every few
+// minutes.
+func TestNewInstallationFoundWithoutRestart(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		keyFile, keyPEM := appKeyFile(t)
+		simWith := func(accounts ...string) *sim.Server {
+			app := sim.AppConfig{ID: 77, PublicKey: keyPEM}
+			for i, a := range accounts {
+				app.Installations = append(app.Installations, sim.InstallationConfig{ID: int64(10 + i), Account: a})
+			}
+			srv, err := sim.New(sim.Config{APIs: []sim.APIConfig{{Dialect: "github", Apps: []sim.AppConfig{app}}}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return srv
+		}
+		before, after := simWith("acme"), simWith("acme", "globex")
+		h := &notYet{real: after, old: before}
+		p, _ := provider.New("github", provider.GitHub, "http://api.test")
+		reg := provider.NewRegistry()
+		_ = reg.Add(p)
+		a, err := creds.NewApp(p, provider.AppConfig{AppID: 77, PrivateKeyFile: keyFile}, creds.AppOptions{Transport: handlerRT{h}, Now: time.Now})
+		if err != nil {
+			t.Fatal(err)
+		}
+		tr, err := New(Options{Providers: reg, Base: handlerRT{h}, SkipValidation: true, DisableCache: true,
+			Pools: map[string]*creds.Pool{"github": creds.NewAppPool("github", nil, a)}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		get := func(path string) int {
+			req, _ := http.NewRequest(http.MethodGet, "http://api.test"+path, nil)
+			resp, err := tr.RoundTrip(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			drain(resp)
+			return resp.StatusCode
+		}
+		if s := get("/repos/acme/a"); s != http.StatusOK {
+			t.Fatalf("acme: %d", s)
+		}
+		if s := get("/repos/globex/g"); s != http.StatusNotFound {
+			t.Fatalf("globex before it is installed: %d, want 404", s)
+		}
+		h.mu.Lock()
+		h.installed = true // the App is installed on globex
+		h.mu.Unlock()
+		time.Sleep(time.Minute)
+		looks := before.Stats().Total.Requests
+		for range 5 {
+			get("/repos/globex/g") // within the interval: no JWT request
+		}
+		if n := after.Stats().Total.Requests + before.Stats().Total.Requests - looks; n != 5+3 {
+			t.Errorf("%d requests reached the server, want the 3 before and the 5 requests alone (no look within the interval)", n)
+		}
+		time.Sleep(creds.AppLookInterval)
+		if s := get("/repos/globex/g"); s != http.StatusOK {
+			t.Errorf("globex after it was installed: %d, want 200 from its installation", s)
+		}
+		if got := len(tr.opts.Pools["github"].Credentials()); got != 2 {
+			t.Errorf("%d installations in the pool, want 2", got)
+		}
+	})
+}
