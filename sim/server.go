@@ -685,6 +685,13 @@ func (s *Server) serveTouch(w http.ResponseWriter, r *http.Request) {
 // timeline restarts now.
 func (s *Server) Reset() {
 	for _, a := range s.apis {
+		if a.apps != nil {
+			// Tokens minted stay valid, as GitHub's do; their count
+			// restarts.
+			for _, in := range a.apps.byID {
+				in.mints.Store(0)
+			}
+		}
 		a.anonMu.Lock()
 		a.anon = map[string]*owner{}
 		a.anonOrder = nil
