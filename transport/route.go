@@ -242,17 +242,22 @@ func (x *exchange) routeOwner() error {
 	}
 }
 
-// ownerFilter keeps, of the candidates, those the route allows.
+// filter keeps, of the candidates, those the route allows. When none of
+// them is (the allowed ones became invalid since routeOwner), it keeps
+// them all: a wrong answer is better than no credential at all.
 func (r *ownerRoute) filter(dst []*creds.Credential) []*creds.Credential {
 	if !r.on || r.allowed == nil {
 		return dst
 	}
 	k := 0
-	for _, c := range dst {
+	for i, c := range dst {
 		if slices.Contains(r.allowed, c) {
-			dst[k] = c
+			dst[k], dst[i] = dst[i], dst[k]
 			k++
 		}
+	}
+	if k == 0 {
+		return dst
 	}
 	return dst[:k]
 }

@@ -8,9 +8,11 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -451,6 +453,45 @@ func TestNewInstallationFoundWithoutRestart(t *testing.T) {
 		}
 		if got := len(tr.opts.Pools["github"].Credentials()); got != 2 {
 			t.Errorf("%d installations in the pool, want 2", got)
+		}
+	})
+}
+
+// On GitLab the owner is the project's namespace: group tokens, each
+// seeing one group, get their own group's projects after one wrong
+// answer per token and group.
+func TestGitLabGroupTokensRouteByNamespace(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		groups := []string{"team-a/sub", "team-b"}
+		api := sim.APIConfig{Dialect: "gitlab", Latency: 20 * time.Millisecond}
+		var cs []*creds.Credential
+		for i, g := range groups {
+			tok := fmt.Sprintf("glpat-group-token-%d", i)
+			api.Tokens = append(api.Tokens, sim.TokenConfig{Token: tok, Owner: fmt.Sprintf("bot%d", i), Accounts: []string{g}})
+			c := creds.NewToken("gitlab", i+1, tok, "test")
+			c.SetOwner(provider.Owner{ID: strconv.Itoa(i + 1)})
+			cs = append(cs, c)
+		}
+		srv, err := sim.New(sim.Config{APIs: []sim.APIConfig{api}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, _ := provider.New("gitlab", provider.GitLab, "http://api.test")
+		reg := provider.NewRegistry()
+		_ = reg.Add(p)
+		tr, err := New(Options{Providers: reg, Base: handlerRT{srv}, SkipValidation: true, DisableCache: true,
+			Pools: map[string]*creds.Pool{"gitlab": creds.NewPool("gitlab", cs...)}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		done, firstErr := runJobs(tr, 8, 100, func(i int) string {
+			return "http://api.test/api/v4/projects/" + url.PathEscape(groups[i%2]+"/p"+strconv.Itoa(i))
+		})
+		if done != 100 {
+			t.Errorf("answered %d of 100: %v", done, firstErr)
+		}
+		if h := srv.Stats().Total.Hidden; h > 2 {
+			t.Errorf("%d wrong answers, want at most one per token and group", h)
 		}
 	})
 }
