@@ -411,8 +411,15 @@ func (a *api) hide(c *call) {
 	}
 	c.own.buckets[c.ep.res].countHidden()
 	nf := ghNotFound
-	if a.kind == DialectGitLab {
+	switch a.kind {
+	case DialectGitLab:
 		nf = glNotFound
+	case DialectHuggingFace:
+		// The Hub answers a repository the token cannot see as one that
+		// does not exist: a 401 that is not about the token.
+		nf = func(*call) *rendered {
+			return hfError(http.StatusUnauthorized, "Repository Not Found").with("X-Error-Code", "RepoNotFound")
+		}
 	}
 	c.ep.static, c.ep.dynamic = nil, func(c *call, _ bucketState) *rendered { return nf(c) }
 	c.ep.write, c.ep.bumps = false, nil
@@ -420,12 +427,17 @@ func (a *api) hide(c *call) {
 
 // repoOwnerOf is the account owning the repository a path names: GitHub's
 // /repos/OWNER/..., GitLab's /api/v4/projects/NAMESPACE%2FNAME/... (the
-// namespace, its groups included), or "".
+// namespace, its groups included), Hugging Face's
+// /api/models|datasets|spaces/OWNER/NAME/..., or "".
 func repoOwnerOf(kind string, s []string) string {
 	switch kind {
 	case DialectGitHub:
 		if len(s) >= 3 && s[0] == "repos" {
 			return s[1]
+		}
+	case DialectHuggingFace:
+		if len(s) >= 4 && s[0] == "api" && (s[1] == "models" || s[1] == "datasets" || s[1] == "spaces") {
+			return s[2]
 		}
 	case DialectGitLab:
 		if len(s) >= 4 && s[0] == "api" && s[2] == "projects" {

@@ -305,6 +305,11 @@ func (x *exchange) sightAnswered(answered bool) {
 		status = x.s.resp.StatusCode
 	}
 	s := &x.l.sight
+	if status == http.StatusUnauthorized && !x.o.rejected && !x.l.p.MayRejectCredential(status, x.s.resp.Header, x.s.prefix) {
+		// Hugging Face answers a repository the token cannot see with a
+		// 401 that is not about the token: a 404 like GitHub's.
+		status = http.StatusNotFound
+	}
 	if (status == http.StatusNotFound || status == http.StatusForbidden) && x.o.replayable && slices.Contains(r.claimed, c) {
 		// A probe answered 404 or 403: it keeps its slot until another
 		// credential's answer tells whether it cannot see the owner or

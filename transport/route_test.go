@@ -495,3 +495,46 @@ func TestGitLabGroupTokensRouteByNamespace(t *testing.T) {
 		}
 	})
 }
+
+// Hugging Face answers a repository a scoped token cannot see with a 401
+// that is not about the token: routed like a 404.
+func TestHuggingFaceScopedTokensRouteByOwner(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		orgs := []string{"org-a", "org-b"}
+		api := sim.APIConfig{Dialect: "huggingface", Latency: 20 * time.Millisecond}
+		var cs []*creds.Credential
+		for i, o := range orgs {
+			tok := fmt.Sprintf("hf_scoped_token_%d", i)
+			api.Tokens = append(api.Tokens, sim.TokenConfig{Token: tok, Owner: fmt.Sprintf("u%d", i), Accounts: []string{o}})
+			c := creds.NewToken("huggingface", i+1, tok, "test")
+			c.SetOwner(provider.Owner{ID: strconv.Itoa(i + 1)})
+			cs = append(cs, c)
+		}
+		srv, err := sim.New(sim.Config{APIs: []sim.APIConfig{api}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, _ := provider.New("huggingface", provider.HuggingFace, "http://api.test")
+		reg := provider.NewRegistry()
+		_ = reg.Add(p)
+		tr, err := New(Options{Providers: reg, Base: handlerRT{srv}, SkipValidation: true, DisableCache: true,
+			Pools: map[string]*creds.Pool{"huggingface": creds.NewPool("huggingface", cs...)}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		done, firstErr := runJobs(tr, 8, 60, func(i int) string {
+			return fmt.Sprintf("http://api.test/api/models/%s/m%d", orgs[i%2], i)
+		})
+		if done != 60 {
+			t.Errorf("answered %d of 60: %v", done, firstErr)
+		}
+		if h := srv.Stats().Total.Hidden; h > 2 {
+			t.Errorf("%d wrong answers, want at most one per token and organisation", h)
+		}
+		for _, c := range cs {
+			if st := c.State(time.Now()); st == creds.Invalid {
+				t.Errorf("%s marked invalid by a repository it cannot see", c.Masked())
+			}
+		}
+	})
+}
