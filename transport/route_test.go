@@ -23,6 +23,7 @@ import (
 
 	"github.com/ratekeeper/ratekeeper/creds"
 	"github.com/ratekeeper/ratekeeper/provider"
+	"github.com/ratekeeper/ratekeeper/quota"
 	"github.com/ratekeeper/ratekeeper/sim"
 )
 
@@ -537,4 +538,38 @@ func TestHuggingFaceScopedTokensRouteByOwner(t *testing.T) {
 			}
 		}
 	})
+}
+
+// BenchmarkRouteByOwner is what routing by owner adds to a request: a
+// pool of three tokens known to see the owner, a request about a
+// repository (routed) and one about none (/user, not routed).
+func BenchmarkRouteByOwner(b *testing.B) {
+	for _, path := range []string{"/user", "/repos/o/r"} {
+		b.Run(strings.TrimPrefix(path, "/"), func(b *testing.B) {
+			p, _ := provider.New("github", provider.GitHub, "http://api.test")
+			p.Secondary = provider.Secondary{}
+			reg := provider.NewRegistry()
+			_ = reg.Add(p)
+			var cs []*creds.Credential
+			for i := range 3 {
+				c := creds.NewToken("github", i+1, fmt.Sprintf("tok-route-%04d", i), "bench")
+				c.SetOwner(provider.Owner{ID: strconv.Itoa(i + 1)})
+				cs = append(cs, c)
+			}
+			tr, err := New(Options{Providers: reg, Pools: map[string]*creds.Pool{"github": creds.NewPool("github", cs...)},
+				Base: handlerRT{githubLike()}, Policy: quota.Policy{Kind: quota.Greedy}, SkipValidation: true, DisableCache: true})
+			if err != nil {
+				b.Fatal(err)
+			}
+			req, _ := http.NewRequest(http.MethodGet, "http://api.test"+path, nil)
+			b.ReportAllocs()
+			for b.Loop() {
+				resp, err := tr.RoundTrip(req)
+				if err != nil {
+					b.Fatal(err)
+				}
+				drain(resp)
+			}
+		})
+	}
 }
