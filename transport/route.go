@@ -221,6 +221,7 @@ func (x *exchange) routeOwner() error {
 		}
 		s.mu.Unlock()
 		if len(free) > 0 || len(sees) > 0 || len(unknown) == 0 {
+			x.waited += x.t.opts.Now().Sub(start) // the max wait bounds this wait too
 			return nil
 		}
 		// Every credential that may see the owner is probing it: its
@@ -228,7 +229,7 @@ func (x *exchange) routeOwner() error {
 		left := x.maxWait() - x.waited - x.t.opts.Now().Sub(start)
 		if left <= 0 {
 			rtt := x.l.roundTrip()
-			return &WaitError{Provider: x.l.p.Name, Resource: x.class.Resource, Until: now.Add(rtt), Wait: rtt, MaxWait: x.maxWait()}
+			return &WaitError{Provider: x.l.p.Name, Resource: x.class.Resource, Until: now.Add(rtt), Wait: rtt, MaxWait: x.maxWait(), t: x.t}
 		}
 		if timer == nil {
 			timer = x.t.opts.Clock.NewTimer(left)
