@@ -5,13 +5,11 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"sync"
 
-	"github.com/bradleyfalzon/ghinstallation/v2"
 	"github.com/ratekeeper/ratekeeper/provider"
 )
 
@@ -58,6 +56,7 @@ type Credential struct {
 	// a string field, even behind a pointer, can be printed.
 	token    func() string
 	mint     func(context.Context) (string, error) // AppInstallation only; a func for the same reason
+	inst     *installation                         // AppInstallation only
 	masked   string
 	identity string // bucket identity when the owner is unknown
 	caller   bool   // a caller's own token (NewCallerToken)
@@ -148,18 +147,30 @@ func (c *Credential) Token(ctx context.Context) (string, error) {
 	case AppInstallation:
 		tok, err := c.mint(ctx)
 		if err != nil {
-			// ghinstallation leaves a failed mint's response body open for
-			// inspection; only the status is needed.
-			var he *ghinstallation.HTTPError
-			if errors.As(err, &he) && he.Response != nil && he.Response.Body != nil {
-				io.Copy(io.Discard, io.LimitReader(he.Response.Body, 64<<10))
-				he.Response.Body.Close()
-			}
 			return "", fmt.Errorf("%s: minting installation token: %w", c.masked, err)
 		}
 		return tok, nil
 	}
 	return "", nil
+}
+
+// Account returns the login of the account (organisation or user) an App
+// installation is on, the only one whose repositories it sees, or "" for
+// other credentials and an installation whose account is not known yet.
+func (c *Credential) Account() string {
+	if c.inst == nil {
+		return ""
+	}
+	return c.inst.Account()
+}
+
+// Mints returns how many tokens this process minted for an App
+// installation (0 for other credentials).
+func (c *Credential) Mints() int {
+	if c.inst == nil {
+		return 0
+	}
+	return c.inst.Mints()
 }
 
 // Owner returns the account the token belongs to, or the zero Owner when it
@@ -284,6 +295,7 @@ type credentialJSON struct {
 	Masked   string `json:"masked"`
 	Source   string `json:"source"`
 	Owner    string `json:"owner,omitempty"`
+	Account  string `json:"account,omitempty"`
 	Bucket   string `json:"bucket_owner"`
 }
 
@@ -296,6 +308,7 @@ func (c Credential) MarshalJSON() ([]byte, error) {
 		Masked:   c.masked,
 		Source:   c.source,
 		Owner:    c.Owner().String(),
+		Account:  c.Account(),
 		Bucket:   c.BucketOwner(),
 	})
 }

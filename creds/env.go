@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"os"
 	"strings"
+	"time"
 	"unicode"
 
 	"github.com/ratekeeper/ratekeeper/provider"
@@ -18,6 +19,9 @@ type Options struct {
 	// tokens; nil means http.DefaultTransport. It should not be a
 	// rate-keeping transport: minting does not spend the API's quota.
 	AppTransport http.RoundTripper
+	// Now is the clock App installation tokens' expiry is judged on (nil:
+	// time.Now).
+	Now func() time.Time
 }
 
 // Load builds the credential pool of provider p:
@@ -65,11 +69,11 @@ func Load(p *provider.Provider, opts Options) (*Pool, []string, error) {
 		}
 	}
 	if p.App != nil {
-		apps, err := NewAppInstallations(p, *p.App, len(creds)+1, opts.AppTransport)
+		app, err := NewApp(p, *p.App, AppOptions{FirstIndex: len(creds) + 1, Transport: opts.AppTransport, Now: opts.Now})
 		if err != nil {
 			return nil, nil, err
 		}
-		creds = append(creds, apps...)
+		return NewAppPool(p.Name, creds, app), notes, nil
 	}
 	if len(creds) == 0 {
 		creds = append(creds, NewAnonymous(p.Name, 1))

@@ -4,6 +4,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -11,7 +12,10 @@ import (
 // use.
 type Pool struct {
 	provider string
-	creds    []*Credential // by index
+	// creds are by index; replaced whole when an App finds an
+	// installation, so readers need no lock.
+	creds atomic.Pointer[[]*Credential]
+	apps  []*App
 
 	mu sync.Mutex
 	// last is the index of the credential AppendTurn put first last
@@ -27,26 +31,63 @@ type Pool struct {
 // moments instead of all queueing on the same bucket.
 func NewPool(providerName string, creds ...*Credential) *Pool {
 	cs := slices.Clone(creds)
-	slices.SortStableFunc(cs, func(a, b *Credential) int { return a.index - b.index })
-	p := &Pool{provider: providerName, creds: cs}
+	sortByIndex(cs)
+	p := &Pool{provider: providerName}
+	p.creds.Store(&cs)
 	if len(cs) > 0 {
 		p.last = cs[rand.IntN(len(cs))].index
 	}
 	return p
 }
 
+func sortByIndex(cs []*Credential) {
+	slices.SortStableFunc(cs, func(a, b *Credential) int { return a.index - b.index })
+}
+
+// NewAppPool returns a pool of the given credentials and of the Apps'
+// installations: those the Apps know now, and those they find later,
+// which join the pool as they are found.
+func NewAppPool(providerName string, creds []*Credential, apps ...*App) *Pool {
+	all := slices.Clone(creds)
+	for _, a := range apps {
+		all = append(all, a.Credentials()...)
+	}
+	p := NewPool(providerName, all...)
+	p.apps = apps
+	for _, a := range apps {
+		a.mu.Lock()
+		a.pool = p
+		a.mu.Unlock()
+	}
+	return p
+}
+
+// Apps returns the GitHub Apps whose installations are in the pool.
+func (p *Pool) Apps() []*App { return p.apps }
+
+// add puts an App's newly found installation in the pool.
+func (p *Pool) add(c *Credential) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	cs := append(slices.Clone(p.list()), c)
+	sortByIndex(cs)
+	p.creds.Store(&cs)
+}
+
+func (p *Pool) list() []*Credential { return *p.creds.Load() }
+
 // Provider returns the name of the pool's provider.
 func (p *Pool) Provider() string { return p.provider }
 
 // Len returns the number of credentials.
-func (p *Pool) Len() int { return len(p.creds) }
+func (p *Pool) Len() int { return len(p.list()) }
 
 // Credentials returns every credential, in index order.
-func (p *Pool) Credentials() []*Credential { return slices.Clone(p.creds) }
+func (p *Pool) Credentials() []*Credential { return slices.Clone(p.list()) }
 
 // ByIndex returns the credential with the given index, or nil.
 func (p *Pool) ByIndex(index int) *Credential {
-	for _, c := range p.creds {
+	for _, c := range p.list() {
 		if c.index == index {
 			return c
 		}
@@ -58,8 +99,9 @@ func (p *Pool) ByIndex(index int) *Credential {
 // in index order. Among them the transport picks the one its quota state
 // lets go soonest.
 func (p *Pool) Eligible(now time.Time) []*Credential {
-	dst := make([]*Credential, 0, len(p.creds))
-	for _, c := range p.creds {
+	cs := p.list()
+	dst := make([]*Credential, 0, len(cs))
+	for _, c := range cs {
 		if c.Eligible(now) {
 			dst = append(dst, c)
 		}
@@ -76,18 +118,19 @@ func (p *Pool) Eligible(now time.Time) []*Credential {
 // hot path can reuse a buffer.
 func (p *Pool) AppendTurn(dst []*Credential, now time.Time) []*Credential {
 	p.mu.Lock()
+	cs := p.list()
 	last := p.last
 	start := 0
-	for i, c := range p.creds {
+	for i, c := range cs {
 		if c.index > last {
 			start = i
 			break
 		}
 	}
 	p.last = 0
-	n := len(p.creds)
+	n := len(cs)
 	for k := range n {
-		c := p.creds[(start+k)%n]
+		c := cs[(start+k)%n]
 		if !c.Eligible(now) {
 			continue
 		}
@@ -109,7 +152,7 @@ func (p *Pool) AppendTurn(dst []*Credential, now time.Time) []*Credential {
 func (p *Pool) Buckets() [][]*Credential {
 	var groups [][]*Credential
 	pos := map[string]int{}
-	for _, c := range p.creds {
+	for _, c := range p.list() {
 		key := c.BucketOwner()
 		i, ok := pos[key]
 		if !ok {
@@ -128,7 +171,7 @@ func (p *Pool) Buckets() [][]*Credential {
 // buckets the pool can spend, allocation-free with a buffer of the
 // caller's.
 func (p *Pool) AppendBuckets(dst []string, now time.Time) []string {
-	for _, c := range p.creds {
+	for _, c := range p.list() {
 		c.st.mu.Lock()
 		st := c.st.statusAt(now).State
 		owner := c.st.ownerKey

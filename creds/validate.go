@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/bradleyfalzon/ghinstallation/v2"
 	"github.com/ratekeeper/ratekeeper/provider"
 )
 
@@ -70,11 +69,11 @@ func ValidateAt(ctx context.Context, rt http.RoundTripper, p *provider.Provider,
 		return c.BucketOwner(), nil
 	case AppInstallation:
 		if _, err := c.Token(ctx); err != nil {
-			var he *ghinstallation.HTTPError
-			if errors.As(err, &he) && he.Response != nil {
-				switch code := he.Response.StatusCode; code {
+			var ae *AppError
+			if errors.As(err, &ae) {
+				switch ae.Status {
 				case http.StatusUnauthorized, http.StatusForbidden, http.StatusNotFound:
-					reason := "minting an installation token answered " + he.Response.Status
+					reason := fmt.Sprintf("minting an installation token answered %d %s", ae.Status, http.StatusText(ae.Status))
 					c.MarkInvalid(reason, now(), time.Time{})
 					return "", fmt.Errorf("%s: %w: %s", c.masked, ErrInvalid, reason)
 				}

@@ -107,6 +107,11 @@ type API interface {
 	// AppInstallations says whether GitHub App installations can be its
 	// credentials.
 	AppInstallations() bool
+	// RepoOwner is the account owning the repository (organisation,
+	// group) a request's escaped path below the base URL is about, and
+	// the repository's name when it names one; "" for none (see
+	// [Provider.RepoOwner]).
+	RepoOwner(escapedRel string) (owner, repo string)
 }
 
 // HeaderOwner is an API whose answers name the owner of the token that

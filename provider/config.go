@@ -436,9 +436,6 @@ func (c *Config) parseApp(name string, v any, at func(...string) string) (*AppCo
 	if _, given := t["private_key_file"]; !given {
 		problems = append(problems, fmt.Errorf("%s: private_key_file is missing; it is the path of the App's PEM private key", at("app")))
 	}
-	if list, isList := t["installation_ids"].([]any); t["installation_ids"] == nil || isList && len(list) == 0 {
-		problems = append(problems, fmt.Errorf("%s: installation_ids is missing or empty; list the installations to use, e.g. [111, 222]", at("app")))
-	}
 	if len(problems) > 0 {
 		return nil, problems
 	}

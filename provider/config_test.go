@@ -259,7 +259,6 @@ func TestConfigErrors(t *testing.T) {
 		{"app on gitlab", "[providers.gitlab.app]\napp_id = 1\nprivate_key_file = \"k.pem\"\ninstallation_ids = [1]\n", `rk.toml:1: providers.gitlab.app: GitHub App installations need a provider of kind github`},
 		{"app missing id", "[providers.github.app]\nprivate_key_file = \"k.pem\"\ninstallation_ids = [1]\n", `providers.github.app: app_id is missing`},
 		{"app missing key", "[providers.github.app]\napp_id = 1\ninstallation_ids = [1]\n", `providers.github.app: private_key_file is missing`},
-		{"app no installations", "[providers.github.app]\napp_id = 1\nprivate_key_file = \"k.pem\"\ninstallation_ids = []\n", `providers.github.app: installation_ids is missing or empty`},
 		{"app bad installation", "[providers.github.app]\napp_id = 1\nprivate_key_file = \"k.pem\"\ninstallation_ids = [1, \"2\"]\n", `rk.toml:4: providers.github.app.installation_ids: entry #2: expected an integer, got string "2"`},
 		{"app dup installation", "[providers.github.app]\napp_id = 1\nprivate_key_file = \"k.pem\"\ninstallation_ids = [1, 1]\n", `installation 1 is listed twice`},
 		{"app zero id", "[providers.github.app]\napp_id = 0\n", `rk.toml:2: providers.github.app.app_id: must be at least 1, got 0`},

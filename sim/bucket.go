@@ -36,6 +36,7 @@ type bucket struct {
 	primaryViolations, secondaryViolations                 int64
 	serverErrors, dropped, bareRefusals                    int64
 	earlyRetries                                           int64
+	hidden, expired                                        int64
 	// scope is the bucket's last refusal, for counting early retries.
 	scope       refusalScope
 	maxInFlight int64
@@ -234,6 +235,21 @@ func (b *bucket) record(now time.Time, inFlight int64, o outcome) bucketState {
 	return b.state(sec)
 }
 
+// countHidden counts a request answered 404 because its token cannot see
+// the repository's owner.
+func (b *bucket) countHidden() {
+	b.mu.Lock()
+	b.hidden++
+	b.mu.Unlock()
+}
+
+// countExpired counts a request refused for an expired installation token.
+func (b *bucket) countExpired() {
+	b.mu.Lock()
+	b.expired++
+	b.mu.Unlock()
+}
+
 // peek reports the bucket without counting anything.
 func (b *bucket) peek(now time.Time) bucketState {
 	b.mu.Lock()
@@ -248,6 +264,7 @@ func (b *bucket) reset() {
 	b.requests, b.accepted, b.charged, b.notModified, b.unauthorized = 0, 0, 0, 0, 0
 	b.primaryViolations, b.secondaryViolations, b.serverErrors, b.dropped, b.bareRefusals = 0, 0, 0, 0, 0
 	b.earlyRetries, b.scope = 0, refusalScope{}
+	b.hidden, b.expired = 0, 0
 	b.maxInFlight = 0
 	b.timeline = nil
 }

@@ -128,6 +128,9 @@ type APIConfig struct {
 	// answer draws between half and one and a half times it, at most
 	// max_tokens. Default 0.25.
 	OutputRatio float64 `toml:"output_ratio" json:"output_ratio"`
+	// Apps are GitHub Apps installed on accounts of this API (github
+	// dialect only): see AppConfig.
+	Apps []AppConfig `toml:"apps" json:"apps"`
 }
 
 // TokenConfig is one credential.
@@ -146,6 +149,11 @@ type TokenConfig struct {
 	// 15,000 for a GitHub Enterprise Cloud app). Tokens of one owner must
 	// agree.
 	Limit int64 `toml:"limit" json:"limit"`
+	// Accounts, when set, are the only accounts (GitHub organisations or
+	// users, GitLab namespaces) whose repositories the token sees, as a
+	// fine-grained token limited to one organisation: any other
+	// repository is a 404, charged.
+	Accounts []string `toml:"accounts" json:"accounts"`
 }
 
 // ResourceConfig overrides the limits of one non-main resource.
@@ -281,6 +289,7 @@ func (c Config) Validate() error {
 		if a.OutputRatio < 0 || a.OutputRatio > 1 || a.OutputRatio != a.OutputRatio {
 			errs = append(errs, fieldErr(p+".output_ratio", "%v is not a fraction between 0 and 1 (0 means 0.25)", a.OutputRatio))
 		}
+		errs = append(errs, validateApps(p, d, a.Apps)...)
 	}
 	return errors.Join(errs...)
 }

@@ -114,6 +114,23 @@
 // creates something (POST .../issues also changes the issue list and the
 // repository's events), and for events feeds every EventsEvery.
 //
+// GitHub Apps (AppConfig, github dialect): a request carrying a JWT
+// (RS256, checked against the App's public key: iss the App's id, at most
+// ten minutes between iat and exp) reaches the App's endpoints and spends
+// the App's own budget: GET /app (the App), GET /app/installations (its
+// installations with their accounts, paged), GET /repos/O/R/installation
+// (and /orgs/O/installation, /users/U/installation; 404 where it is not
+// installed), POST /app/installations/ID/access_tokens (a long ghs_ token
+// that expires after TokenLifetime, an hour by default). An installation
+// is an owner with its own budget (InstallationLimit: 5,000 an hour plus
+// 50 per repository and per user beyond 20, up to 12,500; or Limit), and
+// its tokens see only its account's repositories; those are private: any
+// other token asking for them gets a 404, charged, as does a token limited
+// to some accounts (TokenConfig.Accounts, a fine-grained token) asking
+// elsewhere. Counters.Hidden counts those 404s, Counters.ExpiredTokens the
+// 401s for an expired installation token, Stats.Apps each installation's
+// mints.
+//
 // Faults (FaultConfig) are drawn per request from Config.Seed: the n-th
 // request to an API gets the same fault for the same seed. They come after
 // authentication and before any quota is spent: 500/502/504 without

@@ -23,6 +23,15 @@ type APIInfo struct {
 	Secondary       *SecondaryConfig // nil: no secondary limits
 	RequireAuth     bool
 	Skew, Latency   time.Duration
+	// Apps are the GitHub Apps and their installations ("acme (id 101)").
+	Apps []AppInfo
+}
+
+// AppInfo is a GitHub App of an API: its id and each installation's
+// account and id.
+type AppInfo struct {
+	ID            int64
+	Installations []string
 }
 
 // URL is the API's base URL on a server reachable at base (e.g. an
@@ -66,6 +75,15 @@ func (s *Server) APIs() []APIInfo {
 		for i, t := range a.tokenTexts {
 			o := a.tokenOwners[i]
 			info.Tokens = append(info.Tokens, TokenInfo{Masked: MaskToken(i+1, t), Owner: o.name, UserID: o.id})
+		}
+		if a.apps != nil {
+			for _, ap := range a.apps.list {
+				ai := AppInfo{ID: ap.cfg.ID}
+				for _, in := range ap.insts {
+					ai.Installations = append(ai.Installations, fmt.Sprintf("%s (id %d)", in.account, in.id))
+				}
+				info.Apps = append(info.Apps, ai)
+			}
 		}
 		for _, r := range a.res {
 			mode := WindowRolling

@@ -62,6 +62,8 @@ type api struct {
 	anon      map[string]*owner
 	anonOrder []*owner
 
+	apps *apps // GitHub Apps and their installations; nil without
+
 	versions sync.Map // escaped path -> *atomic.Uint64
 	cache    bodyCache
 	date     atomic.Pointer[dateCache]
@@ -85,6 +87,10 @@ type owner struct {
 	buckets   []*bucket
 	inFlight  atomic.Int64
 	sec       *secondary // nil: no secondary limits
+	// accounts are the only accounts whose repositories the owner's
+	// tokens see (an installation's, a fine-grained token's); nil: all
+	// but installations' private ones.
+	accounts []string
 
 	epMu      sync.Mutex
 	endpoints map[int]*endpointCounter // by endpointLimit.index, made on first use
@@ -103,6 +109,7 @@ type call struct {
 	ep      endpoint
 	tag     string           // the entity tag of a static answer, as given to this request
 	epc     *endpointCounter // the owner's counter of the endpoint limit the request matches, if any
+	jwt     bool             // authenticated with an App's JWT
 }
 
 // New builds a simulator from cfg after validating it (see Config.Validate).
@@ -157,6 +164,7 @@ func newAPI(s *Server, i int, ac APIConfig, apis int, seed int64) (*api, error) 
 	// Owners are made last: their buckets copy the resources and the
 	// secondary limits.
 	a.addTokens(ac.Tokens)
+	a.addApps(ac.Apps)
 	return a, nil
 }
 
@@ -255,6 +263,9 @@ func (a *api) addTokens(tokens []TokenConfig) {
 		if t.Limit > 0 {
 			o.buckets[0].limit = t.Limit
 		}
+		if t.Accounts != nil {
+			o.accounts = t.Accounts
+		}
 		a.tokens[t.Token] = o
 		a.tokenOwners = append(a.tokenOwners, o)
 		a.tokenTexts = append(a.tokenTexts, t.Token)
@@ -352,6 +363,7 @@ func (a *api) serve(w http.ResponseWriter, r *http.Request, rel string) {
 	if !a.authenticate(c) {
 		return
 	}
+	a.hide(c)
 	if el := a.endpointFor(c); el != nil {
 		c.epc = c.own.counter(el, a.latency)
 		c.epc.arrive(c.now)
@@ -398,6 +410,9 @@ func (a *api) authenticate(c *call) bool {
 	if present {
 		c.own = a.tokens[tok]
 		if c.own == nil {
+			if handled, ok := a.authenticateApp(c, tok); handled {
+				return ok
+			}
 			// A bad token is charged to nobody, but counted on the client
 			// IP's anonymous bucket, whose state the answer carries.
 			anon := a.anonOwner(clientIP(c.r))
@@ -708,6 +723,13 @@ func (s *Server) serveTouch(w http.ResponseWriter, r *http.Request) {
 // timeline restarts now.
 func (s *Server) Reset() {
 	for _, a := range s.apis {
+		if a.apps != nil {
+			// Tokens minted stay valid, as GitHub's do; their count
+			// restarts.
+			for _, in := range a.apps.byID {
+				in.mints.Store(0)
+			}
+		}
 		a.anonMu.Lock()
 		a.anon = map[string]*owner{}
 		a.anonOrder = nil

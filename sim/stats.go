@@ -18,6 +18,9 @@ type Stats struct {
 	// EndpointLimits lists, per API in config order, each owner's count
 	// of each endpoint limit that saw a request (configured owners first).
 	EndpointLimits []EndpointLimitStats `json:"endpoint_limits,omitempty"`
+	// Apps lists every installation of every App, per API in config
+	// order, with its mints.
+	Apps []AppStats `json:"apps,omitempty"`
 	// APIs sums the counters per API, in config order.
 	APIs []APIStats `json:"apis"`
 	// Total sums the counters of all buckets, with the endpoint limits'
@@ -127,6 +130,15 @@ type Counters struct {
 	ServerErrors int64 `json:"server_errors"`
 	Dropped      int64 `json:"dropped"`
 	BareRefusals int64 `json:"bare_refusals"`
+	// Hidden were answered 404 because the token cannot see the
+	// repository's owner (an installation's or a fine-grained token's
+	// other accounts, another installation's private repositories):
+	// charged, as GitHub charges them. A client routing each request to
+	// a credential that sees it keeps this near 0.
+	Hidden int64 `json:"hidden"`
+	// ExpiredTokens were refused 401 for an installation token past its
+	// expires_at (also counted in Unauthorized).
+	ExpiredTokens int64 `json:"expired_tokens"`
 	// MaxInFlight is the most requests of the owner in flight at once, as
 	// seen by requests to this bucket.
 	MaxInFlight int64 `json:"max_in_flight"`
@@ -146,6 +158,8 @@ func (t *Counters) add(c Counters) {
 	t.ServerErrors += c.ServerErrors
 	t.Dropped += c.Dropped
 	t.BareRefusals += c.BareRefusals
+	t.Hidden += c.Hidden
+	t.ExpiredTokens += c.ExpiredTokens
 	t.MaxInFlight = max(t.MaxInFlight, c.MaxInFlight)
 }
 
@@ -183,6 +197,7 @@ func (s *Server) Stats() Stats {
 				as.add(Counters{Violations: es.Refused, EndpointViolations: es.Refused, EarlyRetries: es.EarlyRetries})
 			}
 		}
+		st.Apps = append(st.Apps, a.appStats()...)
 		st.APIs = append(st.APIs, as)
 		st.Total.add(as.Counters)
 	}
@@ -239,6 +254,7 @@ func (b *bucket) snapshot(now time.Time) (BucketStats, bool) {
 			PrimaryViolations: b.primaryViolations, SecondaryViolations: b.secondaryViolations,
 			EarlyRetries: b.earlyRetries,
 			ServerErrors: b.serverErrors, Dropped: b.dropped, BareRefusals: b.bareRefusals, MaxInFlight: b.maxInFlight,
+			Hidden: b.hidden, ExpiredTokens: b.expired,
 		},
 		Timeline: append([]uint32(nil), b.timeline...),
 	}

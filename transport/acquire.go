@@ -26,6 +26,9 @@ type route struct {
 	// may go too, because those it did can never allow the request
 	// (see learnerCannotServe).
 	widened bool
+	// owner keeps to the credentials that may see the request's owner
+	// (route.go).
+	owner *ownerRoute
 }
 
 // acquire picks the credential whose quota lets the request go soonest,
@@ -197,6 +200,9 @@ func (t *Transport) candidates(req *http.Request, pool *creds.Pool, dst []*creds
 		return dst
 	}
 	dst = pool.AppendTurn(dst, now)
+	if rt.owner != nil {
+		dst = rt.owner.filter(dst)
+	}
 	if rt.turnHeld && !rt.widened {
 		// Learning: a credential whose bucket is unknown goes only when
 		// the learner names it, so its first answer is compared with

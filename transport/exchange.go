@@ -56,6 +56,9 @@ type exchange struct {
 	flight    *flight
 	flightKey flightKey
 
+	// sr routes the request by its repository's owner (route.go).
+	sr ownerRoute
+
 	reserve ReserveParams
 	settleP SettleParams
 	cands   [4]*creds.Credential
@@ -69,6 +72,7 @@ var exchanges = sync.Pool{New: func() any { return new(exchange) }}
 func (t *Transport) newExchange(req *http.Request, l *lane, rt route) *exchange {
 	x := exchanges.Get().(*exchange)
 	x.t, x.l, x.ctx, x.req, x.pool, x.rt = t, l, req.Context(), req, l.pool, rt
+	x.rt.owner = &x.sr
 	return x
 }
 
@@ -87,6 +91,8 @@ func (x *exchange) close() {
 	if x.flight != nil {
 		x.t.flights.land(x.flightKey, x.flight)
 	}
+	x.releaseClaim()
+	x.releaseTried()
 	*x = exchange{}
 	exchanges.Put(x)
 }
@@ -115,6 +121,10 @@ func (x *exchange) run() (*http.Response, error) {
 			// while this request holds its quota.
 			x.flight.sent.Store(false)
 		}
+		if err := x.routeOwner(); err != nil {
+			closeBody(x.req)
+			return nil, err
+		}
 		if err := x.acquire(); err != nil {
 			if err == errServeStale {
 				return x.serveStored(x.stale), nil
@@ -125,6 +135,7 @@ func (x *exchange) run() (*http.Response, error) {
 		if x.flight != nil {
 			x.flight.sent.Store(true)
 		}
+		x.sightSent()
 		err := x.send()
 		if x.s.out == nil { // the request could not be built
 			closeBody(x.req)
@@ -135,6 +146,7 @@ func (x *exchange) run() (*http.Response, error) {
 			x.read()
 			x.confirmRejection()
 		}
+		x.sightAnswered(err == nil)
 		d := decide(x.o)
 		x.traceAttempt(d, err)
 		if d.verdict == deliver {

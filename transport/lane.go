@@ -44,6 +44,9 @@ type lane struct {
 	cache              *cache.Cache
 	// scopes counts the successes of each scope (see scopeTally).
 	scopes scopeTally
+	// sight is what is known of which credentials see which owners
+	// (route.go).
+	sight sight
 
 	mu   sync.Mutex
 	skew quota.Skew
@@ -103,7 +106,7 @@ func (t *Transport) newLane(p *provider.Provider) *lane {
 	l.pool = t.given[p.Name]
 	if l.pool == nil {
 		var notes []string
-		l.pool, notes, l.poolErr = creds.Load(p, creds.Options{})
+		l.pool, notes, l.poolErr = creds.Load(p, creds.Options{AppTransport: t.base, Now: t.opts.Now})
 		if l.poolErr != nil {
 			l.poolErr = fmt.Errorf("provider %s: %w", p.Name, l.poolErr)
 		}

@@ -22,8 +22,11 @@ type CredentialStatus struct {
 	Provider   string `json:"provider"`
 	Credential string `json:"credential"`
 	Owner      string `json:"owner,omitempty"`
-	State      string `json:"state"`
-	Reason     string `json:"reason,omitempty"`
+	// Account is the organisation or user a GitHub App installation is
+	// on: the only account whose repositories it sees.
+	Account string `json:"account,omitempty"`
+	State   string `json:"state"`
+	Reason  string `json:"reason,omitempty"`
 	// Anonymous: no token, the server's anonymous limits.
 	Anonymous bool             `json:"anonymous,omitempty"`
 	Resources []ResourceStatus `json:"resources"`
@@ -269,12 +272,21 @@ func (t *Transport) status(ctx context.Context, now time.Time, buckets map[Bucke
 			return nil, err
 		}
 		t.restore(ctx, p, pool)
+		for _, app := range pool.Apps() {
+			app.For(ctx, "", "") // lists the App's installations, when due
+		}
 		for _, c := range pool.Credentials() {
 			st := c.Status(now)
 			cs := CredentialStatus{Provider: p.Name, Credential: c.Masked(), State: st.State.String(), Reason: st.Reason,
 				Anonymous: c.Kind() == creds.Anonymous, Resources: []ResourceStatus{}}
 			if o := c.Owner(); o.Key() != "" {
 				cs.Owner = o.String()
+			}
+			if a := c.Account(); a != "" {
+				cs.Account = a
+				if cs.Owner == "" {
+					cs.Owner = "installation on " + a
+				}
 			}
 			owner := c.BucketOwner()
 			cs.bucket = owner
@@ -383,6 +395,9 @@ func (t *Transport) Refresh(ctx context.Context, only ...string) error {
 			return err
 		}
 		t.restore(ctx, p, pool)
+		for _, app := range pool.Apps() {
+			app.For(ctx, "", "") // lists the App's installations, when due
+		}
 		for _, c := range pool.Credentials() {
 			if err := t.refreshOne(ctx, p, c); err != nil {
 				return err

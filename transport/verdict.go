@@ -48,8 +48,11 @@ type attemptOutcome struct {
 	// confirmed is about the credential; noneLeft: the pool has no
 	// eligible credential after it.
 	rejected, noneLeft bool
-	retryAfter         time.Duration
-	hasRetryAfter      bool
+	// hidden: a 404 or 403 from a credential that may not see the
+	// request's owner, and another that may is left (route.go).
+	hidden        bool
+	retryAfter    time.Duration
+	hasRetryAfter bool
 	// notProcessed: the server says it did not process the request (an
 	// overloaded server), so even a POST may go again.
 	notProcessed bool
@@ -98,6 +101,8 @@ func decide(o outcome) decision {
 			return decision{verdict: failWith}
 		}
 		return decision{verdict: backOffAndRetry, jitter: true}
+	case o.hidden && o.replayable:
+		return decision{verdict: anotherCredential}
 	case o.status == http.StatusUnauthorized && o.rejected:
 		switch {
 		case o.noneLeft:

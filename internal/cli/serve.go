@@ -267,7 +267,11 @@ func credentialCount(t *transport.Transport, name string) string {
 	if cs := pool.Credentials(); len(cs) == 1 && cs[0].Kind() == creds.Anonymous {
 		return "anonymous"
 	}
-	return fmt.Sprintf("%d credential%s", pool.Len(), plural(pool.Len()))
+	out := fmt.Sprintf("%d credential%s", pool.Len(), plural(pool.Len()))
+	for _, app := range pool.Apps() {
+		out += fmt.Sprintf(", GitHub App %d (installations found as requests need them)", app.ID())
+	}
+	return out
 }
 
 // checkLimits refuses durations and counts that cannot work, saying what

@@ -268,9 +268,12 @@ func describeAPI(a sim.APIInfo, base string) string {
 	for _, l := range a.EndpointLimits {
 		fmt.Fprintf(&b, "  [%s %d/%s %s, refused %s]", l.Pattern, l.Limit, shortDuration(l.Window), l.WindowMode, l.Refusal)
 	}
-	if len(a.Tokens) == 0 {
+	for _, app := range a.Apps {
+		fmt.Fprintf(&b, "  App %d installed on %s", app.ID, strings.Join(app.Installations, ", "))
+	}
+	if len(a.Tokens) == 0 && len(a.Apps) == 0 {
 		b.WriteString("  no tokens (anonymous only)")
-	} else {
+	} else if len(a.Tokens) > 0 {
 		const shown = 8
 		var parts []string
 		for i, t := range a.Tokens {
