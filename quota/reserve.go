@@ -169,6 +169,15 @@ type Decision struct {
 
 // Decide is Reserve with the whole decision: see Reserve and Decision.
 func Decide(opts []Option, a *Ask, l Lease, now time.Time) Decision {
+	if len(opts) == 1 && goesAtOnce(&opts[0], a, now) {
+		commit(&opts[0], a, l, now)
+		return Decision{Index: 0}
+	}
+	return weigh(opts, a, l, now)
+}
+
+// weigh is Decide weighing every wait of every option.
+func weigh(opts []Option, a *Ask, l Lease, now time.Time) Decision {
 	best := -1
 	var bestWait waitFor
 	var never error
@@ -198,20 +207,50 @@ func Decide(opts []Option, a *Ask, l Lease, now time.Time) Decision {
 	if bestWait.d > 0 {
 		return Decision{Index: best, Wait: bestWait.d, OnAnswer: onAnswer, Scoped: bestWait.scoped}
 	}
-	o, b := opts[best].Owner, opts[best].Bucket
+	commit(&opts[best], a, l, now)
+	return Decision{Index: best}
+}
+
+// commit takes what a request asking a holds of opt at now, under lease l:
+// Decide's decision to let it go.
+func commit(opt *Option, a *Ask, l Lease, now time.Time) {
 	if a.Units > 1 {
 		l.Units = a.Units
 	}
 	l.Conditional = a.Conditional
-	o.take(a.Secondary, a.Cost, l, now)
+	opt.Owner.take(a.Secondary, a.Cost, l, now)
 	if !a.Free {
-		b.take(a.Policy, l, now)
-		takeScope(opts[best].Scope, a, l, now)
-		for _, x := range opts[best].Also {
+		opt.Bucket.take(a.Policy, l, now)
+		takeScope(opt.Scope, a, l, now)
+		for _, x := range opt.Also {
 			x.take(a.Policy, l, now)
 		}
 	}
-	return Decision{Index: best}
+}
+
+// goesAtOnce reports, cheaply, that waitOption would find no wait for a on
+// opt at now and that its bucket is reachable: the common case of a
+// request on an owner and a known bucket that nothing limits but the
+// budget (a unit of a block, most of all), where Decide need not weigh
+// each wait. It reports false whenever it cannot tell, and Decide then
+// weighs them all; TestGoesAtOnceAgreesWithTheWaits holds the two to the
+// same answer.
+func goesAtOnce(opt *Option, a *Ask, now time.Time) bool {
+	o, b := opt.Owner, opt.Bucket
+	if opt.Scope != nil || len(opt.Also) != 0 || a.Free || a.Conditional || a.Units > 1 ||
+		a.Cost.Write || a.Cost.CreatesContent || a.Secondary.countsPoints(a.Cost) ||
+		now.Before(o.PenaltyUntil) || o.ConcurrencyCap(a.Secondary, now) > 0 {
+		return false
+	}
+	if b.Remaining == UnknownCount || b.Refill > 0 || now.Before(b.BlockedUntil) || b.TAT.After(now) ||
+		a.Policy.reachable(b) != nil {
+		return false
+	}
+	if at := b.refillAt(); !at.IsZero() && !now.Before(at) {
+		return false // the window rolls first
+	}
+	budget, _ := b.Budget(a.Policy.reserveFor(b), now)
+	return budget >= b.fits(a.Policy, 1)
 }
 
 // Answer is what a request's outcome tells the quota state.

@@ -209,19 +209,18 @@ func (st *State) settleBlocks(p *transport.SettleParams) (lease uint64, served b
 		delete(s.handed, p.Lease)
 		lease, served = b.k.Lease.ID, true
 	}
-	if len(s.open) == 0 {
-		return lease, served, nil
-	}
-	now := s.clock()
-	releases = s.closeWhere(func(b *block) bool {
+	var short []*block // no longer plentiful
+	for _, b := range s.open {
 		part := quota.Part{Owner: b.slot.Owner == p.Slot.Owner && p.Slot.Owner != (transport.OwnerID{}),
 			Bucket: b.slot.Bucket == p.Slot.Bucket, Scope: b.slot.Scope == p.Slot.Scope}
-		if !part.Owner && !part.Bucket {
-			return false
+		if (part.Owner || part.Bucket) && !b.k.Settle(part, p.Lease, &p.Answer, p.Now) {
+			short = append(short, b)
 		}
-		return !b.k.Settle(part, p.Lease, &p.Answer, p.Now)
-	}, now)
-	return lease, served, releases
+	}
+	if len(short) == 0 {
+		return lease, served, nil
+	}
+	return lease, served, s.closeWhere(func(b *block) bool { return slices.Contains(short, b) }, s.clock())
 }
 
 // takeAhead takes a block on the loaded rows for requests like p (whose

@@ -145,9 +145,45 @@ func (st *State) corrupt(k string, err error) {
 }
 
 func bucketKey(id transport.BucketID) string {
-	return key("bucket", id.Provider, id.Owner, id.Resource)
+	return bucketKeys.get(id, func() string { return key("bucket", id.Provider, id.Owner, id.Resource) })
 }
-func ownerKey(id transport.OwnerID) string { return key("owner", id.Provider, id.Owner) }
+
+func ownerKey(id transport.OwnerID) string {
+	return ownerKeys.get(id, func() string { return key("owner", id.Provider, id.Owner) })
+}
+
+// ownerKeys and bucketKeys remember the rows' keys: a decision and its
+// answer name their rows several times, and building a key costs more than
+// a decision on a block's copy (ahead.go).
+var (
+	ownerKeys  keyCache[transport.OwnerID]
+	bucketKeys keyCache[transport.BucketID]
+)
+
+// keyCache maps IDs to their rows' keys, forgetting them all past maxKeys.
+type keyCache[K comparable] struct {
+	mu   sync.RWMutex
+	keys map[K]string
+}
+
+const maxKeys = 4096
+
+func (c *keyCache[K]) get(id K, build func() string) string {
+	c.mu.RLock()
+	k, ok := c.keys[id]
+	c.mu.RUnlock()
+	if ok {
+		return k
+	}
+	k = build()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.keys == nil || len(c.keys) >= maxKeys {
+		c.keys = make(map[K]string)
+	}
+	c.keys[id] = k
+	return k
+}
 
 // decode reads a record's JSON into v, which is left as the caller's zero
 // value when the record is absent or corrupted.
@@ -665,8 +701,8 @@ func (st *State) write(ctx context.Context, settles []*transport.SettleParams) e
 // is written at once.
 const maxPending = 1024
 
-// queue queues a copy of p to be written later, and reports whether it
-// did. lazy marks a settle that may wait blockFlushDelay rather than
+// queue queues p to be written later, and reports whether it did; p and
+// its reading are the queue's from then on (each caller's own copy). lazy marks a settle that may wait blockFlushDelay rather than
 // FlushDelay (ahead.go): while only such settles wait, and fewer than
 // lazyPending, the timer is set for the longer delay.
 func (st *State) queue(p *transport.SettleParams, lazy bool) bool {
@@ -675,12 +711,7 @@ func (st *State) queue(p *transport.SettleParams, lazy bool) bool {
 	if st.closed || len(st.pending) >= maxPending {
 		return false
 	}
-	c := *p
-	if p.Answer.Reading != nil {
-		r := *p.Answer.Reading
-		c.Answer.Reading = &r
-	}
-	st.pending = append(st.pending, &c)
+	st.pending = append(st.pending, p)
 	if lazy && len(st.pending) < lazyPending {
 		st.armLocked(blockFlushDelay)
 	} else {
