@@ -1,6 +1,6 @@
 package ratekeeper
 
-import "github.com/ratekeeper/ratekeeper/internal/assemble"
+import "github.com/ratekeeper/ratekeeper/wiring"
 
 // Options configure a client. The zero value uses the built-in providers,
 // tokens from the environment, the greedy policy and memory state.

@@ -41,8 +41,8 @@ import (
 
 	"github.com/ratekeeper/ratekeeper/batch"
 	"github.com/ratekeeper/ratekeeper/gateway"
-	"github.com/ratekeeper/ratekeeper/internal/assemble"
 	"github.com/ratekeeper/ratekeeper/transport"
+	"github.com/ratekeeper/ratekeeper/wiring"
 )
 
 // WaitError is returned when quota returns later than the max wait.

@@ -22,11 +22,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/ratekeeper/ratekeeper/cache"
-	"github.com/ratekeeper/ratekeeper/internal/assemble"
 	probes "github.com/ratekeeper/ratekeeper/internal/probe"
 	"github.com/ratekeeper/ratekeeper/provider"
 	"github.com/ratekeeper/ratekeeper/store"
 	"github.com/ratekeeper/ratekeeper/transport"
+	"github.com/ratekeeper/ratekeeper/wiring"
 )
 
 // Defaults of Options.
