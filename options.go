@@ -99,4 +99,4 @@ import "github.com/ratekeeper/ratekeeper/wiring"
 //		// Tune sets anything else transport.Options offers; it runs last.
 //		Tune func(*transport.Options)
 //	}
-type Options = assemble.Options
+type Options = wiring.Options

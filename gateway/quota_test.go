@@ -142,7 +142,7 @@ func TestTwoGatewaysShareTheQuota(t *testing.T) {
 	var clients []*http.Client
 	var bases []string
 	for range 2 {
-		opts := Options{Providers: []string{"github"}, Client: assemble.Options{
+		opts := Options{Providers: []string{"github"}, Client: wiring.Options{
 			DB:        db,
 			Providers: []string{"github=" + simTS.URL + "/github"},
 			Tokens:    map[string][]string{"github": {"tok-alice-1"}},

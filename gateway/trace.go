@@ -33,7 +33,7 @@ type gatewayTracing struct {
 	prop   propagation.TextMapPropagator
 }
 
-func newGatewayTracing(client assemble.Options) gatewayTracing {
+func newGatewayTracing(client wiring.Options) gatewayTracing {
 	tp, prop := client.TracerProvider, client.Propagator
 	if tp == nil {
 		tp = otel.GetTracerProvider()

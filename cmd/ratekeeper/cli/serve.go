@@ -133,7 +133,7 @@ func runServe(cmd *cobra.Command, o *serveOptions) error {
 		return err
 	}
 	gw, err := gateway.New(gopts)
-	var dbErr *assemble.DatabaseError
+	var dbErr *wiring.DatabaseError
 	if errors.As(err, &dbErr) {
 		return exitf(1, "--db: %v", err)
 	}
