@@ -5,10 +5,6 @@ import (
 	"fmt"
 	"net/url"
 	"strings"
-
-	"github.com/ratekeeper/ratekeeper/store/memory"
-	"github.com/ratekeeper/ratekeeper/store/postgres"
-	"github.com/ratekeeper/ratekeeper/store/sqlite"
 )
 
 // Kind is the kind of database a connection string names.
@@ -76,30 +72,20 @@ func Redact(dsn string) string {
 //   - anything else: a SQLite file path, optionally prefixed by "sqlite://"
 //     or "file:" (store/sqlite).
 //
-// A URL with any other scheme is refused.
+// A URL with any other scheme is refused, and so is a kind whose store
+// the program did not import (see [Driver]).
 func Open(ctx context.Context, dsn string, opts Options) (Store, error) {
-	// Each case checks err itself so that a failure returns a nil Store,
-	// not an interface holding a nil pointer.
-	switch KindOf(dsn) {
-	case Memory:
-		s, err := memory.New(opts)
-		if err != nil {
-			return nil, err
+	k := KindOf(dsn)
+	name := dsn
+	if k == SQLite {
+		if scheme, _, ok := strings.Cut(dsn, "://"); ok && scheme != "sqlite" && scheme != "file" && !strings.ContainsAny(scheme, `/\.`) {
+			return nil, fmt.Errorf("store: unsupported database URL scheme %q; use a SQLite file path (or sqlite://path), postgres://... for PostgreSQL, or \"memory\"", scheme)
 		}
-		return s, nil
-	case Postgres:
-		s, err := postgres.Open(ctx, dsn, opts)
-		if err != nil {
-			return nil, err
-		}
-		return s, nil
+		name = SQLitePath(dsn)
 	}
-	if scheme, _, ok := strings.Cut(dsn, "://"); ok && scheme != "sqlite" && scheme != "file" && !strings.ContainsAny(scheme, `/\.`) {
-		return nil, fmt.Errorf("store: unsupported database URL scheme %q; use a SQLite file path (or sqlite://path), postgres://... for PostgreSQL, or \"memory\"", scheme)
-	}
-	s, err := sqlite.Open(ctx, SQLitePath(dsn), opts)
+	d, err := driver(k)
 	if err != nil {
 		return nil, err
 	}
-	return s, nil
+	return d.Open(ctx, name, opts)
 }
