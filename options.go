@@ -96,6 +96,18 @@ import "github.com/ratekeeper/ratekeeper/wiring"
 //		// while another token could serve; the server's values are then under
 //		// X-Ratekeeper-Upstream-NAME (see transport.HeaderUpstreamPrefix).
 //		UpstreamRateLimitHeaders bool
+//		// TracerProvider makes a span for each request (see
+//		// transport.SpanRequest: provider, bucket, wait, attempts, status,
+//		// the credential masked) as a child of the span in the request's
+//		// context; nil means otel.GetTracerProvider(), which records nothing
+//		// unless the program set one. The gateway's server spans come from
+//		// it too.
+//		TracerProvider trace.TracerProvider
+//		// Propagator puts the trace context on what goes upstream and, in the
+//		// gateway, reads a client's traceparent; nil means
+//		// otel.GetTextMapPropagator(), which does neither unless the program
+//		// set one.
+//		Propagator propagation.TextMapPropagator
 //		// Tune sets anything else transport.Options offers; it runs last.
 //		Tune func(*transport.Options)
 //	}
