@@ -84,6 +84,6 @@
 // bytes; List sorts them in byte order. Keys appear in logs and errors, so a
 // key must never contain a secret such as a token.
 //
-// Layer 2 of docs/architecture.md: it owns atomic shared records and blobs,
+// Layer 1 of docs/architecture.md: it owns atomic shared records and blobs,
 // and must not hold pacing logic or know what a value means.
 package store

@@ -3,7 +3,7 @@
 // place that wiring lives: the root package's NewTransport, the gateway,
 // the demo and the CLI all build their transports here.
 //
-// Layer 6 of docs/architecture.md: it owns that assembly and nothing else;
+// Layer 4 of docs/architecture.md: it owns that assembly and nothing else;
 // it must not pace, parse headers or serve.
 package wiring
 
