@@ -16,6 +16,6 @@ func init() {
 			}
 			return s, nil
 		},
-		IsTransient: IsTransient,
+		Transient: IsTransient,
 	})
 }

@@ -17,6 +17,6 @@ func init() {
 			}
 			return s, nil
 		},
-		IsTransient: IsTransient,
+		Transient: IsTransient,
 	})
 }
