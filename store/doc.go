@@ -36,7 +36,8 @@
 //   - store/storetest: the suite every store passes, by area.
 //   - store/quotastate: the transport's quota state (transport.State) kept
 //     in a store.
-//   - store/all: imported for its effect, it registers every store above.
+//   - store/all: imported for its effect, it registers memory, sqlite and
+//     postgres.
 //
 // Each SQL store keeps its SQL in its sql.go: its statement table, where it
 // differs from the other database, and its migrations; what both share is
