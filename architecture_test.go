@@ -86,7 +86,9 @@ func goListDeps(t *testing.T) map[string][]string {
 }
 
 // violations lists what breaks the layering: a package without a row, a
-// row without a package, a package reaching its own layer or above.
+// row without a package, a package reaching its own layer or above, and a
+// package of the top internal/ above layer 0 (it holds only leaves: the
+// commands live in cmd/ratekeeper, the wiring in wiring).
 func violations(layers map[string]int, deps map[string][]string) []string {
 	name := func(p string) string {
 		if p == "" {
@@ -100,6 +102,9 @@ func violations(layers map[string]int, deps map[string][]string) []string {
 		if !ok {
 			v = append(v, "package "+name(pkg)+" has no row in docs/architecture.md's package table")
 			continue
+		}
+		if strings.HasPrefix(pkg, "internal/") && l != 0 {
+			v = append(v, fmt.Sprintf("%s is at layer %d: internal/ holds only leaves (layer 0)", pkg, l))
 		}
 		for _, d := range ds {
 			if dl, ok := layers[d]; ok && dl >= l {
@@ -129,17 +134,20 @@ func TestArchitectureViolations(t *testing.T) {
 	if m := layerRow.FindStringSubmatch("| `ratekeeper` (root) | 6 | the façade | — |"); m == nil || m[1] != "ratekeeper" || m[2] != "6" {
 		t.Fatalf("the root's row was not read: %q", m)
 	}
-	layers := map[string]int{"headers": 0, "sim": 0, "transport": 2, "": 6, "gone": 1}
+	layers := map[string]int{"headers": 0, "sim": 0, "transport": 2, "": 6, "gone": 1, "internal/wiring": 3, "store/internal/core": 0}
 	deps := map[string][]string{
-		"headers":   {},
-		"sim":       {"headers"},   // same layer: refused
-		"transport": {"headers"},   // lower: fine
-		"":          {"transport"}, // lower: fine
-		"new":       {},            // no row
+		"headers":             {},
+		"sim":                 {"headers"},   // same layer: refused
+		"transport":           {"headers"},   // lower: fine
+		"":                    {"transport"}, // lower: fine
+		"new":                 {},            // no row
+		"internal/wiring":     {"transport"}, // not a leaf in internal/: refused
+		"store/internal/core": {},            // a store's own internal/: fine
 	}
 	got := violations(layers, deps)
 	want := []string{
 		"docs/architecture.md lists gone, which go list does not know",
+		"internal/wiring is at layer 3: internal/ holds only leaves (layer 0)",
 		"package new has no row in docs/architecture.md's package table",
 		"sim (layer 0) reaches headers (layer 0): a package may only import lower layers",
 	}

@@ -21,8 +21,8 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/ratekeeper/ratekeeper/cmd/ratekeeper/cli"
 	"github.com/ratekeeper/ratekeeper/gateway"
-	"github.com/ratekeeper/ratekeeper/internal/cli"
 	"github.com/ratekeeper/ratekeeper/provider"
 	"github.com/ratekeeper/ratekeeper/sim"
 	"github.com/ratekeeper/ratekeeper/store/storetest"

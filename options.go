@@ -1,6 +1,6 @@
 package ratekeeper
 
-import "github.com/ratekeeper/ratekeeper/internal/assemble"
+import "github.com/ratekeeper/ratekeeper/wiring"
 
 // Options configure a client. The zero value uses the built-in providers,
 // tokens from the environment, the greedy policy and memory state.
@@ -115,4 +115,4 @@ import "github.com/ratekeeper/ratekeeper/internal/assemble"
 //		// Tune sets anything else transport.Options offers; it runs last.
 //		Tune func(*transport.Options)
 //	}
-type Options = assemble.Options
+type Options = wiring.Options

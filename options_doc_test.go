@@ -18,7 +18,7 @@ import (
 // its source writes it, comments included.
 func optionsSource(t *testing.T) string {
 	t.Helper()
-	const file = "internal/assemble/assemble.go"
+	const file = "wiring/wiring.go"
 	src, err := os.ReadFile(file)
 	if err != nil {
 		t.Fatal(err)
@@ -83,7 +83,7 @@ func TestOptionsDocListsEveryField(t *testing.T) {
 			}
 			return
 		}
-		t.Fatalf("%s's copy of the Options declaration differs from internal/assemble's; run: go test -run TestOptionsDocListsEveryField -update .", file)
+		t.Fatalf("%s's copy of the Options declaration differs from package wiring's; run: go test -run TestOptionsDocListsEveryField -update .", file)
 	}
 
 	// What go doc prints: every field, by name, in the root package's

@@ -29,7 +29,7 @@
 // NewGateway serves the same client to programs in any language, as
 // `ratekeeper serve` does.
 //
-// This package is a façade: the wiring lives in internal/assemble, the
+// This package is a façade: the wiring lives in package wiring, the
 // parts in their own packages (see docs/architecture.md). It must hold no
 // logic of its own beyond naming them.
 package ratekeeper
@@ -41,8 +41,8 @@ import (
 
 	"github.com/ratekeeper/ratekeeper/batch"
 	"github.com/ratekeeper/ratekeeper/gateway"
-	"github.com/ratekeeper/ratekeeper/internal/assemble"
 	"github.com/ratekeeper/ratekeeper/transport"
+	"github.com/ratekeeper/ratekeeper/wiring"
 )
 
 // WaitError is returned when quota returns later than the max wait.
@@ -55,7 +55,7 @@ type ReserveError = transport.ReserveError
 // DatabaseError reports a database that cannot be used: unreachable, or at
 // a newer schema version than this ratekeeper knows. DSN has its password
 // masked.
-type DatabaseError = assemble.DatabaseError
+type DatabaseError = wiring.DatabaseError
 
 // Event is what Options.OnEvent receives.
 type Event = transport.Event
@@ -98,7 +98,7 @@ type GatewayOptions = gateway.Options
 // configuration (an unknown policy, a malformed base URL, an empty or
 // whitespace-padded token, an unusable database) as an error. Close it to
 // release a database given in Options.DB.
-func NewTransport(opts Options) (*transport.Transport, error) { return assemble.Transport(opts) }
+func NewTransport(opts Options) (*transport.Transport, error) { return wiring.Transport(opts) }
 
 // NewGateway builds a gateway (see package gateway); serve it with its
 // Serve method or any http.Server, and Close it at the end.

@@ -10,10 +10,10 @@ import (
 	"time"
 
 	"github.com/ratekeeper/ratekeeper/cache"
-	"github.com/ratekeeper/ratekeeper/internal/assemble"
 	"github.com/ratekeeper/ratekeeper/provider"
 	"github.com/ratekeeper/ratekeeper/sim"
 	"github.com/ratekeeper/ratekeeper/transport"
+	"github.com/ratekeeper/ratekeeper/wiring"
 )
 
 // Defaults of Options: about 20 seconds on a small machine.
@@ -102,7 +102,7 @@ func (o Options) Validate() error {
 	default:
 		return fmt.Errorf("progress %q: want auto, bars, lines or off", o.Progress)
 	}
-	if _, err := assemble.Transport(assemble.Options{Policy: o.Policy, Tune: onlySimulated}); err != nil {
+	if _, err := wiring.Transport(wiring.Options{Policy: o.Policy, Tune: onlySimulated}); err != nil {
 		return err
 	}
 	return nil
@@ -133,7 +133,7 @@ func Run(ctx context.Context, w io.Writer, opts Options) (*Summary, error) {
 
 	r := newRecorder()
 	counted := &countingTransport{next: wire, phase: &r.phase}
-	t, err := assemble.Transport(assemble.Options{
+	t, err := wiring.Transport(wiring.Options{
 		Providers: []string{APIName + "=" + base},
 		Tokens:    map[string][]string{APIName: sc.Secrets()},
 		Policy:    opts.Policy,

@@ -19,5 +19,5 @@
 // [Run] wires them together.
 //
 // Layer 5 of docs/architecture.md: it owns the demo's workload and report,
-// and builds its client through internal/assemble like every command.
+// and builds its client through package wiring like every command.
 package demo

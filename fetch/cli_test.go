@@ -13,8 +13,8 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/ratekeeper/ratekeeper/cmd/ratekeeper/cli"
 	"github.com/ratekeeper/ratekeeper/fetch"
-	"github.com/ratekeeper/ratekeeper/internal/cli"
 	"github.com/ratekeeper/ratekeeper/tasks"
 	"github.com/ratekeeper/ratekeeper/transport"
 )

@@ -65,7 +65,7 @@
 // worker; a wait that outlasted the attempt timeout would count as a
 // failure instead.
 //
-// Layer 3 of docs/architecture.md: it owns the batch (plan, journal,
+// Layer 5 of docs/architecture.md: it owns the batch (plan, journal,
 // resume), and must not build its own client: requests go through the
 // caller's.
 package fetch

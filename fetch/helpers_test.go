@@ -14,8 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ratekeeper/ratekeeper/cmd/ratekeeper/cli"
 	"github.com/ratekeeper/ratekeeper/fetch"
-	"github.com/ratekeeper/ratekeeper/internal/cli"
 	"github.com/ratekeeper/ratekeeper/sim"
 	"github.com/ratekeeper/ratekeeper/store/storetest"
 )

@@ -15,10 +15,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ratekeeper/ratekeeper/internal/assemble"
 	"github.com/ratekeeper/ratekeeper/provider"
 	"github.com/ratekeeper/ratekeeper/sim"
 	"github.com/ratekeeper/ratekeeper/transport"
+	"github.com/ratekeeper/ratekeeper/wiring"
 )
 
 // benchTargets serves a simulated GitHub whose limits never bind (a
@@ -39,7 +39,7 @@ func benchTargets(b *testing.B, latency time.Duration) (direct, viaGateway strin
 	b.Cleanup(simTS.Close)
 	gw, err := New(Options{
 		Providers: []string{"github"},
-		Client: assemble.Options{
+		Client: wiring.Options{
 			Providers: []string{"github=" + simTS.URL},
 			Tokens:    map[string][]string{"github": {"tok-bench-1"}},
 			Tune: func(o *transport.Options) {
@@ -184,7 +184,7 @@ func BenchmarkBindingQuota(b *testing.B) {
 		up := &upstreamLog{rt: newUpstreamTransport(time.Minute)}
 		gw, err := New(Options{
 			Providers: []string{"github"},
-			Client: assemble.Options{
+			Client: wiring.Options{
 				Providers: []string{"github=" + simTS.URL},
 				Tokens:    map[string][]string{"github": {"tok-bench-1"}},
 				DB:        filepath.Join(b.TempDir(), "quota.db"),

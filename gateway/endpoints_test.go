@@ -8,8 +8,8 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/ratekeeper/ratekeeper/internal/assemble"
 	"github.com/ratekeeper/ratekeeper/sim"
+	"github.com/ratekeeper/ratekeeper/wiring"
 )
 
 func TestEndpoints(t *testing.T) {
@@ -129,7 +129,7 @@ func TestNewErrors(t *testing.T) {
 	}
 }
 
-func clientProviders(flags ...string) (o assemble.Options) {
+func clientProviders(flags ...string) (o wiring.Options) {
 	o.Providers = flags
 	o.Tokens = map[string][]string{}
 	for _, f := range flags {

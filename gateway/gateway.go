@@ -22,11 +22,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/ratekeeper/ratekeeper/cache"
-	"github.com/ratekeeper/ratekeeper/internal/assemble"
 	probes "github.com/ratekeeper/ratekeeper/internal/probe"
 	"github.com/ratekeeper/ratekeeper/provider"
 	"github.com/ratekeeper/ratekeeper/store"
 	"github.com/ratekeeper/ratekeeper/transport"
+	"github.com/ratekeeper/ratekeeper/wiring"
 )
 
 // Defaults of Options.
@@ -77,7 +77,7 @@ type Options struct {
 	// for quota, queueing and coalescing included. Its Registerer
 	// defaults to the gateway's Registry, its Base to an http.Transport
 	// with UpstreamTimeout.
-	Client assemble.Options
+	Client wiring.Options
 	// Providers names the providers served at /NAME/...; empty serves
 	// every provider of the client's registry.
 	Providers []string
@@ -353,7 +353,7 @@ func (g *Gateway) serveEndpoints() error {
 // no resends after server errors (the gateway cannot tell how long those
 // would take; the client gets the upstream's answer and decides), and the
 // upstream wrapper as their base.
-func (g *Gateway) newTransport(client assemble.Options) (transport.Options, error) {
+func (g *Gateway) newTransport(client wiring.Options) (transport.Options, error) {
 	if client.MaxWait <= 0 {
 		client.MaxWait = DefaultMaxWait
 	}
@@ -379,7 +379,7 @@ func (g *Gateway) newTransport(client assemble.Options) (transport.Options, erro
 		}
 	}
 	client.OnEvent = g.onEvent
-	to, err := assemble.Build(client)
+	to, err := wiring.Build(client)
 	if err != nil {
 		return to, err
 	}

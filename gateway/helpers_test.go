@@ -11,9 +11,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ratekeeper/ratekeeper/internal/assemble"
 	"github.com/ratekeeper/ratekeeper/sim"
 	"github.com/ratekeeper/ratekeeper/transport"
+	"github.com/ratekeeper/ratekeeper/wiring"
 )
 
 // simHost is the made-up host of in-process simulators: nothing dials it,
@@ -86,7 +86,7 @@ func newEnv(t testing.TB, apis []sim.APIConfig, tokens map[string][]string, tune
 // clientOptions points a provider named after each API at the simulator
 // reachable at host, with the given tokens (none: anonymous, never the
 // environment's), sent with base (nil: the gateway's own transport).
-func clientOptions(srv *sim.Server, apis []sim.APIConfig, tokens map[string][]string, events *eventLog, base http.RoundTripper, host string) assemble.Options {
+func clientOptions(srv *sim.Server, apis []sim.APIConfig, tokens map[string][]string, events *eventLog, base http.RoundTripper, host string) wiring.Options {
 	var providers []string
 	for _, a := range srv.APIs() {
 		suffix := map[string]string{"gitlab": "/api/v4", "gitea": "/api/v1"}[a.Dialect]
@@ -100,7 +100,7 @@ func clientOptions(srv *sim.Server, apis []sim.APIConfig, tokens map[string][]st
 			tokens[a.Name] = nil // anonymous, never the environment
 		}
 	}
-	return assemble.Options{
+	return wiring.Options{
 		Providers: providers,
 		Tokens:    tokens,
 		Policy:    "greedy",

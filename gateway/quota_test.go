@@ -13,8 +13,8 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/ratekeeper/ratekeeper/internal/assemble"
 	"github.com/ratekeeper/ratekeeper/sim"
+	"github.com/ratekeeper/ratekeeper/wiring"
 )
 
 // quotaReturns is when the simulator's buckets of the owners next reset
@@ -142,7 +142,7 @@ func TestTwoGatewaysShareTheQuota(t *testing.T) {
 	var clients []*http.Client
 	var bases []string
 	for range 2 {
-		opts := Options{Providers: []string{"github"}, Client: assemble.Options{
+		opts := Options{Providers: []string{"github"}, Client: wiring.Options{
 			DB:        db,
 			Providers: []string{"github=" + simTS.URL + "/github"},
 			Tokens:    map[string][]string{"github": {"tok-alice-1"}},

@@ -13,9 +13,9 @@ import (
 	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/ratekeeper/ratekeeper/internal/assemble"
 	"github.com/ratekeeper/ratekeeper/provider"
 	"github.com/ratekeeper/ratekeeper/transport"
+	"github.com/ratekeeper/ratekeeper/wiring"
 )
 
 // tracerName is the instrumentation scope of the gateway's spans.
@@ -33,7 +33,7 @@ type gatewayTracing struct {
 	prop   propagation.TextMapPropagator
 }
 
-func newGatewayTracing(client assemble.Options) gatewayTracing {
+func newGatewayTracing(client wiring.Options) gatewayTracing {
 	tp, prop := client.TracerProvider, client.Propagator
 	if tp == nil {
 		tp = otel.GetTracerProvider()

@@ -175,6 +175,6 @@
 // ratekeeper_poll_not_modified_total, ratekeeper_poll_interval_seconds,
 // ratekeeper_poll_rate_limited_total and ratekeeper_poll_budget_total{action}.
 //
-// Layer 3 of docs/architecture.md: it owns the polling interval policy and
+// Layer 5 of docs/architecture.md: it owns the polling interval policy and
 // runner, and must not build its own client.
 package poll

@@ -15,7 +15,9 @@
 //
 // Package store holds the interfaces ([Store], [Blobs]) and [Open], the
 // one place that reads a connection string ([KindOf], [SQLitePath],
-// [Redact]: the task queue asks them too). What a fleet needs beyond one
+// [Redact]: the task queue asks them too). It imports none of the stores
+// below: each registers a [Driver] from init, as database/sql's drivers
+// do, and store/all links all three. What a fleet needs beyond one
 // atomic update is offered by the stores through optional interfaces:
 // [Snapshot] (read many keys without locks, to decide before locking),
 // [Clock] (the database's time, the one clock a fleet shares) and
@@ -34,6 +36,8 @@
 //   - store/storetest: the suite every store passes, by area.
 //   - store/quotastate: the transport's quota state (transport.State) kept
 //     in a store.
+//   - store/all: imported for its effect, it registers memory, sqlite and
+//     postgres.
 //
 // Each SQL store keeps its SQL in its sql.go: its statement table, where it
 // differs from the other database, and its migrations; what both share is
@@ -84,6 +88,6 @@
 // bytes; List sorts them in byte order. Keys appear in logs and errors, so a
 // key must never contain a secret such as a token.
 //
-// Layer 2 of docs/architecture.md: it owns atomic shared records and blobs,
+// Layer 1 of docs/architecture.md: it owns atomic shared records and blobs,
 // and must not hold pacing logic or know what a value means.
 package store

@@ -5,10 +5,7 @@ import (
 	"fmt"
 	"net/url"
 	"strings"
-
-	"github.com/ratekeeper/ratekeeper/store/memory"
-	"github.com/ratekeeper/ratekeeper/store/postgres"
-	"github.com/ratekeeper/ratekeeper/store/sqlite"
+	"sync"
 )
 
 // Kind is the kind of database a connection string names.
@@ -76,30 +73,78 @@ func Redact(dsn string) string {
 //   - anything else: a SQLite file path, optionally prefixed by "sqlite://"
 //     or "file:" (store/sqlite).
 //
-// A URL with any other scheme is refused.
+// A URL with any other scheme is refused, and so is a kind whose store
+// the program did not import (see [Driver]).
 func Open(ctx context.Context, dsn string, opts Options) (Store, error) {
-	// Each case checks err itself so that a failure returns a nil Store,
-	// not an interface holding a nil pointer.
-	switch KindOf(dsn) {
-	case Memory:
-		s, err := memory.New(opts)
-		if err != nil {
-			return nil, err
+	k := KindOf(dsn)
+	name := dsn
+	if k == SQLite {
+		if scheme, _, ok := strings.Cut(dsn, "://"); ok && scheme != "sqlite" && scheme != "file" && !strings.ContainsAny(scheme, `/\.`) {
+			return nil, fmt.Errorf("store: unsupported database URL scheme %q; use a SQLite file path (or sqlite://path), postgres://... for PostgreSQL, or \"memory\"", scheme)
 		}
-		return s, nil
-	case Postgres:
-		s, err := postgres.Open(ctx, dsn, opts)
-		if err != nil {
-			return nil, err
-		}
-		return s, nil
+		name = SQLitePath(dsn)
 	}
-	if scheme, _, ok := strings.Cut(dsn, "://"); ok && scheme != "sqlite" && scheme != "file" && !strings.ContainsAny(scheme, `/\.`) {
-		return nil, fmt.Errorf("store: unsupported database URL scheme %q; use a SQLite file path (or sqlite://path), postgres://... for PostgreSQL, or \"memory\"", scheme)
-	}
-	s, err := sqlite.Open(ctx, SQLitePath(dsn), opts)
+	d, err := driver(k)
 	if err != nil {
 		return nil, err
 	}
-	return s, nil
+	return d.Open(ctx, name, opts)
+}
+
+// A Driver is one kind of database's store, as its package registers it
+// (store/memory, store/sqlite, store/postgres): the interfaces of this
+// package sit below every store, and no store is linked into a program
+// that does not import it. A program that reads any --db imports
+// store/all, which registers all three.
+type Driver struct {
+	// Open opens the store. For SQLite, name is the file's path
+	// ([SQLitePath]); for PostgreSQL, the whole URL; memory ignores it.
+	Open func(ctx context.Context, name string, opts Options) (Store, error)
+	// Transient reports whether err is this database away for a moment,
+	// which the outage wait waits out; nil for a store never away.
+	Transient func(err error) bool
+}
+
+var drivers struct {
+	sync.RWMutex
+	byKind [len(kindNames)]*Driver
+}
+
+// Register makes the store of kind k available to [Open]. A store's
+// package calls it from init; a second registration of one kind panics, as
+// database/sql's does.
+func Register(k Kind, d Driver) {
+	drivers.Lock()
+	defer drivers.Unlock()
+	if k < 0 || int(k) >= len(drivers.byKind) || d.Open == nil {
+		panic(fmt.Sprintf("store: Register of %v without an Open", k))
+	}
+	if drivers.byKind[k] != nil {
+		panic(fmt.Sprintf("store: Register called twice for %v", k))
+	}
+	drivers.byKind[k] = &d
+}
+
+// driver returns the registered store of kind k, or an error saying what
+// to import.
+func driver(k Kind) (*Driver, error) {
+	drivers.RLock()
+	defer drivers.RUnlock()
+	if d := drivers.byKind[k]; d != nil {
+		return d, nil
+	}
+	return nil, fmt.Errorf("store: no %v store is linked into this program; import github.com/ratekeeper/ratekeeper/store/all (or the store's own package)", k)
+}
+
+// anyTransient asks every registered store whether err is its database
+// away for a moment.
+func anyTransient(err error) bool {
+	drivers.RLock()
+	defer drivers.RUnlock()
+	for _, d := range drivers.byKind {
+		if d != nil && d.Transient != nil && d.Transient(err) {
+			return true
+		}
+	}
+	return false
 }

@@ -7,9 +7,6 @@ import (
 	"math/rand/v2"
 	"sync"
 	"time"
-
-	"github.com/ratekeeper/ratekeeper/store/postgres"
-	"github.com/ratekeeper/ratekeeper/store/sqlite"
 )
 
 // DefaultOutageTimeout is how long a database may stay away before the
@@ -24,12 +21,13 @@ const DefaultOutageTimeout = 2 * time.Minute
 // A damaged database, a closed store, a bad key or a context that ended
 // are not transient. It is the one place that tells them apart: the
 // outage wait ([Outage]) and the callers that answer for a database
-// outage (the gateway's 503) ask it.
+// outage (the gateway's 503) ask it, and it asks each registered store
+// ([Driver]).
 func IsTransient(err error) bool {
 	if err == nil || errors.Is(err, ErrClosed) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return false
 	}
-	return sqlite.IsTransient(err) || postgres.IsTransient(err)
+	return anyTransient(err)
 }
 
 // UnavailableError is what a call made through an [Outage] returns when it

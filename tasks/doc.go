@@ -163,7 +163,7 @@
 // ratekeeper_task_attempt_duration_seconds{type} complete the picture. They
 // are registered on Options.Registerer (a private registry by default).
 //
-// Layer 1 of docs/architecture.md: it owns durable tasks and their
+// Layer 4 of docs/architecture.md: it owns durable tasks and their
 // rescheduling, and must not re-implement a queue or parse rate-limit
 // headers itself.
 package tasks

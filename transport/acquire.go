@@ -78,7 +78,7 @@ func (x *exchange) acquire() error {
 		// it lapsed. (A State that does I/O bounds it with a timeout of
 		// its own.)
 		gen := t.waiters.gen()
-		i, w, err := t.state.Reserve(context.WithoutCancel(x.ctx), &x.reserve)
+		d, err := t.state.Reserve(context.WithoutCancel(x.ctx), &x.reserve)
 		if err != nil && x.learnerCannotServe(err) {
 			continue
 		}
@@ -86,9 +86,9 @@ func (x *exchange) acquire() error {
 			t.waiters.pass(baton)
 			return reserveFailed(l.p, x.class, err)
 		}
-		c := cands[i]
-		if w == 0 {
-			x.grant = grant{cred: c, slot: slots[i], lease: x.reserve.Lease.ID, held: true, sent: now, class: x.class, waited: x.waited}
+		c := cands[d.Index]
+		if d.Wait == 0 {
+			x.grant = grant{cred: c, slot: slots[d.Index], lease: x.reserve.Lease.ID, held: true, sent: now, class: x.class, waited: x.waited}
 			if err := x.ctx.Err(); err != nil {
 				x.release()
 				return err
@@ -120,14 +120,14 @@ func (x *exchange) acquire() error {
 			// Its caller accepts the stale answer rather than a wait.
 			return errServeStale
 		}
-		sleep, werr := x.nextWait(c, w, now)
+		sleep, werr := x.nextWait(c, d, now)
 		if werr != nil {
 			if we, ok := werr.(*WaitError); ok {
-				we.t, we.onAnswer, we.gen = t, x.reserve.OnAnswer, gen
+				we.t, we.onAnswer, we.gen = t, d.OnAnswer, gen
 			}
 			return werr
 		}
-		if baton, err = x.waitQuota(c, sleep, gen); err != nil {
+		if baton, err = x.waitQuota(c, sleep, d, gen); err != nil {
 			return err
 		}
 	}
@@ -140,26 +140,27 @@ func (x *exchange) acquire() error {
 //
 // A wait until a known time (a reset, a penalty, pacing) that ends past
 // the max wait returns at once, carrying that time. A wait on requests in
-// flight (a concurrency slot, a first probe: ReserveParams.OnAnswer) ends
-// at an answer, which wakes the request, and at the latest when their
-// earliest lease lapses (w): it is waited for until the max wait runs out,
-// and its WaitError then carries when an answer is expected, one round
-// trip from now. On a State whose other processes' answers wake waiters
+// flight (a concurrency slot, a first probe: Decision.OnAnswer) ends at
+// an answer, which wakes the request, and at the latest when their
+// earliest lease lapses (d.Wait): it is waited for until the max wait
+// runs out, and its WaitError then carries when an answer is expected,
+// one round trip from now. On a State whose other processes' answers wake waiters
 // here (Waker), such a wait sleeps until then, at most maxOnAnswerSleep:
 // a wake lost (a listener reconnecting, a wake between a decision and
 // its sleep that the spare did not catch) costs at most that. Otherwise
 // it asks again every round trip: on a state shared with other processes
 // their answers wake nobody here.
-func (x *exchange) nextWait(c *creds.Credential, w time.Duration, now time.Time) (time.Duration, error) {
+func (x *exchange) nextWait(c *creds.Credential, d Decision, now time.Time) (time.Duration, error) {
+	w := d.Wait
 	maxWait := x.maxWait()
-	if sw := x.t.opts.ScopeMaxWait; x.reserve.Scoped && sw > 0 && sw < maxWait {
+	if sw := x.t.opts.ScopeMaxWait; d.Scoped && sw > 0 && sw < maxWait {
 		maxWait = sw
 	}
 	waitErr := func(d time.Duration) error {
 		return &WaitError{Provider: x.l.p.Name, Resource: x.class.Resource, Scope: x.class.Scope.Key, Credential: c.Masked(),
 			Until: now.Add(d), Wait: d, MaxWait: maxWait}
 	}
-	if !x.reserve.OnAnswer {
+	if !d.OnAnswer {
 		if x.waited+w > maxWait {
 			return 0, waitErr(w)
 		}

@@ -19,11 +19,11 @@ type neverState struct {
 	asked atomic.Int32
 }
 
-func (s *neverState) Reserve(ctx context.Context, p *ReserveParams) (int, time.Duration, error) {
+func (s *neverState) Reserve(ctx context.Context, p *ReserveParams) (Decision, error) {
 	if s.asked.Add(1) > 5 {
-		return 0, 0, errors.New("asked five times: the wait never ends")
+		return Decision{}, errors.New("asked five times: the wait never ends")
 	}
-	return 0, 40 * time.Second, nil
+	return Decision{Wait: 40 * time.Second}, nil
 }
 
 // TestMaxWaitBoundsTheWholeWait: MaxWait is the longest a request waits in

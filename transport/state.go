@@ -62,14 +62,29 @@ type ReserveParams struct {
 	// again, so a State that must lock to decide may first look without
 	// locking (see store/quotastate), and lock only when the request can go.
 	Waited bool
+}
 
-	// OnAnswer is set by Reserve when it returns a wait: the wait is on
-	// requests in flight (quota.Decision.OnAnswer), so the returned
-	// duration is only the latest moment, and an answer may end it.
+// Decision is what State.Reserve decided: the slot it chose and
+// committed (Wait 0), or the slot that can go soonest and how long that
+// is, nothing changed.
+type Decision struct {
+	// Index is the slot's, in ReserveParams.Slots.
+	Index int
+	// Wait is 0 for a reservation made, else how long until Index can go.
+	Wait time.Duration
+	// OnAnswer says the wait is on requests in flight
+	// (quota.Decision.OnAnswer): Wait is only the latest moment, and an
+	// answer may end it.
 	OnAnswer bool
-	// Scoped is set by Reserve with a wait that is a scope's
-	// (quota.Decision.Scoped).
+	// Scoped says the wait is a scope's (quota.Decision.Scoped).
 	Scoped bool
+}
+
+// DecisionOf splits quota's decision into State.Reserve's two results: the
+// decision, and the *quota.ReserveError of a request no slot could ever
+// allow.
+func DecisionOf(d quota.Decision) (Decision, error) {
+	return Decision{Index: d.Index, Wait: d.Wait, OnAnswer: d.OnAnswer, Scoped: d.Scoped}, d.Err
 }
 
 // SettleParams describe the end of one reservation.
@@ -98,8 +113,9 @@ type SettleParams struct {
 //     The transport passes a context without cancellation here too (a
 //     transaction cut short could commit without the caller knowing), and
 //     gives the reservation back if the request ended meanwhile.
-//     It returns the chosen slot's index and 0, or the index of the slot
-//     that can go soonest and how long that is, having changed nothing.
+//     It returns its Decision: the chosen slot, or the slot that can go
+//     soonest and how long that is, having changed nothing; its error is
+//     the state's failure, or a *quota.ReserveError.
 //   - Settle runs quota.Settle on one slot's owner and bucket, atomically.
 //     The transport passes a context that the request's cancellation does
 //     not end (context.WithoutCancel), so a cancelled or timed-out request
@@ -114,7 +130,7 @@ type SettleParams struct {
 //     holds no quota or concurrency slot beyond the moment another
 //     process proves it gone.
 type State interface {
-	Reserve(ctx context.Context, p *ReserveParams) (int, time.Duration, error)
+	Reserve(ctx context.Context, p *ReserveParams) (Decision, error)
 	Settle(ctx context.Context, p *SettleParams) error
 	Buckets(ctx context.Context) (map[BucketID]quota.Bucket, error)
 	Owners(ctx context.Context) (map[OwnerID]quota.Owner, error)
@@ -211,7 +227,7 @@ func (m *memoryState) bucket(id BucketID) *quota.Bucket {
 	return b
 }
 
-func (m *memoryState) Reserve(_ context.Context, p *ReserveParams) (int, time.Duration, error) {
+func (m *memoryState) Reserve(_ context.Context, p *ReserveParams) (Decision, error) {
 	var buf [8]quota.Option
 	opts := buf[:0]
 	m.mu.Lock()
@@ -226,9 +242,7 @@ func (m *memoryState) Reserve(_ context.Context, p *ReserveParams) (int, time.Du
 		}
 		opts = append(opts, opt)
 	}
-	d := quota.Decide(opts, &p.Ask, p.Lease, p.Now)
-	p.OnAnswer, p.Scoped = d.OnAnswer, d.Scoped
-	return d.Index, d.Wait, d.Err
+	return DecisionOf(quota.Decide(opts, &p.Ask, p.Lease, p.Now))
 }
 
 func (m *memoryState) Settle(_ context.Context, p *SettleParams) error {

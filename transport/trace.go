@@ -304,16 +304,16 @@ func (x *exchange) endWait(span trace.Span, waited time.Duration, woken bool, er
 }
 
 // waitQuota is acquire's wait for quota (see Transport.waitFor), within
-// a wait span whose reason the reservation's answer gives.
-func (x *exchange) waitQuota(c *creds.Credential, d time.Duration, gen uint64) (uint64, error) {
+// a wait span whose reason the reservation's decision gives.
+func (x *exchange) waitQuota(c *creds.Credential, d time.Duration, why Decision, gen uint64) (uint64, error) {
 	if !x.tr.rec {
 		return x.t.waitFor(x.ctx, d, &x.waited, gen)
 	}
 	reason := WaitQuota
 	switch {
-	case x.reserve.Scoped:
+	case why.Scoped:
 		reason = WaitScope
-	case x.reserve.OnAnswer:
+	case why.OnAnswer:
 		reason = WaitInFlight
 	}
 	span := x.waitSpan(reason, d, c)

@@ -30,7 +30,7 @@ func (s *wakingState) OnWake(fn func(), _ func() bool) {
 	s.wakers = append(s.wakers, fn)
 }
 
-func (s *wakingState) Reserve(ctx context.Context, p *ReserveParams) (int, time.Duration, error) {
+func (s *wakingState) Reserve(ctx context.Context, p *ReserveParams) (Decision, error) {
 	s.reserves.Add(1)
 	return s.State.Reserve(ctx, p)
 }

@@ -17,7 +17,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/ratekeeper/ratekeeper/internal/cli"
+	"github.com/ratekeeper/ratekeeper/cmd/ratekeeper/cli"
 	"github.com/ratekeeper/ratekeeper/sim"
 	"github.com/ratekeeper/ratekeeper/store/sqlite"
 )

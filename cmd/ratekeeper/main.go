@@ -5,7 +5,7 @@ package main
 import (
 	"os"
 
-	"github.com/ratekeeper/ratekeeper/internal/cli"
+	"github.com/ratekeeper/ratekeeper/cmd/ratekeeper/cli"
 )
 
 func main() {

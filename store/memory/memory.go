@@ -3,7 +3,7 @@
 // when the process exits. It suits a library user with a single client;
 // store.Open gives it for "" and "memory".
 //
-// Layer 1 of docs/architecture.md.
+// Layer 2 of docs/architecture.md: above package store, with which it registers.
 package memory
 
 import (

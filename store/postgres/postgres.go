@@ -17,7 +17,7 @@
 // at the price of losing the last fraction of a second of updates if the
 // database server crashes.
 //
-// Layer 1 of docs/architecture.md.
+// Layer 2 of docs/architecture.md: above package store, with which it registers.
 package postgres
 
 import (

@@ -132,7 +132,6 @@ func (st *State) fromBlock(p *transport.ReserveParams) (int, bool) {
 			if b.k.Left() == 0 {
 				s.closeLocked(b)
 			}
-			p.OnAnswer, p.Scoped = false, false
 			return i, true
 		}
 	}

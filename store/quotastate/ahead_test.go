@@ -340,8 +340,8 @@ func TestBlockServesEveryEndpoint(t *testing.T) {
 	}
 	for id, p := range []*transport.ReserveParams{ask("GET /repos/*", quota.Greedy), ask("GET /users/*", quota.Greedy), ask("GET /orgs/*", quota.Greedy)} {
 		p.Lease = quota.Lease{ID: uint64(id + 1), Until: now.Add(time.Minute)}
-		if _, w, err := st.Reserve(t.Context(), p); err != nil || w != 0 {
-			t.Fatalf("reservation %d: wait %v, %v", id+1, w, err)
+		if d, err := st.Reserve(t.Context(), p); err != nil || d.Wait != 0 {
+			t.Fatalf("reservation %d: wait %v, %v", id+1, d.Wait, err)
 		}
 	}
 	if len(ks.locked) != 1 {
@@ -349,7 +349,7 @@ func TestBlockServesEveryEndpoint(t *testing.T) {
 	}
 	paced := ask("GET /repos/*", quota.Spread)
 	paced.Lease = quota.Lease{ID: 9, Until: now.Add(time.Minute)}
-	if _, _, err := st.Reserve(t.Context(), paced); err != nil {
+	if _, err := st.Reserve(t.Context(), paced); err != nil {
 		t.Fatal(err)
 	}
 	if len(ks.locked) != 2 {

@@ -55,8 +55,7 @@ type call struct {
 	// batch this call's goroutine is to decide next.
 	turn    chan []*call
 	decided bool
-	i       int
-	wait    time.Duration
+	d       transport.Decision
 	err     error
 }
 
@@ -65,7 +64,7 @@ type call struct {
 // queues and is decided with the others queued meanwhile. A request the
 // batch could not send (it waits, errs or lost its slot to another
 // process) is then decided alone, the way every request used to be.
-func (st *State) reserveTogether(ctx context.Context, p *transport.ReserveParams) (int, time.Duration, error) {
+func (st *State) reserveTogether(ctx context.Context, p *transport.ReserveParams) (transport.Decision, error) {
 	c := &call{p: p, turn: make(chan []*call, 1)}
 	c.limit, c.hasLimit = store.WaitLimit(ctx)
 	var batch []*call
@@ -86,7 +85,7 @@ func (st *State) reserveTogether(ctx context.Context, p *transport.ReserveParams
 	if !c.decided {
 		return st.reserveAlone(ctx, p)
 	}
-	return c.i, c.wait, c.err
+	return c.d, c.err
 }
 
 // lead decides batch, whose first call is the caller's own, then hands
@@ -103,7 +102,7 @@ func (st *State) lead(ctx context.Context, batch []*call) {
 	}()
 	if len(batch) == 1 {
 		c := batch[0]
-		c.i, c.wait, c.err = st.reserveAlone(ctx, c.p)
+		c.d, c.err = st.reserveAlone(ctx, c.p)
 		c.decided = true
 		return
 	}
@@ -183,7 +182,7 @@ func (st *State) decideTogether(batch []*call) {
 	}
 	for k, ch := range chosen {
 		if won[k] {
-			ch.c.decided, ch.c.i = true, ch.i
+			ch.c.decided, ch.c.d = true, transport.Decision{Index: ch.i}
 		}
 	}
 }

@@ -57,9 +57,8 @@ func (g *gateStore) UpdateMany(ctx context.Context, keys []string, fn func([]*st
 }
 
 type outcome struct {
-	i    int
-	wait time.Duration
-	err  error
+	d   transport.Decision
+	err error
 	// panicked is what the reservation panicked with, if it did.
 	panicked any
 }
@@ -74,7 +73,7 @@ func reserveAsync(st *quotastate.State, slots []transport.Slot, id uint64, now t
 			o.panicked = recover()
 			out <- o
 		}()
-		o.i, o.wait, o.err = st.Reserve(context.Background(), &transport.ReserveParams{Slots: slots,
+		o.d, o.err = st.Reserve(context.Background(), &transport.ReserveParams{Slots: slots,
 			Ask: quota.Ask{Policy: quota.Policy{Kind: quota.Greedy}}, Lease: quota.Lease{ID: id, Until: now.Add(time.Minute)}, Now: now})
 	}()
 	return out
@@ -116,13 +115,13 @@ func TestQueuedReservationsAreDecidedTogether(t *testing.T) {
 	openGate(g)
 	got := collect(t, outs)
 	for k, o := range got[:3] {
-		if o.err != nil || o.wait != 0 || o.i != k {
-			t.Errorf("reservation %d: slot %d, wait %v, %v; want slot %d at once", k+1, o.i, o.wait, o.err, k)
+		if o.err != nil || o.d.Wait != 0 || o.d.Index != k {
+			t.Errorf("reservation %d: slot %d, wait %v, %v; want slot %d at once", k+1, o.d.Index, o.d.Wait, o.err, k)
 		}
 	}
 	for k, o := range got[3:] {
-		if o.err != nil || o.wait < 59*time.Minute {
-			t.Errorf("reservation %d: slot %d, wait %v, %v; want a wait for the reset", k+4, o.i, o.wait, o.err)
+		if o.err != nil || o.d.Wait < 59*time.Minute {
+			t.Errorf("reservation %d: slot %d, wait %v, %v; want a wait for the reset", k+4, o.d.Index, o.d.Wait, o.err)
 		}
 	}
 	locked := drain(g.locked)
@@ -142,7 +141,7 @@ func TestBatchThatPanicsAnswersEveryCall(t *testing.T) {
 	outs := queueBehindGate(t, g, st, slots, now, 3)
 	openGate(g)
 	got := collect(t, outs)
-	if got[0].i != 0 || got[0].wait != 0 || got[0].err != nil {
+	if got[0].d.Index != 0 || got[0].d.Wait != 0 || got[0].err != nil {
 		t.Errorf("first reservation: %+v, want slot 0 at once", got[0])
 	}
 	if got[1].panicked == nil {
@@ -150,12 +149,12 @@ func TestBatchThatPanicsAnswersEveryCall(t *testing.T) {
 	}
 	g.panicAt = 0
 	// Decided alone, side by side: in either order.
-	if got[2].wait != 0 || got[3].wait != 0 || got[2].i+got[3].i != 3 || got[2].i == got[3].i {
+	if got[2].d.Wait != 0 || got[3].d.Wait != 0 || got[2].d.Index+got[3].d.Index != 3 || got[2].d.Index == got[3].d.Index {
 		t.Errorf("after the panic: %+v and %+v, want slots 1 and 2 at once, decided alone", got[2], got[3])
 	}
 	// The turn was given back: a new reservation is decided, and waits.
 	later := collect(t, []chan outcome{reserveAsync(st, slots, 9, now)})
-	if later[0].wait == 0 || later[0].err != nil {
+	if later[0].d.Wait == 0 || later[0].err != nil {
 		t.Errorf("a reservation after the panic: %+v, want a wait", later[0])
 	}
 }

@@ -60,14 +60,14 @@ type timedState struct {
 	times []time.Duration
 }
 
-func (s *timedState) Reserve(ctx context.Context, p *transport.ReserveParams) (int, time.Duration, error) {
+func (s *timedState) Reserve(ctx context.Context, p *transport.ReserveParams) (transport.Decision, error) {
 	start := time.Now()
-	i, w, err := s.State.Reserve(ctx, p)
-	d := time.Since(start)
+	d, err := s.State.Reserve(ctx, p)
+	took := time.Since(start)
 	s.mu.Lock()
-	s.times = append(s.times, d)
+	s.times = append(s.times, took)
 	s.mu.Unlock()
-	return i, w, err
+	return d, err
 }
 
 func (s *timedState) print() {

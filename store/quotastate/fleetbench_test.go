@@ -206,7 +206,8 @@ func decideOnce(st *timedState, slots []transport.Slot, answer *headers.Reading)
 	now := time.Now()
 	p := &transport.ReserveParams{Slots: slots, Ask: quota.Ask{Policy: quota.Policy{Kind: quota.Greedy}},
 		Lease: quota.Lease{ID: id, Until: now.Add(time.Minute)}, Now: now}
-	i, w, err := st.Reserve(context.Background(), p)
+	d, err := st.Reserve(context.Background(), p)
+	i, w := d.Index, d.Wait
 	if err != nil || w > time.Second {
 		return fmt.Errorf("reserve: wait %v, %v", w, err)
 	}

@@ -79,10 +79,10 @@ func TestReserveLocksOnlyTheChosenSlot(t *testing.T) {
 
 	// Slot 1 is next; another process spends it after the snapshot.
 	ks.before = func() {
-		_, w, err := other.Reserve(t.Context(), &transport.ReserveParams{Slots: slots[1:2], Ask: quota.Ask{Policy: quota.Policy{Kind: quota.Greedy}},
+		d, err := other.Reserve(t.Context(), &transport.ReserveParams{Slots: slots[1:2], Ask: quota.Ask{Policy: quota.Policy{Kind: quota.Greedy}},
 			Lease: quota.Lease{ID: 99, Until: now.Add(time.Minute)}, Now: now})
-		if err != nil || w != 0 {
-			t.Errorf("the other process could not reserve: %v %v", w, err)
+		if err != nil || d.Wait != 0 {
+			t.Errorf("the other process could not reserve: %v %v", d.Wait, err)
 		}
 	}
 	races := st.Races()
@@ -136,12 +136,12 @@ func TestReserveChoosesOnWhatItLastSaw(t *testing.T) {
 // reserveGreedy reserves lease id among slots under the greedy policy.
 func reserveGreedy(t *testing.T, st *quotastate.State, slots []transport.Slot, id uint64, now time.Time) (int, time.Duration) {
 	t.Helper()
-	i, w, err := st.Reserve(t.Context(), &transport.ReserveParams{Slots: slots, Ask: quota.Ask{Policy: quota.Policy{Kind: quota.Greedy}},
+	d, err := st.Reserve(t.Context(), &transport.ReserveParams{Slots: slots, Ask: quota.Ask{Policy: quota.Policy{Kind: quota.Greedy}},
 		Lease: quota.Lease{ID: id, Until: now.Add(time.Minute)}, Now: now})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return i, w
+	return d.Index, d.Wait
 }
 
 // twoProcesses opens two States on one SQLite database (two processes),

@@ -43,8 +43,8 @@ func TestWaitingRequestTakesNoLock(t *testing.T) {
 	for i := range 5 {
 		p := &transport.ReserveParams{Slots: []transport.Slot{sl}, Ask: quota.Ask{Policy: quota.Policy{Kind: quota.Greedy}},
 			Lease: quota.Lease{ID: uint64(i + 1), Until: now.Add(time.Minute)}, Now: now, Waited: true}
-		if _, w, err := st.Reserve(context.Background(), p); err != nil || w < 9*time.Minute {
-			t.Fatalf("reserve %d: wait %v, %v; want until the reset", i, w, err)
+		if d, err := st.Reserve(context.Background(), p); err != nil || d.Wait < 9*time.Minute {
+			t.Fatalf("reserve %d: wait %v, %v; want until the reset", i, d.Wait, err)
 		}
 	}
 	if cs.locks != before {

@@ -351,9 +351,9 @@ func applySettles(l *loaded, settles []*transport.SettleParams) (frees bool) {
 // be decided together with others of this process (reserveTogether);
 // otherwise, and when that could not send it, it is decided alone
 // (reserveAlone).
-func (st *State) Reserve(ctx context.Context, p *transport.ReserveParams) (int, time.Duration, error) {
+func (st *State) Reserve(ctx context.Context, p *transport.ReserveParams) (transport.Decision, error) {
 	if i, ok := st.fromBlock(p); ok {
-		return i, 0, nil
+		return transport.Decision{Index: i}, nil
 	}
 	if p.Waited {
 		return st.reserveAlone(ctx, p)
@@ -382,7 +382,7 @@ func (st *State) Reserve(ctx context.Context, p *transport.ReserveParams) (int, 
 // every slot spends from the same rows (one credential, or tokens of one
 // owner) there is nothing to choose: a request that has not waited yet
 // locks them at once, saving the snapshot's read.
-func (st *State) reserveAlone(ctx context.Context, p *transport.ReserveParams) (int, time.Duration, error) {
+func (st *State) reserveAlone(ctx context.Context, p *transport.ReserveParams) (transport.Decision, error) {
 	// The transport's context has no end (a reservation cut short could
 	// commit unseen): bound the transaction here.
 	ctx, cancel := context.WithTimeout(ctx, st.txTimeout(settleTimeout))
@@ -408,12 +408,11 @@ func (st *State) reserveAlone(ctx context.Context, p *transport.ReserveParams) (
 		useView = false
 		if err != nil {
 			st.requeue(settles)
-			return 0, 0, err
+			return transport.Decision{}, err
 		}
 		applySettles(l, settles)
-		d := l.decide(r, p)
-		p.OnAnswer, p.Scoped = d.OnAnswer, d.Scoped
-		if d.Wait > 0 || d.Err != nil || d.Index < 0 {
+		d, refused := transport.DecisionOf(l.decide(r, p))
+		if d.Wait > 0 || refused != nil || d.Index < 0 {
 			if fromView {
 				// What this process last saw says wait: the rows
 				// may have moved since; a read tells.
@@ -421,18 +420,18 @@ func (st *State) reserveAlone(ctx context.Context, p *transport.ReserveParams) (
 			}
 			if err := st.write(ctx, settles); err != nil {
 				st.requeue(settles)
-				return d.Index, d.Wait, err
+				return d, err
 			}
-			return d.Index, d.Wait, d.Err
+			return d, refused
 		}
 		won, err := st.commitChosen(ctx, []choice{{p: p, i: d.Index}}, snap, settles)
 		if err != nil {
 			st.requeue(settles)
-			return d.Index, 0, err
+			return d, err
 		}
 		settles = nil // written by commitChosen, won or lost
 		if won[0] {
-			return d.Index, 0, nil
+			return d, nil
 		}
 		races++
 	}
@@ -587,10 +586,9 @@ func moved(recs []*store.Record, snap map[string]int64) bool {
 // in one transaction that also writes settles: the way every decision was
 // taken before Reserve locked only its choice, kept for a pool whose
 // chosen rows keep changing under it.
-func (st *State) reserveLocked(ctx context.Context, p *transport.ReserveParams, settles []*transport.SettleParams) (int, time.Duration, error) {
+func (st *State) reserveLocked(ctx context.Context, p *transport.ReserveParams, settles []*transport.SettleParams) (transport.Decision, error) {
 	l, r := slotKeys(p, settles)
-	var chosen int
-	var wait time.Duration
+	var d transport.Decision
 	var refused error // the decision's own error: the settles are still written
 	frees := false
 	var ahead *block
@@ -598,9 +596,8 @@ func (st *State) reserveLocked(ctx context.Context, p *transport.ReserveParams, 
 		ahead = nil
 		st.decodeAll(l, recs)
 		frees = applySettles(l, settles)
-		d := l.decide(r, p)
-		chosen, wait, refused, p.OnAnswer, p.Scoped = d.Index, d.Wait, d.Err, d.OnAnswer, d.Scoped
-		if d.Wait == 0 && d.Err == nil && d.Index >= 0 {
+		d, refused = transport.DecisionOf(l.decide(r, p))
+		if d.Wait == 0 && refused == nil && d.Index >= 0 {
 			one := *p
 			one.Slots = p.Slots[d.Index : d.Index+1]
 			ahead = st.takeAhead(l, slotRows{owners: r.owners[d.Index : d.Index+1], buckets: r.buckets[d.Index : d.Index+1]}, &one)
@@ -610,10 +607,10 @@ func (st *State) reserveLocked(ctx context.Context, p *transport.ReserveParams, 
 	st.view.forget(l.keys) // written here, not recorded: read again
 	if err != nil {
 		st.requeue(settles)
-		return chosen, wait, err
+		return d, err
 	}
 	st.keepBlock(ahead)
-	return chosen, wait, refused
+	return d, refused
 }
 
 // Settle implements transport.State. An answer that pauses nothing (a

@@ -185,10 +185,10 @@ func TestTwoWritesPerRequest(t *testing.T) {
 		t.Fatal(err)
 	}
 	for range 3 {
-		_, w, err := st.Reserve(t.Context(), &transport.ReserveParams{Slots: []transport.Slot{a}, Ask: quota.Ask{Policy: quota.DefaultPolicy()},
+		d, err := st.Reserve(t.Context(), &transport.ReserveParams{Slots: []transport.Slot{a}, Ask: quota.Ask{Policy: quota.DefaultPolicy()},
 			Lease: quota.Lease{ID: 7, Until: now.Add(time.Minute)}, Now: now})
-		if err != nil || w == 0 {
-			t.Fatalf("reserve on a spent bucket: %v %v", w, err)
+		if err != nil || d.Wait == 0 {
+			t.Fatalf("reserve on a spent bucket: %v %v", d.Wait, err)
 		}
 	}
 	if w := cs.count(); w != 1 {
@@ -220,13 +220,13 @@ func TestCorruptedValueIgnoredAndLoggedOnce(t *testing.T) {
 	for i := range 3 {
 		// The spent bucket is forgotten: it is unknown again, so the
 		// first request probes it.
-		_, w, err := st.Reserve(ctx, &transport.ReserveParams{Slots: []transport.Slot{a}, Ask: ask,
+		d, err := st.Reserve(ctx, &transport.ReserveParams{Slots: []transport.Slot{a}, Ask: ask,
 			Lease: quota.Lease{ID: uint64(i + 1), Until: now.Add(time.Minute)}, Now: now})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if i == 0 && w != 0 {
-			t.Fatalf("corrupted value not ignored: wait %v", w)
+		if i == 0 && d.Wait != 0 {
+			t.Fatalf("corrupted value not ignored: wait %v", d.Wait)
 		}
 	}
 	if n := strings.Count(logs.String(), "corrupted"); n != 1 {

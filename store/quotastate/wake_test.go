@@ -95,9 +95,9 @@ func reserveN(t *testing.T, st *quotastate.State, sl transport.Slot, id *uint64,
 	for range n {
 		*id++
 		now := time.Now()
-		if _, w, err := st.Reserve(t.Context(), &transport.ReserveParams{Slots: []transport.Slot{sl}, Ask: quota.Ask{Policy: quota.Policy{Kind: quota.Greedy}},
-			Lease: quota.Lease{ID: *id, Until: now.Add(time.Minute)}, Now: now}); err != nil || w != 0 {
-			t.Fatalf("reserve: %v %v", w, err)
+		if d, err := st.Reserve(t.Context(), &transport.ReserveParams{Slots: []transport.Slot{sl}, Ask: quota.Ask{Policy: quota.Policy{Kind: quota.Greedy}},
+			Lease: quota.Lease{ID: *id, Until: now.Add(time.Minute)}, Now: now}); err != nil || d.Wait != 0 {
+			t.Fatalf("reserve: %v %v", d.Wait, err)
 		}
 	}
 }

@@ -14,7 +14,7 @@
 // that the next response rebuilds. Do not put the file on a network file
 // system: SQLite's locks need a local one.
 //
-// Layer 1 of docs/architecture.md.
+// Layer 2 of docs/architecture.md: above package store, with which it registers.
 package sqlite
 
 import (

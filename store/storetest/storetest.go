@@ -15,7 +15,7 @@
 //
 //	func TestMain(m *testing.M) { storetest.Main(m) }
 //
-// Layer 3 of docs/architecture.md: it owns the one suite every store.Store
+// Layer 4 of docs/architecture.md: it owns the one suite every store.Store
 // passes.
 package storetest
 

@@ -40,12 +40,12 @@ func testConcurrentHolders(t *testing.T, b Backend) {
 			ask := capped(capN)
 			for n := range 60 {
 				l := quota.Lease{ID: uint64(h*1000 + n + 1), Until: t0.Add(time.Minute)}
-				_, w, err := s.Reserve(context.Background(), &transport.ReserveParams{Slots: []transport.Slot{a}, Ask: ask, Lease: l, Now: t0})
+				d, err := s.Reserve(context.Background(), &transport.ReserveParams{Slots: []transport.Slot{a}, Ask: ask, Lease: l, Now: t0})
 				if err != nil {
 					errs <- err
 					return
 				}
-				if w > 0 {
+				if d.Wait > 0 {
 					continue
 				}
 				cur := inFlight.Add(1)

@@ -198,7 +198,7 @@ func testReserve(t *testing.T, b Backend) {
 	hundred := greedy
 	hundred.Policy.Reserve = 100
 	before := snapshot(t, s, search)
-	_, _, err := s.Reserve(t.Context(), &transport.ReserveParams{Slots: []transport.Slot{search}, Ask: hundred, Lease: l.at(t0), Now: t0})
+	_, err := s.Reserve(t.Context(), &transport.ReserveParams{Slots: []transport.Slot{search}, Ask: hundred, Lease: l.at(t0), Now: t0})
 	var re *quota.ReserveError
 	if !errors.As(err, &re) || re.Reserve != 100 || re.Limit != 30 {
 		t.Fatalf("a reserve of 100 on a limit of 30: %v, want a quota.ReserveError", err)

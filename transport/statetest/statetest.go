@@ -86,6 +86,7 @@ func Run(t *testing.T, b Backend) {
 		{"BareRefusalPausesNotEmpties", testBareRefusal},
 		{"FleetLearnsAScopesLimit", testScopeFleet},
 		{"ContinuousBucketWaitsForWhatItNeeds", testContinuousRefill},
+		{"DecisionSaysWhatEndsAWait", testDecisionSaysWhatEndsAWait},
 	}
 	if b.NewDSN != nil && b.Open != nil {
 		tests = append(tests, struct {
@@ -128,11 +129,11 @@ func (l *leases) at(now time.Time) quota.Lease {
 
 func reserve(t *testing.T, s transport.State, ask quota.Ask, l quota.Lease, now time.Time, slots ...transport.Slot) (int, time.Duration) {
 	t.Helper()
-	i, w, err := s.Reserve(t.Context(), &transport.ReserveParams{Slots: slots, Ask: ask, Lease: l, Now: now})
+	d, err := s.Reserve(t.Context(), &transport.ReserveParams{Slots: slots, Ask: ask, Lease: l, Now: now})
 	if err != nil {
 		t.Fatalf("Reserve: %v", err)
 	}
-	return i, w
+	return d.Index, d.Wait
 }
 
 func settle(t *testing.T, s transport.State, sl transport.Slot, lease uint64, r *headers.Reading, now time.Time) {

@@ -14,9 +14,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/cobra"
 
-	"github.com/ratekeeper/ratekeeper/internal/assemble"
 	"github.com/ratekeeper/ratekeeper/poll"
 	"github.com/ratekeeper/ratekeeper/store"
+	"github.com/ratekeeper/ratekeeper/wiring"
 )
 
 func init() { register(newPollCmd) }
@@ -215,7 +215,7 @@ func runPoll(cmd *cobra.Command, o *pollOptions, args []string) error {
 		return exitf(2, "--durable needs a database to keep the schedule in: --db a SQLite file path or a postgres:// URL, not %q", o.client.db)
 	}
 	reg := prometheus.NewRegistry()
-	t, err := o.client.transportWith(stderr, func(opts *assemble.Options) { opts.Registerer = reg })
+	t, err := o.client.transportWith(stderr, func(opts *wiring.Options) { opts.Registerer = reg })
 	if err != nil {
 		return err
 	}

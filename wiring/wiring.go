@@ -1,11 +1,11 @@
-// Package assemble turns plain options (providers, config file, tokens,
+// Package wiring turns plain options (providers, config file, tokens,
 // policy, database) into a built rate-keeping transport. It is the one
 // place that wiring lives: the root package's NewTransport, the gateway,
 // the demo and the CLI all build their transports here.
 //
 // Layer 4 of docs/architecture.md: it owns that assembly and nothing else;
 // it must not pace, parse headers or serve.
-package assemble
+package wiring
 
 import (
 	"cmp"

@@ -1,7 +1,7 @@
 // Package cli holds ratekeeper's cobra commands. Commands are thin: they
 // parse flags, build the library objects that do the work and print.
 //
-// Layer 7 of docs/architecture.md: it owns the commands' flags and output,
+// Layer 6 of docs/architecture.md: it owns the commands' flags and output,
 // one file each, and must not hold logic a library user would need.
 package cli
 

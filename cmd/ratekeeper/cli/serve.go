@@ -17,9 +17,9 @@ import (
 
 	"github.com/ratekeeper/ratekeeper/creds"
 	"github.com/ratekeeper/ratekeeper/gateway"
-	"github.com/ratekeeper/ratekeeper/internal/assemble"
 	"github.com/ratekeeper/ratekeeper/internal/buildinfo"
 	"github.com/ratekeeper/ratekeeper/transport"
+	"github.com/ratekeeper/ratekeeper/wiring"
 )
 
 func init() { register(newServeCmd) }
@@ -133,7 +133,7 @@ func runServe(cmd *cobra.Command, o *serveOptions) error {
 		return err
 	}
 	gw, err := gateway.New(gopts)
-	var dbErr *assemble.DatabaseError
+	var dbErr *wiring.DatabaseError
 	if errors.As(err, &dbErr) {
 		return exitf(1, "--db: %v", err)
 	}

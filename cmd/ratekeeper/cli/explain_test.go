@@ -21,7 +21,7 @@ func run(t *testing.T, stdin string, args ...string) (string, string, int) {
 }
 
 func TestExplainJSONKeys(t *testing.T) {
-	data, err := os.ReadFile(filepath.Join("..", "..", "testdata", "responses", "github-primary-exceeded.http"))
+	data, err := os.ReadFile(filepath.Join("..", "..", "..", "testdata", "responses", "github-primary-exceeded.http"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,13 +16,13 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
-	"github.com/ratekeeper/ratekeeper/internal/assemble"
 	"github.com/ratekeeper/ratekeeper/provider"
 	"github.com/ratekeeper/ratekeeper/quota"
 	"github.com/ratekeeper/ratekeeper/store"
 	"github.com/ratekeeper/ratekeeper/store/sqlite"
 	"github.com/ratekeeper/ratekeeper/tasks"
 	"github.com/ratekeeper/ratekeeper/transport"
+	"github.com/ratekeeper/ratekeeper/wiring"
 )
 
 // clientFlags are the flags of every command that talks to APIs through
@@ -138,25 +138,25 @@ func (f *clientFlags) split() (selected, configure []string) {
 
 // options turns the flags into client options; stderr receives the
 // verbose lines.
-func (f *clientFlags) options(stderr io.Writer) (assemble.Options, error) {
+func (f *clientFlags) options(stderr io.Writer) (wiring.Options, error) {
 	reserve, percent, err := provider.ParseReserve(f.reserve)
 	if err != nil {
-		return assemble.Options{}, fmt.Errorf("--%v", err)
+		return wiring.Options{}, fmt.Errorf("--%v", err)
 	}
 	if f.maxWait <= 0 {
-		return assemble.Options{}, fmt.Errorf("--max-wait %v: want a positive duration such as 5m", f.maxWait)
+		return wiring.Options{}, fmt.Errorf("--max-wait %v: want a positive duration such as 5m", f.maxWait)
 	}
 	if f.maxPause < time.Second {
-		return assemble.Options{}, fmt.Errorf("--max-pause %v: want a duration of a second or more, such as 1h", f.maxPause)
+		return wiring.Options{}, fmt.Errorf("--max-pause %v: want a duration of a second or more, such as 1h", f.maxPause)
 	}
 	if f.secWait < time.Second {
-		return assemble.Options{}, fmt.Errorf("--secondary-wait %v: want a duration of a second or more, such as 60s", f.secWait)
+		return wiring.Options{}, fmt.Errorf("--secondary-wait %v: want a duration of a second or more, such as 60s", f.secWait)
 	}
 	if err := f.pacing.check(); err != nil {
-		return assemble.Options{}, err
+		return wiring.Options{}, err
 	}
 	_, configure := f.split()
-	opts := assemble.Options{
+	opts := wiring.Options{
 		Velocity:        f.pacing.velocity,
 		MinInterval:     f.pacing.minIntv,
 		MaxInterval:     f.pacing.maxIntv,
@@ -214,7 +214,7 @@ func (f *clientFlags) transport(stderr io.Writer) (*transport.Transport, error) 
 
 // transportWith is transport with a hook that adjusts the options (a
 // Prometheus registerer, say) before the transport is built.
-func (f *clientFlags) transportWith(stderr io.Writer, tune func(*assemble.Options)) (*transport.Transport, error) {
+func (f *clientFlags) transportWith(stderr io.Writer, tune func(*wiring.Options)) (*transport.Transport, error) {
 	opts, err := f.options(stderr)
 	if err != nil {
 		return nil, &ExitError{Code: 2, Err: err}
@@ -227,8 +227,8 @@ func (f *clientFlags) transportWith(stderr io.Writer, tune func(*assemble.Option
 	if tune != nil {
 		tune(&opts)
 	}
-	t, err := assemble.Transport(opts)
-	var dbErr *assemble.DatabaseError
+	t, err := wiring.Transport(opts)
+	var dbErr *wiring.DatabaseError
 	if errors.As(err, &dbErr) {
 		return nil, &ExitError{Code: 1, Err: fmt.Errorf("--db: %w", err)}
 	}
@@ -313,7 +313,7 @@ func checkDatabase(ctx context.Context, db, advice string) error {
 // and its base the network, its failures marked so that a task tells them
 // from faults of this machine (tasks.Options.WireMarked).
 func (f *clientFlags) taskTransport(stderr io.Writer, reg prometheus.Registerer) (*transport.Transport, error) {
-	return f.transportWith(stderr, func(opts *assemble.Options) {
+	return f.transportWith(stderr, func(opts *wiring.Options) {
 		opts.Registerer = reg
 		opts.Base = tasks.WireTransport(http.DefaultTransport.(*http.Transport).Clone())
 	})
