@@ -79,6 +79,7 @@ func Run(t *testing.T, b Backend) {
 		{"BareRefusalPausesNotEmpties", testBareRefusal},
 		{"FleetLearnsAScopesLimit", testScopeFleet},
 		{"ContinuousBucketWaitsForWhatItNeeds", testContinuousRefill},
+		{"ARequestDrawsFromSeveralBucketsOrNone", testDraws},
 	}
 	if b.NewDSN != nil && b.Open != nil {
 		tests = append(tests, struct {
