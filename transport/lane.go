@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/ratekeeper/ratekeeper/cache"
@@ -44,6 +45,9 @@ type lane struct {
 	cache              *cache.Cache
 	// scopes counts the successes of each scope (see scopeTally).
 	scopes scopeTally
+	// speaksOpenAI: the lane's host, which no provider prices in tokens,
+	// answered in OpenAI's tokens headers (see noteOpenAIHeaders).
+	speaksOpenAI atomic.Bool
 
 	mu   sync.Mutex
 	skew quota.Skew
