@@ -232,22 +232,23 @@ func TestUsageTeachesTheEstimate(t *testing.T) {
 }
 
 // A requests limit binding is paced before the refusal: each chat
-// request reserves 1 of the requests bucket with its tokens, so the
-// fourth of 3 a 10 s waits for one request to drip back (3.334 s) and is
-// never refused.
+// request reserves 1 of the requests bucket with its tokens, so the 31st
+// of 30 a 10 s waits for about one request to drip back (0.334 s; the
+// rate is learnt from counts rounded down, so it errs 1 in 29 slow) and
+// is never refused.
 func TestRequestsBindingPacedBeforeTheRefusal(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		api := sim.APIConfig{Dialect: "openai", Limit: 3, Window: 10 * time.Second,
+		api := sim.APIConfig{Dialect: "openai", Limit: 30, Window: 10 * time.Second,
 			Resources: map[string]sim.ResourceConfig{"tokens": {Limit: 1000000}}, Tokens: []sim.TokenConfig{{Token: "sk-1"}}}
 		s := newSim(t, api, []string{"sk-1"}, nil)
 		start := time.Now()
-		codes := s.postAll(t, "/chat/completions", 4, 1, func(int) string { return chatBody(40, 10) })
+		codes := s.postAll(t, "/chat/completions", 31, 1, func(int) string { return chatBody(40, 10) })
 		st := s.srv.Stats().Total
-		if codes[200] != 4 || st.Violations != 0 || st.EarlyRetries != 0 {
+		if codes[200] != 31 || st.Violations != 0 || st.EarlyRetries != 0 {
 			t.Fatalf("statuses %v, %d refusals, %d early retries", codes, st.Violations, st.EarlyRetries)
 		}
-		if w := time.Since(start); w < 3334*time.Millisecond || w > 3400*time.Millisecond {
-			t.Fatalf("the fourth request went after %v, want 3.334 s", w)
+		if w := time.Since(start); w < 334*time.Millisecond || w > 360*time.Millisecond {
+			t.Fatalf("the 31st request went after %v, want 0.334 s", w)
 		}
 	})
 }
@@ -269,6 +270,42 @@ func TestRequestsAndTokensBindingTogether(t *testing.T) {
 		st := s.srv.Stats().Total
 		if codes[200] != 80 || st.Violations != 0 || st.EarlyRetries != 0 {
 			t.Fatalf("statuses %v, %d refusals, %d early retries", codes, st.Violations, st.EarlyRetries)
+		}
+	})
+}
+
+// OpenAI, requests and tokens binding in one batch: two keys of one
+// organization, 30 requests and 20,000 tokens a 5 s minute, spent by
+// pairs of a short chat (30 tokens) and a long one (1,300), three pairs a
+// second using up both. No refusal, none early, within 1.05 × the slower
+// bucket's ideal.
+func TestOpenAIRequestsAndTokensBindingInOneBatch(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		api := sim.APIConfig{Name: "openai", Dialect: "openai", Limit: 30, Window: 5 * time.Second, Latency: 200 * time.Millisecond,
+			Resources: map[string]sim.ResourceConfig{"tokens": {Limit: 20000}},
+			Tokens:    []sim.TokenConfig{{Token: "sk-1", Owner: "org-acme"}, {Token: "sk-2", Owner: "org-acme"}}}
+		s := newSim(t, api, []string{"sk-1", "sk-2"}, nil)
+		start := time.Now()
+		codes := s.postAll(t, "/chat/completions", 120, 16, func(i int) string {
+			if i%2 == 0 {
+				return chatBody(40, 20)
+			}
+			return chatBody(800, 1100)
+		})
+		elapsed := time.Since(start)
+		st := s.srv.Stats()
+		ideal := api.Latency
+		for resource, limit := range map[string]int64{"requests": 30, "tokens": 20000} {
+			b, _ := st.BucketFor("openai", "org-acme", resource)
+			ideal = max(ideal, time.Duration(float64(b.Charged-limit)/float64(limit)*float64(api.Window))+api.Latency)
+		}
+		t.Logf("%v in %v, ideal %v (%.3f×); %d refusals, %d early retries", codes, elapsed, ideal, elapsed.Seconds()/ideal.Seconds(),
+			st.Total.Violations, st.Total.EarlyRetries)
+		if codes[200] != 120 || st.Total.Violations != 0 || st.Total.EarlyRetries != 0 {
+			t.Fatalf("statuses %v, %d refusals, %d early retries", codes, st.Total.Violations, st.Total.EarlyRetries)
+		}
+		if elapsed.Seconds() > 1.05*ideal.Seconds() {
+			t.Fatalf("took %v, more than 1.05 × the ideal %v", elapsed, ideal)
 		}
 	})
 }

@@ -109,6 +109,16 @@ type tokenDraw struct {
 // the caller's request stays as it was; a request without GetBody, or
 // whose API does not price it, reserves one request.
 func (x *exchange) priceTokens() {
+	x.priceBody()
+	if x.class.Meter == "" && x.l.p.PricesTokens() {
+		// Any other request to the API (a "who am I", a model list)
+		// spends one of the requests a chat draws from too.
+		x.class.Meter, x.class.Resource = "requests", "requests"
+	}
+}
+
+// priceBody prices a request to a language model from its body.
+func (x *exchange) priceBody() {
 	req, p := x.req, x.l.p
 	openAI := x.l.speaksOpenAI.Load()
 	if !p.PricesTokens() && !openAI || req.GetBody == nil || req.ContentLength > maxGraphQLBody {
