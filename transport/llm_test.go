@@ -366,6 +366,64 @@ func TestRequestsRefusalPausesOnlyTheRequestsBucket(t *testing.T) {
 	})
 }
 
+// Anthropic: a 429 naming input tokens pauses the input-tokens bucket
+// until its retry-after, and leaves output tokens and requests with the
+// counts the answer states.
+func TestInputTokensRefusalPausesOnlyItsBucket(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		api := sim.APIConfig{Dialect: "anthropic", Limit: 100, Window: 10 * time.Second,
+			Resources: map[string]sim.ResourceConfig{"input_tokens": {Limit: 100000}, "output_tokens": {Limit: 100000}},
+			Tokens:    []sim.TokenConfig{{Token: "k"}}}
+		var msgs atomic.Int64
+		s := newSim(t, api, []string{"k"}, func(o *Options) {
+			base := o.Base
+			o.Base = rtFunc(func(r *http.Request) (*http.Response, error) {
+				resp, err := base.RoundTrip(r)
+				if err != nil || r.Method != http.MethodPost || msgs.Add(1) != 2 {
+					return resp, err
+				}
+				drain(resp)
+				resp.StatusCode = http.StatusTooManyRequests
+				resp.Header.Set("Retry-After", "2")
+				resp.Body = io.NopCloser(strings.NewReader(`{"type":"error","error":{"type":"rate_limit_error","message":"This request would exceed your organization's rate limit of 100000 input tokens per minute."}}`))
+				return resp, nil
+			})
+		})
+		s.postAll(t, "/messages", 1, 1, func(int) string { return chatBody(40, 10) })
+		start := time.Now()
+		done := make(chan int)
+		go func() { done <- s.postAll(t, "/messages", 1, 1, func(int) string { return chatBody(40, 10) })[200] }()
+		time.Sleep(100 * time.Millisecond)
+		synctest.Wait()
+		all, err := s.t.state.Buckets(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		now := time.Now()
+		seen := 0
+		for id, b := range all {
+			switch id.Resource {
+			case "input-tokens":
+				seen++
+				if want := start.Add(2 * time.Second); !b.BlockedUntil.Equal(want) {
+					t.Errorf("input tokens paused until %v, want 2 s", b.BlockedUntil.Sub(start))
+				}
+			case "output-tokens", "requests":
+				seen++
+				if b.BlockedUntil.After(now) || b.Remaining <= 0 {
+					t.Errorf("%s paused until %v with %d left: an input-tokens refusal paused it", id.Resource, b.BlockedUntil.Sub(start), b.Remaining)
+				}
+			}
+		}
+		if seen != 3 {
+			t.Errorf("%d of the 3 buckets known: %v", seen, all)
+		}
+		if n := <-done; n != 1 || time.Since(start) < 2*time.Second {
+			t.Fatalf("answered %d after %v, want 200 after the 2 s pause", n, time.Since(start))
+		}
+	})
+}
+
 // An OpenAI-compatible host no provider owns, once its answers carry
 // OpenAI's tokens headers, has its chat requests priced in tokens like
 // OpenAI's: the tokens bucket holds their prompt and max_tokens, and the
