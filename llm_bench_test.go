@@ -62,6 +62,25 @@ var (
 		Tokens: []sim.TokenConfig{{Token: "sk-ant-1"}}}
 )
 
+// openaiBoth binds on requests and tokens at once: 30 requests and
+// 20,000 tokens a 5 s minute, spent by pairs of a short chat (30 tokens)
+// and a long one (1,300), three pairs a second using up both.
+var openaiBoth = sim.APIConfig{Name: "openai", Dialect: "openai", Prefix: "/openai", Limit: 30, Window: llmWindow, Latency: 200 * time.Millisecond,
+	Resources: map[string]sim.ResourceConfig{"tokens": {Limit: 20000}},
+	Tokens:    []sim.TokenConfig{{Token: "sk-1", Owner: "org-acme"}, {Token: "sk-2", Owner: "org-acme"}}}
+
+func openaiBothJobs(base string) []llmJob {
+	var jobs []llmJob
+	for i := range 120 {
+		if i%2 == 0 {
+			jobs = append(jobs, llmJob{base + "/openai/chat/completions", chatJSON(40, 20)})
+		} else {
+			jobs = append(jobs, llmJob{base + "/openai/chat/completions", chatJSON(800, 1100)})
+		}
+	}
+	return jobs
+}
+
 func openaiJobs(base string) []llmJob {
 	var jobs []llmJob
 	for i := range 100 {
@@ -89,6 +108,14 @@ var llmScenarios = map[string]llmScenario{
 		apis: []sim.APIConfig{anthropicOutput}, keys: map[string][]string{"anthropic": {"sk-ant-1"}}, jobs: anthropicJobs,
 		ideal: func(st sim.Stats) time.Duration {
 			return tokensIdeal(st, "anthropic", "user1", "output_tokens", 8000, anthropicOutput.Window, anthropicOutput.Latency)
+		},
+	},
+	"requests-and-tokens": {
+		apis: []sim.APIConfig{openaiBoth}, keys: map[string][]string{"openai": {"sk-1", "sk-2"}}, jobs: openaiBothJobs,
+		// The slower of the two buckets alone.
+		ideal: func(st sim.Stats) time.Duration {
+			return max(tokensIdeal(st, "openai", "org-acme", "requests", 30, openaiBoth.Window, openaiBoth.Latency),
+				tokensIdeal(st, "openai", "org-acme", "tokens", 20000, openaiBoth.Window, openaiBoth.Latency))
 		},
 	},
 	"both": {
@@ -203,7 +230,7 @@ func sendAll(b *testing.B, c *http.Client, jobs []llmJob, url func(llmJob) strin
 }
 
 func BenchmarkLanguageModel(b *testing.B) {
-	for _, scenario := range []string{"openai-tokens", "anthropic-output", "both"} {
+	for _, scenario := range []string{"openai-tokens", "anthropic-output", "both", "requests-and-tokens"} {
 		for _, face := range []string{"library", "batch", "gateway"} {
 			b.Run(scenario+"/"+face, func(b *testing.B) {
 				sc := llmScenarios[scenario]

@@ -18,16 +18,44 @@ import (
 	"github.com/ratekeeper/ratekeeper/sim"
 )
 
-// BenchmarkFetchLanguageModel: the batch of BenchmarkLanguageModel's
-// openai-tokens scenario (package ratekeeper) as a fetch run of JSON
-// lines: two keys of one organization, tokens binding, 20,000 a simulated
-// minute of 5 s, 100 chat requests of prompts and max_tokens mixed.
+// BenchmarkFetchLanguageModel: batches of BenchmarkLanguageModel
+// (package ratekeeper) as fetch runs of JSON lines, two keys of one
+// organization, a simulated minute of 5 s: openai-tokens, tokens binding
+// (20,000 a minute, 100 chat requests of prompts and max_tokens mixed),
+// and requests-and-tokens, both binding at once (30 requests and 20,000
+// tokens a minute, 120 chats alternating 30 and 1,300 tokens).
 //
 //	go test -run x -bench FetchLanguageModel -benchtime 1x ./fetch/
 func BenchmarkFetchLanguageModel(b *testing.B) {
+	type shape struct {
+		requests int64
+		n        int
+		body     func(i int) map[string]any
+	}
+	chat := func(chars, maxTokens int) map[string]any {
+		return map[string]any{"model": "m", "max_tokens": maxTokens,
+			"messages": []map[string]string{{"role": "user", "content": strings.Repeat("a", chars)}}}
+	}
+	shapes := map[string]shape{
+		"openai-tokens": {1000, 100, func(i int) map[string]any { return chat(400+40*(i%7), 500+100*(i%5)) }},
+		"requests-and-tokens": {30, 120, func(i int) map[string]any {
+			if i%2 == 0 {
+				return chat(40, 20)
+			}
+			return chat(800, 1100)
+		}},
+	}
+	for _, name := range []string{"openai-tokens", "requests-and-tokens"} {
+		b.Run(name, func(b *testing.B) { fetchLanguageModel(b, shapes[name].requests, shapes[name].n, shapes[name].body) })
+	}
+}
+
+// fetchLanguageModel runs n chats of body(i) through fetch against an
+// OpenAI simulator of requests and 20,000 tokens a 5 s minute.
+func fetchLanguageModel(b *testing.B, requests int64, n int, body func(i int) map[string]any) {
 	const limit, window, latency = 20000, 5 * time.Second, 200 * time.Millisecond
 	srv, err := sim.New(sim.Config{Seed: 1, APIs: []sim.APIConfig{{Name: "openai", Dialect: "openai", Prefix: "/openai",
-		Limit: 1000, Window: window, Latency: latency, Resources: map[string]sim.ResourceConfig{"tokens": {Limit: limit}},
+		Limit: requests, Window: window, Latency: latency, Resources: map[string]sim.ResourceConfig{"tokens": {Limit: limit}},
 		Tokens: []sim.TokenConfig{{Token: "sk-1", Owner: "org-acme"}, {Token: "sk-2", Owner: "org-acme"}}}}})
 	if err != nil {
 		b.Fatal(err)
@@ -35,10 +63,8 @@ func BenchmarkFetchLanguageModel(b *testing.B) {
 	ts := httptest.NewServer(srv)
 	defer ts.Close()
 	var lines []string
-	for i := range 100 {
-		body := map[string]any{"model": "m", "max_tokens": 500 + 100*(i%5),
-			"messages": []map[string]string{{"role": "user", "content": strings.Repeat("a", 400+40*(i%7))}}}
-		l, _ := json.Marshal(map[string]any{"url": ts.URL + "/openai/chat/completions", "method": "POST", "id": strconv.Itoa(i), "body": body})
+	for i := range n {
+		l, _ := json.Marshal(map[string]any{"url": ts.URL + "/openai/chat/completions", "method": "POST", "id": strconv.Itoa(i), "body": body(i)})
 		lines = append(lines, string(l))
 	}
 	for b.Loop() {
@@ -63,12 +89,15 @@ func BenchmarkFetchLanguageModel(b *testing.B) {
 			Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 		elapsed := time.Since(start)
 		tr.Close()
-		if err != nil || sum.Failed != 0 || sum.Written != 100 {
+		if err != nil || sum.Failed != 0 || sum.Written != n {
 			b.Fatalf("%+v, %v", sum, err)
 		}
 		st := srv.Stats()
-		tok, _ := st.BucketFor("openai", "org-acme", "tokens")
-		ideal := time.Duration(float64(tok.Charged-limit)/limit*float64(window)) + latency
+		ideal := latency
+		for resource, lim := range map[string]int64{"requests": requests, "tokens": limit} {
+			bk, _ := st.BucketFor("openai", "org-acme", resource)
+			ideal = max(ideal, time.Duration(float64(bk.Charged-lim)/float64(lim)*float64(window))+latency)
+		}
 		b.ReportMetric(elapsed.Seconds(), "elapsed-s")
 		b.ReportMetric(elapsed.Seconds()/ideal.Seconds(), "x-ideal")
 		b.ReportMetric(float64(st.Total.Violations), "refusals")

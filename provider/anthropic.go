@@ -65,8 +65,8 @@ func (anthropicAPI) OwnerFromHeader(h http.Header) (Owner, bool) {
 func (anthropicAPI) RejectsToken(http.Header, []byte) bool { return true }
 
 // PriceTokens: a message is paced by the output-tokens bucket, which it
-// takes max_tokens of until its answer ends (the input-tokens bucket is
-// read from the same answers but not reserved).
+// takes max_tokens of until its answer ends, and draws at once 1 of
+// requests and its prompt of input tokens.
 func (anthropicAPI) PriceTokens(method, rel string, body []byte) (TokenPrice, bool) {
 	if method != "POST" || !strings.HasSuffix(rel, "/messages") {
 		return TokenPrice{}, false
@@ -75,5 +75,6 @@ func (anthropicAPI) PriceTokens(method, rel string, body []byte) (TokenPrice, bo
 	if !ok {
 		return TokenPrice{}, false
 	}
-	return TokenPrice{Meter: "output-tokens", Shape: b.Model + " " + rel, Chars: chars, Fixed: b.maxTokens(1)}, true
+	return TokenPrice{Meter: "output-tokens", Shape: b.Model + " " + rel, Chars: chars, Fixed: b.maxTokens(1),
+		Draws: []TokenDraw{{Meter: "requests", Fixed: 1}, {Meter: "input-tokens", PromptCounts: true}}}, true
 }

@@ -63,7 +63,8 @@ func (openaiAPI) RejectsToken(http.Header, []byte) bool { return true }
 const openaiDefaultMaxTokens = 4096
 
 // PriceTokens: a chat, completion or embeddings request is paced by the
-// tokens bucket, charged its prompt plus max_tokens when admitted.
+// tokens bucket, charged its prompt plus max_tokens when admitted, and
+// draws 1 of requests at once.
 func (openaiAPI) PriceTokens(method, rel string, body []byte) (TokenPrice, bool) {
 	if method != "POST" {
 		return TokenPrice{}, false
@@ -76,5 +77,6 @@ func (openaiAPI) PriceTokens(method, rel string, body []byte) (TokenPrice, bool)
 	if len(b.Messages) > 0 || len(b.Prompt) > 0 {
 		fixed = b.maxTokens(openaiDefaultMaxTokens)
 	}
-	return TokenPrice{Meter: "tokens", Shape: b.Model + " " + rel, Chars: chars, Fixed: fixed, PromptCounts: true}, true
+	return TokenPrice{Meter: "tokens", Shape: b.Model + " " + rel, Chars: chars, Fixed: fixed, PromptCounts: true,
+		Draws: []TokenDraw{{Meter: "requests", Fixed: 1}}}, true
 }

@@ -34,6 +34,27 @@ type TokenPrice struct {
 	Chars        int64
 	Fixed        int64
 	PromptCounts bool
+	// Draws are the other buckets the request is charged from when it is
+	// admitted, each with what it takes of it (OpenAI's requests;
+	// Anthropic's requests and input tokens): it is reserved from all of
+	// them at once, and waits for the one with least to spare.
+	Draws []TokenDraw
+}
+
+// TokenDraw is a bucket a request is charged from beside its Meter.
+type TokenDraw struct {
+	// Meter is the bucket's qualifier ("requests", "input-tokens").
+	Meter string
+	// Fixed is what the request takes whatever its prompt (1 of
+	// requests); PromptCounts adds the prompt's estimate (input tokens).
+	Fixed        int64
+	PromptCounts bool
+}
+
+// Estimate is what the draw takes, given the tokens a character of its
+// request's prompt proved to cost (0: CharsPerToken).
+func (d TokenDraw) Estimate(tp TokenPrice, tokensPerChar float64) int64 {
+	return TokenPrice{Chars: tp.Chars, Fixed: d.Fixed, PromptCounts: d.PromptCounts}.Estimate(tokensPerChar)
 }
 
 // Estimate is the tokens the request is expected to take, given the
@@ -55,6 +76,14 @@ func (tp TokenPrice) Estimate(tokensPerChar float64) int64 {
 func (p *Provider) PricesTokens() bool {
 	_, ok := p.api.(TokenPricer)
 	return ok
+}
+
+// PriceOpenAITokens prices a request to u as OpenAI's API would charge
+// it: for a host no provider names that answers in OpenAI's headers
+// (x-ratelimit-remaining-tokens), such as Groq, vLLM or Azure OpenAI at a
+// custom domain.
+func (p *Provider) PriceOpenAITokens(method string, u *url.URL, body []byte) (TokenPrice, bool) {
+	return openaiAPI{}.PriceTokens(strings.ToUpper(method), p.relPath(u), body)
 }
 
 // PriceTokens prices a request to u with this method and body (see

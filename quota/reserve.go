@@ -56,7 +56,26 @@ type Option struct {
 	// explain pauses. It must allow the request too once anything is
 	// known of it, and holds its lease until the answer.
 	Scope *Bucket
+	// Draws are the other buckets the request spends from at once, each
+	// its own units (a language model's request: 1 of requests, its
+	// prompt of input tokens, its max_tokens of output tokens, beside
+	// the bucket that paces it). The request goes only when every one
+	// allows it, and then takes from all of them in the same decision,
+	// or from none. Each is settled on its own (see Settle with no
+	// owner), from what the answer says of that bucket.
+	Draws []Draw
 }
+
+// Draw is a bucket an option spends from beside its Bucket, and how
+// much of it.
+type Draw struct {
+	Bucket *Bucket
+	// Units is what the request takes of it; 0 means 1.
+	Units int64
+}
+
+// units is what d asks of its bucket: at least 1.
+func (d *Draw) units() int64 { return max(d.Units, 1) }
 
 // Wait returns how long from now until a request asking a may go on owner
 // o and bucket b: the longer of the owner's and the bucket's waits. It
@@ -107,9 +126,16 @@ func waitOption(opt *Option, a *Ask, now time.Time) waitFor {
 		for _, b := range opt.Also {
 			w.add(b.waitConditional(now))
 		}
+		for i := range opt.Draws {
+			w.add(opt.Draws[i].Bucket.waitConditional(now))
+		}
 	default:
 		w.add(opt.Bucket.waitUnits(a.Policy, a.units(), now))
 		w.addScope(scopeWait(opt.Scope, a, now))
+		for i := range opt.Draws {
+			d := &opt.Draws[i]
+			w.add(d.Bucket.waitUnits(a.Policy, d.units(), now))
+		}
 		for _, b := range opt.Also {
 			// A bucket the reserve leaves nothing of would make the wait
 			// never end; the answer will tell whether the credential
@@ -184,7 +210,7 @@ func weigh(opts []Option, a *Ask, l Lease, now time.Time) Decision {
 	onAnswer := false
 	for i := range opts {
 		if !a.Free {
-			if err := a.Policy.reachable(opts[i].Bucket); err != nil {
+			if err := opts[i].reachable(a.Policy); err != nil {
 				never = err
 				continue
 			}
@@ -225,6 +251,14 @@ func commit(opt *Option, a *Ask, l Lease, now time.Time) {
 		for _, x := range opt.Also {
 			x.take(a.Policy, l, now)
 		}
+		for _, d := range opt.Draws {
+			dl := l
+			dl.Units = 0
+			if d.Units > 1 {
+				dl.Units = d.Units
+			}
+			d.Bucket.take(a.Policy, dl, now)
+		}
 	}
 }
 
@@ -237,7 +271,7 @@ func commit(opt *Option, a *Ask, l Lease, now time.Time) {
 // same answer.
 func goesAtOnce(opt *Option, a *Ask, now time.Time) bool {
 	o, b := opt.Owner, opt.Bucket
-	if opt.Scope != nil || len(opt.Also) != 0 || a.Free || a.Conditional || a.Units > 1 ||
+	if opt.Scope != nil || len(opt.Also) != 0 || len(opt.Draws) != 0 || a.Free || a.Conditional || a.Units > 1 ||
 		a.Cost.Write || a.Cost.CreatesContent || a.Secondary.countsPoints(a.Cost) ||
 		now.Before(o.PenaltyUntil) || o.ConcurrencyCap(a.Secondary, now) > 0 {
 		return false
@@ -251,6 +285,20 @@ func goesAtOnce(opt *Option, a *Ask, now time.Time) bool {
 	}
 	budget, _ := b.Budget(a.Policy.reserveFor(b), now)
 	return budget >= b.fits(a.Policy, 1)
+}
+
+// reachable reports a bucket of opt, its own or one it draws from, that
+// policy p's reserve leaves nothing of.
+func (opt *Option) reachable(p Policy) error {
+	if err := p.reachable(opt.Bucket); err != nil {
+		return err
+	}
+	for i := range opt.Draws {
+		if err := p.reachable(opt.Draws[i].Bucket); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // Answer is what a request's outcome tells the quota state.

@@ -32,11 +32,16 @@ func (b *Bucket) learnRefill(r *headers.Reading, now time.Time) {
 		}
 		return
 	}
-	// A reset in whole seconds (Anthropic's RFC 3339 times) is rounded
-	// up: each reading gives a rate at most the true one, and the most
-	// any reading of the same limit gave is the best known.
-	rate := float64(r.Limit-r.Remaining) / r.Reset.Sub(now).Seconds()
-	b.Refill = max(b.Refill, rate)
+	// Each reading gives a rate at most the true one, and the most any
+	// reading of the same limit gave is the best known: a reset in whole
+	// seconds (Anthropic's RFC 3339 times) is rounded up, and the
+	// remaining stated is the bucket's level rounded down, so it lacks
+	// more than limit − remaining − 1. (Without that unit a bucket of 30
+	// requests a minute, read at 2.9 left, would be taken to refill 3 %
+	// faster than it does, and its waiters sent early.)
+	if lack := r.Limit - r.Remaining - 1; lack > 0 {
+		b.Refill = max(b.Refill, float64(lack)/r.Reset.Sub(now).Seconds())
+	}
 	b.RefilledAt = now
 }
 

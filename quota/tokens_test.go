@@ -12,8 +12,9 @@ import (
 func TestContinuousRefill(t *testing.T) {
 	t0 := time.Unix(1_000_000, 0)
 	b := NewBucket()
-	// 20,000 a minute: 333.3 a second; 2,000 left, full in 54 s.
-	r := headers.Reading{Status: 200, Limit: 20000, Remaining: 2000, Used: UnknownCount, Reset: t0.Add(54 * time.Second)}
+	// 20,000 a minute: 333.3 a second; 2,000 left (17,999 lacking at
+	// least: the count is rounded down), full in 54 s.
+	r := headers.Reading{Status: 200, Limit: 20000, Remaining: 2000, Used: UnknownCount, Reset: t0.Add(53997 * time.Millisecond)}
 	b.observe(&r, t0, true, Default{}, 0)
 	b.learnRefill(&r, t0)
 	if b.Refill < 333 || b.Refill > 334 {
@@ -60,7 +61,8 @@ func TestContinuousRefill(t *testing.T) {
 func TestContinuousRefillRateAndInFlight(t *testing.T) {
 	t0 := time.Unix(1_000_000, 0)
 	b := NewBucket()
-	exact := headers.Reading{Status: 200, Limit: 8000, Remaining: 4800, Used: UnknownCount, Reset: t0.Add(2 * time.Second)}
+	// 3,201 lacking at most (the count is rounded down), refilled in 2 s.
+	exact := headers.Reading{Status: 200, Limit: 8000, Remaining: 4799, Used: UnknownCount, Reset: t0.Add(2 * time.Second)}
 	b.observe(&exact, t0, true, Default{}, 0)
 	b.learnRefill(&exact, t0)
 	// 1,600 a second. A reading whose reset was rounded up to the next
@@ -77,5 +79,21 @@ func TestContinuousRefillRateAndInFlight(t *testing.T) {
 	// 400 left of 6,400 after the 6,000 in flight: 1,648 more take 1.03 s.
 	if !onAnswer || w < time.Second || w > 1050*time.Millisecond {
 		t.Fatalf("wait %v (on an answer: %v), want 1.03 s or the next answer", w, onAnswer)
+	}
+}
+
+// The remaining an answer states is the bucket's level rounded down: a
+// small bucket (30 requests a 5 s minute, 6 a second) read at 2 left and
+// full in 4.517 s (its level was 2.9) refills at most 6 a second, not the
+// 28 ÷ 4.517 = 6.2 its rounded count would say, or its waiters would go
+// early.
+func TestContinuousRefillFromARoundedDownCount(t *testing.T) {
+	t0 := time.Unix(1_000_000, 0)
+	b := NewBucket()
+	r := headers.Reading{Status: 200, Limit: 30, Remaining: 2, Used: UnknownCount, Reset: t0.Add(4517 * time.Millisecond)}
+	b.observe(&r, t0, true, Default{}, 0)
+	b.learnRefill(&r, t0)
+	if b.Refill > 6 || b.Refill < 5.9 {
+		t.Fatalf("refill %v a second, want at most the true 6", b.Refill)
 	}
 }

@@ -54,6 +54,10 @@ func (x *exchange) acquire() error {
 			t.waiters.pass(baton)
 			return err
 		}
+		if x.repriceTokens() {
+			x.reserve.Ask = l.ask(x.class)
+			x.reserve.Ask.Conditional = x.conditional
+		}
 		now := t.opts.Now()
 		cands := t.candidates(x.req, x.pool, x.cands[:0], x.rt, now)
 		if len(cands) == 0 {
@@ -63,6 +67,7 @@ func (x *exchange) acquire() error {
 		slots := x.slots[:0]
 		for _, c := range cands {
 			sl := l.slot(c, x.class)
+			sl.Draws = x.drawsOf(sl)
 			if !c.BucketKnown() {
 				sl.Also = l.knownBuckets(x.pool, c, x.class)
 			}

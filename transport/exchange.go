@@ -474,11 +474,12 @@ func (x *exchange) read() {
 		s.prefix, s.resp.Body = readGraphQLAnswer(s.resp.Body)
 	}
 	x.reading = x.l.read(s.resp.StatusCode, s.resp.Header, s.prefix, s.sentAt, s.now, x.class.Meter)
+	r, settled := &x.reading, &x.reading
 	if x.class.Meter != "" {
-		otherLimit(&x.reading, x.class.Meter, s.now)
+		settled = x.readTokens(s)
 		x.teachTokens(s.resp)
 	}
-	r := &x.reading
+	x.l.noteOpenAIHeaders(s.resp.Header)
 	learning := x.turn != nil && !x.rt.validating
 	if learning {
 		// While the pool learns which tokens share a bucket, another
@@ -491,7 +492,7 @@ func (x *exchange) read() {
 	if learning {
 		x.observeLearning(counted && r.Limited == headers.NotLimited && s.resp.StatusCode < 500)
 	}
-	x.settle(r, s.now, counted)
+	x.settle(settled, s.now, counted)
 	t.view.observe(g.slot, &x.settleP.Answer, s.now)
 	t.record(x.l.p, g, s.resp.StatusCode, cacheOutcome(s.out.Method, s.entry != nil, s.resp.StatusCode), r)
 	if learning {
@@ -615,6 +616,7 @@ func (x *exchange) settle(r *headers.Reading, now time.Time, counted bool) {
 	if err := t.state.Settle(context.WithoutCancel(x.ctx), &x.settleP); err != nil {
 		t.log.Warn("quota state update failed; the reservation lapses with its lease", "bucket", g.slot.Bucket.String(), "err", err)
 	}
+	x.settleDraws(r != nil, now, counted)
 	t.waiters.wake()
 }
 

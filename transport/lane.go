@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/ratekeeper/ratekeeper/cache"
@@ -47,6 +48,9 @@ type lane struct {
 	// sight is what is known of which credentials see which owners
 	// (route.go).
 	sight sight
+	// speaksOpenAI: the lane's host, which no provider prices in tokens,
+	// answered in OpenAI's tokens headers (see noteOpenAIHeaders).
+	speaksOpenAI atomic.Bool
 
 	mu   sync.Mutex
 	skew quota.Skew

@@ -3,9 +3,11 @@ package transport
 import (
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -229,30 +231,255 @@ func TestUsageTeachesTheEstimate(t *testing.T) {
 	})
 }
 
-// A 429 naming the requests limit is obeyed to the millisecond its
-// retry-after-ms names: the request goes again then, and is not early.
-func TestRequestsRefusalObeyedExactly(t *testing.T) {
+// A requests limit binding is paced before the refusal: each chat
+// request reserves 1 of the requests bucket with its tokens, so the 31st
+// of 30 a 10 s waits for about one request to drip back (0.334 s; the
+// rate is learnt from counts rounded down, so it errs 1 in 29 slow) and
+// is never refused.
+func TestRequestsBindingPacedBeforeTheRefusal(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		api := sim.APIConfig{Dialect: "openai", Limit: 3, Window: 10 * time.Second,
+		api := sim.APIConfig{Dialect: "openai", Limit: 30, Window: 10 * time.Second,
 			Resources: map[string]sim.ResourceConfig{"tokens": {Limit: 1000000}}, Tokens: []sim.TokenConfig{{Token: "sk-1"}}}
 		s := newSim(t, api, []string{"sk-1"}, nil)
 		start := time.Now()
-		codes := s.postAll(t, "/chat/completions", 4, 1, func(int) string { return chatBody(40, 10) })
+		codes := s.postAll(t, "/chat/completions", 31, 1, func(int) string { return chatBody(40, 10) })
 		st := s.srv.Stats().Total
-		// The fourth of 3 a 10 s: one refill of a request, 3.334 s.
-		if codes[200] != 4 || st.Violations != 1 || st.EarlyRetries != 0 {
+		if codes[200] != 31 || st.Violations != 0 || st.EarlyRetries != 0 {
 			t.Fatalf("statuses %v, %d refusals, %d early retries", codes, st.Violations, st.EarlyRetries)
 		}
-		if w := time.Since(start); w < 3334*time.Millisecond || w > 3400*time.Millisecond {
-			t.Fatalf("the refused request went again after %v, want 3.334 s", w)
+		if w := time.Since(start); w < 334*time.Millisecond || w > 360*time.Millisecond {
+			t.Fatalf("the 31st request went after %v, want 0.334 s", w)
+		}
+	})
+}
+
+// Requests and tokens binding in one batch (Anthropic: 1 request, the
+// prompt's input tokens and max_tokens of output tokens reserved at
+// once): no refusal from any of the three buckets, none early.
+func TestRequestsAndTokensBindingTogether(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		api := sim.APIConfig{Name: "anthropic", Dialect: "anthropic", Limit: 20, Window: 10 * time.Second, Latency: 200 * time.Millisecond, OutputRatio: 0.5,
+			Resources: map[string]sim.ResourceConfig{"input_tokens": {Limit: 3000}, "output_tokens": {Limit: 4000}}, Tokens: []sim.TokenConfig{{Token: "k"}}}
+		s := newSim(t, api, []string{"k"}, nil)
+		codes := s.postAll(t, "/messages", 80, 8, func(i int) string {
+			if i%2 == 0 {
+				return chatBody(40, 20) // requests bind
+			}
+			return chatBody(1200, 400) // tokens bind
+		})
+		st := s.srv.Stats().Total
+		if codes[200] != 80 || st.Violations != 0 || st.EarlyRetries != 0 {
+			t.Fatalf("statuses %v, %d refusals, %d early retries", codes, st.Violations, st.EarlyRetries)
+		}
+	})
+}
+
+// OpenAI, requests and tokens binding in one batch: two keys of one
+// organization, 30 requests and 20,000 tokens a 5 s minute, spent by
+// pairs of a short chat (30 tokens) and a long one (1,300), three pairs a
+// second using up both. No refusal, none early, within 1.05 × the slower
+// bucket's ideal.
+func TestOpenAIRequestsAndTokensBindingInOneBatch(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		api := sim.APIConfig{Name: "openai", Dialect: "openai", Limit: 30, Window: 5 * time.Second, Latency: 200 * time.Millisecond,
+			Resources: map[string]sim.ResourceConfig{"tokens": {Limit: 20000}},
+			Tokens:    []sim.TokenConfig{{Token: "sk-1", Owner: "org-acme"}, {Token: "sk-2", Owner: "org-acme"}}}
+		s := newSim(t, api, []string{"sk-1", "sk-2"}, nil)
+		start := time.Now()
+		codes := s.postAll(t, "/chat/completions", 120, 16, func(i int) string {
+			if i%2 == 0 {
+				return chatBody(40, 20)
+			}
+			return chatBody(800, 1100)
+		})
+		elapsed := time.Since(start)
+		st := s.srv.Stats()
+		ideal := api.Latency
+		for resource, limit := range map[string]int64{"requests": 30, "tokens": 20000} {
+			b, _ := st.BucketFor("openai", "org-acme", resource)
+			ideal = max(ideal, time.Duration(float64(b.Charged-limit)/float64(limit)*float64(api.Window))+api.Latency)
+		}
+		t.Logf("%v in %v, ideal %v (%.3f×); %d refusals, %d early retries", codes, elapsed, ideal, elapsed.Seconds()/ideal.Seconds(),
+			st.Total.Violations, st.Total.EarlyRetries)
+		if codes[200] != 120 || st.Total.Violations != 0 || st.Total.EarlyRetries != 0 {
+			t.Fatalf("statuses %v, %d refusals, %d early retries", codes, st.Total.Violations, st.Total.EarlyRetries)
+		}
+		if elapsed.Seconds() > 1.05*ideal.Seconds() {
+			t.Fatalf("took %v, more than 1.05 × the ideal %v", elapsed, ideal)
+		}
+	})
+}
+
+// A 429 naming the requests limit pauses the requests bucket until its
+// retry-after-ms, and leaves the tokens bucket that paces the request as
+// its answer counts it: tokens are not paused for a requests refusal.
+// The request goes again when the pause ends.
+func TestRequestsRefusalPausesOnlyTheRequestsBucket(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		api := sim.APIConfig{Dialect: "openai", Limit: 100, Window: 10 * time.Second,
+			Resources: map[string]sim.ResourceConfig{"tokens": {Limit: 100000}}, Tokens: []sim.TokenConfig{{Token: "sk-1"}}}
+		var chats atomic.Int64
+		s := newSim(t, api, []string{"sk-1"}, func(o *Options) {
+			base := o.Base
+			o.Base = rtFunc(func(r *http.Request) (*http.Response, error) {
+				resp, err := base.RoundTrip(r)
+				if err != nil || r.Method != http.MethodPost || chats.Add(1) != 2 {
+					return resp, err
+				}
+				// Another spender took the organization's requests.
+				drain(resp)
+				resp.StatusCode = http.StatusTooManyRequests
+				resp.Header.Set("X-Ratelimit-Remaining-Requests", "0")
+				resp.Header.Set("Retry-After-Ms", "1500")
+				resp.Body = io.NopCloser(strings.NewReader(`{"error":{"message":"Rate limit reached for requests","type":"requests","code":"rate_limit_exceeded"}}`))
+				return resp, nil
+			})
+		})
+		s.postAll(t, "/chat/completions", 1, 1, func(int) string { return chatBody(40, 10) })
+		start := time.Now()
+		done := make(chan int)
+		go func() {
+			done <- s.postAll(t, "/chat/completions", 1, 1, func(int) string { return chatBody(40, 10) })[200]
+		}()
+		time.Sleep(100 * time.Millisecond)
+		synctest.Wait()
+		all, err := s.t.state.Buckets(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		now := time.Now()
+		for id, b := range all {
+			switch id.Resource {
+			case "requests":
+				if want := start.Add(1500 * time.Millisecond); !b.BlockedUntil.Equal(want) {
+					t.Errorf("requests paused until %v, want %v", b.BlockedUntil.Sub(start), want.Sub(start))
+				}
+			case "tokens":
+				if b.BlockedUntil.After(now) || b.Remaining <= 0 {
+					t.Errorf("tokens paused until %v with %d left: a requests refusal paused them", b.BlockedUntil.Sub(start), b.Remaining)
+				}
+			}
+		}
+		if n := <-done; n != 1 || time.Since(start) < 1500*time.Millisecond {
+			t.Fatalf("answered %d after %v, want 200 after the 1.5 s pause", n, time.Since(start))
+		}
+	})
+}
+
+// Anthropic: a 429 naming input tokens pauses the input-tokens bucket
+// until its retry-after, and leaves output tokens and requests with the
+// counts the answer states.
+func TestInputTokensRefusalPausesOnlyItsBucket(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		api := sim.APIConfig{Dialect: "anthropic", Limit: 100, Window: 10 * time.Second,
+			Resources: map[string]sim.ResourceConfig{"input_tokens": {Limit: 100000}, "output_tokens": {Limit: 100000}},
+			Tokens:    []sim.TokenConfig{{Token: "k"}}}
+		var msgs atomic.Int64
+		s := newSim(t, api, []string{"k"}, func(o *Options) {
+			base := o.Base
+			o.Base = rtFunc(func(r *http.Request) (*http.Response, error) {
+				resp, err := base.RoundTrip(r)
+				if err != nil || r.Method != http.MethodPost || msgs.Add(1) != 2 {
+					return resp, err
+				}
+				drain(resp)
+				resp.StatusCode = http.StatusTooManyRequests
+				resp.Header.Set("Retry-After", "2")
+				resp.Body = io.NopCloser(strings.NewReader(`{"type":"error","error":{"type":"rate_limit_error","message":"This request would exceed your organization's rate limit of 100000 input tokens per minute."}}`))
+				return resp, nil
+			})
+		})
+		s.postAll(t, "/messages", 1, 1, func(int) string { return chatBody(40, 10) })
+		start := time.Now()
+		done := make(chan int)
+		go func() { done <- s.postAll(t, "/messages", 1, 1, func(int) string { return chatBody(40, 10) })[200] }()
+		time.Sleep(100 * time.Millisecond)
+		synctest.Wait()
+		all, err := s.t.state.Buckets(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		now := time.Now()
+		seen := 0
+		for id, b := range all {
+			switch id.Resource {
+			case "input-tokens":
+				seen++
+				if want := start.Add(2 * time.Second); !b.BlockedUntil.Equal(want) {
+					t.Errorf("input tokens paused until %v, want 2 s", b.BlockedUntil.Sub(start))
+				}
+			case "output-tokens", "requests":
+				seen++
+				if b.BlockedUntil.After(now) || b.Remaining <= 0 {
+					t.Errorf("%s paused until %v with %d left: an input-tokens refusal paused it", id.Resource, b.BlockedUntil.Sub(start), b.Remaining)
+				}
+			}
+		}
+		if seen != 3 {
+			t.Errorf("%d of the 3 buckets known: %v", seen, all)
+		}
+		if n := <-done; n != 1 || time.Since(start) < 2*time.Second {
+			t.Fatalf("answered %d after %v, want 200 after the 2 s pause", n, time.Since(start))
+		}
+	})
+}
+
+// An OpenAI-compatible host no provider owns, once its answers carry
+// OpenAI's tokens headers, has its chat requests priced in tokens like
+// OpenAI's: the tokens bucket holds their prompt and max_tokens, and the
+// requests bucket one each.
+func TestOpenAICompatibleHostPricedInTokens(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		srv, err := sim.New(sim.Config{APIs: []sim.APIConfig{{Dialect: "openai", Limit: 1000, Window: 10 * time.Second,
+			Latency: 100 * time.Millisecond, Resources: map[string]sim.ResourceConfig{"tokens": {Limit: 80000}},
+			Tokens: []sim.TokenConfig{{Token: "sk-own"}}}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		// What the state holds while each chat request is sent.
+		var tr *Transport
+		var held []map[string]int64
+		base := srv.Transport("")
+		tr, err = New(Options{Providers: provider.NewRegistry(), Policy: quota.Policy{Kind: quota.Greedy},
+			Base: rtFunc(func(r *http.Request) (*http.Response, error) {
+				all, err := tr.state.Buckets(r.Context())
+				if err != nil {
+					return nil, err
+				}
+				h := map[string]int64{}
+				for id, b := range all {
+					for _, l := range b.Leases {
+						h[id.Resource] += max(l.Units, 1)
+					}
+				}
+				held = append(held, h)
+				return base.RoundTrip(r)
+			})})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for range 2 {
+			req, _ := http.NewRequest(http.MethodPost, "http://llm.example.test/v1/chat/completions", strings.NewReader(chatBody(400, 600)))
+			req.Header.Set("Authorization", "Bearer sk-own")
+			resp, err := tr.RoundTrip(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			drain(resp)
+		}
+		// The first answer's headers tell what the host speaks; the
+		// second request reserves 100 prompt tokens and 600 of
+		// max_tokens, and 1 request.
+		if len(held) != 2 || held[1]["tokens"] != 700 || held[1]["requests"] != 1 {
+			t.Fatalf("chat requests in flight held %v, want 700 tokens and 1 request the second time", held)
 		}
 	})
 }
 
 // An OpenAI-compatible host no provider owns (a self-hosted vLLM, Groq,
 // Azure at its own domain), reached with the caller's own key and
-// nothing configured: its answers' headers pace it, and each refusal's
-// time is obeyed, none early.
+// nothing configured: its answers' headers pace it, its chat requests
+// priced in tokens from the first answer on, so none is refused.
 func TestOpenAICompatibleHostPacedFromItsHeaders(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		srv, err := sim.New(sim.Config{APIs: []sim.APIConfig{{Dialect: "openai", Limit: 1000, Window: 10 * time.Second,
@@ -287,7 +514,7 @@ func TestOpenAICompatibleHostPacedFromItsHeaders(t *testing.T) {
 		wg.Wait()
 		st := srv.Stats().Total
 		t.Logf("statuses %v, %d refusals, %d early retries", codes, st.Violations, st.EarlyRetries)
-		if codes[200] != 30 || st.EarlyRetries != 0 {
+		if codes[200] != 30 || st.EarlyRetries != 0 || st.Violations != 0 {
 			t.Fatalf("statuses %v, %d early retries (%d refusals)", codes, st.EarlyRetries, st.Violations)
 		}
 	})

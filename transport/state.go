@@ -44,6 +44,30 @@ type Slot struct {
 	// Scope is the bucket of the request's scope (see quota.Option.Scope):
 	// the zero BucketID for none. Its Resource is the scope's pattern.
 	Scope BucketID
+	// Draws are the other buckets of the owner the request spends from
+	// at once (see quota.Option.Draws): a language model's requests and
+	// input tokens beside the bucket that paces it. Each is settled on
+	// its own, as a slot with no owner and that bucket.
+	Draws []Draw
+}
+
+// Draw is a bucket a slot spends from beside its Bucket, and how much of
+// it (see quota.Draw).
+type Draw struct {
+	Bucket BucketID
+	Units  int64
+}
+
+// QuotaDraws loads ds into quota.Draws, each bucket by bucket.
+func QuotaDraws(ds []Draw, bucket func(BucketID) *quota.Bucket) []quota.Draw {
+	if len(ds) == 0 {
+		return nil
+	}
+	out := make([]quota.Draw, len(ds))
+	for i, d := range ds {
+		out[i] = quota.Draw{Bucket: bucket(d.Bucket), Units: d.Units}
+	}
+	return out
 }
 
 // ReserveParams describe one reservation.
@@ -240,6 +264,7 @@ func (m *memoryState) Reserve(_ context.Context, p *ReserveParams) (Decision, er
 		for _, id := range s.Also {
 			opt.Also = append(opt.Also, m.bucket(id))
 		}
+		opt.Draws = QuotaDraws(s.Draws, m.bucket)
 		opts = append(opts, opt)
 	}
 	return DecisionOf(quota.Decide(opts, &p.Ask, p.Lease, p.Now))

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/ratekeeper/ratekeeper/headers"
+	"github.com/ratekeeper/ratekeeper/provider"
+	"github.com/ratekeeper/ratekeeper/quota"
 )
 
 // A language model's API charges a request in tokens (see
@@ -79,20 +81,47 @@ func (c *tokenCosts) learn(key string, chars, tokens int64) {
 	c.perChar[key] = float64(tokens) / float64(chars)
 }
 
-// tokenNote is what an exchange priced in tokens keeps to learn from its
-// answer: the shape's key and the prompt's characters.
+// tokenNote is what an exchange priced in tokens keeps: the other
+// buckets it draws from, and what its answer teaches (the shape's key,
+// empty when the prompt is charged nowhere, and the prompt's characters).
 type tokenNote struct {
 	key   string
 	chars int64
+	draws []tokenDraw
+	// reads are the answer's readings of each draw's bucket (readTokens),
+	// own the meter's own counts when the refusal named a draw's bucket.
+	reads []headers.Reading
+	own   headers.Reading
+	// openAI: the request was priced as an OpenAI-compatible host's.
+	openAI bool
+}
+
+// tokenDraw is a bucket a request draws from beside its meter, by its
+// qualifier, and what it takes of it.
+type tokenDraw struct {
+	meter string
+	units int64
 }
 
 // priceTokens gives a request to a language model the tokens it reserves
-// from the bucket that paces it (see above). The body is read through
-// req.GetBody, so the caller's request stays as it was; a request without
-// GetBody, or whose API does not price it, reserves one request.
+// from the bucket that paces it, and from each other bucket it is charged
+// from at admission (see above). The body is read through req.GetBody, so
+// the caller's request stays as it was; a request without GetBody, or
+// whose API does not price it, reserves one request.
 func (x *exchange) priceTokens() {
+	x.priceBody()
+	if x.class.Meter == "" && x.l.p.PricesTokens() {
+		// Any other request to the API (a "who am I", a model list)
+		// spends one of the requests a chat draws from too.
+		x.class.Meter, x.class.Resource = "requests", "requests"
+	}
+}
+
+// priceBody prices a request to a language model from its body.
+func (x *exchange) priceBody() {
 	req, p := x.req, x.l.p
-	if !p.PricesTokens() || req.GetBody == nil || req.ContentLength > maxGraphQLBody {
+	openAI := x.l.speaksOpenAI.Load()
+	if !p.PricesTokens() && !openAI || req.GetBody == nil || req.ContentLength > maxGraphQLBody {
 		return
 	}
 	body, err := req.GetBody()
@@ -104,29 +133,146 @@ func (x *exchange) priceTokens() {
 	if err != nil || len(b) > maxGraphQLBody {
 		return
 	}
-	tp, ok := p.PriceTokens(req.Method, req.URL, b)
+	var tp provider.TokenPrice
+	var ok bool
+	if p.PricesTokens() {
+		tp, ok = p.PriceTokens(req.Method, req.URL, b)
+	} else {
+		tp, ok = p.PriceOpenAITokens(req.Method, req.URL, b)
+	}
 	if !ok {
 		return
 	}
 	key := x.l.key + "\x00" + tp.Shape
-	units := tp.Estimate(x.t.tokens.rate(key))
+	rate := x.t.tokens.rate(key)
+	units := tp.Estimate(rate)
 	if n, ok := costOf(req); ok {
 		units = n
 	}
 	x.class.Meter, x.class.Resource, x.class.Units = tp.Meter, tp.Meter, int(units)
-	if tp.PromptCounts {
-		x.tok = tokenNote{key: key, chars: tp.Chars}
+	x.tok = tokenNote{openAI: openAI}
+	learns := tp.PromptCounts
+	for _, d := range tp.Draws {
+		x.tok.draws = append(x.tok.draws, tokenDraw{meter: d.Meter, units: d.Estimate(tp, rate)})
+		learns = learns || d.PromptCounts
+	}
+	if learns {
+		x.tok.key, x.tok.chars = key, tp.Chars
+	}
+}
+
+// repriceTokens prices in tokens a request that was counted in requests
+// when it was classified, if its host has since answered in OpenAI's
+// tokens headers (a batch's requests are classified before the first
+// answer comes): it reports whether the request is now priced.
+func (x *exchange) repriceTokens() bool {
+	if x.class.Meter != "" || x.tok.openAI || !x.l.speaksOpenAI.Load() || x.class.Resource == provider.ResourceGraphQL {
+		return false
+	}
+	x.tok.openAI = true // tried once
+	x.priceTokens()
+	return x.class.Meter != ""
+}
+
+// drawsOf are the buckets of slot's owner the request draws from beside
+// its meter.
+func (x *exchange) drawsOf(s Slot) []Draw {
+	if len(x.tok.draws) == 0 {
+		return nil
+	}
+	out := make([]Draw, len(x.tok.draws))
+	for i, d := range x.tok.draws {
+		out[i] = Draw{Bucket: BucketID{Provider: s.Bucket.Provider, Owner: s.Bucket.Owner, Resource: d.meter}, Units: d.units}
+	}
+	return out
+}
+
+// readTokens reads what the answer to a request priced in tokens says of
+// each bucket it drew from, and returns the reading its meter's bucket is
+// settled with. A refusal pauses the one bucket it names: a draw's (the
+// other buckets, meter included, take their own counts from the answer),
+// or the meter's when it names the meter, none, or a limit the request
+// did not draw from (see otherLimit). x.reading stays the answer's, so the
+// refusal is still waited out and retried.
+func (x *exchange) readTokens(s *sent) *headers.Reading {
+	meter, now := x.class.Meter, s.now
+	named := ""
+	if x.reading.Limited != headers.NotLimited {
+		named = x.reading.Resource
+	}
+	drawn := false
+	x.tok.reads = x.tok.reads[:0]
+	skew := x.l.skewNow()
+	for _, d := range x.grant.slot.Draws {
+		r := quota.ReadFor(s.resp.StatusCode, s.resp.Header, s.prefix, now, skew, d.Bucket.Resource)
+		if named == d.Bucket.Resource && r.Limited == headers.Primary {
+			drawn = true
+		} else if r.Limited != headers.NotLimited {
+			r = ownCounts(s, now, skew, d.Bucket.Resource)
+		}
+		x.tok.reads = append(x.tok.reads, r)
+	}
+	if drawn {
+		x.tok.own = ownCounts(s, now, skew, meter)
+		return &x.tok.own
+	}
+	otherLimit(&x.reading, meter, now)
+	return &x.reading
+}
+
+// ownCounts is what an answer's headers say of bucket alone, as if the
+// answer were no refusal: the counts of a bucket another limit's refusal
+// did not pause.
+func ownCounts(s *sent, now time.Time, skew time.Duration, bucket string) headers.Reading {
+	r := quota.ReadFor(http.StatusOK, s.resp.Header, nil, now, skew, bucket)
+	r.Status, r.RetryAfter, r.HasRetryAfter = s.resp.StatusCode, 0, false
+	if r.Resource != bucket {
+		// The answer states nothing of it.
+		r.Limit, r.Remaining, r.Used, r.Reset, r.Window = headers.UnknownCount, headers.UnknownCount, headers.UnknownCount, time.Time{}, 0
+		r.Resource = bucket
+	}
+	return r
+}
+
+// settleDraws ends the reservation of each bucket the grant drew from
+// beside its meter, with what the answer said of it (readTokens); sent
+// false releases them unused.
+func (x *exchange) settleDraws(sent bool, now time.Time, counted bool) {
+	t, g := x.t, &x.grant
+	for i, d := range g.slot.Draws {
+		p := SettleParams{Slot: Slot{Bucket: d.Bucket}, Lease: g.lease, Now: now}
+		if sent && i < len(x.tok.reads) {
+			p.Answer = x.l.answer(&x.tok.reads[i], counted, g.sent, t.opts.Rand())
+			p.Answer.Continuous = true
+		}
+		if err := t.state.Settle(context.WithoutCancel(x.ctx), &p); err != nil {
+			t.log.Warn("quota state update failed; the reservation lapses with its lease", "bucket", d.Bucket.String(), "err", err)
+		}
+	}
+	x.tok.reads = x.tok.reads[:0]
+}
+
+// noteOpenAIHeaders marks a lane whose API prices nothing in tokens (a
+// host no provider names) as OpenAI-compatible once an answer carries
+// OpenAI's tokens headers: its chat requests are then priced like
+// OpenAI's (see provider.Provider.PriceOpenAITokens).
+func (l *lane) noteOpenAIHeaders(h http.Header) {
+	if l.p.Kind != provider.Generic || l.speaksOpenAI.Load() {
+		return
+	}
+	if h.Get("X-Ratelimit-Remaining-Tokens") != "" || h.Get("X-Ratelimit-Limit-Tokens") != "" {
+		l.speaksOpenAI.Store(true)
 	}
 }
 
 // teachTokens makes a successful answer's body, once read to its end,
 // teach the prompt's real cost (see usageReader).
 func (x *exchange) teachTokens(resp *http.Response) {
-	note, costs := x.tok, &x.t.tokens
-	if note.key == "" || resp.StatusCode != http.StatusOK || resp.Body == nil || resp.Body == http.NoBody {
+	key, chars, costs := x.tok.key, x.tok.chars, &x.t.tokens
+	if key == "" || resp.StatusCode != http.StatusOK || resp.Body == nil || resp.Body == http.NoBody {
 		return
 	}
-	resp.Body = &usageReader{rc: resp.Body, done: func(prompt int64) { costs.learn(note.key, note.chars, prompt) }}
+	resp.Body = &usageReader{rc: resp.Body, done: func(prompt int64) { costs.learn(key, chars, prompt) }}
 }
 
 // usageTail is how much of an answer's end usageReader keeps: the usage

@@ -101,7 +101,8 @@ func (b *block) dbTime(now time.Time) time.Time { return b.dbNow.Add(now.Sub(b.a
 // without shared buckets take blocks; a block's slot has its scope, so
 // its units serve only requests of that scope.
 func sameSlot(a, b transport.Slot) bool {
-	return a.Owner == b.Owner && a.Bucket == b.Bucket && a.Scope == b.Scope && len(a.Also) == 0 && len(b.Also) == 0
+	return a.Owner == b.Owner && a.Bucket == b.Bucket && a.Scope == b.Scope && len(a.Also) == 0 && len(b.Also) == 0 &&
+		len(a.Draws) == 0 && len(b.Draws) == 0
 }
 
 // fromBlock gives p a unit of a block on the first of its slots that has
@@ -228,7 +229,7 @@ func (st *State) settleBlocks(p *transport.SettleParams) (lease uint64, served b
 // block, to be kept (keepBlock) once the transaction commits, or nil.
 func (st *State) takeAhead(l *loaded, r slotRows, p *transport.ReserveParams) *block {
 	slot := p.Slots[0]
-	if len(slot.Also) != 0 || slot.Owner == (transport.OwnerID{}) || !st.blockWanted(slot, p.Lease.Holder) {
+	if len(slot.Also) != 0 || len(slot.Draws) != 0 || slot.Owner == (transport.OwnerID{}) || !st.blockWanted(slot, p.Lease.Holder) {
 		return nil
 	}
 	var scope *quota.Bucket

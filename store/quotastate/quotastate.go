@@ -302,6 +302,9 @@ func (l *loaded) addSlots(slots []transport.Slot) slotRows {
 		for _, id := range s.Also {
 			l.addBucket(bucketKey(id))
 		}
+		for _, d := range s.Draws {
+			l.addBucket(bucketKey(d.Bucket))
+		}
 	}
 	return r
 }
@@ -318,6 +321,7 @@ func (l *loaded) decide(r slotRows, p *transport.ReserveParams) quota.Decision {
 		for _, id := range s.Also {
 			opts[i].Also = append(opts[i].Also, l.buckets[bucketKey(id)])
 		}
+		opts[i].Draws = transport.QuotaDraws(s.Draws, func(id transport.BucketID) *quota.Bucket { return l.buckets[bucketKey(id)] })
 	}
 	return quota.Decide(opts, &p.Ask, p.Lease, p.Now)
 }
@@ -450,7 +454,7 @@ func (st *State) Races() int64 { return st.races.Load() }
 // oneChoice reports whether every slot spends from the same rows.
 func oneChoice(slots []transport.Slot) bool {
 	for _, s := range slots[min(1, len(slots)):] {
-		if s.Owner != slots[0].Owner || s.Bucket != slots[0].Bucket || s.Scope != slots[0].Scope || !slices.Equal(s.Also, slots[0].Also) {
+		if s.Owner != slots[0].Owner || s.Bucket != slots[0].Bucket || s.Scope != slots[0].Scope || !slices.Equal(s.Also, slots[0].Also) || !slices.Equal(s.Draws, slots[0].Draws) {
 			return false
 		}
 	}

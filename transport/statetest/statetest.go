@@ -87,6 +87,7 @@ func Run(t *testing.T, b Backend) {
 		{"FleetLearnsAScopesLimit", testScopeFleet},
 		{"ContinuousBucketWaitsForWhatItNeeds", testContinuousRefill},
 		{"DecisionSaysWhatEndsAWait", testDecisionSaysWhatEndsAWait},
+		{"ARequestDrawsFromSeveralBucketsOrNone", testDraws},
 	}
 	if b.NewDSN != nil && b.Open != nil {
 		tests = append(tests, struct {
