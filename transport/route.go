@@ -221,7 +221,12 @@ func (x *exchange) routeOwner() error {
 		}
 		s.mu.Unlock()
 		if len(free) > 0 || len(sees) > 0 || len(unknown) == 0 {
-			x.waited += x.t.opts.Now().Sub(start) // the max wait bounds this wait too
+			if timer != nil {
+				// It waited for a probe: the max wait bounds this wait
+				// too. (A request that did not wait stays one that has
+				// not: the shared State decides those on its view.)
+				x.waited += x.t.opts.Now().Sub(start)
+			}
 			return nil
 		}
 		// Every credential that may see the owner is probing it: its
