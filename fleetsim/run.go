@@ -51,9 +51,9 @@ type Options struct {
 	// Provider, when set, adjusts each process's provider (e.g. the
 	// write spacing it believes in).
 	Provider func(*provider.Provider)
-	// Repro is the command that runs this schedule again, printed with a
-	// failure.
-	Repro string
+	// Switches are those the plan was drawn with; SQLWriteSpacing is
+	// read here.
+	Switches Switches
 }
 
 // Result is what a schedule did.
@@ -139,7 +139,8 @@ var errBlink = &pgconn.PgError{Severity: "FATAL", Code: "57P01", Message: "termi
 func newWorld(t *testing.T, plan *Plan, opts Options) *world {
 	w := &world{t: t, plan: plan, opts: opts, start: time.Now(), trace: newTrace(40),
 		killed: map[string]time.Time{}, open: map[int]string{}}
-	w.ref = &referee{start: w.start, trace: w.trace}
+	w.ref = &referee{start: w.start, trace: w.trace,
+		skipWrites: opts.Store != Memory && opts.Store != "" && !opts.Switches.SQLWriteSpacing}
 	w.srv = newServer(plan, w.ref, w.trace, w.start)
 	w.trace.start = w.start
 	w.url = fmt.Sprintf("http://api-%d.sim", plan.Seed)
@@ -200,6 +201,7 @@ type process struct {
 	ctx      context.Context
 	cancel   context.CancelFunc
 	alive    bool
+	closed   bool
 	started  time.Time // its first request; zero: none yet
 }
 
@@ -249,6 +251,16 @@ func (w *world) newProcess(idx, gen int) *process {
 	return p
 }
 
+// close closes the process's transport and State, once.
+func (p *process) close() {
+	if p.closed {
+		return
+	}
+	p.closed = true
+	p.tr.Close()
+	p.state.Close(context.Background())
+}
+
 // skewedClock is a process's clock: the bubble's plus its skew.
 type skewedClock time.Duration
 
@@ -277,7 +289,7 @@ func (w *world) run() *Result {
 		return len(w.ref.faults) > 0
 	}
 	for _, ev := range w.plan.Events {
-		if d := w.start.Add(ev.At).Sub(time.Now()); d > 0 {
+		if d := time.Until(w.start.Add(ev.At)); d > 0 {
 			time.Sleep(d)
 		}
 		synctest.Wait()
@@ -333,8 +345,7 @@ func (w *world) stop() {
 	ctx := context.Background()
 	for _, gens := range w.procs {
 		for _, p := range gens {
-			p.tr.Close()
-			p.state.Close(ctx)
+			p.close()
 		}
 	}
 	w.obs.Close(ctx)
@@ -369,6 +380,10 @@ func (w *world) apply(ev Event) {
 		w.killed[p.holder] = now
 		w.mu.Unlock()
 		p.cancel()
+		// Its machinery stops too (its retries of writes that can no
+		// longer succeed would only cost time): closing writes nothing,
+		// as every call fails.
+		p.close()
 	case EvRestart:
 		w.procs[ev.Proc] = append(w.procs[ev.Proc], w.newProcess(ev.Proc, len(w.procs[ev.Proc])))
 	case EvCheck:

@@ -72,7 +72,11 @@ func (s *server) spend(now time.Time, n int) int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	idx, _ := s.window(now, s.plan.Window)
-	n = min(n, s.plan.Limit-s.used[idx])
+	left := s.plan.Limit - s.used[idx]
+	if !s.plan.SpendAll {
+		left-- // see Switches.SpendAll
+	}
+	n = max(0, min(n, left))
 	s.used[idx] += n
 	return n
 }

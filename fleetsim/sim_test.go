@@ -5,8 +5,10 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -25,12 +27,14 @@ var (
 	skewFlag      = flag.Bool("sim.skew", false, "give every process and the server a clock of its own (an open defect: see docs/architecture.md)")
 	bare5xxFlag   = flag.Bool("sim.bare5xx", false, "make the server's 502s state nothing (an open defect: see docs/architecture.md)")
 	withoutFlag   = flag.String("sim.without", "", "drop events of these kinds, comma-separated (blink,kill,spend…), to tell what a failure needs")
+	spendAllFlag  = flag.Bool("sim.spendall", false, "let other spenders empty the bucket (an open defect: see docs/architecture.md)")
+	sqlWritesFlag = flag.Bool("sim.sqlwrites", false, "judge write spacing on SQLite and PostgreSQL too (an open defect: see docs/architecture.md)")
 	noSkewFlag    = flag.Bool("sim.noskew", false, "set every clock right (to tell whether a failure needs clock skew)")
 	fastFlag      = flag.Duration("sim.maxlatency", 0, "cap every answer's latency (to tell whether a failure needs slow answers)")
 )
 
 func switches() fleetsim.Switches {
-	return fleetsim.Switches{Bare: *bareFlag, Plenty: *plentyFlag, Skewed: *skewFlag, Bare5xx: *bare5xxFlag}
+	return fleetsim.Switches{Bare: *bareFlag, Plenty: *plentyFlag, Skewed: *skewFlag, Bare5xx: *bare5xxFlag, SpendAll: *spendAllFlag, SQLWriteSpacing: *sqlWritesFlag}
 }
 
 // repro is the command that runs one seed again.
@@ -45,6 +49,12 @@ func repro(seed uint64, kind string) string {
 	if *bare5xxFlag {
 		cmd += " -sim.bare5xx"
 	}
+	if *spendAllFlag {
+		cmd += " -sim.spendall"
+	}
+	if *sqlWritesFlag {
+		cmd += " -sim.sqlwrites"
+	}
 	if *skewFlag {
 		cmd += " -sim.skew"
 	}
@@ -53,7 +63,7 @@ func repro(seed uint64, kind string) string {
 
 // defaultSchedules is how many schedules TestSimulation runs on each
 // store: most on memory, a share on SQLite and PostgreSQL.
-var defaultSchedules = map[string]int{fleetsim.Memory: 200, fleetsim.SQLite: 20, fleetsim.Postgres: 10}
+var defaultSchedules = map[string]int{fleetsim.Memory: 100, fleetsim.SQLite: 10, fleetsim.Postgres: 5}
 
 // TestSimulation runs random schedules of a fleet against the simulated
 // server and checks every invariant after every step (see
@@ -85,17 +95,67 @@ func TestSimulation(t *testing.T) {
 					n = *schedulesFlag
 				}
 				start := time.Now()
-				for seed := *firstFlag; seed < *firstFlag+uint64(n); seed++ {
-					runSeed(t, kind, seed)
-				}
+				runSeeds(t, kind, *firstFlag, n)
 				t.Logf("%d schedules on %s in %v", n, kind, time.Since(start).Round(time.Millisecond))
 			}
 		})
 	}
 }
 
+// runSeeds runs n seeds from first, as many at once as GOMAXPROCS, and
+// stops at the first that fails (the lowest seed of those run).
+func runSeeds(t *testing.T, kind string, first uint64, n int) {
+	var (
+		mu     sync.Mutex
+		next   = first
+		failed bool
+		wg     sync.WaitGroup
+	)
+	for range runtime.GOMAXPROCS(0) {
+		wg.Go(func() {
+			for {
+				mu.Lock()
+				seed := next
+				next++
+				stop := failed || seed >= first+uint64(n)
+				mu.Unlock()
+				if stop {
+					return
+				}
+				if res := runOne(t, kind, seed); res.Failed() {
+					mu.Lock()
+					failed = true
+					mu.Unlock()
+					t.Error(res.Report(repro(seed, kind)))
+				}
+			}
+		})
+	}
+	wg.Wait()
+}
+
 func runSeed(t *testing.T, kind string, seed uint64) *fleetsim.Result {
 	t.Helper()
+	res := runOne(t, kind, seed)
+	if res.Failed() {
+		t.Fatal(res.Report(repro(seed, kind)))
+	}
+	return res
+}
+
+// runOne runs one seed on a fresh database of the kind. A schedule whose
+// simulated clock stops (a goroutine blocked where synctest cannot see
+// it) would never end: a watchdog on the real clock names it.
+func runOne(t *testing.T, kind string, seed uint64) *fleetsim.Result {
+	done := make(chan struct{})
+	defer close(done)
+	time.AfterFunc(5*time.Minute, func() {
+		select {
+		case <-done:
+		default:
+			panic(fmt.Sprintf("fleetsim: seed %d is stuck (its simulated clock stopped); reproduce with:\n  %s", seed, repro(seed, kind)))
+		}
+	})
 	plan := fleetsim.Draw(seed, switches())
 	if testing.Verbose() {
 		fmt.Fprintf(os.Stderr, "fleetsim: seed %d on %s\n", seed, kind)
@@ -111,11 +171,7 @@ func runSeed(t *testing.T, kind string, seed uint64) *fleetsim.Result {
 	if *fastFlag > 0 {
 		plan.MinLatency, plan.MaxLatency = min(plan.MinLatency, *fastFlag), min(plan.MaxLatency, *fastFlag)
 	}
-	res := fleetsim.Run(t, plan, fleetsim.Options{Store: kind, DSN: dsn(t, kind)})
-	if res.Failed() {
-		t.Fatal(res.Report(repro(seed, kind)))
-	}
-	return res
+	return fleetsim.Run(t, plan, fleetsim.Options{Store: kind, DSN: dsn(t, kind), Switches: switches()})
 }
 
 // dsn returns a fresh database of the kind for one schedule.
