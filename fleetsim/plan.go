@@ -147,9 +147,12 @@ type Switches struct {
 	// spacing, and once at the same instant (seed 20; see
 	// docs/architecture.md).
 	SQLWriteSpacing bool
-	// FleetLearning checks the learnt endpoint limit with a fleet of 8
-	// (without it, only a single process's).
-	FleetLearning bool
+	// Learnt checks the learnt endpoint limit (invariant learnt-limit).
+	// Off, it is not checked: even a single process learnt 5 where the
+	// server allows 3 and kept it through 3 clean windows (seed 54), and
+	// a fleet's learnt limit falls to one process's share (issue 36's
+	// defect 7); both are the scopes' (see docs/simulation.md).
+	Learnt bool
 }
 
 // Draw returns the Plan of seed.
@@ -207,6 +210,12 @@ func Draw(seed uint64, sw Switches) *Plan {
 	}
 	p.Lease = secs(60, 180)
 	p.Length = max(2*p.Window, 2*p.EndpointWindow) + secs(0, 10)
+	// A schedule in four learns the endpoint limit: long enough for a
+	// refusal and 3 clean windows after it, mostly searches.
+	learning := r.IntN(4) == 0
+	if learning {
+		p.Length = 8*p.EndpointWindow + secs(0, 10)
+	}
 
 	// Requests: each process sends at its own rate, a mix of reads,
 	// writes and searches.
@@ -216,6 +225,9 @@ func Draw(seed uint64, sw Switches) *Plan {
 		// fleet: some schedules leave quota unused, others queue.
 		rate := float64(p.Limit) / p.Window.Seconds() * (0.5 + 2.5*r.Float64()) / float64(p.Processes)
 		mix := [3]int{6 + r.IntN(4), r.IntN(3), r.IntN(3)}
+		if learning {
+			mix[2] = 10
+		}
 		for at := time.Duration(0); ; {
 			at += time.Duration(r.ExpFloat64() / rate * float64(time.Second))
 			if at >= p.Length {

@@ -120,12 +120,13 @@ type world struct {
 	obs   *quotastate.State // reads leases for the checks, past blinks
 	url   string
 
-	mu      sync.Mutex
-	procs   [][]*process // by index, each generation
-	killed  map[string]time.Time
-	pending sync.WaitGroup
-	open    map[int]string // jobs of live processes not ended: job → what
-	jobs    int
+	mu       sync.Mutex
+	procs    [][]*process // by index, each generation
+	killed   map[string]time.Time
+	pending  sync.WaitGroup
+	open     map[int]string // jobs of live processes not ended: job → what
+	learntAt int64          // the last endpoint window whose learnt limit was checked
+	jobs     int
 }
 
 // errKilled is what a killed process's every call to the database
@@ -300,6 +301,7 @@ func (w *world) run() *Result {
 		w.trace.add(time.Now(), "%v", ev)
 		w.apply(ev)
 		synctest.Wait()
+		w.checkLearnt(time.Now())
 		if fail() {
 			res.State = w.describeState()
 			break
@@ -523,4 +525,33 @@ func (w *world) describeState() []string {
 		out = append(out, line)
 	}
 	return out
+}
+
+// checkLearnt checks the learnt limit of /search once 3 clean windows
+// followed its first refusal: within 10 % of the server's. Only under
+// Switches.Learnt (see there).
+func (w *world) checkLearnt(now time.Time) {
+	if !w.opts.Switches.Learnt {
+		return
+	}
+	n, last := w.srv.cleanSearchWindows(now)
+	if n < 3 || last == w.learntAt {
+		return
+	}
+	w.learntAt = last
+	buckets, err := w.obs.Buckets(context.Background())
+	if err != nil {
+		return // a blink: checked at the next window
+	}
+	for id, b := range buckets {
+		if !strings.Contains(id.Resource, "/search") || b.Limit <= 0 {
+			continue
+		}
+		want := int64(w.plan.EndpointLimit)
+		if d := b.Limit - want; 10*d > want || -10*d > want {
+			w.srv.mu.Lock()
+			w.ref.violate(now, InvLearnt, fmt.Sprintf("the learnt limit of %s is %d after %d clean windows; the server's is %d", id.Resource, b.Limit, n, want))
+			w.srv.mu.Unlock()
+		}
+	}
 }

@@ -36,11 +36,15 @@ type server struct {
 	bareUntil    time.Time   // a proxy answers bare 429s until then
 	processed    map[int]int // write job → times processed
 	arrivals     int
+	// The endpoint limit's windows since its first refusal: fleet
+	// requests and refusals in each (for the learnt-limit invariant).
+	searchSince   int64 // the window of the first refusal; 0: none yet
+	searchWindows map[int64][2]int
 }
 
 func newServer(p *Plan, ref *referee, tr *trace, start time.Time) *server {
 	return &server{plan: p, ref: ref, trace: tr, start: start,
-		used: map[int64]int{}, searchUsed: map[int64]int{}, processed: map[int]int{}}
+		used: map[int64]int{}, searchUsed: map[int64]int{}, processed: map[int]int{}, searchWindows: map[int64][2]int{}}
 }
 
 // serverNow is the server's clock (skewed) at true time t.
@@ -159,6 +163,17 @@ func (s *server) arrive(now time.Time, req request) answer {
 	}
 	// The unannounced limit of /search.
 	sidx, send := s.window(now, p.EndpointWindow)
+	if req.search {
+		c := s.searchWindows[sidx]
+		c[0]++
+		if s.searchUsed[sidx] >= p.EndpointLimit {
+			c[1]++
+			if s.searchSince == 0 {
+				s.searchSince = sidx
+			}
+		}
+		s.searchWindows[sidx] = c
+	}
 	if req.search && s.searchUsed[sidx] >= p.EndpointLimit {
 		a := answer{status: http.StatusTooManyRequests, header: h, kind: refusedEndpoint, scope: scopeSearch}
 		switch p.EndpointRefusal {
@@ -325,4 +340,26 @@ func (a answer) describe() string {
 		fmt.Fprintf(&b, " remaining %d", a.primary.remaining)
 	}
 	return b.String()
+}
+
+// cleanSearchWindows returns how many endpoint windows in a row, ending
+// with the last complete one, had requests of the fleet to /search and no
+// refusal, counting only windows after its first refusal; and the last
+// complete window.
+func (s *server) cleanSearchWindows(now time.Time) (int, int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	cur, _ := s.window(now, s.plan.EndpointWindow)
+	if s.searchSince == 0 {
+		return 0, cur - 1
+	}
+	n := 0
+	for w := cur - 1; w > s.searchSince; w-- {
+		c := s.searchWindows[w]
+		if c[0] == 0 || c[1] > 0 {
+			break
+		}
+		n++
+	}
+	return n, cur - 1
 }
