@@ -66,7 +66,8 @@ func repro(seed uint64, kind string) string {
 }
 
 // defaultSchedules is how many schedules TestSimulation runs on each
-// store: most on memory, a share on SQLite and PostgreSQL.
+// store: most on memory, a share on SQLite and PostgreSQL (a third under
+// -race).
 var defaultSchedules = map[string]int{fleetsim.Memory: 100, fleetsim.SQLite: 10, fleetsim.Postgres: 5}
 
 // TestSimulation runs random schedules of a fleet against the simulated
@@ -95,6 +96,9 @@ func TestSimulation(t *testing.T) {
 				t.Logf("%d schedules on %s in %v", n, kind, *durationFlag)
 			default:
 				n := defaultSchedules[kind]
+				if raceEnabled {
+					n = max(n/3, 3)
+				}
 				if *schedulesFlag > 0 {
 					n = *schedulesFlag
 				}
