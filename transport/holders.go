@@ -2,6 +2,7 @@ package transport
 
 import (
 	"context"
+	"sync"
 	"time"
 
 	"github.com/ratekeeper/ratekeeper/internal/holder"
@@ -69,7 +70,7 @@ func (t *Transport) sweepHolders(ctx context.Context) {
 // frees what processes that are gone held, and on a state with heartbeats
 // starts beating (and sweeping for other machines' silent holders).
 func (t *Transport) startHolding(ctx context.Context) {
-	t.holding.Do(func() {
+	t.holding.do(func() {
 		hb, beating := t.state.(Heartbeats)
 		if beating {
 			t.beat(ctx, hb)
@@ -110,4 +111,37 @@ func (t *Transport) beatLoop() {
 	if !t.closed {
 		t.beatTimer.Reset(HeartbeatEvery)
 	}
+}
+
+// once runs a function once, and makes every other caller wait until it
+// has run. Unlike sync.Once it waits on channels, not on a lock: the
+// function may wait out a database outage on a timer, and a wait on a
+// channel is one testing/synctest sees blocked, so a simulated clock goes
+// on meanwhile (a goroutine blocked on a lock would stop it).
+type once struct {
+	mu   sync.Mutex
+	sem  chan struct{} // held by the caller running fn
+	done chan struct{} // closed once fn has run
+}
+
+func (o *once) do(fn func()) {
+	o.mu.Lock()
+	if o.done == nil {
+		o.sem, o.done = make(chan struct{}, 1), make(chan struct{})
+	}
+	sem, done := o.sem, o.done
+	o.mu.Unlock()
+	select {
+	case <-done:
+		return
+	case sem <- struct{}{}:
+	}
+	defer func() { <-sem }()
+	select {
+	case <-done:
+		return
+	default:
+	}
+	defer close(done)
+	fn()
 }

@@ -232,7 +232,7 @@ type Transport struct {
 	turns LearningTurns
 
 	shared    bool        // the state is shared with other processes (Heartbeats)
-	holding   sync.Once   // startHolding
+	holding   once        // startHolding
 	beatTimer *time.Timer // the heartbeat on a shared state
 	beats     int
 	closed    bool

@@ -431,8 +431,7 @@ func (st *State) giveBack(releases []*transport.SettleParams) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), st.txTimeout(settleTimeout))
 	defer cancel()
-	st.writing.RLock()
-	defer st.writing.RUnlock()
+	defer st.writing.begin()()
 	if err := st.write(ctx, rest); err != nil {
 		st.log.Warn("quota state: giving back quota taken ahead failed; it lapses with its lease", "err", err)
 	}

@@ -147,8 +147,7 @@ func (st *State) decideTogether(batch []*call) {
 	for _, c := range batch {
 		defer reserveOnDBClock(c.p, off)()
 	}
-	st.writing.RLock()
-	defer st.writing.RUnlock()
+	defer st.writing.begin()()
 	settles := st.takePending()
 	l := newLoaded(2 * len(batch))
 	keys := make([]slotRows, len(batch))

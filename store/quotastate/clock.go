@@ -43,11 +43,15 @@ const (
 )
 
 type clock struct {
-	mu        sync.Mutex
-	now       func() time.Time // the transport's clock
-	offset    time.Duration    // database time − transport time
-	measured  time.Time        // when (transport time); zero: never
-	measuring bool
+	mu       sync.Mutex
+	now      func() time.Time // the transport's clock
+	offset   time.Duration    // database time − transport time
+	measured time.Time        // when (transport time); zero: never
+	// measuring is held (a value in it) by the one measurement under
+	// way. A channel, not a lock: a measurement may wait out a database
+	// outage on a timer, and a wait on a channel is one testing/synctest
+	// sees blocked, so a simulated clock goes on meanwhile.
+	measuring chan struct{}
 }
 
 // UseClock implements transport.Clocked: now is the clock of the
@@ -71,26 +75,45 @@ func (st *State) clockKnown() bool {
 }
 
 // ClockOffset returns the offset applied to the transport's times: the
-// database's clock less the transport's. The first call measures it.
+// database's clock less the transport's. The first call measures it, and
+// every call until then waits for that measurement.
 func (st *State) ClockOffset(ctx context.Context) time.Duration {
-	st.clk.mu.Lock()
-	if st.clk.now == nil {
-		st.clk.now = time.Now
-	}
-	now := st.clk.now()
-	if st.clk.measured.IsZero() {
+	for {
+		st.clk.mu.Lock()
+		if st.clk.now == nil {
+			st.clk.now = time.Now
+		}
+		if st.clk.measuring == nil {
+			st.clk.measuring = make(chan struct{}, 1)
+		}
+		sem := st.clk.measuring
+		if !st.clk.measured.IsZero() {
+			off := st.clk.offset
+			if st.clk.now().Sub(st.clk.measured) >= ClockCheck {
+				select {
+				case sem <- struct{}{}:
+					go st.remeasure()
+				default: // a measurement is under way
+				}
+			}
+			st.clk.mu.Unlock()
+			return off
+		}
+		st.clk.mu.Unlock()
 		// The first decision waits for the measurement: until then no
 		// time of this process can be compared with the others'.
-		defer st.clk.mu.Unlock()
-		st.measureLocked(ctx)
-		return st.clk.offset
+		select {
+		case sem <- struct{}{}:
+		case <-ctx.Done():
+			st.clk.mu.Lock()
+			defer st.clk.mu.Unlock()
+			return st.clk.offset
+		}
+		if !st.clockKnown() {
+			st.measure(ctx)
+		}
+		<-sem
 	}
-	if now.Sub(st.clk.measured) >= ClockCheck && !st.clk.measuring {
-		st.clk.measuring = true
-		go st.remeasure()
-	}
-	defer st.clk.mu.Unlock()
-	return st.clk.offset
 }
 
 // knownOffset is the offset last measured, without measuring.
@@ -100,25 +123,32 @@ func (st *State) knownOffset() time.Duration {
 	return st.clk.offset
 }
 
+// remeasure measures again in the background; the caller took measuring.
 func (st *State) remeasure() {
+	defer func() { <-st.clk.measuring }()
 	ctx, cancel := context.WithTimeout(context.Background(), st.txTimeout(settleTimeout))
 	defer cancel()
-	st.clk.mu.Lock()
-	defer st.clk.mu.Unlock()
-	st.measureLocked(ctx)
-	st.clk.measuring = false
+	st.measure(ctx)
 }
 
-// measureLocked measures the offset; on failure it keeps the last one (0
-// at first) and tries again at the next ClockCheck.
-func (st *State) measureLocked(ctx context.Context) {
+// measure measures the offset, holding measuring; on failure it keeps the
+// last one (0 at first) and tries again at the next ClockCheck.
+func (st *State) measure(ctx context.Context) {
+	st.clk.mu.Lock()
 	now := st.clk.now
-	st.clk.measured = now()
+	st.clk.mu.Unlock()
+	at := now()
+	defer func() {
+		st.clk.mu.Lock()
+		defer st.clk.mu.Unlock()
+		st.clk.measured = at
+	}()
 	c, ok := st.s.(store.Clock)
 	if !ok {
 		return
 	}
 	best := time.Duration(-1)
+	var offset time.Duration
 	for i := 0; i < maxClockSamples && (i < minClockSamples || best > goodRoundTrip); i++ {
 		t0 := now()
 		db, err := c.DatabaseNow(ctx)
@@ -129,9 +159,12 @@ func (st *State) measureLocked(ctx context.Context) {
 		}
 		if rtt := t1.Sub(t0); best < 0 || rtt < best {
 			best = rtt
-			st.clk.offset = db.Sub(t0.Add(rtt / 2))
+			offset = db.Sub(t0.Add(rtt / 2))
 		}
 	}
+	st.clk.mu.Lock()
+	st.clk.offset = offset
+	st.clk.mu.Unlock()
 }
 
 // shift moves t by d, leaving a zero time (unknown) zero.

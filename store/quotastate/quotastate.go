@@ -61,11 +61,11 @@ type State struct {
 	armed   bool // timer is set and has not fired yet
 	lazy    bool // for blockFlushDelay
 	closed  bool
-	// writing is held shared by every transaction carrying settles taken
-	// from pending, so that Flush can wait for those already under way:
-	// once pending is empty, an answer may still be in a transaction
-	// that has not committed.
-	writing sync.RWMutex
+	// writing counts every transaction carrying settles taken from
+	// pending, so that Flush can wait for those already under way: once
+	// pending is empty, an answer may still be in a transaction that has
+	// not committed.
+	writing writings
 
 	races   atomic.Int64 // see Races
 	decoded decodings    // see decodeAll
@@ -392,8 +392,7 @@ func (st *State) reserveAlone(ctx context.Context, p *transport.ReserveParams) (
 	ctx, cancel := context.WithTimeout(ctx, st.txTimeout(settleTimeout))
 	defer cancel()
 	defer reserveOnDBClock(p, st.ClockOffset(ctx))()
-	st.writing.RLock()
-	defer st.writing.RUnlock()
+	defer st.writing.begin()()
 	settles := st.takePending()
 	if oneChoice(p.Slots) && !p.Waited {
 		// Nothing to choose among (one credential, or tokens of one
@@ -659,8 +658,7 @@ func (st *State) Settle(ctx context.Context, p *transport.SettleParams) error {
 	}
 	ctx, cancel := bounded()
 	defer cancel()
-	st.writing.RLock()
-	defer st.writing.RUnlock()
+	defer st.writing.begin()()
 	settles := st.takePending()
 	// What this process took ahead and the answer closed goes back
 	// first, in the same transaction, so that the answer counts only the
@@ -829,17 +827,16 @@ func (st *State) txTimeout(d time.Duration) time.Duration {
 // that other transactions had taken are written too.
 func (st *State) Flush(ctx context.Context) error {
 	err := st.flush(ctx)
-	// Wait for the transactions under way: they hold writing shared.
-	st.writing.Lock()
-	//lint:ignore SA2001 an empty critical section: only the wait matters
-	st.writing.Unlock()
+	// Wait for the transactions under way (each counted in writing).
+	if werr := st.writing.wait(ctx); err == nil {
+		err = werr
+	}
 	return err
 }
 
 // flush writes the settles waiting to be written.
 func (st *State) flush(ctx context.Context) error {
-	st.writing.RLock()
-	defer st.writing.RUnlock()
+	defer st.writing.begin()()
 	settles := st.takePending()
 	if err := st.write(ctx, settles); err != nil {
 		st.requeue(settles)

@@ -1,0 +1,41 @@
+package fleetsim_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/ratekeeper/ratekeeper/fleetsim"
+)
+
+// TestBlinkAtStartKeepsTheClockGoing: the database blinks while three
+// processes make their first reservations. The first heartbeat (under a
+// sync.Once), the clock's first measurement and Flush (under locks) each
+// waited out the outage's backoff while other goroutines queued on their
+// locks; a goroutine blocked on a lock is not durably blocked, so the
+// simulated clock stopped and the schedule never ended (memory seeds 1
+// and 56 hung so). They wait on channels now.
+func TestBlinkAtStartKeepsTheClockGoing(t *testing.T) {
+	p := fleetsim.Draw(1, fleetsim.Switches{})
+	p.Processes, p.Skews = 3, []time.Duration{0, 0, 0}
+	p.Events = []fleetsim.Event{{At: 0, Kind: fleetsim.EvBlink, D: 3 * time.Second}}
+	for i := range 30 {
+		p.Events = append(p.Events, fleetsim.Event{At: time.Duration(i) * 100 * time.Millisecond, Kind: fleetsim.EvRead, Proc: i % 3, N: i + 1})
+	}
+	done := make(chan struct{})
+	watchdog := time.AfterFunc(time.Minute, func() {
+		select {
+		case <-done:
+		default:
+			panic("the schedule is stuck: the simulated clock stopped")
+		}
+	})
+	defer watchdog.Stop()
+	res := fleetsim.Run(t, p, fleetsim.Options{})
+	close(done)
+	if res.Failed() {
+		t.Fatal(res.Report("go test ./fleetsim -run TestBlinkAtStartKeepsTheClockGoing"))
+	}
+	if res.Sent < 30 {
+		t.Fatalf("%d of 30 requests reached the server", res.Sent)
+	}
+}
