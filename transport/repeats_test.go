@@ -175,8 +175,18 @@ func TestRepeatsWithinMaxAgeCostNothing(t *testing.T) {
 				if run.failed != 0 || run.violations != 0 {
 					t.Errorf("%d failed, %d violations", run.failed, run.violations)
 				}
-				if run.charged != 300 || run.fresh != uint64(300*(passes-1)) {
-					t.Errorf("charged %d with %d fresh hits, want 300 and %d", run.charged, run.fresh, 300*(passes-1))
+				repeats := uint64(300 * (passes - 1))
+				// In passes every repeat finds its answer stored and its
+				// owner known: all are fresh. Mixed, a repeat may come
+				// before its URL's owner is known for sure (the first
+				// answers of a run), and then revalidates, for free.
+				free := run.fresh
+				if mixed {
+					free += uint64(run.notModified)
+				}
+				if run.charged != 300 || free != repeats || run.fresh < repeats*98/100 {
+					t.Errorf("charged %d with %d fresh hits and %d free 304s, want 300 and %d repeats free, at least 98 %% fresh",
+						run.charged, run.fresh, run.notModified, repeats)
 				}
 				if ratio > 1.10 {
 					t.Errorf("%.2f × the time of the distinct URLs alone, want at most 1.10", ratio)
