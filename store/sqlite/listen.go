@@ -18,7 +18,8 @@ const DataVersionPoll = 50 * time.Millisecond
 // clean up after a crash; but PRAGMA data_version, read on one
 // connection, moves whenever another connection commits. So while
 // waiting() reports someone waiting, Listen reads it every
-// DataVersionPoll on a connection it holds, and calls fn("") when it
+// DataVersionPoll on a connection it holds (of its own pool: see
+// Store.watch), and calls fn("") when it
 // moved (the payload is unknown: every commit counts, this process's
 // own too). When the wait starts it also calls fn(""), since a commit
 // may have come between the waiter's look and the first read.
@@ -48,7 +49,7 @@ func (s *Store) Listen(ctx context.Context, channel string, fn func(payload stri
 		first := conn == nil
 		if first {
 			var err error
-			if conn, err = s.read.Conn(ctx); err != nil {
+			if conn, err = s.watch.Conn(ctx); err != nil {
 				continue
 			}
 		}

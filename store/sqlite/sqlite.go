@@ -41,6 +41,12 @@ type Store struct {
 	// read serves Get and List; in WAL mode readers never wait for the
 	// writer.
 	read *sql.DB
+	// watch holds the connection each Listen polls on, apart from read:
+	// a listener keeps its connection for as long as someone waits, and
+	// taken from read's few, listeners of several States on one Store
+	// left the decisions' reads none (a read then waited for a listener
+	// to let go, with a fleet's answers unread meanwhile).
+	watch *sql.DB
 	// The hot statements are parsed once per connection, not once per
 	// call: parsing was a quarter of an update's time.
 	writeStmts, readStmts stmtCache
@@ -145,7 +151,13 @@ func open(ctx context.Context, path string, opts core.Options, target int) (*Sto
 	}
 	read.SetMaxOpenConns(readers)
 	read.SetMaxIdleConns(readers)
-	st := &Store{write: write, read: read}
+	watch, err := OpenDB(ctx, path)
+	if err != nil {
+		write.Close()
+		read.Close()
+		return nil, fmt.Errorf("store: %w", err)
+	}
+	st := &Store{write: write, read: read, watch: watch}
 	st.writeStmts.db, st.readStmts.db = write, read
 	blobWriter, err := st.prepareBlobWrites(ctx, target)
 	if err != nil {
@@ -242,7 +254,7 @@ func (s *Store) readBlob(ctx context.Context, key string) (value, sum, used any,
 func (s *Store) release() error {
 	s.readStmts.close()
 	s.writeStmts.close()
-	return errors.Join(s.read.Close(), s.write.Close())
+	return errors.Join(s.watch.Close(), s.read.Close(), s.write.Close())
 }
 
 // conn is a database/sql handle or transaction as core uses it.
