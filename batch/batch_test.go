@@ -363,7 +363,7 @@ func TestOwnContextEndsAWait(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		api := searchLimited(t)
 		f := newFinished()
-		b := batch.New(api.t, batch.Options{InFlight: 2, OnResult: f.onResult})
+		b := batch.New(api.t, batch.Options{InFlight: 1, OnResult: f.onResult})
 		b.Add(get(t, api.base+"/search/repositories?q=1"), batch.Key("first"))
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
