@@ -119,7 +119,9 @@ type Options struct {
 	SecondaryWait time.Duration
 	// MaxRetries bounds resends after network errors and 5xx responses,
 	// for idempotent requests (GET, HEAD, OPTIONS, PUT, DELETE, or any
-	// request with an Idempotency-Key). Negative disables them.
+	// request with an Idempotency-Key), and of any request an overloaded
+	// server did not process (at least OverloadRetries of those).
+	// Negative disables them.
 	MaxRetries int
 	// RetryBase and RetryCap shape the exponential backoff with full
 	// jitter between such resends: a random wait up to RetryBase·2^(n−1),
