@@ -112,7 +112,8 @@ func NewBatch(rt http.RoundTripper, opts BatchOptions) *Batch { return batch.New
 // BatchKey names a request added to a Batch in its result.
 func BatchKey(k string) batch.Option { return batch.Key(k) }
 
-// BatchPriority orders a request added to a Batch: larger first.
+// BatchPriority orders a request added to a Batch: smaller first (1 runs
+// first, as in tasks and fetch; the default is 2).
 func BatchPriority(p int) batch.Option { return batch.Priority(p) }
 
 // NewClient returns an *http.Client whose requests are paced and retried by

@@ -17,7 +17,8 @@
 // shared database (Options.DB of the transport) other processes' spending
 // counts too.
 //
-// Requests are taken in order of priority (larger first), then in the
+// Requests are taken in order of priority (1 before 2, the default, as in
+// package tasks and fetch: docs/priority.md), then in the
 // order they were added: a request that waited for quota keeps its place,
 // so it goes before work added while it waited. Each request's
 // result comes exactly once, to Options.OnResult.
@@ -84,9 +85,14 @@ type Option struct{ apply func(*item) }
 // Key names the request in its Result.
 func Key(k string) Option { return Option{func(it *item) { it.key = k }} }
 
-// Priority orders the request among those that can go: larger first; the
-// default is 0.
+// Priority orders the request among those that can go: smaller first, as
+// tasks and fetch order theirs (1 runs first, 4 last; any int is allowed,
+// 0 and below before 1). The default is DefaultPriority.
 func Priority(p int) Option { return Option{func(it *item) { it.priority = p }} }
+
+// DefaultPriority is a request's priority when Add is given none: 2, the
+// default of tasks and fetch too, so that 1 goes ahead of unmarked work.
+const DefaultPriority = 2
 
 // Batch schedules requests over a transport. Its zero value is not usable:
 // build one with New. Add and Progress may be called from any goroutine,
@@ -159,7 +165,7 @@ func (b *Batch) Add(req *http.Request, opts ...Option) error {
 		return fmt.Errorf("batch: Add: %s %s has a body but no GetBody, so it could not be sent again after waiting for quota; "+
 			"build it with http.NewRequest from a bytes.Reader, strings.Reader or bytes.Buffer, or set GetBody", req.Method, req.URL.Redacted())
 	}
-	it := &item{req: req}
+	it := &item{req: req, priority: DefaultPriority}
 	for _, o := range opts {
 		if o.apply != nil {
 			o.apply(it)

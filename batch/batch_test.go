@@ -152,9 +152,9 @@ func TestOrder(t *testing.T) {
 		}()
 		b.Add(get(t, api.base+"/search/repositories?q=1"), batch.Key("search-1"))
 		b.Add(get(t, api.base+"/search/repositories?q=2"), batch.Key("search-2"))
-		b.Add(get(t, api.base+"/repos/o/low"), batch.Key("low"), batch.Priority(-1))
+		b.Add(get(t, api.base+"/repos/o/low"), batch.Key("low"), batch.Priority(3))
 		b.Add(get(t, api.base+"/repos/o/high"), batch.Key("high"), batch.Priority(1))
-		b.Add(get(t, api.base+"/repos/o/slow"), batch.Key("slow"), batch.Priority(-1))
+		b.Add(get(t, api.base+"/repos/o/slow"), batch.Key("slow"), batch.Priority(3))
 		if err := b.Run(context.Background()); err != nil {
 			t.Fatal(err)
 		}

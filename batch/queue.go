@@ -5,7 +5,8 @@ import (
 	"slices"
 )
 
-// readyQueue orders the requests that may be sent: larger priority first,
+// readyQueue orders the requests that may be sent: smaller priority first
+// (1 before 2, as tasks and fetch order theirs),
 // then the order they were added — so a request that waited for quota,
 // keeping its place, goes before work added while it waited.
 //
@@ -16,7 +17,7 @@ import (
 // in a FIFO. Taking the next request costs O(1) however long the queue,
 // but for those that came back.
 type readyQueue struct {
-	levels []*level // by priority, larger first
+	levels []*level // by priority, smaller first
 	n      int
 }
 
@@ -30,7 +31,7 @@ type level struct {
 func (q *readyQueue) len() int { return q.n }
 
 func (q *readyQueue) level(p int) *level {
-	i, found := slices.BinarySearchFunc(q.levels, p, func(l *level, p int) int { return p - l.priority })
+	i, found := slices.BinarySearchFunc(q.levels, p, func(l *level, p int) int { return l.priority - p })
 	if !found {
 		q.levels = slices.Insert(q.levels, i, &level{priority: p})
 	}

@@ -63,7 +63,7 @@ func TestSharedStateDecides(t *testing.T) {
 		}
 	}()
 	b.Add(get(t, api.URL+"/search/repositories?q=mine"), ratekeeper.BatchKey("search"))
-	b.Add(get(t, api.URL+"/repos/o/r"), ratekeeper.BatchKey("core"), ratekeeper.BatchPriority(-1))
+	b.Add(get(t, api.URL+"/repos/o/r"), ratekeeper.BatchKey("core"), ratekeeper.BatchPriority(3))
 	if err := b.Run(ctx); err == nil {
 		t.Fatal("Run ended without the cancel")
 	}
