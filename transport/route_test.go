@@ -331,6 +331,26 @@ func TestBlindOwnersSharedByTheFleet(t *testing.T) {
 	})
 }
 
+// The fleet knows the owners of two of three fine-grained tokens: a
+// process starting on that state sends no request to a wrong token: not
+// the known ones about the third account (they own others), not the third
+// about the known accounts (they have their owners' tokens).
+func TestTokenOwnersSharedByTheFleet(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		shared := &sightStore{}
+		for _, a := range []string{"acme", "globex"} {
+			c := creds.NewToken("github", 1, "github_pat_"+strings.Repeat("x", 60)+a, "test")
+			if !c.OneResourceOwner() {
+				t.Fatalf("%s: a github_pat_ token has one resource owner", c.Masked())
+			}
+			_ = shared.AddBlind(context.Background(), "github http://api.test", c.ID(), ownsMark+a)
+		}
+		b := accountsBatch{accounts: []string{"acme", "globex", "dora"}, perAcct: 20, limit: 100, window: time.Minute,
+			latency: 50 * time.Millisecond, workers: 8, tokens: true, shared: shared}
+		b.check(t, b.run(t), 0, 100)
+	})
+}
+
 // Installation tokens at GitHub's real hour, on the fake clock, over three
 // hours of steady work: no request carries an expired token, and each
 // installation gets a new token once per lifetime (refreshed five minutes
