@@ -60,6 +60,7 @@ type Credential struct {
 	masked   string
 	identity string // bucket identity when the owner is unknown
 	caller   bool   // a caller's own token (NewCallerToken)
+	oneOwner bool   // the token sees one resource owner's private repositories (OneResourceOwner)
 	st       *state
 }
 
@@ -85,6 +86,7 @@ func NewToken(providerName string, index int, token, source string) *Credential 
 		// A truncated hash names the token's bucket across processes (the
 		// shared store) without revealing it.
 		identity: "token:" + hex.EncodeToString(sum[:8]),
+		oneOwner: TokenPrefix(token) == "github_pat_",
 		st:       &state{},
 	}
 }
@@ -128,6 +130,13 @@ func (c *Credential) Provider() string { return c.provider }
 
 // Kind says where the token comes from.
 func (c *Credential) Kind() Kind { return c.kind }
+
+// OneResourceOwner reports whether the token sees the private resources
+// of one account only: a GitHub fine-grained personal access token
+// (github_pat_) has exactly one resource owner, an organisation or a user,
+// chosen when it was made. Like any token it reads every public
+// repository.
+func (c *Credential) OneResourceOwner() bool { return c.oneOwner }
 
 // Source says where the credential came from ("GITHUB_TOKEN entry #2",
 // "app 12 installation 34"), for messages.

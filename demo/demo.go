@@ -64,6 +64,9 @@ type Options struct {
 	InProcess bool
 	// Runner sends the batch; nil means Pool(Workers).
 	Runner Runner
+	// SkipApp leaves out the part that follows the batch: a GitHub App on
+	// three organisations (RunApp).
+	SkipApp bool
 }
 
 // WithDefaults returns o with every zero value replaced by its default.
@@ -177,6 +180,13 @@ func Run(ctx context.Context, w io.Writer, opts Options) (*Summary, error) {
 		return s, fmt.Errorf("batch stopped after %d of %d GETs: %w", s.Done+s.Failed, s.Jobs, runErr)
 	}
 	s.Write(w)
+	if !opts.SkipApp {
+		app, err := RunApp(ctx, w, opts)
+		if err != nil {
+			return s, fmt.Errorf("the App part: %w", err)
+		}
+		s.App = app
+	}
 	return s, nil
 }
 

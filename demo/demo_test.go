@@ -147,3 +147,32 @@ func TestValidate(t *testing.T) {
 		}
 	}
 }
+
+// TestRunAppOnThreeOrganisations: given the App's id and key alone, the
+// client finds the three installations, mints one token for each, and
+// answers every repository's GET with its own organisation's
+// installation, each on its own budget.
+func TestRunAppOnThreeOrganisations(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var out bytes.Buffer
+		s, err := RunApp(context.Background(), &out, Options{InProcess: true})
+		if err != nil {
+			t.Fatalf("RunApp: %v\n%s", err, out.String())
+		}
+		if s.Jobs != 90 || s.Done != 90 || s.Failed != 0 || s.Wrong != 0 || s.Expired != 0 || s.Violations != 0 {
+			t.Errorf("jobs %d done %d failed %d wrong %d expired %d violations %d; want 90 answered, nothing else\n%s",
+				s.Jobs, s.Done, s.Failed, s.Wrong, s.Expired, s.Violations, out.String())
+		}
+		if len(s.Installations) != len(appAccounts) {
+			t.Fatalf("%d installations, want %d\n%s", len(s.Installations), len(appAccounts), out.String())
+		}
+		for i, in := range s.Installations {
+			if in.Account != appAccounts[i] || in.Answered != 30 || in.Used != 30 || in.Limit != DefaultLimit || in.Mints != 1 {
+				t.Errorf("installation %+v: want on %s, 30 answered, 30 of %d used, 1 mint", in, appAccounts[i], DefaultLimit)
+			}
+		}
+		if !strings.Contains(out.String(), "90 of 90 GETs answered with their repository, 0 failed") {
+			t.Errorf("output:\n%s", out.String())
+		}
+	})
+}

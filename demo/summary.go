@@ -32,6 +32,8 @@ type Inputs struct {
 type Summary struct {
 	Policy  string
 	Workers int
+	// App is the App part's outcome (nil when skipped).
+	App *AppSummary
 
 	// The batch: GETs, distinct URLs among them, repeats; done and failed.
 	Jobs, Distinct, Repeats int

@@ -394,7 +394,7 @@ func (a *api) mint(c *call, ap *simApp, id string) *rendered {
 // 404 on the owner's bucket.
 func (a *api) hide(c *call) {
 	login := repoOwnerOf(a.kind, c.segs)
-	if login == "" || c.jwt || c.own.anonymous && !a.private(login) {
+	if login == "" || c.jwt || c.own.anonymous && !a.private(login) || publicRepo(a.kind, c.segs) {
 		return
 	}
 	visible := !a.private(login)
@@ -423,6 +423,15 @@ func (a *api) hide(c *call) {
 	}
 	c.ep.static, c.ep.dynamic = nil, func(c *call, _ bucketState) *rendered { return nf(c) }
 	c.ep.write, c.ep.bumps = false, nil
+}
+
+// publicRepo reports whether the call is about a public repository of an
+// account an App is installed on or a limited token sees: one whose name
+// begins with "public-" (GitHub's /repos/O/public-...). Every token reads
+// it, as GitHub lets any token, a fine-grained one or an installation's,
+// read a public repository.
+func publicRepo(kind string, s []string) bool {
+	return kind == DialectGitHub && len(s) >= 3 && s[0] == "repos" && strings.HasPrefix(s[2], "public-")
 }
 
 // repoOwnerOf is the account owning the repository a path names: GitHub's

@@ -127,7 +127,8 @@
 // its tokens see only its account's repositories; those are private: any
 // other token asking for them gets a 404, charged, as does a token limited
 // to some accounts (TokenConfig.Accounts, a fine-grained token) asking
-// elsewhere. Counters.Hidden counts those 404s, Counters.ExpiredTokens the
+// elsewhere; but a GitHub repository whose name begins with "public-" is
+// public, read by every token. Counters.Hidden counts those 404s, Counters.ExpiredTokens the
 // 401s for an expired installation token, Stats.Apps each installation's
 // mints.
 //

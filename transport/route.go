@@ -27,7 +27,18 @@ import (
 //   - a credential not known either way goes as a probe, one at a time per
 //     owner and credential, so it costs at most one wrong answer; a 404 or
 //     403 from it goes again, at once, with a credential that may see the
-//     owner, before anything reaches the caller.
+//     owner, before anything reaches the caller;
+//   - a credential with one resource owner (a GitHub fine-grained token:
+//     creds.Credential.OneResourceOwner) is known to own the owner whose
+//     private repository it answered (see sightAnswered for the evidence),
+//     and is then not sent about another owner's repositories while any
+//     other credential may see them. Until their owners are known, such
+//     tokens that answered about no owner probe one request at a time (the
+//     first owner costs at most K−1 wrong answers, the next K−2, ...: K·(K−1)/2
+//     for K tokens, not K·(K−1)); one that answered about another owner goes
+//     only when no fresh one may; none goes about an owner another such
+//     token is known to own. That it answered about an owner may mean only
+//     that it read a public repository: its 404 there goes again.
 //
 // Among the credentials that see the owner the pool picks, as always, the
 // one that can go soonest. A request about no owner, a caller's own
@@ -40,9 +51,16 @@ type SightStore interface {
 	// LoadBlind returns, by credential ID, the owners each credential
 	// cannot see.
 	LoadBlind(ctx context.Context, provider string) (map[string][]string, error)
-	// AddBlind records that credential id cannot see owner.
+	// AddBlind records that credential id cannot see owner. An owner
+	// written "=O" (no account name begins with "=") records instead that
+	// O is the one resource owner of credential id: it sees no other
+	// owner's private repositories.
 	AddBlind(ctx context.Context, provider, id, owner string) error
 }
+
+// ownsMark prefixes, in a SightStore, the one resource owner of a
+// credential.
+const ownsMark = "="
 
 // sightReload is how often a lane reads what the fleet learnt, at most,
 // when a request meets an owner it knows nothing of.
@@ -54,6 +72,18 @@ type sight struct {
 	sees   map[string]map[string]bool // owner -> credential ID -> answered about it
 	blind  map[string]map[string]bool // owner -> credential ID -> cannot see it
 	probes map[string]map[string]bool // owner -> credential ID -> a probe in flight
+	// owns is the one resource owner of a credential that has one
+	// (OneResourceOwner), once known: credential ID -> owner.
+	owns map[string]string
+	// busy is, for a credential with one resource owner not yet known
+	// that has answered about no owner (fresh), the owner it is claimed to
+	// probe, until its request ends or learns the owner's credential. One
+	// request at a time probes with fresh credentials.
+	busy map[string]string
+	// answered: credential ID -> it answered 2xx about some owner.
+	answered map[string]bool
+	// owned counts, by owner, the credentials known to own it (owns).
+	owned map[string]int
 	// wake is closed (and replaced) when a probe ends.
 	wake   chan struct{}
 	loaded time.Time
@@ -62,6 +92,7 @@ type sight struct {
 func (s *sight) init() {
 	if s.sees == nil {
 		s.sees, s.blind, s.probes = map[string]map[string]bool{}, map[string]map[string]bool{}, map[string]map[string]bool{}
+		s.owns, s.busy, s.answered, s.owned = map[string]string{}, map[string]string{}, map[string]bool{}, map[string]int{}
 		s.wake = make(chan struct{})
 	}
 }
@@ -79,7 +110,31 @@ func mark(m map[string]map[string]bool, owner, id string, v bool) {
 		ids[id] = true
 	} else {
 		delete(ids, id)
+		if len(ids) == 0 {
+			delete(m, owner)
+		}
 	}
+}
+
+// unclaimLocked gives back c's probe slot on owner. Must hold s.mu.
+func (s *sight) unclaimLocked(owner, id string) {
+	mark(s.probes, owner, id, false)
+	s.unbusyLocked(owner, id)
+}
+
+// unbusyLocked ends c's claim as the one owner it probes. Must hold s.mu.
+func (s *sight) unbusyLocked(owner, id string) {
+	if s.busy[id] == owner {
+		delete(s.busy, id)
+	}
+}
+
+// freshLocked reports whether c has one resource owner, not yet known, and
+// has answered about no owner: a probe with it may find its owner. Must
+// hold s.mu.
+func (s *sight) freshLocked(c *creds.Credential) bool {
+	_, known := s.owns[c.ID()]
+	return c.OneResourceOwner() && !known && !s.answered[c.ID()]
 }
 
 // seeing is what is known of one credential and one owner.
@@ -101,13 +156,36 @@ func (s *sight) ofLocked(c *creds.Credential, owner string) seeing {
 			return blindToOwner
 		}
 	}
-	switch {
-	case s.blind[owner][c.ID()]:
+	if s.blind[owner][c.ID()] {
 		return blindToOwner
-	case s.sees[owner][c.ID()]:
+	}
+	if c.OneResourceOwner() {
+		if o, ok := s.owns[c.ID()]; ok {
+			if o == owner {
+				return seesOwner
+			}
+			// Its one resource owner is another: it sees only the
+			// owner's public repositories, which any credential sees.
+			return blindToOwner
+		}
+		if s.owned[owner] > 0 {
+			// Another token owns it: what this one answered about it
+			// was most likely public (unless both are that owner's).
+			return unknownSight
+		}
+	}
+	if s.sees[owner][c.ID()] {
 		return seesOwner
 	}
 	return unknownSight
+}
+
+// weakLocked reports whether c is a one-owner credential whose owner is
+// not known: that it answered about an owner may mean only that it read a
+// public repository. Must hold s.mu.
+func (s *sight) weakLocked(c *creds.Credential) bool {
+	_, known := s.owns[c.ID()]
+	return c.OneResourceOwner() && !known
 }
 
 // ownerRoute is one exchange's routing by owner.
@@ -130,6 +208,8 @@ type ownerRoute struct {
 	sent *creds.Credential
 	// triedHeld: the probe slots tried credentials kept are given back.
 	triedHeld bool
+	// notFound: a tried credential answered 404 (not 403).
+	notFound bool
 }
 
 // routeOwner decides, before each attempt, which credentials the request
@@ -169,7 +249,16 @@ func (x *exchange) routeOwner() error {
 		eligible := x.pool.Eligible(now)
 		s.mu.Lock()
 		s.init()
-		var sees, free, unknown []*creds.Credential
+		var sees, free, later, unknown []*creds.Credential
+		// Fresh one-owner tokens look for their owners one request at a
+		// time: while one is out (or answered 404 and its request goes
+		// again), the others wait for what it finds, which may say
+		// whose they are. This request's own 404s do not hold it.
+		exploring := false
+		for id := range s.busy {
+			exploring = exploring || !slices.ContainsFunc(r.tried, func(c *creds.Credential) bool { return c.ID() == id })
+		}
+		freshWaits := false
 		for _, c := range eligible {
 			if slices.Contains(r.tried, c) {
 				continue
@@ -179,10 +268,27 @@ func (x *exchange) routeOwner() error {
 				sees = append(sees, c)
 			case unknownSight:
 				unknown = append(unknown, c)
-				if !s.probes[r.owner][c.ID()] {
+				switch {
+				case s.probes[r.owner][c.ID()]:
+				case c.OneResourceOwner() && s.answered[c.ID()]:
+					// It answered about another owner, likely its
+					// own: asked only when no other may go.
+					later = append(later, c)
+				case exploring && s.freshLocked(c):
+					freshWaits = true
+				default:
 					free = append(free, c)
 				}
 			}
+		}
+		if len(free) == 0 && len(sees) == 0 && !freshWaits {
+			free = later
+		}
+		if slices.ContainsFunc(sees, func(c *creds.Credential) bool { return s.owns[c.ID()] == r.owner }) {
+			// A token is known to own the owner: another one-owner
+			// token is likely another's (a second one on the same
+			// account is found on an owner not known yet).
+			free = slices.DeleteFunc(free, (*creds.Credential).OneResourceOwner)
 		}
 		if len(sees) == 0 && !r.looked && len(x.pool.Apps()) > 0 {
 			// No installation known on the owner's account: ask the
@@ -206,6 +312,9 @@ func (x *exchange) routeOwner() error {
 			r.claimed = free
 			for _, c := range free {
 				mark(s.probes, r.owner, c.ID(), true)
+				if s.freshLocked(c) {
+					s.busy[c.ID()] = r.owner
+				}
 			}
 			r.allowed = append(sees, free...)
 		case len(sees) > 0:
@@ -286,7 +395,7 @@ func (x *exchange) sightSent() {
 		if c == r.sent {
 			kept = append(kept, c)
 		} else {
-			mark(s.probes, r.owner, c.ID(), false)
+			s.unclaimLocked(r.owner, c.ID())
 		}
 	}
 	r.claimed = kept
@@ -323,6 +432,7 @@ func (x *exchange) sightAnswered(answered bool) {
 		// meanwhile.
 		r.claimed = slices.DeleteFunc(r.claimed, func(k *creds.Credential) bool { return k == c })
 		r.tried = append(r.tried, c)
+		r.notFound = r.notFound || status == http.StatusNotFound
 		x.o.hidden = x.anotherMaySee()
 		return
 	}
@@ -331,17 +441,47 @@ func (x *exchange) sightAnswered(answered bool) {
 	case status == 0:
 	case status < 400:
 		var learnt []*creds.Credential
+		owns := false
 		s.mu.Lock()
 		s.init()
 		mark(s.sees, r.owner, c.ID(), true)
+		s.answered[c.ID()] = true
+		if _, known := s.owns[c.ID()]; !known && c.OneResourceOwner() && r.notFound {
+			// What counts as evidence of a one-owner token's owner: it
+			// answered about a repository another credential of the
+			// pool was just answered 404 about. A public repository is
+			// seen by every token (GitHub lets a fine-grained token read
+			// any public repository), so a 2xx alone says nothing of
+			// whose private repositories it sees; a 404 from another
+			// token then a 2xx says the repository exists and is
+			// private, so its owner is the token's one resource owner.
+			// A 403 is not evidence: it may be an organisation's SAML or
+			// IP policy, or a limit, about a public repository too.
+			s.owns[c.ID()] = r.owner
+			s.owned[r.owner]++
+			owns = true
+		}
 		for _, b := range r.tried {
-			if s.ofLocked(b, r.owner) == unknownSight {
+			// b answered 404 about a repository c answered: b does not
+			// see the owner's private repositories, whatever it answered
+			// about the owner before (a one-owner token may have read a
+			// public one).
+			if st := s.ofLocked(b, r.owner); st == unknownSight || st == seesOwner && s.weakLocked(b) {
+				mark(s.sees, r.owner, b.ID(), false)
 				mark(s.blind, r.owner, b.ID(), true)
 				learnt = append(learnt, b)
 			}
 		}
 		s.mu.Unlock()
 		x.releaseTried()
+		if owns {
+			x.t.log.Info("credential's one resource owner", "provider", x.l.p.Name, "credential", c.Masked(), "owner", r.owner)
+			if ss, ok := x.t.opts.Credentials.(SightStore); ok {
+				if err := ss.AddBlind(context.WithoutCancel(x.ctx), x.t.stateKey(x.l.p), c.ID(), ownsMark+r.owner); err != nil {
+					x.t.log.Warn("saving what a credential sees", "provider", x.l.p.Name, "err", err)
+				}
+			}
+		}
 		for _, b := range learnt {
 			x.t.log.Info("credential cannot see owner", "provider", x.l.p.Name, "credential", b.Masked(), "owner", r.owner)
 			if ss, ok := x.t.opts.Credentials.(SightStore); ok {
@@ -352,12 +492,22 @@ func (x *exchange) sightAnswered(answered bool) {
 		}
 	case status == http.StatusNotFound || status == http.StatusForbidden:
 		s.mu.Lock()
-		known := s.ofLocked(c, r.owner) == seesOwner
+		// A 404 from a credential known to see the owner is the answer
+		// (the repository does not exist); from a one-owner token that
+		// may have read only the owner's public repositories it goes
+		// again with another.
+		known := s.ofLocked(c, r.owner) == seesOwner && !s.weakLocked(c)
+		if !known && s.weakLocked(c) {
+			// Not sent about the owner again but as a probe, until
+			// another's answer says whether it sees it.
+			mark(s.sees, r.owner, c.ID(), false)
+		}
 		s.mu.Unlock()
 		if known || !x.o.replayable || slices.Contains(r.tried, c) {
 			return
 		}
 		r.tried = append(r.tried, c)
+		r.notFound = r.notFound || status == http.StatusNotFound
 		x.o.hidden = x.anotherMaySee()
 	}
 }
@@ -373,7 +523,7 @@ func (x *exchange) releaseTried() {
 	s := &x.l.sight
 	s.mu.Lock()
 	for _, c := range r.tried {
-		mark(s.probes, r.owner, c.ID(), false)
+		s.unclaimLocked(r.owner, c.ID())
 	}
 	if s.wake != nil {
 		close(s.wake)
@@ -406,7 +556,7 @@ func (x *exchange) releaseClaim() {
 	s := &x.l.sight
 	s.mu.Lock()
 	for _, c := range r.claimed {
-		mark(s.probes, r.owner, c.ID(), false)
+		s.unclaimLocked(r.owner, c.ID())
 	}
 	close(s.wake)
 	s.wake = make(chan struct{})
@@ -439,6 +589,14 @@ func (x *exchange) loadSight() {
 	s.init()
 	for id, owners := range blind {
 		for _, o := range owners {
+			if own, ok := strings.CutPrefix(o, ownsMark); ok {
+				if _, known := s.owns[id]; !known {
+					s.owns[id] = own
+					s.owned[own]++
+					mark(s.sees, own, id, true)
+				}
+				continue
+			}
 			mark(s.blind, o, id, true)
 		}
 	}

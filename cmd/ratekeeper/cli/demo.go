@@ -13,6 +13,7 @@ func init() { register(newDemoCmd) }
 
 func newDemoCmd() *cobra.Command {
 	var o demo.Options
+	var app bool
 	cmd := &cobra.Command{
 		Use:   "demo",
 		Short: "Run a batch against a simulated GitHub through the rate-keeping client, and compare with the ideal",
@@ -23,7 +24,11 @@ bucket), two other users and one revoked token. It sends a batch of GETs
 client with a pool of workers, shows progress — bars on a terminal, a plain
 line every --interval otherwise — and ends with a summary: requests, free 304s,
 waits, violations counted by the simulator, quota used against the physical
-limit K·L/W, and the elapsed time against the ideal.
+limit K·L/W, and the elapsed time against the ideal. Then (unless --app=false)
+a GitHub App on three organisations, given to the client by its id and key
+alone: it finds the installations, mints each a token, and sends every
+repository's GET to its own organisation's installation, each with its own
+budget.
 
 Nothing leaves this machine and no real token is read. Exit status 0 when the
 batch completed with no violation, 1 otherwise, 2 for bad flags.`,
@@ -32,6 +37,7 @@ batch completed with no violation, 1 otherwise, 2 for bad flags.`,
   ratekeeper demo --size 3000 --limit 500 --workers 16`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			o.SkipApp = !app
 			if err := o.Validate(); err != nil {
 				return exitf(2, "--%v", err)
 			}
@@ -45,6 +51,9 @@ batch completed with no violation, 1 otherwise, 2 for bad flags.`,
 			}
 			if s.Failed > 0 {
 				problems = append(problems, fmt.Errorf("%d of %d GETs failed", s.Failed, s.Jobs))
+			}
+			if a := s.App; a != nil && (a.Failed > 0 || a.Wrong > 0 || a.Violations > 0) {
+				problems = append(problems, fmt.Errorf("the App: %d of %d GETs failed, %d to a wrong installation, %d violations", a.Failed, a.Jobs, a.Wrong, a.Violations))
 			}
 			if len(problems) > 0 {
 				return exitf(1, "demo: %v", errors.Join(problems...))
@@ -61,5 +70,6 @@ batch completed with no violation, 1 otherwise, 2 for bad flags.`,
 	f.DurationVar(&o.Latency, "latency", demo.DefaultLatency, "latency of every simulated answer")
 	f.StringVar(&o.Progress, "progress", demo.ProgressAuto, "auto (bars on a terminal, lines otherwise), bars, lines or off")
 	f.DurationVar(&o.Interval, "interval", demo.DefaultInterval, "period of the plain progress lines")
+	f.BoolVar(&app, "app", true, "after the batch, show a GitHub App on three organisations")
 	return cmd
 }

@@ -24,6 +24,11 @@ func TestDemoCommand(t *testing.T) {
 		"  cache       12 served from ratekeeper's cache without a request",
 		"  violations  0 (0 primary, 0 secondary)",
 		"  owners      tokens #1 and #2 both belong to alice",
+		"A GitHub App on 3 organisations: App 77 is installed on acme, globex, initech",
+		"    #1 app:77/installation:101  on acme      30 answered,  30 of its own 100 used, 1 token minted\n",
+		"    #3 app:77/installation:103  on initech   30 answered,  30 of its own 100 used, 1 token minted\n",
+		"  90 of 90 GETs answered with their repository, 0 failed, in ",
+		"; 0 sent to an installation\n  that cannot see the repository, 0 with an expired token, 0 violations\n",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
@@ -39,6 +44,14 @@ func TestDemoCommand(t *testing.T) {
 	}
 	if strings.Contains(out, "demo-alice-key") || strings.Contains(stderr, "demo-") {
 		t.Errorf("a token's text was printed")
+	}
+}
+
+// --app=false leaves the App part out.
+func TestDemoWithoutApp(t *testing.T) {
+	out, stderr, code := run(t, "", "demo", "--size", "10", "--latency", "0s", "--app=false")
+	if code != 0 || strings.Contains(out, "GitHub App") || !strings.Contains(out, "\nSummary\n") {
+		t.Errorf("exit %d, %s\n%s", code, stderr, out)
 	}
 }
 
