@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"io"
+	"math"
 	"net/http"
 	"strconv"
 	"sync"
@@ -51,21 +52,71 @@ func costOf(req *http.Request) (int64, bool) {
 	return 0, false
 }
 
-// maxShapesTaught bounds the shapes whose rate is remembered.
+// maxShapesTaught bounds the shapes whose cost is remembered.
 const maxShapesTaught = 4096
 
-// tokenCosts is what answers taught of prompts: per shape (provider,
-// model, endpoint), the tokens a prompt character cost.
+// tokenCosts is what answers taught of prompts, per shape (provider,
+// model, endpoint): how their tokens grow with their characters, and how
+// far the answers strayed from that.
 type tokenCosts struct {
-	mu      sync.Mutex
-	perChar map[string]float64
+	mu     sync.Mutex
+	shapes map[string]*promptCost
 }
 
-// rate is the tokens per character taught for key, 0 when none.
-func (c *tokenCosts) rate(key string) float64 {
+// promptCost fits a shape's prompts as tokens = framing + perChar ×
+// characters, from moving averages of the answers it saw (a model's
+// tokenizer is its own, and every message costs a few tokens of framing
+// beyond its text), and keeps how far answers strayed from the fit: a
+// tokenizer counts each text a little differently, which no client can
+// predict. An estimate adds that margin, so that the server is rarely
+// charged more than was reserved: the bucket's last reading minus what
+// was reserved since is then what the server holds, and the next request
+// is not sent into a refusal. What a reservation overstates comes back
+// when its answer is read.
+type promptCost struct {
+	n                int
+	mx, my, mxx, mxy float64 // moving means of chars, tokens, chars², chars·tokens
+	dev              float64 // how far answers strayed from the fit before them, ÷ the fit: the largest, fading
+}
+
+// Learning: the weight of a new answer in the moving means is at least
+// 1/fitMemory (the first answers alike); the largest error fades by
+// 1/spreadMemory of its excess over each new one.
+const (
+	fitMemory    = 32
+	spreadMemory = 16
+	// spreadInitial is the spread assumed after one answer.
+	spreadInitial = 0.05
+	// marginSpreads is how many spreads an estimate adds to the fit.
+	marginSpreads = 2
+)
+
+// fit is the tokens the shape's fit gives a prompt of x characters.
+func (p *promptCost) fit(x float64) float64 {
+	ratio := p.my / p.mx
+	if p.n >= 3 {
+		if v := p.mxx - p.mx*p.mx; v > 0.0025*p.mx*p.mx {
+			// The prompts varied by more than 5 %: the framing
+			// shows as the intercept.
+			b := (p.mxy - p.mx*p.my) / v
+			if a := p.my - b*p.mx; b > 0 && a >= 0 {
+				return a + b*x
+			}
+		}
+	}
+	return ratio * x
+}
+
+// rate is the tokens per character an estimate of a prompt of chars
+// characters uses for key, margin included; 0 when nothing was taught.
+func (c *tokenCosts) rate(key string, chars int64) float64 {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.perChar[key]
+	p := c.shapes[key]
+	if p == nil || chars <= 0 {
+		return 0
+	}
+	return p.fit(float64(chars)) * (1 + marginSpreads*p.dev) / float64(chars)
 }
 
 // learn records that a prompt of chars characters cost tokens.
@@ -75,10 +126,25 @@ func (c *tokenCosts) learn(key string, chars, tokens int64) {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.perChar == nil || len(c.perChar) >= maxShapesTaught {
-		c.perChar = map[string]float64{}
+	if c.shapes == nil || len(c.shapes) >= maxShapesTaught {
+		c.shapes = map[string]*promptCost{}
 	}
-	c.perChar[key] = float64(tokens) / float64(chars)
+	x, y := float64(chars), float64(tokens)
+	p := c.shapes[key]
+	if p == nil {
+		c.shapes[key] = &promptCost{n: 1, mx: x, my: y, mxx: x * x, mxy: x * y, dev: spreadInitial}
+		return
+	}
+	if f := p.fit(x); f > 0 {
+		e := math.Abs(y-f) / f
+		p.dev = max(e, p.dev-(p.dev-e)/spreadMemory)
+	}
+	p.n++
+	w := max(1/float64(p.n), 1.0/fitMemory)
+	p.mx += (x - p.mx) * w
+	p.my += (y - p.my) * w
+	p.mxx += (x*x - p.mxx) * w
+	p.mxy += (x*y - p.mxy) * w
 }
 
 // tokenNote is what an exchange priced in tokens keeps: the other
@@ -144,7 +210,7 @@ func (x *exchange) priceBody() {
 		return
 	}
 	key := x.l.key + "\x00" + tp.Shape
-	rate := x.t.tokens.rate(key)
+	rate := x.t.tokens.rate(key, tp.Chars)
 	units := tp.Estimate(rate)
 	if n, ok := costOf(req); ok {
 		units = n
