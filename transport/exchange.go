@@ -477,7 +477,9 @@ func (x *exchange) read() {
 	r, settled := &x.reading, &x.reading
 	if x.class.Meter != "" {
 		settled = x.readTokens(s)
-		x.teachTokens(s.resp)
+		if !x.settleFromUsage(s.resp, settled) {
+			x.teachTokens(s.resp)
+		}
 	}
 	x.l.noteOpenAIHeaders(s.resp.Header)
 	learning := x.turn != nil && !x.rt.validating

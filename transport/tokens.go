@@ -160,13 +160,22 @@ type tokenNote struct {
 	own   headers.Reading
 	// openAI: the request was priced as an OpenAI-compatible host's.
 	openAI bool
+	// fixed and promptCounts are the meter's price (see
+	// provider.TokenPrice): what usage.units settles it with.
+	fixed        int64
+	promptCounts bool
+	// drawUnits are what each draw's bucket is settled with, by the
+	// answer's usage (settleFromUsage); 0: what it reserved.
+	drawUnits []int64
 }
 
 // tokenDraw is a bucket a request draws from beside its meter, by its
 // qualifier, and what it takes of it.
 type tokenDraw struct {
-	meter string
-	units int64
+	meter        string
+	units        int64
+	fixed        int64
+	promptCounts bool
 }
 
 // priceTokens gives a request to a language model the tokens it reserves
@@ -216,10 +225,10 @@ func (x *exchange) priceBody() {
 		units = n
 	}
 	x.class.Meter, x.class.Resource, x.class.Units = tp.Meter, tp.Meter, int(units)
-	x.tok = tokenNote{openAI: openAI}
+	x.tok = tokenNote{openAI: openAI, fixed: tp.Fixed, promptCounts: tp.PromptCounts}
 	learns := tp.PromptCounts
 	for _, d := range tp.Draws {
-		x.tok.draws = append(x.tok.draws, tokenDraw{meter: d.Meter, units: d.Estimate(tp, rate)})
+		x.tok.draws = append(x.tok.draws, tokenDraw{meter: d.Meter, units: d.Estimate(tp, rate), fixed: d.Fixed, promptCounts: d.PromptCounts})
 		learns = learns || d.PromptCounts
 	}
 	if learns {
@@ -310,12 +319,15 @@ func (x *exchange) settleDraws(sent bool, now time.Time, counted bool) {
 		if sent && i < len(x.tok.reads) {
 			p.Answer = x.l.answer(&x.tok.reads[i], counted, g.sent, t.opts.Rand())
 			p.Answer.Continuous = true
+			if i < len(x.tok.drawUnits) {
+				p.Answer.Units = x.tok.drawUnits[i]
+			}
 		}
 		if err := t.state.Settle(context.WithoutCancel(x.ctx), &p); err != nil {
 			t.log.Warn("quota state update failed; the reservation lapses with its lease", "bucket", d.Bucket.String(), "err", err)
 		}
 	}
-	x.tok.reads = x.tok.reads[:0]
+	x.tok.reads, x.tok.drawUnits = x.tok.reads[:0], x.tok.drawUnits[:0]
 }
 
 // noteOpenAIHeaders marks a lane whose API prices nothing in tokens (a
