@@ -341,6 +341,9 @@ func (x *exchange) priceQuery() {
 	if c, ok := x.t.costs.learnt(x.l.key + "\x00" + x.class.Shape); ok {
 		x.class.Units = int(c)
 	}
+	if n, ok := costsOf(req).pacing("points"); ok {
+		x.class.Units = int(n)
+	}
 }
 
 // isIdempotent reports whether a request may be sent twice: RFC 9110's

@@ -176,6 +176,19 @@ func TestOpenAITokensBindingPacedBeforeTheRefusal(t *testing.T) {
 	})
 }
 
+// The batch of the benchmark (16 workers, a 5 s minute): the requests
+// priced before any answer taught the model's tokenizer wait long, and
+// are priced again when they reserve, not sent at characters ÷ 4.
+func TestOpenAIRequestsPricedEarlyPricedAgain(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		tokens := []sim.TokenConfig{{Token: "sk-1", Owner: "org-acme"}, {Token: "sk-2", Owner: "org-acme"}}
+		api := sim.APIConfig{Name: "openai", Dialect: "openai", Limit: 1000, Window: 5 * time.Second, Latency: 200 * time.Millisecond,
+			Resources: map[string]sim.ResourceConfig{"tokens": {Limit: 20000}}, Tokens: tokens}
+		tokenTarget(t, api, []string{"sk-1", "sk-2"}, "/chat/completions", "org-acme", "tokens", 20000, 100, 16,
+			func(i int) string { return chatBody(400+40*(i%7), 500+100*(i%5)) }, 1.05)
+	})
+}
+
 // Output tokens binding, max_tokens far above the real outputs: within
 // 1.10 × the ideal computed from the real outputs (the output bucket is
 // given back what max_tokens over-reserved when each answer ends).

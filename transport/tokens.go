@@ -21,36 +21,11 @@ import (
 // estimated to take, as a GraphQL query reserves its points: the prompt's
 // characters ÷ 4 (or what answers of its shape taught) plus what the
 // server charges whatever the answer (max_tokens). A caller that knows the
-// cost says so (WithCost, CostHeader), and that is reserved instead.
+// cost of a bucket says so (WithCost, WithCosts, CostHeader), and that is
+// reserved from it instead.
 // Answers teach: the usage an answer states (prompt_tokens, input_tokens)
 // over the prompt's characters is the rate the next request of the shape
 // is priced at.
-
-// CostHeader is the request header in which a caller gives a request's
-// exact cost, in the units of the bucket that paces it (tokens). It is
-// removed before the request is sent.
-const CostHeader = "X-Ratekeeper-Cost"
-
-type costKey struct{}
-
-// WithCost returns a context under which a request costs n units (tokens)
-// of the bucket that paces it, instead of the estimate.
-func WithCost(ctx context.Context, n int64) context.Context {
-	return context.WithValue(ctx, costKey{}, n)
-}
-
-// costOf is the cost the caller gave req: WithCost, else CostHeader.
-func costOf(req *http.Request) (int64, bool) {
-	if n, ok := req.Context().Value(costKey{}).(int64); ok && n > 0 {
-		return n, true
-	}
-	if v := req.Header.Get(CostHeader); v != "" {
-		if n, err := strconv.ParseInt(v, 10, 64); err == nil && n > 0 {
-			return n, true
-		}
-	}
-	return 0, false
-}
 
 // maxShapesTaught bounds the shapes whose cost is remembered.
 const maxShapesTaught = 4096
@@ -164,6 +139,11 @@ type tokenNote struct {
 	// provider.TokenPrice): what usage.units settles it with.
 	fixed        int64
 	promptCounts bool
+	// price is the request's price, costs what its caller gave, and
+	// rate the tokens per prompt character its estimate used.
+	price provider.TokenPrice
+	costs Costs
+	rate  float64
 	// drawUnits are what each draw's bucket is settled with, by the
 	// answer's usage (settleFromUsage); 0: what it reserved.
 	drawUnits []int64
@@ -189,6 +169,9 @@ func (x *exchange) priceTokens() {
 		// Any other request to the API (a "who am I", a model list)
 		// spends one of the requests a chat draws from too.
 		x.class.Meter, x.class.Resource = "requests", "requests"
+		if n, ok := costsOf(x.req).pacing("requests"); ok {
+			x.class.Units = int(n)
+		}
 	}
 }
 
@@ -220,20 +203,53 @@ func (x *exchange) priceBody() {
 	}
 	key := x.l.key + "\x00" + tp.Shape
 	rate := x.t.tokens.rate(key, tp.Chars)
-	units := tp.Estimate(rate)
-	if n, ok := costOf(req); ok {
-		units = n
-	}
-	x.class.Meter, x.class.Resource, x.class.Units = tp.Meter, tp.Meter, int(units)
-	x.tok = tokenNote{openAI: openAI, fixed: tp.Fixed, promptCounts: tp.PromptCounts}
+	x.class.Meter, x.class.Resource = tp.Meter, tp.Meter
+	x.tok = tokenNote{openAI: openAI, fixed: tp.Fixed, promptCounts: tp.PromptCounts, price: tp, costs: costsOf(req)}
 	learns := tp.PromptCounts
 	for _, d := range tp.Draws {
-		x.tok.draws = append(x.tok.draws, tokenDraw{meter: d.Meter, units: d.Estimate(tp, rate), fixed: d.Fixed, promptCounts: d.PromptCounts})
+		x.tok.draws = append(x.tok.draws, tokenDraw{meter: d.Meter, fixed: d.Fixed, promptCounts: d.PromptCounts})
 		learns = learns || d.PromptCounts
 	}
 	if learns {
 		x.tok.key, x.tok.chars = key, tp.Chars
 	}
+	x.estimate(rate)
+}
+
+// estimate sets what the request reserves of each bucket at rate (the
+// tokens a prompt character costs, margin included; 0: CharsPerToken),
+// where the caller gave no cost.
+func (x *exchange) estimate(rate float64) {
+	tp, costs := x.tok.price, x.tok.costs
+	x.tok.rate = rate
+	units := tp.Estimate(rate)
+	if n, ok := costs.pacing(tp.Meter); ok {
+		units = n
+	}
+	x.class.Units = int(units)
+	for i, d := range tp.Draws {
+		n, ok := costs[d.Meter]
+		if !ok {
+			n = d.Estimate(tp, rate)
+		}
+		x.tok.draws[i].units = n
+	}
+}
+
+// reestimate prices a waiting request again when answers taught its shape
+// more since it was priced (a request of the first answers' time may wait
+// long, its estimate made before any taught): it reports whether the
+// estimate changed.
+func (x *exchange) reestimate() bool {
+	if x.tok.key == "" {
+		return false
+	}
+	rate := x.t.tokens.rate(x.tok.key, x.tok.chars)
+	if rate == x.tok.rate {
+		return false
+	}
+	x.estimate(rate)
+	return true
 }
 
 // repriceTokens prices in tokens a request that was counted in requests
