@@ -24,8 +24,9 @@ import (
 // cost of a bucket says so (WithCost, WithCosts, CostHeader), and that is
 // reserved from it instead.
 // Answers teach: the usage an answer states (prompt_tokens, input_tokens)
-// over the prompt's characters is the rate the next request of the shape
-// is priced at.
+// against the prompt's characters fits the shape's cost (see promptCost),
+// at which the next request of the shape, and any still waiting, is
+// priced.
 
 // maxShapesTaught bounds the shapes whose cost is remembered.
 const maxShapesTaught = 4096
