@@ -170,7 +170,9 @@ func (x *exchange) priceTokens() {
 		// Any other request to the API (a "who am I", a model list)
 		// spends one of the requests a chat draws from too.
 		x.class.Meter, x.class.Resource = "requests", "requests"
-		if n, ok := costsOf(x.req).pacing("requests"); ok {
+		// A number alone is in the tokens the caller expected its
+		// request to be priced in: only a cost named requests counts.
+		if n, ok := costsOf(x.req)["requests"]; ok {
 			x.class.Units = int(n)
 		}
 	}
