@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -229,6 +230,32 @@ func sendAll(b *testing.B, c *http.Client, jobs []llmJob, url func(llmJob) strin
 	return codes
 }
 
+// lateRefusals counts the refusals (429) a server answers after a time:
+// the first period's requests go before any answer has taught what the
+// model's tokenizer makes of a prompt.
+type lateRefusals struct{ n atomic.Int64 }
+
+func (l *lateRefusals) wrap(h http.Handler, after time.Time) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h.ServeHTTP(&statusWriter{ResponseWriter: w, seen: func(code int) {
+			if code == http.StatusTooManyRequests && time.Now().After(after) {
+				l.n.Add(1)
+			}
+		}}, r)
+	})
+}
+
+// statusWriter tells seen the status of the answer it writes.
+type statusWriter struct {
+	http.ResponseWriter
+	seen func(int)
+}
+
+func (s *statusWriter) WriteHeader(code int) {
+	s.seen(code)
+	s.ResponseWriter.WriteHeader(code)
+}
+
 func BenchmarkLanguageModel(b *testing.B) {
 	for _, scenario := range []string{"openai-tokens", "anthropic-output", "both", "requests-and-tokens"} {
 		for _, face := range []string{"library", "batch", "gateway"} {
@@ -239,13 +266,18 @@ func BenchmarkLanguageModel(b *testing.B) {
 					if err != nil {
 						b.Fatal(err)
 					}
-					ts := httptest.NewServer(srv)
+					start := time.Now()
+					var late lateRefusals
+					var first time.Duration
+					for _, a := range sc.apis {
+						first = max(first, a.Window)
+					}
+					ts := httptest.NewServer(late.wrap(srv, start.Add(first)))
 					var providers []string
 					for _, a := range sc.apis {
 						providers = append(providers, a.Name+"="+ts.URL+a.Prefix)
 					}
 					opts := Options{Providers: providers, Tokens: sc.keys, MaxWait: time.Minute}
-					start := time.Now()
 					codes := llmFaces[face](b, opts, sc.jobs(ts.URL))
 					elapsed := time.Since(start)
 					st := srv.Stats()
@@ -255,6 +287,7 @@ func BenchmarkLanguageModel(b *testing.B) {
 					b.ReportMetric(elapsed.Seconds(), "elapsed-s")
 					b.ReportMetric(elapsed.Seconds()/ideal.Seconds(), "x-ideal")
 					b.ReportMetric(float64(st.Total.Violations), "refusals")
+					b.ReportMetric(float64(late.n.Load()), "refusals-after-first-period")
 					b.ReportMetric(float64(st.Total.EarlyRetries), "early-retries")
 					if codes[200] != n {
 						b.Errorf("statuses %v, want %d × 200", codes, n)

@@ -88,14 +88,31 @@ func TestGatewayCostHeader(t *testing.T) {
 			gw.ServeHTTP(rec, req)
 			return rec, time.Since(start)
 		}
+		charged := func() int64 {
+			var n int64
+			for _, b := range srv.Stats().Buckets {
+				if b.Resource == "tokens" {
+					n = b.Charged
+				}
+			}
+			return n
+		}
 		if rec, _ := send(""); rec.Code != http.StatusOK {
 			t.Fatalf("status %d: %s", rec.Code, rec.Body)
 		}
-		// 980 of 1,000 left: a request said to cost 1,000 waits for 20
-		// to drip back, 0.2 s.
+		// 1,000 − c left: a request said to cost 1,000 waits for c to
+		// drip back, 10 ms a token.
+		c := charged()
 		rec, w := send("1000")
-		if rec.Code != http.StatusOK || w < 200*time.Millisecond || w > 300*time.Millisecond || leaked {
-			t.Fatalf("status %d after %v; header sent on: %v", rec.Code, w, leaked)
+		want := time.Duration(c) * 10 * time.Millisecond
+		if rec.Code != http.StatusOK || w < want || w > want+100*time.Millisecond || leaked {
+			t.Fatalf("status %d after %v, want %v; header sent on: %v", rec.Code, w, want, leaked)
+		}
+		// The same, the bucket named: what the server charged the
+		// last one drips back first.
+		want = time.Duration(charged()-c) * 10 * time.Millisecond
+		if rec, w := send("tokens=1000, requests=1"); rec.Code != http.StatusOK || w < want || w > want+100*time.Millisecond || leaked {
+			t.Fatalf("named: status %d after %v, want %v; header sent on: %v", rec.Code, w, want, leaked)
 		}
 		if p := rec.Header().Get("RateLimit-Policy"); p != `"tokens";q=1000;qu="tokens"` {
 			t.Fatalf("RateLimit-Policy %q", p)

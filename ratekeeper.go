@@ -61,14 +61,28 @@ type DatabaseError = wiring.DatabaseError
 type Event = transport.Event
 
 // CostHeader is the request header in which a caller gives a request's
-// exact cost in the units of the bucket that paces it (a language
-// model's tokens); it is removed before the request is sent.
+// exact cost: a number, in the units of the bucket that paces it (a
+// language model's tokens), or each bucket's by name
+// ("input-tokens=1200, output-tokens=300"); it is removed before the
+// request is sent.
 const CostHeader = transport.CostHeader
+
+// Costs is what a request takes of each bucket, by name: "requests",
+// "tokens", "input-tokens", "output-tokens", "points"; "" is the bucket
+// that paces it.
+type Costs = transport.Costs
 
 // WithCost returns a context under which a request costs n units (tokens)
 // of the bucket that paces it, instead of ratekeeper's estimate (a
-// prompt's characters ÷ 4 plus max_tokens).
+// prompt's tokens as answers taught them, plus max_tokens).
 func WithCost(ctx context.Context, n int64) context.Context { return transport.WithCost(ctx, n) }
+
+// WithCosts returns a context under which a request costs what costs
+// names of each bucket it is charged from, instead of the estimates:
+// WithCosts(ctx, ratekeeper.Costs{"input-tokens": 1200, "output-tokens": 300}).
+func WithCosts(ctx context.Context, costs Costs) context.Context {
+	return transport.WithCosts(ctx, costs)
+}
 
 // Batch sends many requests so that no bucket holds back another: see
 // package batch.

@@ -14,7 +14,6 @@ import (
 	"net/http"
 	"net/url"
 	"sort"
-	"strconv"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -330,11 +329,11 @@ func plan(e Entry, readme bool, reg *provider.Registry) (Target, error) {
 			}
 			t.Request.Headers["Content-Type"] = "application/json"
 		}
-		if j.Cost > 0 {
+		if len(j.Cost) > 0 {
 			if t.Request.Headers == nil {
 				t.Request.Headers = map[string]string{}
 			}
-			t.Request.Headers[transport.CostHeader] = strconv.FormatInt(j.Cost, 10)
+			t.Request.Headers[transport.CostHeader] = j.Cost.String()
 		}
 		t.Request.SendOnce = !idempotent(t.Request.Method, t.Request.Headers, u, body)
 		t.ID = j.ID

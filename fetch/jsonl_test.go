@@ -39,15 +39,18 @@ func TestJSONLinesBadLines(t *testing.T) {
 		`{"url": "https://a.example/x", "methd": "POST"}`, // 2
 		`{"url": 12}`,        // 3
 		`{"method": "POST"}`, // 4
-		`{"url": "https://a.example/y", "headers": ["a"]}`,    // 5
-		`{"url": "https://a.example/z", "id": {"a": 1}}`,      // 6
-		`{"url": "https://a.example/z"`,                       // 7
-		`{"url": "https://a.example/1", "id": "k"}`,           // 8: fine
-		`{"url": "https://a.example/2", "id": "k"}`,           // 9: id again
-		`{"url": "https://a.example/1", "id": "k"}`,           // 10: line 8 again: dropped
-		`{"url": "https://a.example/q", "method": "GE T"}`,    // 11
-		`{"url": "ftp://a.example/q", "method": "POST"}`,      // 12
-		`{"url": "https://a.example/b", "body": {"a": 1}} {}`, // 13
+		`{"url": "https://a.example/y", "headers": ["a"]}`,       // 5
+		`{"url": "https://a.example/z", "id": {"a": 1}}`,         // 6
+		`{"url": "https://a.example/z"`,                          // 7
+		`{"url": "https://a.example/1", "id": "k"}`,              // 8: fine
+		`{"url": "https://a.example/2", "id": "k"}`,              // 9: id again
+		`{"url": "https://a.example/1", "id": "k"}`,              // 10: line 8 again: dropped
+		`{"url": "https://a.example/q", "method": "GE T"}`,       // 11
+		`{"url": "ftp://a.example/q", "method": "POST"}`,         // 12
+		`{"url": "https://a.example/b", "body": {"a": 1}} {}`,    // 13
+		`{"url": "https://a.example/c", "cost": {"inputs": 5}}`,  // 14
+		`{"url": "https://a.example/d", "cost": 0}`,              // 15
+		`{"url": "https://a.example/e", "cost": {"tokens": -1}}`, // 16
 	}, "\n")
 	_, err := planLines(t, tr, input)
 	var ie *fetch.InputError
@@ -65,6 +68,9 @@ func TestJSONLinesBadLines(t *testing.T) {
 		11: `"method" is "GE T", want a method name`,
 		12: `not an absolute http:// or https:// URL`,
 		13: `more than one JSON value on the line`,
+		14: `no bucket "inputs"`,
+		15: `"cost" is 0: not positive`,
+		16: `tokens is not positive`,
 	}
 	got := map[int]string{}
 	for _, p := range ie.Problems {
@@ -78,7 +84,7 @@ func TestJSONLinesBadLines(t *testing.T) {
 	if len(got) != len(want) {
 		t.Errorf("problems on lines %v, want those of %v", got, want)
 	}
-	if !strings.Contains(err.Error(), "requests.jsonl: 10 inputs cannot be fetched; nothing was submitted") || !strings.Contains(err.Error(), "\n  line 2: ") {
+	if !strings.Contains(err.Error(), "requests.jsonl: 13 inputs cannot be fetched; nothing was submitted") || !strings.Contains(err.Error(), "\n  line 2: ") {
 		t.Errorf("message:\n%v", err)
 	}
 }
@@ -524,6 +530,25 @@ func TestJSONLinesGraphQLPricedByPoints(t *testing.T) {
 	}
 }
 
+// TestJSONLinesCostNamesBuckets: a line's "cost" is a number (the pacing
+// bucket's) or each bucket's by name, passed on in X-Ratekeeper-Cost.
+func TestJSONLinesCostNamesBuckets(t *testing.T) {
+	tr := client(t, ratekeeper.Options{})
+	targets, err := planLines(t, tr, strings.Join([]string{
+		`{"url": "https://api.anthropic.com/v1/messages", "method": "POST", "cost": {"input_tokens": 1200, "output-tokens": 300, "requests": 1}}`,
+		`{"url": "https://api.openai.com/v1/chat/completions", "method": "POST", "cost": 712}`,
+		`{"url": "https://api.openai.com/v1/models"}`,
+	}, "\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, want := range []string{"input-tokens=1200, output-tokens=300, requests=1", "712", ""} {
+		if got := targets[i].Request.Headers[ratekeeper.CostHeader]; got != want {
+			t.Errorf("line %d: %s %q, want %q", i+1, ratekeeper.CostHeader, got, want)
+		}
+	}
+}
+
 // TestJSONLinesLanguageModelBatch: a batch of prompts to OpenAI is paced
 // by its tokens, the cost a line gives is what it reserves (and not sent
 // on), and Anthropic's overloaded answers are sent again until they
@@ -546,7 +571,7 @@ func TestJSONLinesLanguageModelBatch(t *testing.T) {
 		body := map[string]any{"model": "gpt-4o-mini", "max_tokens": 300, "messages": []map[string]string{{"role": "user", "content": strings.Repeat("a", 400+40*(i%5))}}}
 		line := map[string]any{"url": s.URL + "/openai/chat/completions", "method": "POST", "id": "o" + strconv.Itoa(i), "body": body}
 		if i%6 == 0 {
-			line["cost"] = 100 + 300 + 10*(i%5) // the exact cost, as a caller that counted would give it
+			line["cost"] = 100 + 300 + 10*(i%5) // a caller's count (the server's tokenizer may count a little more)
 		}
 		b, _ := json.Marshal(line)
 		lines = append(lines, string(b))

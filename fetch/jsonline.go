@@ -10,6 +10,8 @@ import (
 	"net/url"
 	"sort"
 	"strings"
+
+	"github.com/ratekeeper/ratekeeper/transport"
 )
 
 // A line of the input that starts with { is a request in JSON (JSON
@@ -28,15 +30,16 @@ type JSONRequest struct {
 	// ID is the line's id, a JSON string or number, echoed in the output
 	// and the request's key; nil when the line has none.
 	ID json.RawMessage
-	// Cost is the request's exact cost in the units of the bucket that
-	// paces it (a language model's tokens), sent to the client as the
-	// X-Ratekeeper-Cost header (removed before the request leaves); 0
-	// leaves the estimate.
-	Cost int64
+	// Cost is the request's exact cost: a number, in the units of the
+	// bucket that paces it (a language model's tokens), or an object of
+	// each bucket's by name ({"input_tokens": 1200, "output_tokens":
+	// 300}), sent to the client as the X-Ratekeeper-Cost header (removed
+	// before the request leaves); nil leaves the estimates.
+	Cost transport.Costs
 }
 
 // jsonLineShape is what a JSON line looks like, for error messages.
-const jsonLineShape = `{"url": "https://…", "method": "POST", "headers": {"Name": "value"}, "body": {…} or "text", "id": "any key", "cost": 1200}`
+const jsonLineShape = `{"url": "https://…", "method": "POST", "headers": {"Name": "value"}, "body": {…} or "text", "id": "any key", "cost": 1200 or {"input_tokens": 1200, "output_tokens": 300}}`
 
 var jsonLineFields = []string{"url", "method", "headers", "body", "id", "cost"}
 
@@ -97,12 +100,42 @@ func parseJSONLine(text string, e *Entry) error {
 		r.ID = b.Bytes()
 	}
 	if v, ok := raw["cost"]; ok && !isNull(v) {
-		if err := json.Unmarshal(v, &r.Cost); err != nil || r.Cost <= 0 {
-			return fmt.Errorf(`"cost" is %s, want a positive whole number of units (tokens) such as 1200`, shortJSON(v))
+		c, err := readCost(v)
+		if err != nil {
+			return fmt.Errorf(`"cost" is %s: %v; want a positive whole number of units (tokens) such as 1200, or each bucket's, such as {"input_tokens": 1200, "output_tokens": 300}`, shortJSON(v), err)
 		}
+		r.Cost = c
 	}
 	e.JSON = &r
 	return nil
+}
+
+// readCost reads a line's "cost": a number, or an object of numbers by
+// bucket name.
+func readCost(v json.RawMessage) (transport.Costs, error) {
+	var n int64
+	if json.Unmarshal(v, &n) == nil {
+		if n <= 0 {
+			return nil, fmt.Errorf("not positive")
+		}
+		return transport.Costs{"": n}, nil
+	}
+	var m map[string]int64
+	if err := json.Unmarshal(v, &m); err != nil || len(m) == 0 {
+		return nil, fmt.Errorf("neither a whole number nor an object of them")
+	}
+	c := transport.Costs{}
+	for name, n := range m {
+		b, ok := transport.CostBucket(name)
+		if !ok || b == "" {
+			return nil, fmt.Errorf("no bucket %q", name)
+		}
+		if n <= 0 {
+			return nil, fmt.Errorf("%s is not positive", name)
+		}
+		c[b] = n
+	}
+	return c, nil
 }
 
 // validMethod reports whether m is an HTTP method name (RFC 9110 token).

@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -60,7 +61,15 @@ func fetchLanguageModel(b *testing.B, requests int64, n int, body func(i int) ma
 	if err != nil {
 		b.Fatal(err)
 	}
-	ts := httptest.NewServer(srv)
+	var late atomic.Int64
+	var after atomic.Int64 // the first period's end, Unix nanoseconds
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		srv.ServeHTTP(&statusWriter{ResponseWriter: w, seen: func(code int) {
+			if code == http.StatusTooManyRequests && time.Now().UnixNano() > after.Load() {
+				late.Add(1)
+			}
+		}}, r)
+	}))
 	defer ts.Close()
 	var lines []string
 	for i := range n {
@@ -84,6 +93,8 @@ func fetchLanguageModel(b *testing.B, requests int64, n int, body func(i int) ma
 		}
 		var out bytes.Buffer
 		start := time.Now()
+		late.Store(0)
+		after.Store(start.Add(window).UnixNano())
 		sum, err := fetch.Run(context.Background(), targets, fetch.Options{DSN: benchSQLite(b), Client: &http.Client{Transport: tr},
 			Output: fetch.NewStream(&out, "stdout"), Concurrency: 16, Timeout: 2 * time.Minute,
 			Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
@@ -101,6 +112,18 @@ func fetchLanguageModel(b *testing.B, requests int64, n int, body func(i int) ma
 		b.ReportMetric(elapsed.Seconds(), "elapsed-s")
 		b.ReportMetric(elapsed.Seconds()/ideal.Seconds(), "x-ideal")
 		b.ReportMetric(float64(st.Total.Violations), "refusals")
+		b.ReportMetric(float64(late.Load()), "refusals-after-first-period")
 		b.ReportMetric(float64(st.Total.EarlyRetries), "early-retries")
 	}
+}
+
+// statusWriter tells seen the status of the answer it writes.
+type statusWriter struct {
+	http.ResponseWriter
+	seen func(int)
+}
+
+func (s *statusWriter) WriteHeader(code int) {
+	s.seen(code)
+	s.ResponseWriter.WriteHeader(code)
 }

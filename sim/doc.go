@@ -264,8 +264,8 @@
 //	x-ratelimit-reset-requests: 120ms      x-ratelimit-reset-tokens: 120ms
 //
 // A reset is how long until the bucket is full again. A chat request is
-// charged its prompt (a token per CharsPerToken characters) plus
-// max_tokens (max_completion_tokens; 4,096 when absent) on admission; an
+// charged its prompt (counted by the model's own tokenizer, see below)
+// plus max_tokens (max_completion_tokens; 4,096 when absent) on admission; an
 // embeddings request its input. A refusal is a 429 with retry-after-ms,
 // retry-after (whole seconds, rounded up) and {"error":{"message":"Rate
 // limit reached … on tokens per min (TPM): Limit L, Used U, Requested R.
@@ -295,8 +295,13 @@
 //
 // For both, APIConfig.Window scales every bucket (10s makes the minutes
 // ten seconds), Resources names tokens, input_tokens and output_tokens, and
-// OutputRatio sets how long answers are. A request early for a refused
-// bucket (before the time the refusal named) counts as an early retry.
+// OutputRatio sets how long answers are. Prompts are counted as no client
+// can count them: each model gets a characters-per-token ratio between 3
+// and 5 drawn from the seed, each text a factor of 0.9–1.1 drawn from its
+// own hash, other scripts cost nearly a token a character, and each
+// message 4 tokens of framing (3 more a request); the usage in answers
+// states the count. A request early for a refused bucket (before the time
+// the refusal named) counts as an early retry.
 //
 // # Control endpoints
 //

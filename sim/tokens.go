@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"strings"
 	"time"
-	"unicode/utf8"
 )
 
 // llmDialect is a language-model API: a request draws from several
@@ -47,64 +46,13 @@ type llmAsk struct {
 	maxTokens int64 // the most the answer may have
 }
 
-// CharsPerToken is the simulator's tokenizer: a prompt of n characters
-// (of its messages' text) is ceil(n/4) tokens. A client that estimates a
-// prompt at characters ÷ 4 is exact here.
-const CharsPerToken = 4
-
 // defaultMaxTokens is what a chat request without max_tokens is charged
 // for its answer (OpenAI charges what the model may write).
 const defaultMaxTokens = 4096
 
-// llmRequest is the part of a chat, messages or embeddings body the
-// simulator reads.
-type llmRequest struct {
-	Model    string `json:"model"`
-	Messages []struct {
-		Content json.RawMessage `json:"content"`
-	} `json:"messages"`
-	System              json.RawMessage `json:"system"`
-	Input               json.RawMessage `json:"input"`
-	MaxTokens           *int64          `json:"max_tokens"`
-	MaxCompletionTokens *int64          `json:"max_completion_tokens"`
-}
-
-// textChars counts the characters of a content value: a string, an array
-// of strings, or an array of parts whose "text" fields count.
-func textChars(raw json.RawMessage) int64 {
-	if len(raw) == 0 {
-		return 0
-	}
-	var s string
-	if json.Unmarshal(raw, &s) == nil {
-		return int64(utf8.RuneCountInString(s))
-	}
-	var parts []json.RawMessage
-	if json.Unmarshal(raw, &parts) != nil {
-		return 0
-	}
-	var n int64
-	for _, p := range parts {
-		var part struct {
-			Text string `json:"text"`
-		}
-		if json.Unmarshal(p, &s) == nil {
-			n += int64(utf8.RuneCountInString(s))
-		} else if json.Unmarshal(p, &part) == nil {
-			n += int64(utf8.RuneCountInString(part.Text))
-		}
-	}
-	return n
-}
-
-// tokensOf is the simulator's token count of n characters.
-func tokensOf(chars int64) int64 {
-	return max((chars+CharsPerToken-1)/CharsPerToken, 1)
-}
-
 // readAsk reads the body of an LLM request; needMax makes a missing
 // max_tokens an error (Anthropic), else it is defaultMaxTokens.
-func readAsk(c *call, ld llmDialect, needMax bool) (llmAsk, *rendered) {
+func (a *api) readAsk(c *call, ld llmDialect, needMax bool) (llmAsk, *rendered) {
 	ask := llmAsk{kind: c.ep.variant}
 	if ask.kind == "models" {
 		return ask, nil
@@ -121,18 +69,15 @@ func readAsk(c *call, ld llmDialect, needMax bool) (llmAsk, *rendered) {
 		return ask, ld.invalid("model: field required")
 	}
 	ask.model = req.Model
+	tk := a.tokenizer(req.Model)
 	if ask.kind == "embeddings" {
-		ask.prompt = tokensOf(textChars(req.Input))
+		ask.prompt = max(tk.content(req.Input), 1)
 		return ask, nil
 	}
 	if len(req.Messages) == 0 {
 		return ask, ld.invalid("messages: field required")
 	}
-	chars := textChars(req.System)
-	for _, m := range req.Messages {
-		chars += textChars(m.Content)
-	}
-	ask.prompt = tokensOf(chars)
+	ask.prompt = tk.prompt(req.System, req.Messages)
 	switch {
 	case req.MaxCompletionTokens != nil:
 		ask.maxTokens = *req.MaxCompletionTokens
@@ -162,7 +107,7 @@ func (a *api) outputTokens(ask llmAsk, n uint64) int64 {
 	return min(max(out, 1), ask.maxTokens)
 }
 
-// answerText is an answer of out tokens by the simulator's tokenizer.
+// answerText is an answer of out tokens.
 func answerText(out int64) string {
 	const word = "tok "
 	return strings.TrimSuffix(strings.Repeat(word, int(out)), " ")
@@ -181,7 +126,7 @@ func (a *api) answerTokens(c *call, ld llmDialect, inFlight int64, delay time.Du
 	bad := ld.check(c)
 	var ask llmAsk
 	if bad == nil {
-		ask, bad = readAsk(c, ld, ld.outputBucket() >= 0)
+		ask, bad = a.readAsk(c, ld, ld.outputBucket() >= 0)
 	}
 	if bad != nil {
 		a.reply(c, bad, bucketState{}, false, delay)

@@ -54,7 +54,7 @@ func (x *exchange) acquire() error {
 			t.waiters.pass(baton)
 			return err
 		}
-		if x.repriceTokens() {
+		if x.repriceTokens() || x.reestimate() {
 			x.reserve.Ask = l.ask(x.class)
 			x.reserve.Ask.Conditional = x.conditional
 		}

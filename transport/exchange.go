@@ -341,6 +341,9 @@ func (x *exchange) priceQuery() {
 	if c, ok := x.t.costs.learnt(x.l.key + "\x00" + x.class.Shape); ok {
 		x.class.Units = int(c)
 	}
+	if n, ok := costsOf(req).pacing("points"); ok {
+		x.class.Units = int(n)
+	}
 }
 
 // isIdempotent reports whether a request may be sent twice: RFC 9110's
@@ -477,7 +480,9 @@ func (x *exchange) read() {
 	r, settled := &x.reading, &x.reading
 	if x.class.Meter != "" {
 		settled = x.readTokens(s)
-		x.teachTokens(s.resp)
+		if !x.settleFromUsage(s.resp, settled) {
+			x.teachTokens(s.resp)
+		}
 	}
 	x.l.noteOpenAIHeaders(s.resp.Header)
 	learning := x.turn != nil && !x.rt.validating

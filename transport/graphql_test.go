@@ -2,6 +2,7 @@ package transport
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -297,4 +298,36 @@ func TestGraphQLRateLimitedIsRetried(t *testing.T) {
 			t.Fatalf("after %v, %d calls: %s", time.Since(start), calls.Load(), body)
 		}
 	})
+}
+
+// A caller's cost in points, named or as a number alone, is what a
+// GraphQL query reserves.
+func TestGraphQLCallerCostInPoints(t *testing.T) {
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, `{"data":{"viewer":{"login":"a"}}}`)
+	})
+	tr := handlerTransport(t, h, nil)
+	p := tr.reg.Providers()[0]
+	units := func(ctx context.Context, header string) int {
+		req := graphqlPost(t, p.GraphQLURL().String(), `{ viewer { login } }`, nil).WithContext(ctx)
+		if header != "" {
+			req.Header.Set(CostHeader, header)
+		}
+		x := tr.newExchange(req, tr.laneFor(p), route{})
+		defer x.close()
+		x.classify()
+		return x.class.Units
+	}
+	if got := units(t.Context(), ""); got != 1 {
+		t.Errorf("no cost given: %d, want the formula's 1", got)
+	}
+	if got := units(WithCosts(t.Context(), Costs{"points": 51}), ""); got != 51 {
+		t.Errorf("WithCosts points 51: %d", got)
+	}
+	if got := units(WithCost(t.Context(), 12), ""); got != 12 {
+		t.Errorf("WithCost 12: %d", got)
+	}
+	if got := units(t.Context(), "points=30"); got != 30 {
+		t.Errorf("header points=30: %d", got)
+	}
 }

@@ -109,25 +109,54 @@ func TestOverloadedPostsSentAgain(t *testing.T) {
 	})
 }
 
+// refusalTimes records when the server refused a request (429), since a
+// start.
+type refusalTimes struct {
+	mu sync.Mutex
+	at []time.Duration
+}
+
+func (r *refusalTimes) record(base http.RoundTripper, start time.Time) http.RoundTripper {
+	return roundTripFunc(func(req *http.Request) (*http.Response, error) {
+		resp, err := base.RoundTrip(req)
+		if err == nil && resp.StatusCode == http.StatusTooManyRequests {
+			r.mu.Lock()
+			r.at = append(r.at, time.Since(start).Round(time.Millisecond))
+			r.mu.Unlock()
+		}
+		return resp, err
+	})
+}
+
 // tokenTarget runs a batch against a language-model dialect through the
 // transport and checks the targets: every request answered 200,
-// no refusal, no early retry, and an elapsed time within factor of the
-// ideal: the tokens charged beyond the first bucket at the refill rate,
-// plus the last answer's latency.
+// no refusal after the first period, no early retry, and an elapsed time
+// within factor of the ideal: the tokens charged beyond the first bucket
+// at the refill rate, plus the last answer's latency.
 func tokenTarget(t *testing.T, api sim.APIConfig, keys []string, path, owner, bucket string, limit int64, n, workers int, body func(int) string, factor float64) {
 	t.Helper()
-	s := newSim(t, api, keys, nil)
 	start := time.Now()
+	var refusedAt refusalTimes
+	s := newSim(t, api, keys, func(o *Options) { o.Base = refusedAt.record(o.Base, start) })
 	codes := s.postAll(t, path, n, workers, body)
 	elapsed := time.Since(start)
+	t.Logf("refusals at %v", refusedAt.at)
 	st := s.srv.Stats()
 	b, _ := st.BucketFor(api.Name, owner, bucket)
 	rate := float64(limit) / api.Window.Seconds()
 	ideal := time.Duration(float64(b.Charged-limit)/rate*float64(time.Second)) + api.Latency
 	t.Logf("%s: %v in %v, ideal %v (%.3f×); %d refusals, %d early retries", bucket, codes, elapsed, ideal, elapsed.Seconds()/ideal.Seconds(),
 		st.Total.Violations, st.Total.EarlyRetries)
-	if codes[200] != n || st.Total.Violations != 0 || st.Total.EarlyRetries != 0 {
-		t.Fatalf("statuses %v, %d refusals, %d early retries", codes, st.Total.Violations, st.Total.EarlyRetries)
+	// The first period's requests go before any answer has taught what
+	// the model's tokenizer makes of a prompt: they may be refused.
+	late := 0
+	for _, at := range refusedAt.at {
+		if at > api.Window {
+			late++
+		}
+	}
+	if codes[200] != n || late != 0 || st.Total.EarlyRetries != 0 {
+		t.Fatalf("statuses %v, %d refusals after the first period, %d early retries", codes, late, st.Total.EarlyRetries)
 	}
 	if elapsed.Seconds() > factor*ideal.Seconds() {
 		t.Fatalf("took %v, more than %.2f × the ideal %v", elapsed, factor, ideal)
@@ -135,13 +164,27 @@ func tokenTarget(t *testing.T, api sim.APIConfig, keys []string, path, owner, bu
 }
 
 // Tokens binding, two keys of one organization, prompts and max_tokens
-// mixed: no refusal, no early retry, within 1.05 × the ideal.
+// mixed: no refusal after the first period (the simulator's tokenizer is
+// not the client's estimate), no early retry, within 1.05 × the ideal.
 func TestOpenAITokensBindingPacedBeforeTheRefusal(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		tokens := []sim.TokenConfig{{Token: "sk-1", Owner: "org-acme"}, {Token: "sk-2", Owner: "org-acme"}}
 		api := sim.APIConfig{Name: "openai", Dialect: "openai", Limit: 1000, Window: 10 * time.Second, Latency: 200 * time.Millisecond,
 			Resources: map[string]sim.ResourceConfig{"tokens": {Limit: 20000}}, Tokens: tokens}
 		tokenTarget(t, api, []string{"sk-1", "sk-2"}, "/chat/completions", "org-acme", "tokens", 20000, 100, 8,
+			func(i int) string { return chatBody(400+40*(i%7), 500+100*(i%5)) }, 1.05)
+	})
+}
+
+// The batch of the benchmark (16 workers, a 5 s minute): the requests
+// priced before any answer taught the model's tokenizer wait long, and
+// are priced again when they reserve, not sent at characters ÷ 4.
+func TestOpenAIRequestsPricedEarlyPricedAgain(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		tokens := []sim.TokenConfig{{Token: "sk-1", Owner: "org-acme"}, {Token: "sk-2", Owner: "org-acme"}}
+		api := sim.APIConfig{Name: "openai", Dialect: "openai", Limit: 1000, Window: 5 * time.Second, Latency: 200 * time.Millisecond,
+			Resources: map[string]sim.ResourceConfig{"tokens": {Limit: 20000}}, Tokens: tokens}
+		tokenTarget(t, api, []string{"sk-1", "sk-2"}, "/chat/completions", "org-acme", "tokens", 20000, 100, 16,
 			func(i int) string { return chatBody(400+40*(i%7), 500+100*(i%5)) }, 1.05)
 	})
 }
@@ -184,18 +227,26 @@ func TestCallerCostReservedNotSent(t *testing.T) {
 			drain(resp)
 		}
 		send(t.Context(), "")
-		start := time.Now()
-		// 980 of the 1,000 are left: a request said to cost 1,000 waits
-		// for 20 to drip back (0.2 s), though its body asks for 20.
-		send(t.Context(), "1000")
-		if w := time.Since(start); w < 200*time.Millisecond || w > 250*time.Millisecond {
-			t.Fatalf("a request costing the whole bucket went after %v, want 0.2 s", w)
+		var charged int64
+		for _, b := range s.srv.Stats().Buckets {
+			if b.Resource == "tokens" {
+				charged = b.Charged
+			}
 		}
-		// The server charged it 20: the same again through WithCost.
+		// 1,000 − charged are left: a request said to cost 1,000 waits
+		// for charged to drip back (10 ms a token), though its body
+		// asks for as few.
+		want := time.Duration(charged) * 10 * time.Millisecond
+		start := time.Now()
+		send(t.Context(), "1000")
+		if w := time.Since(start); w < want || w > want+50*time.Millisecond {
+			t.Fatalf("a request costing the whole bucket went after %v, want %v", w, want)
+		}
+		// The server charged it as much: the same again through WithCost.
 		start = time.Now()
 		send(WithCost(t.Context(), 1000), "")
-		if w := time.Since(start); w < 200*time.Millisecond || w > 250*time.Millisecond {
-			t.Fatalf("WithCost(1000) went after %v, want 0.2 s", w)
+		if w := time.Since(start); w < want || w > want+50*time.Millisecond {
+			t.Fatalf("WithCost(1000) went after %v, want %v", w, want)
 		}
 		for _, h := range seen {
 			if h != "" {
@@ -216,13 +267,22 @@ func TestUsageTeachesTheEstimate(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if s.t.tokens.rate("openai http://sim.test/sim\x00m /chat/completions") != 0 {
+		const key = "openai http://sim.test/sim\x00m /chat/completions"
+		if s.t.tokens.rate(key, 400) != 0 {
 			t.Fatal("taught before the answer was read")
 		}
 		drain(resp)
-		// The simulator counts a token per 4 characters.
-		if got := s.t.tokens.rate("openai http://sim.test/sim\x00m /chat/completions"); got != 0.25 {
-			t.Fatalf("taught %v tokens a character (%v), want 0.25", got, s.t.tokens.perChar)
+		// The simulator's tokenizer is the model's own: the answer
+		// states what the prompt cost, which the next estimate of the
+		// shape covers with a margin for the next text's own count.
+		var prompt float64
+		for _, b := range s.srv.Stats().Buckets {
+			if b.Resource == "tokens" {
+				prompt = float64(b.Charged - 10)
+			}
+		}
+		if got := s.t.tokens.rate(key, 400) * 400; got < prompt*1.1 || got > prompt*1.2 {
+			t.Fatalf("taught %v tokens for 400 characters, want %v and a margin", got, prompt)
 		}
 		tp := provider.TokenPrice{Chars: 400, Fixed: 10, PromptCounts: true}
 		if n := tp.Estimate(0.5); n != 210 {

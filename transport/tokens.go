@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"io"
+	"math"
 	"net/http"
 	"strconv"
 	"sync"
@@ -20,52 +21,78 @@ import (
 // estimated to take, as a GraphQL query reserves its points: the prompt's
 // characters ÷ 4 (or what answers of its shape taught) plus what the
 // server charges whatever the answer (max_tokens). A caller that knows the
-// cost says so (WithCost, CostHeader), and that is reserved instead.
+// cost of a bucket says so (WithCost, WithCosts, CostHeader), and that is
+// reserved from it instead.
 // Answers teach: the usage an answer states (prompt_tokens, input_tokens)
-// over the prompt's characters is the rate the next request of the shape
-// is priced at.
+// against the prompt's characters fits the shape's cost (see promptCost),
+// at which the next request of the shape, and any still waiting, is
+// priced.
 
-// CostHeader is the request header in which a caller gives a request's
-// exact cost, in the units of the bucket that paces it (tokens). It is
-// removed before the request is sent.
-const CostHeader = "X-Ratekeeper-Cost"
-
-type costKey struct{}
-
-// WithCost returns a context under which a request costs n units (tokens)
-// of the bucket that paces it, instead of the estimate.
-func WithCost(ctx context.Context, n int64) context.Context {
-	return context.WithValue(ctx, costKey{}, n)
-}
-
-// costOf is the cost the caller gave req: WithCost, else CostHeader.
-func costOf(req *http.Request) (int64, bool) {
-	if n, ok := req.Context().Value(costKey{}).(int64); ok && n > 0 {
-		return n, true
-	}
-	if v := req.Header.Get(CostHeader); v != "" {
-		if n, err := strconv.ParseInt(v, 10, 64); err == nil && n > 0 {
-			return n, true
-		}
-	}
-	return 0, false
-}
-
-// maxShapesTaught bounds the shapes whose rate is remembered.
+// maxShapesTaught bounds the shapes whose cost is remembered.
 const maxShapesTaught = 4096
 
-// tokenCosts is what answers taught of prompts: per shape (provider,
-// model, endpoint), the tokens a prompt character cost.
+// tokenCosts is what answers taught of prompts, per shape (provider,
+// model, endpoint): how their tokens grow with their characters, and how
+// far the answers strayed from that.
 type tokenCosts struct {
-	mu      sync.Mutex
-	perChar map[string]float64
+	mu     sync.Mutex
+	shapes map[string]*promptCost
 }
 
-// rate is the tokens per character taught for key, 0 when none.
-func (c *tokenCosts) rate(key string) float64 {
+// promptCost fits a shape's prompts as tokens = framing + perChar ×
+// characters, from moving averages of the answers it saw (a model's
+// tokenizer is its own, and every message costs a few tokens of framing
+// beyond its text), and keeps how far answers strayed from the fit: a
+// tokenizer counts each text a little differently, which no client can
+// predict. An estimate adds that margin, so that the server is rarely
+// charged more than was reserved: the bucket's last reading minus what
+// was reserved since is then what the server holds, and the next request
+// is not sent into a refusal. What a reservation overstates comes back
+// when its answer is read.
+type promptCost struct {
+	n                int
+	mx, my, mxx, mxy float64 // moving means of chars, tokens, chars², chars·tokens
+	dev              float64 // how far answers strayed from the fit before them, ÷ the fit: the largest, fading
+}
+
+// Learning: the weight of a new answer in the moving means is at least
+// 1/fitMemory (the first answers alike); the largest error fades by
+// 1/spreadMemory of its excess over each new one.
+const (
+	fitMemory    = 32
+	spreadMemory = 16
+	// spreadInitial is the spread assumed after one answer.
+	spreadInitial = 0.05
+	// marginSpreads is how many spreads an estimate adds to the fit.
+	marginSpreads = 2
+)
+
+// fit is the tokens the shape's fit gives a prompt of x characters.
+func (p *promptCost) fit(x float64) float64 {
+	ratio := p.my / p.mx
+	if p.n >= 3 {
+		if v := p.mxx - p.mx*p.mx; v > 0.0025*p.mx*p.mx {
+			// The prompts varied by more than 5 %: the framing
+			// shows as the intercept.
+			b := (p.mxy - p.mx*p.my) / v
+			if a := p.my - b*p.mx; b > 0 && a >= 0 {
+				return a + b*x
+			}
+		}
+	}
+	return ratio * x
+}
+
+// rate is the tokens per character an estimate of a prompt of chars
+// characters uses for key, margin included; 0 when nothing was taught.
+func (c *tokenCosts) rate(key string, chars int64) float64 {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.perChar[key]
+	p := c.shapes[key]
+	if p == nil || chars <= 0 {
+		return 0
+	}
+	return p.fit(float64(chars)) * (1 + marginSpreads*p.dev) / float64(chars)
 }
 
 // learn records that a prompt of chars characters cost tokens.
@@ -75,10 +102,25 @@ func (c *tokenCosts) learn(key string, chars, tokens int64) {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.perChar == nil || len(c.perChar) >= maxShapesTaught {
-		c.perChar = map[string]float64{}
+	if c.shapes == nil || len(c.shapes) >= maxShapesTaught {
+		c.shapes = map[string]*promptCost{}
 	}
-	c.perChar[key] = float64(tokens) / float64(chars)
+	x, y := float64(chars), float64(tokens)
+	p := c.shapes[key]
+	if p == nil {
+		c.shapes[key] = &promptCost{n: 1, mx: x, my: y, mxx: x * x, mxy: x * y, dev: spreadInitial}
+		return
+	}
+	if f := p.fit(x); f > 0 {
+		e := math.Abs(y-f) / f
+		p.dev = max(e, p.dev-(p.dev-e)/spreadMemory)
+	}
+	p.n++
+	w := max(1/float64(p.n), 1.0/fitMemory)
+	p.mx += (x - p.mx) * w
+	p.my += (y - p.my) * w
+	p.mxx += (x*x - p.mxx) * w
+	p.mxy += (x*y - p.mxy) * w
 }
 
 // tokenNote is what an exchange priced in tokens keeps: the other
@@ -94,13 +136,27 @@ type tokenNote struct {
 	own   headers.Reading
 	// openAI: the request was priced as an OpenAI-compatible host's.
 	openAI bool
+	// fixed and promptCounts are the meter's price (see
+	// provider.TokenPrice): what usage.units settles it with.
+	fixed        int64
+	promptCounts bool
+	// price is the request's price, costs what its caller gave, and
+	// rate the tokens per prompt character its estimate used.
+	price provider.TokenPrice
+	costs Costs
+	rate  float64
+	// drawUnits are what each draw's bucket is settled with, by the
+	// answer's usage (settleFromUsage); 0: what it reserved.
+	drawUnits []int64
 }
 
 // tokenDraw is a bucket a request draws from beside its meter, by its
 // qualifier, and what it takes of it.
 type tokenDraw struct {
-	meter string
-	units int64
+	meter        string
+	units        int64
+	fixed        int64
+	promptCounts bool
 }
 
 // priceTokens gives a request to a language model the tokens it reserves
@@ -114,6 +170,11 @@ func (x *exchange) priceTokens() {
 		// Any other request to the API (a "who am I", a model list)
 		// spends one of the requests a chat draws from too.
 		x.class.Meter, x.class.Resource = "requests", "requests"
+		// A number alone is in the tokens the caller expected its
+		// request to be priced in: only a cost named requests counts.
+		if n, ok := costsOf(x.req)["requests"]; ok {
+			x.class.Units = int(n)
+		}
 	}
 }
 
@@ -144,21 +205,54 @@ func (x *exchange) priceBody() {
 		return
 	}
 	key := x.l.key + "\x00" + tp.Shape
-	rate := x.t.tokens.rate(key)
-	units := tp.Estimate(rate)
-	if n, ok := costOf(req); ok {
-		units = n
-	}
-	x.class.Meter, x.class.Resource, x.class.Units = tp.Meter, tp.Meter, int(units)
-	x.tok = tokenNote{openAI: openAI}
+	rate := x.t.tokens.rate(key, tp.Chars)
+	x.class.Meter, x.class.Resource = tp.Meter, tp.Meter
+	x.tok = tokenNote{openAI: openAI, fixed: tp.Fixed, promptCounts: tp.PromptCounts, price: tp, costs: costsOf(req)}
 	learns := tp.PromptCounts
 	for _, d := range tp.Draws {
-		x.tok.draws = append(x.tok.draws, tokenDraw{meter: d.Meter, units: d.Estimate(tp, rate)})
+		x.tok.draws = append(x.tok.draws, tokenDraw{meter: d.Meter, fixed: d.Fixed, promptCounts: d.PromptCounts})
 		learns = learns || d.PromptCounts
 	}
 	if learns {
 		x.tok.key, x.tok.chars = key, tp.Chars
 	}
+	x.estimate(rate)
+}
+
+// estimate sets what the request reserves of each bucket at rate (the
+// tokens a prompt character costs, margin included; 0: CharsPerToken),
+// where the caller gave no cost.
+func (x *exchange) estimate(rate float64) {
+	tp, costs := x.tok.price, x.tok.costs
+	x.tok.rate = rate
+	units := tp.Estimate(rate)
+	if n, ok := costs.pacing(tp.Meter); ok {
+		units = n
+	}
+	x.class.Units = int(units)
+	for i, d := range tp.Draws {
+		n, ok := costs[d.Meter]
+		if !ok {
+			n = d.Estimate(tp, rate)
+		}
+		x.tok.draws[i].units = n
+	}
+}
+
+// reestimate prices a waiting request again when answers taught its shape
+// more since it was priced (a request of the first answers' time may wait
+// long, its estimate made before any taught): it reports whether the
+// estimate changed.
+func (x *exchange) reestimate() bool {
+	if x.tok.key == "" {
+		return false
+	}
+	rate := x.t.tokens.rate(x.tok.key, x.tok.chars)
+	if rate == x.tok.rate {
+		return false
+	}
+	x.estimate(rate)
+	return true
 }
 
 // repriceTokens prices in tokens a request that was counted in requests
@@ -244,12 +338,15 @@ func (x *exchange) settleDraws(sent bool, now time.Time, counted bool) {
 		if sent && i < len(x.tok.reads) {
 			p.Answer = x.l.answer(&x.tok.reads[i], counted, g.sent, t.opts.Rand())
 			p.Answer.Continuous = true
+			if i < len(x.tok.drawUnits) {
+				p.Answer.Units = x.tok.drawUnits[i]
+			}
 		}
 		if err := t.state.Settle(context.WithoutCancel(x.ctx), &p); err != nil {
 			t.log.Warn("quota state update failed; the reservation lapses with its lease", "bucket", d.Bucket.String(), "err", err)
 		}
 	}
-	x.tok.reads = x.tok.reads[:0]
+	x.tok.reads, x.tok.drawUnits = x.tok.reads[:0], x.tok.drawUnits[:0]
 }
 
 // noteOpenAIHeaders marks a lane whose API prices nothing in tokens (a
