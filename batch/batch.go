@@ -63,6 +63,12 @@ type Options struct {
 	// until its context ends: the batch of a program that feeds it as
 	// work comes, with Do (fetch's task workers do).
 	KeepRunning bool
+	// MaxParked, when positive, bounds how many requests given a MaxWait
+	// wait in the batch for a known time: beyond it, such a request gets
+	// the transport's *transport.WaitError as if past its MaxWait. A
+	// program whose callers each hold something while their request waits
+	// (fetch: a claimed task) keeps some of it for requests that can go.
+	MaxParked int
 }
 
 // Result is what became of one request.
@@ -130,6 +136,7 @@ type Batch struct {
 	seq      uint64
 	running  bool
 	keep     bool
+	maxPark  int
 	sendCtx  context.Context // Run's context, with a max wait of 0
 	stop     bool            // Run's context ended, or a callback panicked
 	active   int             // requests taken by a worker and not yet through OnResult
@@ -169,7 +176,7 @@ type item struct {
 // RoundTripper it is a plain bounded worker pool. Redirects are not
 // followed: RoundTrip returns them.
 func New(rt http.RoundTripper, opts Options) *Batch {
-	b := &Batch{rt: rt, inFlight: opts.InFlight, onResult: opts.OnResult, keep: opts.KeepRunning}
+	b := &Batch{rt: rt, inFlight: opts.InFlight, onResult: opts.OnResult, keep: opts.KeepRunning, maxPark: opts.MaxParked}
 	if b.inFlight <= 0 {
 		b.inFlight = DefaultInFlight
 	}
@@ -377,7 +384,7 @@ func (b *Batch) serve(it *item, ctx context.Context) {
 	if errors.As(err, &we) {
 		if cerr := ctx.Err(); cerr != nil {
 			err = cerr
-		} else if !it.bounded || we.OnAnswer() || time.Until(we.RetryAt()) <= it.maxWait {
+		} else if !it.bounded || we.OnAnswer() || time.Until(we.RetryAt()) <= it.maxWait && b.room() {
 			b.park(it, we)
 			return
 		}
@@ -411,6 +418,14 @@ func (it *item) closeUnsent() {
 	if !it.sent && it.req.Body != nil {
 		it.req.Body.Close()
 	}
+}
+
+// room reports whether a request with a MaxWait may wait in the batch
+// for a known time (Options.MaxParked).
+func (b *Batch) room() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.maxPark <= 0 || len(b.parked) < b.maxPark
 }
 
 // park puts it aside until its quota returns, as we says.

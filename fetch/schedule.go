@@ -14,7 +14,7 @@ import (
 // (Options.Concurrency): a claimed task whose quota cannot go waits in the
 // scheduler, not in a sender, so the process holds more tasks than it
 // sends, and those that can go are at hand.
-const claimAhead = 4
+const claimAhead = 16
 
 // scheduler sends the requests of the task workers through one batch:
 // Concurrency senders, each taking the request whose quota can go, by the
@@ -22,7 +22,11 @@ const claimAhead = 4
 // request that waits for one bucket, scope or points budget waits in the
 // batch, holding no sender; one that would wait longer than the client's
 // MaxWait gets the transport's error saying when quota returns, and its
-// task is rescheduled to then (a durable sleep) as before.
+// task is rescheduled to then (a durable sleep) as before. So does one
+// that would leave fewer claimed tasks than senders free to go (claims −
+// inFlight wait at most): a scope that pauses for longer than its
+// requests take to fill the claims cannot hold back the tasks behind
+// them in the queue.
 type scheduler struct {
 	b       *batch.Batch
 	maxWait time.Duration
@@ -32,7 +36,7 @@ type scheduler struct {
 
 // schedule starts the scheduler over client's transport and returns a
 // client that sends through it.
-func schedule(client *http.Client, inFlight int, maxWait time.Duration) (*http.Client, *scheduler) {
+func schedule(client *http.Client, inFlight, claims int, maxWait time.Duration) (*http.Client, *scheduler) {
 	base := client.Transport
 	if base == nil {
 		base = http.DefaultTransport
@@ -44,7 +48,7 @@ func schedule(client *http.Client, inFlight int, maxWait time.Duration) (*http.C
 		}
 	}
 	ctx, stop := context.WithCancel(context.Background())
-	s := &scheduler{b: batch.New(base, batch.Options{InFlight: inFlight, KeepRunning: true}), maxWait: maxWait, stop: stop, done: make(chan struct{})}
+	s := &scheduler{b: batch.New(base, batch.Options{InFlight: inFlight, KeepRunning: true, MaxParked: claims - inFlight}), maxWait: maxWait, stop: stop, done: make(chan struct{})}
 	go func() {
 		defer close(s.done)
 		_ = s.b.Run(ctx)
