@@ -63,12 +63,6 @@ type Options struct {
 	// until its context ends: the batch of a program that feeds it as
 	// work comes, with Do (fetch's task workers do).
 	KeepRunning bool
-	// MaxParked, when positive, bounds how many requests given a MaxWait
-	// wait in the batch for a known time: beyond it, such a request gets
-	// the transport's *transport.WaitError as if past its MaxWait. A
-	// program whose callers each hold something while their request waits
-	// (fetch: a claimed task) keeps some of it for requests that can go.
-	MaxParked int
 }
 
 // Result is what became of one request.
@@ -136,7 +130,10 @@ type Batch struct {
 	seq      uint64
 	running  bool
 	keep     bool
-	maxPark  int
+	// blocked is, per quota a request waited for, when the latest
+	// answer of the transport said it returns: a request that waited for
+	// it before waits again until then without asking.
+	blocked map[waitGroup]time.Time
 	sendCtx  context.Context // Run's context, with a max wait of 0
 	stop     bool            // Run's context ended, or a callback panicked
 	active   int             // requests taken by a worker and not yet through OnResult
@@ -160,6 +157,7 @@ type item struct {
 	sent     bool // sent once: its body is spent
 	until    time.Time
 	why      *transport.WaitError
+	last     waitGroup // the quota it last waited for, if any
 	// While it waits: its place in a timeQueue, and the watch on its
 	// own context that takes it out when that ends.
 	index   int
@@ -176,7 +174,7 @@ type item struct {
 // RoundTripper it is a plain bounded worker pool. Redirects are not
 // followed: RoundTrip returns them.
 func New(rt http.RoundTripper, opts Options) *Batch {
-	b := &Batch{rt: rt, inFlight: opts.InFlight, onResult: opts.OnResult, keep: opts.KeepRunning, maxPark: opts.MaxParked}
+	b := &Batch{rt: rt, inFlight: opts.InFlight, onResult: opts.OnResult, keep: opts.KeepRunning}
 	if b.inFlight <= 0 {
 		b.inFlight = DefaultInFlight
 	}
@@ -345,6 +343,10 @@ func (b *Batch) worker() {
 			return
 		}
 		it := b.ready.take()
+		if b.waitAgainLocked(it) {
+			b.mu.Unlock()
+			continue
+		}
 		b.active++
 		ctx := b.sendCtx
 		b.mu.Unlock()
@@ -384,7 +386,7 @@ func (b *Batch) serve(it *item, ctx context.Context) {
 	if errors.As(err, &we) {
 		if cerr := ctx.Err(); cerr != nil {
 			err = cerr
-		} else if !it.bounded || we.OnAnswer() || time.Until(we.RetryAt()) <= it.maxWait && b.room() {
+		} else if !it.bounded || we.OnAnswer() || time.Until(we.RetryAt()) <= it.maxWait {
 			b.park(it, we)
 			return
 		}
@@ -420,12 +422,37 @@ func (it *item) closeUnsent() {
 	}
 }
 
-// room reports whether a request with a MaxWait may wait in the batch
-// for a known time (Options.MaxParked).
-func (b *Batch) room() bool {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.maxPark <= 0 || len(b.parked) < b.maxPark
+// waitGroup names a quota a request waits for.
+type waitGroup struct{ provider, resource, scope string }
+
+// waitAgainLocked parks it again, without asking the transport, when
+// the quota it last waited for is known to return later: a bucket's
+// requests woken together at its reset ask one at a time, and once
+// one is told the next time, the others wait for it. A request given a
+// MaxWait asks when that wait would exceed it.
+func (b *Batch) waitAgainLocked(it *item) bool {
+	if it.last == (waitGroup{}) {
+		return false
+	}
+	until, ok := b.blocked[it.last]
+	now := time.Now()
+	if !ok || !until.After(now.Add(minPark)) {
+		return false
+	}
+	if it.bounded && until.Sub(now) > it.maxWait {
+		return false
+	}
+	if err := it.req.Context().Err(); err != nil {
+		return false
+	}
+	it.waits++
+	it.until = until
+	heap.Push(&b.parked, it)
+	if own := it.req.Context(); own != context.Background() {
+		it.unwatch = context.AfterFunc(own, func() { b.ended(it) })
+	}
+	b.armLocked()
+	return true
 }
 
 // park puts it aside until its quota returns, as we says.
@@ -443,6 +470,11 @@ func (b *Batch) park(it *item, we *transport.WaitError) {
 		heap.Push(&b.onAnswer, it)
 	} else {
 		heap.Push(&b.parked, it)
+		it.last = waitGroup{we.Provider, we.Resource, we.Scope}
+		if b.blocked == nil {
+			b.blocked = map[waitGroup]time.Time{}
+		}
+		b.blocked[it.last] = it.until
 	}
 	if own := it.req.Context(); own != context.Background() {
 		// Its own context's end is its result, now rather than when
@@ -493,7 +525,8 @@ func (b *Batch) wakeLocked(it *item) {
 		it.unwatch()
 		it.unwatch = nil
 	}
-	it.why = nil
+	// it.why stays: Progress shows it should the request wait again
+	// for the same quota without asking (waitAgainLocked).
 	b.ready.putBack(it)
 }
 

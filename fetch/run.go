@@ -214,7 +214,7 @@ func Run(ctx context.Context, targets []Target, opts Options) (sum Summary, err 
 		return r.sum, nil
 	}
 
-	client, sched := schedule(opts.Client, opts.Concurrency, r.claims(), opts.MaxWait)
+	client, sched := schedule(opts.Client, opts.Concurrency, opts.MaxWait)
 	defer sched.close()
 	r.sched = sched
 	q, err := tasks.Open(ctx, opts.DSN, tasks.Options{

@@ -22,11 +22,13 @@ const claimAhead = 16
 // request that waits for one bucket, scope or points budget waits in the
 // batch, holding no sender; one that would wait longer than the client's
 // MaxWait gets the transport's error saying when quota returns, and its
-// task is rescheduled to then (a durable sleep) as before. So does one
-// that would leave fewer claimed tasks than senders free to go (claims −
-// inFlight wait at most): a scope that pauses for longer than its
-// requests take to fill the claims cannot hold back the tasks behind
-// them in the queue.
+// task is rescheduled to then (a durable sleep) as before. A task
+// waiting in the batch holds one of the process's claims (claimAhead per
+// sender), not a sender: only a quota with more requests waiting than
+// the claims beyond the senders can hold back the tasks behind them
+// (rescheduling the excess instead made every claimed task that could
+// not go a database write per window: a fleet sharing one bucket
+// churned through its whole queue).
 type scheduler struct {
 	b       *batch.Batch
 	maxWait time.Duration
@@ -36,7 +38,7 @@ type scheduler struct {
 
 // schedule starts the scheduler over client's transport and returns a
 // client that sends through it.
-func schedule(client *http.Client, inFlight, claims int, maxWait time.Duration) (*http.Client, *scheduler) {
+func schedule(client *http.Client, inFlight int, maxWait time.Duration) (*http.Client, *scheduler) {
 	base := client.Transport
 	if base == nil {
 		base = http.DefaultTransport
@@ -48,7 +50,7 @@ func schedule(client *http.Client, inFlight, claims int, maxWait time.Duration) 
 		}
 	}
 	ctx, stop := context.WithCancel(context.Background())
-	s := &scheduler{b: batch.New(base, batch.Options{InFlight: inFlight, KeepRunning: true, MaxParked: claims - inFlight}), maxWait: maxWait, stop: stop, done: make(chan struct{})}
+	s := &scheduler{b: batch.New(base, batch.Options{InFlight: inFlight, KeepRunning: true}), maxWait: maxWait, stop: stop, done: make(chan struct{})}
 	go func() {
 		defer close(s.done)
 		_ = s.b.Run(ctx)
