@@ -133,7 +133,7 @@ type Batch struct {
 	// blocked is, per quota a request waited for, when the latest
 	// answer of the transport said it returns: a request that waited for
 	// it before waits again until then without asking.
-	blocked map[waitGroup]time.Time
+	blocked  map[waitGroup]time.Time
 	sendCtx  context.Context // Run's context, with a max wait of 0
 	stop     bool            // Run's context ended, or a callback panicked
 	active   int             // requests taken by a worker and not yet through OnResult
