@@ -18,9 +18,12 @@
 // counts too.
 //
 // Requests are taken in order of priority (larger first), then in the
-// order they were added: a request that waited for quota keeps its place,
-// so it goes before work added while it waited. Each request's
-// result comes exactly once, to Options.OnResult.
+// order they were added (or of Order): a request that waited for quota
+// keeps its place, so it goes before work added while it waited. Each
+// request's result comes exactly once, to Options.OnResult — or, for a
+// request given to Do, to Do's caller. A batch with KeepRunning fed by Do
+// is a scheduler for callers that each hold a request (fetch's task
+// workers): they wait, but only Options.InFlight of them send.
 //
 // The batch keeps its queue in memory: work that must survive a restart
 // belongs in package tasks.
