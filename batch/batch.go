@@ -66,6 +66,14 @@ type Options struct {
 	// until its context ends: the batch of a program that feeds it as
 	// work comes, with Do (fetch's task workers do).
 	KeepRunning bool
+	// MaxScopeWaiting, when positive, bounds how many requests given a
+	// MaxWait wait in the batch for one scope (a limit the server does
+	// not announce, WaitError.Scope): beyond it, such a request gets the
+	// *transport.WaitError as if past its MaxWait. A program whose callers
+	// each hold something while their request waits (fetch: a claimed
+	// task) keeps the rest for the requests that a paused scope's would
+	// otherwise crowd out.
+	MaxScopeWaiting int
 }
 
 // Result is what became of one request.
@@ -133,6 +141,7 @@ type Batch struct {
 	seq      uint64
 	running  bool
 	keep     bool
+	scopeCap int
 	// blocked is, per quota a request waited for, when the latest
 	// answer of the transport said it returns: a request that waited for
 	// it before waits again until then without asking.
@@ -177,7 +186,7 @@ type item struct {
 // RoundTripper it is a plain bounded worker pool. Redirects are not
 // followed: RoundTrip returns them.
 func New(rt http.RoundTripper, opts Options) *Batch {
-	b := &Batch{rt: rt, inFlight: opts.InFlight, onResult: opts.OnResult, keep: opts.KeepRunning}
+	b := &Batch{rt: rt, inFlight: opts.InFlight, onResult: opts.OnResult, keep: opts.KeepRunning, scopeCap: opts.MaxScopeWaiting}
 	if b.inFlight <= 0 {
 		b.inFlight = DefaultInFlight
 	}
@@ -389,7 +398,7 @@ func (b *Batch) serve(it *item, ctx context.Context) {
 	if errors.As(err, &we) {
 		if cerr := ctx.Err(); cerr != nil {
 			err = cerr
-		} else if !it.bounded || we.OnAnswer() || time.Until(we.RetryAt()) <= it.maxWait {
+		} else if !it.bounded || we.OnAnswer() || time.Until(we.RetryAt()) <= it.maxWait && b.scopeRoom(we) {
 			b.park(it, we)
 			return
 		}
@@ -425,6 +434,24 @@ func (it *item) closeUnsent() {
 	}
 }
 
+// scopeRoom reports whether a request with a MaxWait may wait in the
+// batch for we's scope (Options.MaxScopeWaiting).
+func (b *Batch) scopeRoom(we *transport.WaitError) bool {
+	if b.scopeCap <= 0 || we.Scope == "" {
+		return true
+	}
+	g := waitGroup{we.Provider, we.Resource, we.Scope}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	n := 0
+	for _, it := range b.parked {
+		if it.bounded && it.last == g {
+			n++
+		}
+	}
+	return n < b.scopeCap
+}
+
 // waitGroup names a quota a request waits for.
 type waitGroup struct{ provider, resource, scope string }
 
@@ -442,7 +469,7 @@ func (b *Batch) waitAgainLocked(it *item) bool {
 	if !ok || !until.After(now.Add(minPark)) {
 		return false
 	}
-	if it.bounded && until.Sub(now) > it.maxWait {
+	if it.bounded && (until.Sub(now) > it.maxWait || it.last.scope != "" && b.scopeCap > 0) {
 		return false
 	}
 	if err := it.req.Context().Err(); err != nil {

@@ -14,7 +14,7 @@ import (
 // (Options.Concurrency): a claimed task whose quota cannot go waits in the
 // scheduler, not in a sender, so the process holds more tasks than it
 // sends, and those that can go are at hand.
-const claimAhead = 16
+const claimAhead = 8
 
 // scheduler sends the requests of the task workers through one batch:
 // Concurrency senders, each taking the request whose quota can go, by the
@@ -22,13 +22,16 @@ const claimAhead = 16
 // request that waits for one bucket, scope or points budget waits in the
 // batch, holding no sender; one that would wait longer than the client's
 // MaxWait gets the transport's error saying when quota returns, and its
-// task is rescheduled to then (a durable sleep) as before. A task
-// waiting in the batch holds one of the process's claims (claimAhead per
-// sender), not a sender: only a quota with more requests waiting than
-// the claims beyond the senders can hold back the tasks behind them
-// (rescheduling the excess instead made every claimed task that could
-// not go a database write per window: a fleet sharing one bucket
-// churned through its whole queue).
+// task is rescheduled to then (a durable sleep) as before. A waiting task
+// holds one of the process's claims (claimAhead per sender), not a
+// sender. A scope (a limit the server does not announce) may hold half
+// the claims at most: its further requests are rescheduled until it
+// returns, so a paused scope's requests, hidden among others in the
+// queue, cannot crowd out the tasks that can go. Other waits keep their
+// claims: rescheduling every claimed task that cannot go made each a
+// database write per window (eight processes on one bucket took 3–8 ×
+// their ideal), and claiming more per sender concentrated a fleet's
+// tasks in a few processes (16 per sender: up to 3 ×).
 type scheduler struct {
 	b       *batch.Batch
 	maxWait time.Duration
@@ -50,7 +53,8 @@ func schedule(client *http.Client, inFlight int, maxWait time.Duration) (*http.C
 		}
 	}
 	ctx, stop := context.WithCancel(context.Background())
-	s := &scheduler{b: batch.New(base, batch.Options{InFlight: inFlight, KeepRunning: true}), maxWait: maxWait, stop: stop, done: make(chan struct{})}
+	s := &scheduler{b: batch.New(base, batch.Options{InFlight: inFlight, KeepRunning: true,
+		MaxScopeWaiting: inFlight * claimAhead / 2}), maxWait: maxWait, stop: stop, done: make(chan struct{})}
 	go func() {
 		defer close(s.done)
 		_ = s.b.Run(ctx)
