@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -93,3 +94,53 @@ func TestOrderOption(t *testing.T) {
 type roundTripFunc func(*http.Request) (*http.Response, error)
 
 func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// A silent scope may hold MaxScopeWaiting requests waiting in the batch:
+// the next one that would wait for it gets the WaitError at once, while
+// a request of no scope waits as before (fake time).
+func TestMaxScopeWaiting(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		opened := time.Now().Add(10 * time.Second)
+		var sent sync.Map
+		rt := roundTripFunc(func(r *http.Request) (*http.Response, error) {
+			if time.Now().Before(opened) {
+				scope := ""
+				if strings.HasPrefix(r.URL.Path, "/users/") {
+					scope = "users"
+				}
+				return nil, &transport.WaitError{Provider: "p", Resource: "core", Scope: scope, Until: opened, Wait: time.Until(opened)}
+			}
+			sent.Store(r.URL.Path, true)
+			return &http.Response{StatusCode: 200, Body: http.NoBody, Request: r}, nil
+		})
+		b := batch.New(rt, batch.Options{InFlight: 2, KeepRunning: true, MaxScopeWaiting: 1})
+		ctx, stop := context.WithCancel(context.Background())
+		defer stop()
+		go func() { _ = b.Run(ctx) }()
+		errs := map[string]error{}
+		var mu sync.Mutex
+		var wg sync.WaitGroup
+		for i, path := range []string{"/users/1", "/users/2", "/projects/1", "/projects/2"} {
+			wg.Go(func() {
+				time.Sleep(time.Duration(i) * time.Millisecond) // in this order
+				resp, err := b.Do(get(t, "http://example.test"+path), batch.MaxWait(time.Minute))
+				if resp != nil {
+					resp.Body.Close()
+				}
+				mu.Lock()
+				errs[path] = err
+				mu.Unlock()
+			})
+		}
+		wg.Wait()
+		var we *transport.WaitError
+		if !errors.As(errs["/users/2"], &we) {
+			t.Errorf("/users/2: %v; want the WaitError, one users request waiting already", errs["/users/2"])
+		}
+		for _, p := range []string{"/users/1", "/projects/1", "/projects/2"} {
+			if _, ok := sent.Load(p); errs[p] != nil || !ok {
+				t.Errorf("%s: %v; want it sent once its quota returned", p, errs[p])
+			}
+		}
+	})
+}
