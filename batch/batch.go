@@ -19,9 +19,12 @@
 //
 // Requests are taken in order of priority (1 before 2, the default, as in
 // package tasks and fetch: docs/priority.md), then in the
-// order they were added: a request that waited for quota keeps its place,
-// so it goes before work added while it waited. Each request's
-// result comes exactly once, to Options.OnResult.
+// order they were added (or of Order): a request that waited for quota
+// keeps its place, so it goes before work added while it waited. Each
+// request's result comes exactly once, to Options.OnResult — or, for a
+// request given to Do, to Do's caller. A batch with KeepRunning fed by Do
+// is a scheduler for callers that each hold a request (fetch's task
+// workers): they wait, but only Options.InFlight of them send.
 //
 // The batch keeps its queue in memory: work that must survive a restart
 // belongs in package tasks.
@@ -34,6 +37,7 @@ import (
 	"fmt"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/ratekeeper/ratekeeper/transport"
@@ -59,6 +63,18 @@ type Options struct {
 	// batch (no more requests are sent) and Run panics with the same
 	// value once the requests in flight have ended.
 	OnResult func(Result)
+	// KeepRunning keeps Run going when every request has its result,
+	// until its context ends: the batch of a program that feeds it as
+	// work comes, with Do (fetch's task workers do).
+	KeepRunning bool
+	// MaxScopeWaiting, when positive, bounds how many requests given a
+	// MaxWait wait in the batch for one scope (a limit the server does
+	// not announce, WaitError.Scope): beyond it, such a request gets the
+	// *transport.WaitError as if past its MaxWait. A program whose callers
+	// each hold something while their request waits (fetch: a claimed
+	// task) keeps the rest for the requests that a paused scope's would
+	// otherwise crowd out.
+	MaxScopeWaiting int
 }
 
 // Result is what became of one request.
@@ -94,6 +110,25 @@ func Priority(p int) Option { return Option{func(it *item) { it.priority = p }} 
 // default of tasks and fetch too, so that 1 goes ahead of unmarked work.
 const DefaultPriority = 2
 
+// MaxWait bounds how long the request waits in the batch for its quota:
+// when the transport says quota returns later than d from now, the
+// request's result is the transport's *transport.WaitError (nothing was
+// sent), as from a transport whose MaxWait is d. A wait on requests in
+// flight (WaitError.OnAnswer) is not bounded: an answer may end it. Without
+// MaxWait a request waits as long as its quota says.
+func MaxWait(d time.Duration) Option {
+	return Option{func(it *item) { it.maxWait, it.bounded = d, true }}
+}
+
+// Order places the request among those of its priority: smaller first,
+// and before those added without Order, which go in the order they were
+// added. A program that adds its work as it comes but knows an older
+// order (fetch: the order its tasks were submitted) gives it here, so
+// that the request that has waited longest goes first.
+func Order(n uint64) Option {
+	return Option{func(it *item) { it.seq, it.ordered = n, true }}
+}
+
 // Batch schedules requests over a transport. Its zero value is not usable:
 // build one with New. Add and Progress may be called from any goroutine,
 // before, during or after Run.
@@ -111,6 +146,12 @@ type Batch struct {
 	timerAt  time.Time
 	seq      uint64
 	running  bool
+	keep     bool
+	scopeCap int
+	// blocked is, per quota a request waited for, when the latest
+	// answer of the transport said it returns: a request that waited for
+	// it before waits again until then without asking.
+	blocked  map[waitGroup]time.Time
 	sendCtx  context.Context // Run's context, with a max wait of 0
 	stop     bool            // Run's context ended, or a callback panicked
 	active   int             // requests taken by a worker and not yet through OnResult
@@ -127,15 +168,23 @@ type item struct {
 	key      string
 	priority int
 	seq      uint64
+	ordered  bool // seq set by Order
+	maxWait  time.Duration
+	bounded  bool // maxWait set
 	waits    int
 	sent     bool // sent once: its body is spent
 	until    time.Time
 	why      *transport.WaitError
+	last     waitGroup // the quota it last waited for, if any
 	// While it waits: its place in a timeQueue, and the watch on its
 	// own context that takes it out when that ends.
 	index   int
 	queue   *timeQueue
 	unwatch func() bool
+	// out receives the result of a request given to Do, with its body
+	// open; left is set when Do returned without it.
+	out  chan Result
+	left atomic.Bool
 }
 
 // New returns a batch that sends its requests with rt, normally a
@@ -143,7 +192,7 @@ type item struct {
 // RoundTripper it is a plain bounded worker pool. Redirects are not
 // followed: RoundTrip returns them.
 func New(rt http.RoundTripper, opts Options) *Batch {
-	b := &Batch{rt: rt, inFlight: opts.InFlight, onResult: opts.OnResult}
+	b := &Batch{rt: rt, inFlight: opts.InFlight, onResult: opts.OnResult, keep: opts.KeepRunning, scopeCap: opts.MaxScopeWaiting}
 	if b.inFlight <= 0 {
 		b.inFlight = DefaultInFlight
 	}
@@ -158,27 +207,62 @@ func New(rt http.RoundTripper, opts Options) *Batch {
 // is sent again. The request's own context, if not Background, can cancel
 // it too.
 func (b *Batch) Add(req *http.Request, opts ...Option) error {
+	_, err := b.add(req, nil, opts)
+	return err
+}
+
+// Do sends req through the batch, as Add, and returns its answer, whose
+// body the caller closes, or the error of its Result. It returns when the
+// request has its result, or when req's context ends (with its error).
+// The request goes when a running Run sends it: use Options.KeepRunning
+// for a batch fed by Do. OnResult is not called for it.
+func (b *Batch) Do(req *http.Request, opts ...Option) (*http.Response, error) {
+	it, err := b.add(req, make(chan Result, 1), opts)
+	if err != nil {
+		return nil, err
+	}
+	select {
+	case r := <-it.out:
+		return r.Response, r.Err
+	case <-req.Context().Done():
+		it.left.Store(true)
+		select {
+		case r := <-it.out:
+			if r.Response != nil {
+				r.Response.Body.Close()
+			}
+		default:
+		}
+		return nil, req.Context().Err()
+	}
+}
+
+func (b *Batch) add(req *http.Request, out chan Result, opts []Option) (*item, error) {
 	if req == nil || req.URL == nil {
-		return errors.New("batch: Add: a nil request or URL")
+		return nil, errors.New("batch: Add: a nil request or URL")
 	}
 	if req.Body != nil && req.Body != http.NoBody && req.GetBody == nil {
-		return fmt.Errorf("batch: Add: %s %s has a body but no GetBody, so it could not be sent again after waiting for quota; "+
+		return nil, fmt.Errorf("batch: Add: %s %s has a body but no GetBody, so it could not be sent again after waiting for quota; "+
 			"build it with http.NewRequest from a bytes.Reader, strings.Reader or bytes.Buffer, or set GetBody", req.Method, req.URL.Redacted())
 	}
-	it := &item{req: req, priority: DefaultPriority}
+	it := &item{req: req, out: out, priority: DefaultPriority}
 	for _, o := range opts {
 		if o.apply != nil {
 			o.apply(it)
 		}
 	}
 	b.mu.Lock()
-	b.seq++
-	it.seq = b.seq
 	b.added++
-	b.ready.add(it)
+	if it.ordered {
+		b.ready.putBack(it)
+	} else {
+		b.seq++
+		it.seq = b.seq
+		b.ready.add(it)
+	}
 	b.mu.Unlock()
 	b.work.Signal()
-	return nil
+	return it, nil
 }
 
 // Run sends the queued requests, and those added meanwhile, until all
@@ -236,8 +320,11 @@ func (b *Batch) Run(ctx context.Context) error {
 		// Not through deliver: a panic here is Run's own.
 		it.closeUnsent()
 		b.count(nil, err)
-		if b.onResult != nil {
-			b.onResult(Result{Request: it.req, Key: it.key, Priority: it.priority, Err: err, Waits: it.waits})
+		r := Result{Request: it.req, Key: it.key, Priority: it.priority, Err: err, Waits: it.waits}
+		if it.out != nil {
+			it.hand(r)
+		} else if b.onResult != nil {
+			b.onResult(r)
 		}
 	}
 	return err
@@ -265,7 +352,7 @@ func (b *Batch) drainLocked() []*item {
 func (b *Batch) worker() {
 	for {
 		b.mu.Lock()
-		for !b.stop && b.ready.len() == 0 && (b.active > 0 || len(b.parked) > 0 || len(b.onAnswer) > 0) {
+		for !b.stop && b.ready.len() == 0 && (b.keep || b.active > 0 || len(b.parked) > 0 || len(b.onAnswer) > 0) {
 			b.work.Wait()
 		}
 		if b.stop || b.ready.len() == 0 {
@@ -274,6 +361,10 @@ func (b *Batch) worker() {
 			return
 		}
 		it := b.ready.take()
+		if b.waitAgainLocked(it) {
+			b.mu.Unlock()
+			continue
+		}
 		b.active++
 		ctx := b.sendCtx
 		b.mu.Unlock()
@@ -295,7 +386,11 @@ func (b *Batch) serve(it *item, ctx context.Context) {
 		b.mu.Unlock()
 		b.work.Broadcast()
 	}()
-	if own := it.req.Context(); own != context.Background() {
+	if own := it.req.Context(); it.out != nil {
+		// Do's caller reads the body after the request leaves the
+		// batch: its own context alone may cancel it.
+		ctx = transport.WithMaxWait(own, 0)
+	} else if own != context.Background() {
 		// The request's own context keeps its values, and its end or
 		// Run's cancels the request — after OnResult, which reads the
 		// body.
@@ -309,7 +404,7 @@ func (b *Batch) serve(it *item, ctx context.Context) {
 	if errors.As(err, &we) {
 		if cerr := ctx.Err(); cerr != nil {
 			err = cerr
-		} else {
+		} else if !it.bounded || we.OnAnswer() || time.Until(we.RetryAt()) <= it.maxWait && b.scopeRoom(we) {
 			b.park(it, we)
 			return
 		}
@@ -345,6 +440,57 @@ func (it *item) closeUnsent() {
 	}
 }
 
+// scopeRoom reports whether a request with a MaxWait may wait in the
+// batch for we's scope (Options.MaxScopeWaiting).
+func (b *Batch) scopeRoom(we *transport.WaitError) bool {
+	if b.scopeCap <= 0 || we.Scope == "" {
+		return true
+	}
+	g := waitGroup{we.Provider, we.Resource, we.Scope}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	n := 0
+	for _, it := range b.parked {
+		if it.bounded && it.last == g {
+			n++
+		}
+	}
+	return n < b.scopeCap
+}
+
+// waitGroup names a quota a request waits for.
+type waitGroup struct{ provider, resource, scope string }
+
+// waitAgainLocked parks it again, without asking the transport, when
+// the quota it last waited for is known to return later: a bucket's
+// requests woken together at its reset ask one at a time, and once
+// one is told the next time, the others wait for it. A request given a
+// MaxWait asks when that wait would exceed it.
+func (b *Batch) waitAgainLocked(it *item) bool {
+	if it.last == (waitGroup{}) {
+		return false
+	}
+	until, ok := b.blocked[it.last]
+	now := time.Now()
+	if !ok || !until.After(now.Add(minPark)) {
+		return false
+	}
+	if it.bounded && (until.Sub(now) > it.maxWait || it.last.scope != "" && b.scopeCap > 0) {
+		return false
+	}
+	if err := it.req.Context().Err(); err != nil {
+		return false
+	}
+	it.waits++
+	it.until = until
+	heap.Push(&b.parked, it)
+	if own := it.req.Context(); own != context.Background() {
+		it.unwatch = context.AfterFunc(own, func() { b.ended(it) })
+	}
+	b.armLocked()
+	return true
+}
+
 // park puts it aside until its quota returns, as we says.
 func (b *Batch) park(it *item, we *transport.WaitError) {
 	now := time.Now()
@@ -360,6 +506,11 @@ func (b *Batch) park(it *item, we *transport.WaitError) {
 		heap.Push(&b.onAnswer, it)
 	} else {
 		heap.Push(&b.parked, it)
+		it.last = waitGroup{we.Provider, we.Resource, we.Scope}
+		if b.blocked == nil {
+			b.blocked = map[waitGroup]time.Time{}
+		}
+		b.blocked[it.last] = it.until
 	}
 	if own := it.req.Context(); own != context.Background() {
 		// Its own context's end is its result, now rather than when
@@ -410,7 +561,8 @@ func (b *Batch) wakeLocked(it *item) {
 		it.unwatch()
 		it.unwatch = nil
 	}
-	it.why = nil
+	// it.why stays: Progress shows it should the request wait again
+	// for the same quota without asking (waitAgainLocked).
 	b.ready.putBack(it)
 }
 
@@ -455,6 +607,10 @@ func (b *Batch) due() {
 // deliver hands the result to OnResult and closes the body after it.
 func (b *Batch) deliver(it *item, resp *http.Response, err error) {
 	b.count(resp, err)
+	if it.out != nil {
+		it.hand(Result{Request: it.req, Key: it.key, Priority: it.priority, Response: resp, Err: err, Waits: it.waits})
+		return
+	}
 	if resp != nil {
 		defer resp.Body.Close()
 	}
@@ -472,4 +628,19 @@ func (b *Batch) count(resp *http.Response, err error) {
 	}
 	b.finishedAt = time.Now()
 	b.mu.Unlock()
+}
+
+// hand gives r to the Do waiting for it, or closes its body when that Do
+// has returned without it.
+func (it *item) hand(r Result) {
+	it.out <- r
+	if it.left.Load() {
+		select {
+		case r := <-it.out:
+			if r.Response != nil {
+				r.Response.Body.Close()
+			}
+		default:
+		}
+	}
 }

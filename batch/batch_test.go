@@ -135,8 +135,8 @@ func TestProgressSaysWhatWaits(t *testing.T) {
 	})
 }
 
-// Rate-limited work goes before newer work once its quota returns, and a
-// larger priority before a smaller.
+// Rate-limited work goes before newer work once its quota returns, and
+// priority 1 before the default 2, before 3.
 func TestOrder(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		api := searchLimited(t)

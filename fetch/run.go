@@ -57,9 +57,17 @@ type Options struct {
 	Client *http.Client
 	// Output receives one record per URL. Required.
 	Output Output
-	// Concurrency is how many tasks this process runs at once. Zero means
-	// DefaultConcurrency.
+	// Concurrency is how many requests this process sends at once. Zero
+	// means DefaultConcurrency. The process claims more tasks than that
+	// (claimAhead per request in flight): a claimed task whose quota
+	// cannot go waits in the scheduler (see schedule.go), not in a sender.
 	Concurrency int
+	// MaxWait is the client's MaxWait: a request whose quota returns later
+	// than that ends its attempt, and its task sleeps until quota returns.
+	// Zero means the MaxWait of the client's transport, when it says (a
+	// ratekeeper transport does), else transport.DefaultMaxWait. It must
+	// be below Timeout.
+	MaxWait time.Duration
 	// Timeout bounds one attempt of a task; it must exceed the client's
 	// MaxWait so that a long wait for quota becomes a reschedule rather
 	// than a timeout. Zero means DefaultTimeout.
@@ -206,8 +214,11 @@ func Run(ctx context.Context, targets []Target, opts Options) (sum Summary, err 
 		return r.sum, nil
 	}
 
+	client, sched := schedule(opts.Client, opts.Concurrency, opts.MaxWait)
+	defer sched.close()
+	r.sched = sched
 	q, err := tasks.Open(ctx, opts.DSN, tasks.Options{
-		HTTPClient:       r.tellAnswers(withUserinfo(opts.Client, targets)),
+		HTTPClient:       r.tellAnswers(withUserinfo(client, targets)),
 		BodyDir:          opts.BodyDir,
 		InlineBodyLimit:  opts.InlineBodyLimit,
 		Logger:           slog.New(quietAttempts{opts.Logger.Handler()}),
@@ -405,6 +416,7 @@ type runner struct {
 	opts    Options
 	targets []Target
 	q       *tasks.Queue
+	sched   *scheduler
 	sum     Summary
 	// owner is the output's Owner, or "" when this run takes nothing back.
 	owner string
@@ -621,7 +633,7 @@ func (r *runner) work(ctx context.Context) error {
 	workDone := make(chan error, 1)
 	go func() {
 		workDone <- r.q.Work(workCtx, tasks.WorkOptions{
-			Concurrency:     r.opts.Concurrency,
+			Concurrency:     r.claims(),
 			WorkerID:        r.opts.WorkerID,
 			ShutdownTimeout: 5 * time.Second,
 		})
@@ -714,7 +726,10 @@ func (r *runner) nextLook(took time.Duration, now time.Time) time.Duration {
 
 // endNear reports whether every open task may be running in this
 // process: the batch's last tasks.
-func (r *runner) endNear() bool { return len(r.open) <= r.opts.Concurrency }
+func (r *runner) endNear() bool { return len(r.open) <= r.claims() }
+
+// claims is how many tasks this process claims at once.
+func (r *runner) claims() int { return min(r.opts.Concurrency*claimAhead, tasks.ConcurrencyLimit) }
 
 // tellAnswers returns a client that sends what client sends and signals
 // r.answered on every answer to one of the run's requests.
@@ -872,6 +887,9 @@ func (r *runner) record(j job, t *tasks.Task) (Record, job) {
 func (r *runner) snapshot(now time.Time, fresh bool) Snapshot {
 	s := Snapshot{At: now, Total: r.sum.Total, Done: r.done(), Failed: r.sum.Failed,
 		Running: r.running, Elsewhere: r.elsewhere, Ready: r.ready, Sleeping: r.sleeping, NextAt: r.nextAt}
+	if r.sched != nil {
+		r.sched.adjust(&s)
+	}
 	if s.Rate = r.pace.rate(); s.Rate > 0 {
 		s.ETA = time.Duration(float64(s.Total-s.Done) / s.Rate * float64(time.Second))
 	}

@@ -483,7 +483,18 @@ func runHandler(ctx context.Context, h HandlerFunc, t *Task) (result json.RawMes
 	if h == nil {
 		return nil, Permanent(fmt.Errorf("%w %q: this worker has no handler for it", ErrUnknownType, t.Type))
 	}
-	return h(ctx, t)
+	return h(context.WithValue(ctx, runningKey{}, t), t)
+}
+
+type runningKey struct{}
+
+// Running returns the task whose handler runs under ctx (the context of a
+// request its handler sends, for example), or nil. A client that
+// schedules requests — fetch's — orders them by the task's priority and
+// age with it. The task must not be changed.
+func Running(ctx context.Context) *Task {
+	t, _ := ctx.Value(runningKey{}).(*Task)
+	return t
 }
 
 // claimEvents returns the events of the claim of t's latest attempt, read

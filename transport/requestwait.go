@@ -33,3 +33,9 @@ func (x *exchange) maxWait() time.Duration {
 // RetryAt, which is then only the latest moment, about one round trip
 // away.
 func (e *WaitError) OnAnswer() bool { return e.onAnswer }
+
+// MaxWait is the transport's max wait (Options.MaxWait): how long a
+// request waits for quota unless its provider's Limits.MaxWait or its
+// context (WithMaxWait) says otherwise. A scheduler that asks with a max
+// wait of 0 (package batch) bounds its own waits with it.
+func (t *Transport) MaxWait() time.Duration { return t.opts.MaxWait }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -11,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ratekeeper/ratekeeper/batch"
 	"github.com/ratekeeper/ratekeeper/creds"
 	"github.com/ratekeeper/ratekeeper/provider"
 	"github.com/ratekeeper/ratekeeper/quota"
@@ -30,8 +32,9 @@ const (
 // generous and announced while /users/* has a limit of its own that
 // says nothing until it refuses (sim.UsersThrottle), scaled to 40 per
 // aligned 10-second window; answers take 20 ms. It runs through
-// `ratekeeper fetch` with its defaults and through the library (a
-// transport, 8 goroutines), with each refusal kind: GitLab's 429 with
+// `ratekeeper fetch` with its defaults, through the library (a
+// transport, 8 goroutines) and through the batch API (package batch, 8 in
+// flight), with each refusal kind: GitLab's 429 with
 // Retry-After and the throttle's RateLimit-* ("headers"), GitLab's 429
 // with no header at all ("bare"), and the bare 429 of a host that sends
 // no rate-limit header ever ("generic", Gitea's dialect). The "realscale"
@@ -57,7 +60,7 @@ func BenchmarkUnannouncedLimit(b *testing.B) {
 		{"bare", sim.UsersThrottle{Refusal: sim.RefusalBare}},
 		{"generic", sim.UsersThrottle{Generic: true, Refusal: sim.RefusalBare}},
 	}
-	for _, via := range []string{"cli", "library"} {
+	for _, via := range []string{"cli", "library", "batch"} {
 		for _, scale := range []string{"scaled", "realscale"} {
 			for _, v := range variants {
 				b.Run(via+"/"+scale+"/"+v.name, func(b *testing.B) {
@@ -209,6 +212,9 @@ func fetchAll(b *testing.B, via string, s *recordedSim, u sim.UsersThrottle, url
 		b.Fatal(err)
 	}
 	defer tr.Close()
+	if via == "batch" {
+		return fetchThroughBatch(b, tr, urls)
+	}
 	jobs := make(chan string)
 	var mu sync.Mutex
 	failed := 0
@@ -267,4 +273,32 @@ func cmpOr[T comparable](v, def T) T {
 		return def
 	}
 	return v
+}
+
+// fetchThroughBatch gets urls through a batch of unannouncedWorkers in
+// flight and returns how many did not end in 200.
+func fetchThroughBatch(b *testing.B, tr http.RoundTripper, urls []string) int {
+	var mu sync.Mutex
+	failed := 0
+	bt := batch.New(tr, batch.Options{InFlight: unannouncedWorkers, OnResult: func(r batch.Result) {
+		ok := r.Err == nil && r.Response.StatusCode == http.StatusOK
+		if r.Err == nil {
+			_, _ = io.Copy(io.Discard, r.Response.Body)
+		}
+		if !ok {
+			mu.Lock()
+			failed++
+			mu.Unlock()
+		}
+	}})
+	for _, u := range urls {
+		req, _ := http.NewRequest(http.MethodGet, u, nil)
+		if err := bt.Add(req); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if err := bt.Run(context.Background()); err != nil {
+		b.Fatal(err)
+	}
+	return failed
 }

@@ -256,6 +256,7 @@ func (o *fetchOptions) runOptions(targets []fetch.Target, tr *transport.Transpor
 		Client:          &http.Client{Transport: tr},
 		Output:          out,
 		Concurrency:     o.concurrency,
+		MaxWait:         o.client.maxWait,
 		Timeout:         o.timeout,
 		MaxRetries:      retries,
 		BodyDir:         o.bodyDirectory(),
