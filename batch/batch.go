@@ -75,6 +75,10 @@ type Options struct {
 	// task) keeps the rest for the requests that a paused scope's would
 	// otherwise crowd out.
 	MaxScopeWaiting int
+	// Clock is the clock the batch's waits are timed on; when nil, the
+	// transport's (Transport.Clock, when the RoundTripper is a ratekeeper
+	// transport), whose times a WaitError names, else the system's.
+	Clock transport.Clock
 }
 
 // Result is what became of one request.
@@ -142,7 +146,10 @@ type Batch struct {
 	ready    readyQueue
 	parked   timeQueue // waiting until a known time
 	onAnswer timeQueue // waiting for an answer, at the latest until a time
-	timer    *time.Timer
+	clock    transport.Clock
+	emit     func(transport.Event) // the transport's events; nil over another RoundTripper
+	timer    transport.Timer
+	timerEnd chan struct{} // closed when timer is replaced or stopped
 	timerAt  time.Time
 	seq      uint64
 	running  bool
@@ -172,7 +179,8 @@ type item struct {
 	maxWait  time.Duration
 	bounded  bool // maxWait set
 	waits    int
-	sent     bool // sent once: its body is spent
+	parkedAt time.Time // when it first waited in the batch
+	sent     bool      // sent once: its body is spent
 	until    time.Time
 	why      *transport.WaitError
 	last     waitGroup // the quota it last waited for, if any
@@ -192,7 +200,18 @@ type item struct {
 // RoundTripper it is a plain bounded worker pool. Redirects are not
 // followed: RoundTrip returns them.
 func New(rt http.RoundTripper, opts Options) *Batch {
-	b := &Batch{rt: rt, inFlight: opts.InFlight, onResult: opts.OnResult, keep: opts.KeepRunning, scopeCap: opts.MaxScopeWaiting}
+	b := &Batch{rt: rt, inFlight: opts.InFlight, onResult: opts.OnResult, keep: opts.KeepRunning, scopeCap: opts.MaxScopeWaiting,
+		clock: opts.Clock}
+	tr, _ := rt.(*transport.Transport)
+	if tr != nil {
+		b.emit = tr.Emit
+		if b.clock == nil {
+			b.clock = tr.Clock()
+		}
+	}
+	if b.clock == nil {
+		b.clock = systemClock{}
+	}
 	if b.inFlight <= 0 {
 		b.inFlight = DefaultInFlight
 	}
@@ -279,7 +298,7 @@ func (b *Batch) Run(ctx context.Context) error {
 	b.running, b.stop, b.panicked = true, false, nil
 	b.sendCtx = transport.WithMaxWait(ctx, 0)
 	if b.started.IsZero() {
-		b.started = time.Now()
+		b.started = b.clock.Now()
 	}
 	// The timer of parked requests runs with Run only.
 	b.armLocked()
@@ -298,10 +317,7 @@ func (b *Batch) Run(ctx context.Context) error {
 	stopWatch()
 
 	b.mu.Lock()
-	if b.timer != nil {
-		b.timer.Stop()
-		b.timer, b.timerAt = nil, time.Time{}
-	}
+	b.stopTimerLocked()
 	p := b.panicked
 	// Stopped and no panic: the context ended before the batch was
 	// through (a context ending just after is no error).
@@ -404,12 +420,18 @@ func (b *Batch) serve(it *item, ctx context.Context) {
 	if errors.As(err, &we) {
 		if cerr := ctx.Err(); cerr != nil {
 			err = cerr
-		} else if !it.bounded || we.OnAnswer() || time.Until(we.RetryAt()) <= it.maxWait && b.scopeRoom(we) {
+		} else if !it.bounded || we.OnAnswer() || we.RetryAt().Sub(b.clock.Now()) <= it.maxWait && b.scopeRoom(we) {
 			b.park(it, we)
 			return
 		}
 	}
 	b.answered()
+	if it.waits > 0 && b.emit != nil && err == nil && it.why != nil {
+		// The transport sent it at once (a max wait of 0): its wait
+		// was the batch's, and is reported as the transport's would be.
+		b.emit(transport.Event{Kind: transport.EventWaited, Provider: it.why.Provider, Resource: it.why.Resource,
+			Credential: it.why.Credential, Wait: b.clock.Now().Sub(it.parkedAt)})
+	}
 	b.deliver(it, resp, err)
 }
 
@@ -471,7 +493,7 @@ func (b *Batch) waitAgainLocked(it *item) bool {
 		return false
 	}
 	until, ok := b.blocked[it.last]
-	now := time.Now()
+	now := b.clock.Now()
 	if !ok || !until.After(now.Add(minPark)) {
 		return false
 	}
@@ -493,7 +515,10 @@ func (b *Batch) waitAgainLocked(it *item) bool {
 
 // park puts it aside until its quota returns, as we says.
 func (b *Batch) park(it *item, we *transport.WaitError) {
-	now := time.Now()
+	now := b.clock.Now()
+	if it.waits == 0 {
+		it.parkedAt = now
+	}
 	it.waits++
 	it.why = we
 	it.until = we.RetryAt()
@@ -577,18 +602,48 @@ func (b *Batch) armLocked() {
 	if at.IsZero() || !b.running || (b.timer != nil && at.Equal(b.timerAt)) {
 		return
 	}
-	if b.timer == nil {
-		b.timer = time.AfterFunc(time.Until(at), b.due)
-	} else {
-		b.timer.Reset(time.Until(at))
-	}
-	b.timerAt = at
+	b.stopTimerLocked()
+	t, end := b.clock.NewTimer(at.Sub(b.clock.Now())), make(chan struct{})
+	b.timer, b.timerEnd, b.timerAt = t, end, at
+	// One goroutine per timer set (a Clock's timer has no AfterFunc),
+	// ended with it: a few per quota's return, not one per request.
+	go func() {
+		select {
+		case <-t.C():
+			b.due()
+		case <-end:
+		}
+	}()
 }
+
+// stopTimerLocked stops the timer of parked requests and its goroutine.
+func (b *Batch) stopTimerLocked() {
+	if b.timer == nil {
+		return
+	}
+	b.timer.Stop()
+	close(b.timerEnd)
+	b.timer, b.timerEnd, b.timerAt = nil, nil, time.Time{}
+}
+
+// systemClock is the system's time, for a batch over a RoundTripper
+// other than ratekeeper's transport.
+type systemClock struct{}
+
+func (systemClock) Now() time.Time { return time.Now() }
+func (systemClock) NewTimer(d time.Duration) transport.Timer {
+	return sysTimer{time.NewTimer(d)}
+}
+
+type sysTimer struct{ t *time.Timer }
+
+func (t sysTimer) C() <-chan time.Time { return t.t.C }
+func (t sysTimer) Stop() bool          { return t.t.Stop() }
 
 // due moves the requests whose time has come back among those ready.
 func (b *Batch) due() {
 	b.mu.Lock()
-	now := time.Now()
+	now := b.clock.Now()
 	n := 0
 	for _, q := range []*timeQueue{&b.parked, &b.onAnswer} {
 		for len(*q) > 0 && !(*q)[0].until.After(now) {
@@ -626,7 +681,7 @@ func (b *Batch) count(resp *http.Response, err error) {
 	} else {
 		b.done++
 	}
-	b.finishedAt = time.Now()
+	b.finishedAt = b.clock.Now()
 	b.mu.Unlock()
 }
 

@@ -33,6 +33,13 @@ func newSimAPI(t testing.TB, api sim.APIConfig, tokens ...string) *simAPI {
 // newSimAPIWith is newSimAPI with the provider changed by tune.
 func newSimAPIWith(t testing.TB, api sim.APIConfig, tune func(*provider.Provider), tokens ...string) *simAPI {
 	t.Helper()
+	return newSimAPIOpts(t, api, tune, nil, tokens...)
+}
+
+// newSimAPIOpts is newSimAPIWith with the transport's options changed by
+// topts.
+func newSimAPIOpts(t testing.TB, api sim.APIConfig, tune func(*provider.Provider), topts func(*transport.Options), tokens ...string) *simAPI {
+	t.Helper()
 	srv, err := sim.New(sim.Config{Seed: 1, APIs: []sim.APIConfig{api}})
 	if err != nil {
 		t.Fatal(err)
@@ -54,12 +61,16 @@ func newSimAPIWith(t testing.TB, api sim.APIConfig, tune func(*provider.Provider
 	for i, tok := range tokens {
 		cs = append(cs, creds.NewToken(p.Name, i+1, tok, "test"))
 	}
-	tr, err := transport.New(transport.Options{
+	o := transport.Options{
 		Providers: reg,
 		Pools:     map[string]*creds.Pool{p.Name: creds.NewPool(p.Name, cs...)},
 		Base:      srv.Transport(""),
 		Policy:    quota.Policy{Kind: quota.Greedy},
-	})
+	}
+	if topts != nil {
+		topts(&o)
+	}
+	tr, err := transport.New(o)
 	if err != nil {
 		t.Fatal(err)
 	}

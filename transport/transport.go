@@ -582,6 +582,17 @@ func (t *Transport) sleep(ctx context.Context, d time.Duration) error {
 	}
 }
 
+// Clock is the transport's clock (Options.Clock, else the system's): the
+// clock of its decisions and of a WaitError's Until. A scheduler above
+// the transport (package batch) waits on it too.
+func (t *Transport) Clock() Clock { return t.opts.Clock }
+
+// Emit reports e as one of the transport's own events: to OnEvent, and
+// to the metrics that count its kind. It is for a scheduler above the
+// transport whose requests wait outside RoundTrip (package batch reports
+// EventWaited when a request that waited in it goes).
+func (t *Transport) Emit(e Event) { t.emit(e) }
+
 func (t *Transport) emit(e Event) {
 	if t.opts.OnEvent != nil {
 		t.opts.OnEvent(e)
