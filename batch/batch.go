@@ -468,7 +468,7 @@ func (b *Batch) scopeRoom(we *transport.WaitError) bool {
 	if b.scopeCap <= 0 || we.Scope == "" {
 		return true
 	}
-	g := waitGroup{we.Provider, we.Resource, we.Scope}
+	g := groupOf(we)
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	n := 0
@@ -480,8 +480,16 @@ func (b *Batch) scopeRoom(we *transport.WaitError) bool {
 	return n < b.scopeCap
 }
 
-// waitGroup names a quota a request waits for.
-type waitGroup struct{ provider, resource, scope string }
+// waitGroup names a quota a request waits for: its provider, resource
+// and scope, and the credential that could go soonest. The credential
+// keeps apart requests that only some credentials may serve (an App's
+// installations, routed by owner): one installation's return time says
+// nothing of another's.
+type waitGroup struct{ provider, resource, scope, credential string }
+
+func groupOf(we *transport.WaitError) waitGroup {
+	return waitGroup{we.Provider, we.Resource, we.Scope, we.Credential}
+}
 
 // waitAgainLocked parks it again, without asking the transport, when
 // the quota it last waited for is known to return later: a bucket's
@@ -531,7 +539,7 @@ func (b *Batch) park(it *item, we *transport.WaitError) {
 		heap.Push(&b.onAnswer, it)
 	} else {
 		heap.Push(&b.parked, it)
-		it.last = waitGroup{we.Provider, we.Resource, we.Scope}
+		it.last = groupOf(we)
 		if b.blocked == nil {
 			b.blocked = map[waitGroup]time.Time{}
 		}
