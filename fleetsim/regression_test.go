@@ -39,3 +39,18 @@ func TestBlinkAtStartKeepsTheClockGoing(t *testing.T) {
 		t.Fatalf("%d of 30 requests reached the server", res.Sent)
 	}
 }
+
+// TestScheduleEndsAfterAHeartbeatInABlink: memory seed 1947 ended while a
+// process's heartbeat was waiting out a database blink in the outage's
+// backoff; closing the transport did not stop it, and synctest failed the
+// schedule ("main bubble goroutine has exited but blocked goroutines
+// remain"). Close cancels a beat under way and waits for it now. The
+// goroutines' interleaving varies, so the seed runs a few times.
+func TestScheduleEndsAfterAHeartbeatInABlink(t *testing.T) {
+	for range 5 {
+		p := fleetsim.Draw(1947, fleetsim.Switches{})
+		if res := fleetsim.Run(t, p, fleetsim.Options{Store: fleetsim.Memory}); res.Failed() {
+			t.Fatal(res.Report("go test ./fleetsim -run TestScheduleEndsAfterAHeartbeatInABlink"))
+		}
+	}
+}
