@@ -54,3 +54,22 @@ func TestScheduleEndsAfterAHeartbeatInABlink(t *testing.T) {
 		}
 	}
 }
+
+// TestRefusalIntoAPauseNotHeardOf: memory seed 4177. A secondary refusal
+// naming no time (a minute) came while the database blinked; another
+// process, which had not heard of it, sent during that pause, after a
+// reservation that had waited out the blink, and was refused too. Its
+// answer counted as sent when the reservation was asked for (before the
+// pause) and as one of the first refusal's episode, so it lengthened
+// nothing, and the fleet went again 2 s before its minute was over. The
+// answer counts from its send now, and a refusal of a request sent into
+// the pause lengthens it to a minute after itself. It failed about one
+// run in ten, so the seed runs twenty times.
+func TestRefusalIntoAPauseNotHeardOf(t *testing.T) {
+	for range 20 {
+		p := fleetsim.Draw(4177, fleetsim.Switches{})
+		if res := fleetsim.Run(t, p, fleetsim.Options{Store: fleetsim.Memory}); res.Failed() {
+			t.Fatal(res.Report("go test ./fleetsim -run TestRefusalIntoAPauseNotHeardOf"))
+		}
+	}
+}

@@ -423,7 +423,7 @@ type grant struct {
 	slot   Slot
 	lease  uint64
 	held   bool      // the reservation is not settled yet
-	sent   time.Time // when the reservation was taken
+	sent   time.Time // when the reservation was taken, then when the request went (send)
 	class  provider.Request
 	waited time.Duration
 	// units is the real cost of the attempt's GraphQL query, once its

@@ -214,6 +214,7 @@ func bucketOnLocalClock(b quota.Bucket, off time.Duration) quota.Bucket {
 // ownerOnLocalClock is bucketOnLocalClock for an owner.
 func ownerOnLocalClock(o quota.Owner, off time.Duration) quota.Owner {
 	o.PenaltyUntil, o.CapAt, o.NextWrite = shift(o.PenaltyUntil, -off), shift(o.CapAt, -off), shift(o.NextWrite, -off)
+	o.PenaltyAt = shift(o.PenaltyAt, -off)
 	o.ContentMinute, o.ContentHour = o.ContentMinute.Shifted(-off), o.ContentHour.Shifted(-off)
 	for k, sp := range o.Points {
 		o.Points[k] = sp.Shifted(-off)
