@@ -2,6 +2,7 @@ package quotastate_test
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -66,6 +67,49 @@ func TestRefusalSentIntoAnUnheardPause(t *testing.T) {
 		if o := penalty(); !o.PenaltyUntil.Equal(want) || o.Strikes != 1 {
 			t.Fatalf("a refusal of a request in flight when A was refused: paused until +%v with %d strikes, want +%v and 1",
 				o.PenaltyUntil.Sub(t0), o.Strikes, want.Sub(t0))
+		}
+	})
+}
+
+// blinkingClock is a database whose clock runs ahead by skew and whose
+// first reads of it fail, as in a blink.
+type blinkingClock struct {
+	store.Store
+	skew  time.Duration
+	fails int
+}
+
+func (c *blinkingClock) DatabaseNow(context.Context) (time.Time, error) {
+	if c.fails > 0 {
+		c.fails--
+		return time.Time{}, errors.New("the database is away")
+	}
+	return time.Now().Add(c.skew), nil
+}
+
+// TestFailedClockMeasurementIsNoOffset: the first measurement of the
+// offset to the database's clock fails (a blink). The heartbeat that
+// needed it fails too, rather than writing this process's time as the
+// database's (an offset of 0, 2.5 s off in the fleet simulation's
+// schedules); the next call measures again and finds the real offset,
+// rather than keeping 0 until the next ClockCheck, a minute later.
+func TestFailedClockMeasurementIsNoOffset(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		mem, err := memory.New(store.Options{Now: time.Now})
+		if err != nil {
+			t.Fatal(err)
+		}
+		db := &blinkingClock{Store: mem, skew: 2500 * time.Millisecond, fails: 1}
+		st := quotastate.New(db, nil)
+		defer st.Close(context.Background())
+		if err := st.Beat(t.Context(), "p1", time.Now()); err == nil {
+			t.Error("a heartbeat was written while the offset to the database's clock was unknown")
+		}
+		if off := st.ClockOffset(t.Context()); off != db.skew {
+			t.Fatalf("after a failed first measurement the offset is %v, want %v (measured again)", off, db.skew)
+		}
+		if err := st.Beat(t.Context(), "p1", time.Now()); err != nil {
+			t.Fatal(err)
 		}
 	})
 }
