@@ -73,3 +73,17 @@ func TestRefusalIntoAPauseNotHeardOf(t *testing.T) {
 		}
 	}
 }
+
+// TestBareRefusalPausesItsScope: memory seed 2 with bare refusals. A
+// proxy's bare 429 of GET /items/29 pauses the narrowest scope of the
+// request (/items/*) for a minute, as the client does: a search 0.66 s
+// later is no early request (the referee took the whole host before).
+func TestBareRefusalPausesItsScope(t *testing.T) {
+	sw := fleetsim.Switches{Bare: true}
+	for range 3 {
+		p := fleetsim.Draw(2, sw)
+		if res := fleetsim.Run(t, p, fleetsim.Options{Store: fleetsim.Memory, Switches: sw}); res.Failed() {
+			t.Fatal(res.Report("go test ./fleetsim -run TestBareRefusalPausesItsScope"))
+		}
+	}
+}
