@@ -71,11 +71,29 @@ const (
 )
 
 // Scopes a refusal pauses: the whole host (the owner's bucket, a
-// secondary penalty, a proxy's refusal) or /search alone.
+// secondary penalty) or the refused request's own scope: /search for the
+// endpoint limit, and for a proxy's bare refusal, which names nothing,
+// the narrowest scope the request belongs to (the client pauses the
+// refused request's scope, as issue 36 asks: reads of /items/N, writes
+// to /items, or searches; the other scopes go on, and are refused in
+// their turn while the proxy refuses).
 const (
 	scopeHost   = "host"
 	scopeSearch = "/search"
+	scopeItems  = "/items/*"
+	scopeWrites = "/items"
 )
+
+// scopeOf is the narrowest scope of req.
+func scopeOf(req request) string {
+	switch {
+	case req.search:
+		return scopeSearch
+	case req.write:
+		return scopeWrites
+	}
+	return scopeItems
+}
 
 // reading is the primary bucket as an answer stated it.
 type reading struct {
@@ -195,7 +213,7 @@ func (r *referee) arrived(now time.Time, req request) {
 			continue
 		}
 		live = append(live, p)
-		if (p.scope == scopeHost || req.search) && now.After(r.reached(p.left)) {
+		if (p.scope == scopeHost || p.scope == scopeOf(req)) && now.After(r.reached(p.left)) {
 			r.violate(now, InvRefusedScope, fmt.Sprintf("%v arrived %v after the %s refusal of %s left (t=%v), which named t=%v",
 				req, now.Sub(p.left), p.kind, p.what, p.left.Sub(r.start), p.till.Sub(r.start)))
 		}

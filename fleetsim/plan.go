@@ -116,8 +116,9 @@ func (e Event) String() string {
 // never contains them.
 type Switches struct {
 	// Bare adds proxies answering bare 429s (no rate-limit header), and
-	// bare and plain endpoint refusals, judged by GitHub's rule: nothing
-	// to the host for a minute.
+	// bare and plain endpoint refusals, judged by GitHub's rule (a
+	// minute) on the narrowest scope of the refused request, which the
+	// client pauses (see scopeOf).
 	Bare bool
 	// Plenty draws schedules where blocks are taken ahead: a limit of
 	// 5,000 and no concurrency cap.

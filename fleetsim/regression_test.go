@@ -39,3 +39,51 @@ func TestBlinkAtStartKeepsTheClockGoing(t *testing.T) {
 		t.Fatalf("%d of 30 requests reached the server", res.Sent)
 	}
 }
+
+// TestScheduleEndsAfterAHeartbeatInABlink: memory seed 1947 ended while a
+// process's heartbeat was waiting out a database blink in the outage's
+// backoff; closing the transport did not stop it, and synctest failed the
+// schedule ("main bubble goroutine has exited but blocked goroutines
+// remain"). Close cancels a beat under way and waits for it now. The
+// goroutines' interleaving varies, so the seed runs a few times.
+func TestScheduleEndsAfterAHeartbeatInABlink(t *testing.T) {
+	for range 5 {
+		p := fleetsim.Draw(1947, fleetsim.Switches{})
+		if res := fleetsim.Run(t, p, fleetsim.Options{Store: fleetsim.Memory}); res.Failed() {
+			t.Fatal(res.Report("go test ./fleetsim -run TestScheduleEndsAfterAHeartbeatInABlink"))
+		}
+	}
+}
+
+// TestRefusalIntoAPauseNotHeardOf: memory seed 4177. A secondary refusal
+// naming no time (a minute) came while the database blinked; another
+// process, which had not heard of it, sent during that pause, after a
+// reservation that had waited out the blink, and was refused too. Its
+// answer counted as sent when the reservation was asked for (before the
+// pause) and as one of the first refusal's episode, so it lengthened
+// nothing, and the fleet went again 2 s before its minute was over. The
+// answer counts from its send now, and a refusal of a request sent into
+// the pause lengthens it to a minute after itself. It failed about one
+// run in ten, so the seed runs twenty times.
+func TestRefusalIntoAPauseNotHeardOf(t *testing.T) {
+	for range 20 {
+		p := fleetsim.Draw(4177, fleetsim.Switches{})
+		if res := fleetsim.Run(t, p, fleetsim.Options{Store: fleetsim.Memory}); res.Failed() {
+			t.Fatal(res.Report("go test ./fleetsim -run TestRefusalIntoAPauseNotHeardOf"))
+		}
+	}
+}
+
+// TestBareRefusalPausesItsScope: memory seed 2 with bare refusals. A
+// proxy's bare 429 of GET /items/29 pauses the narrowest scope of the
+// request (/items/*) for a minute, as the client does: a search 0.66 s
+// later is no early request (the referee took the whole host before).
+func TestBareRefusalPausesItsScope(t *testing.T) {
+	sw := fleetsim.Switches{Bare: true}
+	for range 3 {
+		p := fleetsim.Draw(2, sw)
+		if res := fleetsim.Run(t, p, fleetsim.Options{Store: fleetsim.Memory, Switches: sw}); res.Failed() {
+			t.Fatal(res.Report("go test ./fleetsim -run TestBareRefusalPausesItsScope"))
+		}
+	}
+}

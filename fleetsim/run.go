@@ -225,6 +225,9 @@ func (w *world) newProcess(idx, gen int) *process {
 	}
 	prov.Secondary.MaxConcurrency = w.plan.MaxConcurrent
 	prov.Secondary.WriteSpacing = w.plan.WriteSpacing
+	// The server follows GitHub's rule for a refusal stating nothing:
+	// at least a minute (the referee's GitHubBareWait).
+	prov.Secondary.BareWait = GitHubBareWait
 	if w.opts.Provider != nil {
 		w.opts.Provider(prov)
 	}

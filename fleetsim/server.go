@@ -127,7 +127,7 @@ func (s *server) arrive(now time.Time, req request) answer {
 	if now.Before(s.bareUntil) {
 		h.Set("Content-Type", "text/html")
 		return answer{status: http.StatusTooManyRequests, header: h, body: "<html><body>Too many requests</body></html>",
-			kind: refusedBare, scope: scopeHost,
+			kind: refusedBare, scope: scopeOf(req),
 			until: func(d time.Time) time.Time { return d.Add(GitHubBareWait) }}
 	}
 	// Secondary limits, per owner: a penalty under way, too many in

@@ -85,6 +85,13 @@ func (o *Owner) ConcurrencyCap(s Secondary, now time.Time) int64 {
 // the end of the owner's last pause (Answer.Sent; zero means now) — is a
 // new strike and lowers the concurrency cap (see lower); a refusal from the
 // episode under way can only lengthen the pause with its own Retry-After.
+// A refusal of a request sent during the pause, at or after the episode
+// began (PenaltyAt), was not in flight when it began: its process had not
+// heard of the pause (the shared database was away while the refusal that
+// set it waited to be written). The server refused it in its own right,
+// so the wait it names counts from it: it lengthens the pause to
+// Secondary.Wait after it (or its Retry-After, or the reset), without a
+// strike.
 // A success (any answer below 500 that is not a refusal) sent after the
 // last pause clears the strikes, and while the owner was never refused,
 // successes ramp its cap up (see RampStart).
@@ -95,6 +102,7 @@ func (o *Owner) Observe(ans *Answer, inFlight int64, now time.Time) {
 		sent = now
 	}
 	fresh := !sent.Before(o.PenaltyUntil)
+	unaware := !fresh && !o.PenaltyAt.IsZero() && !sent.Before(o.PenaltyAt)
 	switch {
 	case r.Limited == headers.NotLimited && r.Status >= 500:
 		return // a struggling server: no reason to send it more
@@ -117,14 +125,23 @@ func (o *Owner) Observe(ans *Answer, inFlight int64, now time.Time) {
 		pause = max(r.Reset.Sub(now), 0)
 	case fresh:
 		pause = penalty(ans.Secondary.Wait, o.Strikes, ans.Jitter)
+	case unaware:
+		pause = penalty(ans.Secondary.Wait, 0, 0)
 	}
 	pause = capPause(pause, ans.MaxPause)
 	if until := now.Add(pause); until.After(o.PenaltyUntil) {
 		o.PenaltyUntil = until
 	}
-	if fresh {
+	switch {
+	case fresh:
+		o.PenaltyAt = now
 		o.Strikes++
 		o.lower(ans.Secondary, inFlight, pause, now)
+	case now.Before(o.PenaltyAt):
+		// A refusal of the episode that came before the one that
+		// began it, heard later (its write waited out an outage):
+		// the episode began with it.
+		o.PenaltyAt = now
 	}
 }
 

@@ -56,6 +56,9 @@ type Cost struct {
 // exported fields; methods change the receiver.
 type Owner struct {
 	PenaltyUntil time.Time `json:"penalty_until,omitzero"`
+	// PenaltyAt is when the episode of refusals under way began: the
+	// first refusal heard of it (see Observe).
+	PenaltyAt time.Time `json:"penalty_at,omitzero"`
 	// Strikes counts episodes of secondary refusals in a row: one per
 	// pause, however many requests it refused (see Observe).
 	Strikes int `json:"strikes,omitempty"`

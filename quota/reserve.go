@@ -314,7 +314,7 @@ type Answer struct {
 	Default Default
 	// Jitter, in [0, 1), picks the point of an exponential penalty.
 	Jitter float64
-	// Sent is when the request was reserved and sent (zero when unknown):
+	// Sent is when the request was sent (zero when unknown):
 	// a refusal of a request sent before the owner's current penalty
 	// began belongs to the episode that penalty already answers.
 	Sent time.Time

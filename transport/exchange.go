@@ -454,6 +454,11 @@ func (x *exchange) send() error {
 		s.gql = t.costs.sent(g.slot.Bucket)
 	}
 	s.sentAt = t.opts.Now()
+	// The answer's request went now, not when its reservation was asked
+	// for: a reservation may wait out a database outage for seconds,
+	// and an answer judged as sent before a pause began when it went
+	// during it would lengthen nothing (quota.Owner.Observe).
+	g.sent = s.sentAt
 	s.resp, err = t.base.RoundTrip(out)
 	s.now = t.opts.Now()
 	if err != nil {

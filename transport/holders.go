@@ -44,7 +44,7 @@ func (t *Transport) holderGone(h string, beats map[string]time.Time, now time.Ti
 
 // sweepHolders frees the reservations of holders that are gone.
 func (t *Transport) sweepHolders(ctx context.Context) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	ctx, cancel := t.background(ctx)
 	defer cancel()
 	var beats map[string]time.Time
 	if hb, ok := t.state.(Heartbeats); ok {
@@ -64,6 +64,15 @@ func (t *Transport) sweepHolders(ctx context.Context) {
 		t.emit(Event{Kind: EventHoldersFreed, Attempt: n})
 		t.waiters.wake()
 	}
+}
+
+// background is the context of a beat or sweep: ctx's values, not its
+// cancellation (a request that started the first one may end before it),
+// 10 s at most, and ended by Close.
+func (t *Transport) background(ctx context.Context) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	stop := context.AfterFunc(t.stopping, cancel)
+	return ctx, func() { stop(); cancel() }
 }
 
 // startHolding runs once, before the transport's first reservation: it
@@ -87,24 +96,33 @@ func (t *Transport) startHolding(ctx context.Context) {
 }
 
 func (t *Transport) beat(ctx context.Context, hb Heartbeats) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	ctx, cancel := t.background(ctx)
 	defer cancel()
-	if err := hb.Beat(ctx, t.holder, t.opts.Now()); err != nil {
+	if err := hb.Beat(ctx, t.holder, t.opts.Now()); err != nil && t.stopping.Err() == nil {
 		t.log.Warn("writing this process's heartbeat", "err", err)
 	}
 }
 
 // beatLoop beats, sweeps every HolderTimeout, and arms itself again until
-// the transport is closed.
+// the transport is closed. Close cancels a beat or sweep under way (it
+// may be waiting out a database outage) and waits for it to end.
 func (t *Transport) beatLoop() {
+	t.mu.Lock()
+	if t.closed {
+		t.mu.Unlock()
+		return
+	}
+	t.beating.Add(1)
+	t.mu.Unlock()
+	defer t.beating.Done()
 	hb := t.state.(Heartbeats)
-	t.beat(context.Background(), hb)
+	t.beat(t.stopping, hb)
 	t.mu.Lock()
 	t.beats++
 	sweep := t.beats%int(HolderTimeout/HeartbeatEvery) == 0
 	t.mu.Unlock()
 	if sweep {
-		t.sweepHolders(context.Background())
+		t.sweepHolders(t.stopping)
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()

@@ -238,6 +238,12 @@ type Transport struct {
 	beatTimer *time.Timer // the heartbeat on a shared state
 	beats     int
 	closed    bool
+	// stopping is cancelled by Close: a heartbeat or sweep under way
+	// (which may be waiting out a database outage) gives up; beating
+	// counts those under way, and Close waits for them.
+	stopping  context.Context
+	stopBeats context.CancelFunc
+	beating   sync.WaitGroup
 
 	waiters   waiters
 	flights   flights      // cacheable GETs in flight, which identical ones wait for
@@ -261,6 +267,7 @@ func New(opts Options) (*Transport, error) {
 	t := &Transport{opts: opts, reg: opts.Providers, base: opts.Base, state: opts.State, log: opts.Logger,
 		holder: opts.Holder, lanes: map[*provider.Provider]*lane{}, given: map[string]*creds.Pool{},
 		late: map[*provider.Provider]*lane{}, auto: map[string]*lane{}, trace: newTracing(opts, ownClock)}
+	t.stopping, t.stopBeats = context.WithCancel(context.Background())
 	if m := opts.Metrics; m != nil && m.scopes != nil {
 		m.scopes.state.Store(&t.state)
 	}
@@ -372,6 +379,8 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 }
 
 // Close releases what the transport holds (a shared store's connections).
+// It stops the heartbeat, and a beat or sweep under way (one waiting out
+// a database outage gives up), and returns once they have ended.
 func (t *Transport) Close() error {
 	t.mu.Lock()
 	t.closed = true
@@ -379,6 +388,8 @@ func (t *Transport) Close() error {
 		t.beatTimer.Stop()
 	}
 	t.mu.Unlock()
+	t.stopBeats()
+	t.beating.Wait()
 	if t.opts.OnClose != nil {
 		return t.opts.OnClose()
 	}
@@ -414,7 +425,7 @@ type grant struct {
 	slot   Slot
 	lease  uint64
 	held   bool      // the reservation is not settled yet
-	sent   time.Time // when the reservation was taken
+	sent   time.Time // when the reservation was taken, then when the request went (send)
 	class  provider.Request
 	waited time.Duration
 	// units is the real cost of the attempt's GraphQL query, once its

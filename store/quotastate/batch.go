@@ -143,7 +143,10 @@ func (st *State) decideTogether(batch []*call) {
 			ctx = store.WithWaitLimit(ctx, c.limit)
 		}
 	}
-	off := st.ClockOffset(ctx)
+	off, err := st.offset(ctx)
+	if err != nil {
+		return // each call is decided alone, which measures again
+	}
 	for _, c := range batch {
 		defer reserveOnDBClock(c.p, off)()
 	}

@@ -2,6 +2,7 @@ package quotastate
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"time"
 
@@ -76,8 +77,24 @@ func (st *State) clockKnown() bool {
 
 // ClockOffset returns the offset applied to the transport's times: the
 // database's clock less the transport's. The first call measures it, and
-// every call until then waits for that measurement.
+// every call until then waits for that measurement. While no measurement
+// has succeeded it returns 0; the State's own decisions do not use that
+// (see offset).
 func (st *State) ClockOffset(ctx context.Context) time.Duration {
+	off, _ := st.offset(ctx)
+	return off
+}
+
+// errClockUnknown is returned for a decision that would need the offset
+// to the database's clock while no measurement of it has succeeded.
+var errClockUnknown = errors.New("quota state: the offset to the database's clock is not known yet")
+
+// offset is ClockOffset for a decision: until a measurement succeeds it
+// fails (with the measurement's error, or errClockUnknown), as a decision
+// taken as if the offset were 0 would compare this process's times with
+// the others' on two clocks (a pause written 2.5 s short by a process that
+// far behind). A measurement that fails is tried again at the next call.
+func (st *State) offset(ctx context.Context) (time.Duration, error) {
 	for {
 		st.clk.mu.Lock()
 		if st.clk.now == nil {
@@ -97,7 +114,7 @@ func (st *State) ClockOffset(ctx context.Context) time.Duration {
 				}
 			}
 			st.clk.mu.Unlock()
-			return off
+			return off, nil
 		}
 		st.clk.mu.Unlock()
 		// The first decision waits for the measurement: until then no
@@ -105,14 +122,16 @@ func (st *State) ClockOffset(ctx context.Context) time.Duration {
 		select {
 		case sem <- struct{}{}:
 		case <-ctx.Done():
-			st.clk.mu.Lock()
-			defer st.clk.mu.Unlock()
-			return st.clk.offset
+			return 0, errors.Join(errClockUnknown, ctx.Err())
 		}
+		var err error
 		if !st.clockKnown() {
-			st.measure(ctx)
+			err = st.measure(ctx)
 		}
 		<-sem
+		if err != nil {
+			return 0, errors.Join(errClockUnknown, err)
+		}
 	}
 }
 
@@ -131,21 +150,20 @@ func (st *State) remeasure() {
 	st.measure(ctx)
 }
 
-// measure measures the offset, holding measuring; on failure it keeps the
-// last one (0 at first) and tries again at the next ClockCheck.
-func (st *State) measure(ctx context.Context) {
+// measure measures the offset, holding measuring. On failure it keeps the
+// last one and tries again at the next ClockCheck; a first measurement
+// that fails leaves the offset unknown, measured again at the next call.
+func (st *State) measure(ctx context.Context) error {
 	st.clk.mu.Lock()
 	now := st.clk.now
 	st.clk.mu.Unlock()
 	at := now()
-	defer func() {
-		st.clk.mu.Lock()
-		defer st.clk.mu.Unlock()
-		st.clk.measured = at
-	}()
 	c, ok := st.s.(store.Clock)
 	if !ok {
-		return
+		st.clk.mu.Lock()
+		st.clk.measured = at
+		st.clk.mu.Unlock()
+		return nil
 	}
 	best := time.Duration(-1)
 	var offset time.Duration
@@ -154,8 +172,13 @@ func (st *State) measure(ctx context.Context) {
 		db, err := c.DatabaseNow(ctx)
 		t1 := now()
 		if err != nil {
-			st.log.Warn("quota state: reading the database's clock failed; keeping the last offset", "err", err)
-			return
+			st.clk.mu.Lock()
+			defer st.clk.mu.Unlock()
+			if !st.clk.measured.IsZero() {
+				st.clk.measured = at // the last offset holds until the next check
+				st.log.Warn("quota state: reading the database's clock failed; keeping the last offset", "err", err)
+			}
+			return err
 		}
 		if rtt := t1.Sub(t0); best < 0 || rtt < best {
 			best = rtt
@@ -163,8 +186,9 @@ func (st *State) measure(ctx context.Context) {
 		}
 	}
 	st.clk.mu.Lock()
-	st.clk.offset = offset
+	st.clk.offset, st.clk.measured = offset, at
 	st.clk.mu.Unlock()
+	return nil
 }
 
 // shift moves t by d, leaving a zero time (unknown) zero.
@@ -214,6 +238,7 @@ func bucketOnLocalClock(b quota.Bucket, off time.Duration) quota.Bucket {
 // ownerOnLocalClock is bucketOnLocalClock for an owner.
 func ownerOnLocalClock(o quota.Owner, off time.Duration) quota.Owner {
 	o.PenaltyUntil, o.CapAt, o.NextWrite = shift(o.PenaltyUntil, -off), shift(o.CapAt, -off), shift(o.NextWrite, -off)
+	o.PenaltyAt = shift(o.PenaltyAt, -off)
 	o.ContentMinute, o.ContentHour = o.ContentMinute.Shifted(-off), o.ContentHour.Shifted(-off)
 	for k, sp := range o.Points {
 		o.Points[k] = sp.Shifted(-off)

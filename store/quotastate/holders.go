@@ -28,7 +28,10 @@ type beat struct {
 // Beat implements transport.Heartbeats: it records that holder was alive
 // at now (on the database's clock, see ClockOffset).
 func (st *State) Beat(ctx context.Context, holder string, now time.Time) error {
-	off := st.ClockOffset(ctx)
+	off, err := st.offset(ctx)
+	if err != nil {
+		return err
+	}
 	return update(ctx, st, key("holder", holder), func() beat { return beat{} }, func(b *beat) error {
 		b.Seen = now.Add(off).UTC()
 		return nil
@@ -38,7 +41,10 @@ func (st *State) Beat(ctx context.Context, holder string, now time.Time) error {
 // Beats implements transport.Heartbeats: every holder's latest heartbeat,
 // on the transport's clock.
 func (st *State) Beats(ctx context.Context) (map[string]time.Time, error) {
-	off := st.ClockOffset(ctx)
+	off, err := st.offset(ctx)
+	if err != nil {
+		return nil, err
+	}
 	recs, err := st.s.List(ctx, "holder/")
 	if err != nil {
 		return nil, err

@@ -37,9 +37,12 @@ func (st *State) TakeLearningTurn(ctx context.Context, p *transport.TurnParams) 
 	// The turn's end is a shared time: on the database's clock, like a
 	// lease's, so a process whose clock runs ahead cannot take a turn
 	// that has not ended.
-	off := st.ClockOffset(ctx)
+	off, err := st.offset(ctx)
+	if err != nil {
+		return got, err
+	}
 	now, until := p.Now.Add(off), p.Until.Add(off)
-	err := update(ctx, st, turnKey(p.Key), func() turn { return turn{} }, func(v *turn) error {
+	err = update(ctx, st, turnKey(p.Key), func() turn { return turn{} }, func(v *turn) error {
 		free := v.Holder == "" || v.Holder == p.Holder || !now.Before(v.Until) || v.Holder == p.Gone
 		if !free {
 			got = transport.TurnTaken{Seq: v.Seq, Holder: v.Holder}

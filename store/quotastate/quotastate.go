@@ -391,7 +391,11 @@ func (st *State) reserveAlone(ctx context.Context, p *transport.ReserveParams) (
 	// commit unseen): bound the transaction here.
 	ctx, cancel := context.WithTimeout(ctx, st.txTimeout(settleTimeout))
 	defer cancel()
-	defer reserveOnDBClock(p, st.ClockOffset(ctx))()
+	off, err := st.offset(ctx)
+	if err != nil {
+		return transport.Decision{}, err
+	}
+	defer reserveOnDBClock(p, off)()
 	defer st.writing.begin()()
 	settles := st.takePending()
 	if oneChoice(p.Slots) && !p.Waited {
@@ -639,13 +643,16 @@ func (st *State) Settle(ctx context.Context, p *transport.SettleParams) error {
 	bounded := func() (context.Context, context.CancelFunc) {
 		return context.WithTimeout(ctx, st.txTimeout(settleTimeout))
 	}
+	mctx, mcancel := ctx, context.CancelFunc(func() {})
 	if !st.clockKnown() {
-		mctx, cancel := bounded()
-		p = settleOnDBClock(p, st.ClockOffset(mctx))
-		cancel()
-	} else {
-		p = settleOnDBClock(p, st.ClockOffset(ctx))
+		mctx, mcancel = bounded()
 	}
+	off, err := st.offset(mctx)
+	mcancel()
+	if err != nil {
+		return err
+	}
+	p = settleOnDBClock(p, off)
 	// p is a copy from here on.
 	block, served, closed := st.settleBlocks(p)
 	if served {
