@@ -552,8 +552,11 @@ func TestShutdownInterruptsAndRequeues(t *testing.T) {
 			t.Errorf("event = %q", s)
 		}
 		startWorker(t, q, WorkOptions{})
-		if got := mustAwait(t, q, id); got.State != StateCompleted || got.Attempt != 2 || got.RescheduleCount != 0 {
-			t.Fatalf("task = %+v, want completed on attempt 2", got)
+		// Attempt 2, or later when the stopping worker was handed the
+		// task again before its producers stopped (it gives it back
+		// unrun: Work).
+		if got := mustAwait(t, q, id); got.State != StateCompleted || got.Attempt < 2 || got.RescheduleCount != 0 {
+			t.Fatalf("task = %+v, want completed on attempt 2 or later", got)
 		}
 	})
 }

@@ -365,6 +365,11 @@ func (w *taskWorker[TD, TTx]) Work(ctx context.Context, job *river.Job[jobArgs])
 		// Cancelled while it waited with a reschedule River does not check
 		// for cancellation (one made available at once).
 		herr, end.cancelled = errors.New("cancelled"), true
+	} else if w.stopping.Load() {
+		// Claimed while the worker stops its handlers: River may fetch
+		// a task one of them just gave back before its producers stop.
+		// It does not run here: back to pending, for the next worker.
+		herr, end.stopping = context.Canceled, true
 	} else {
 		hctx, cancel := context.WithCancelCause(ctx)
 		w.running.Store(t.ID, cancel)

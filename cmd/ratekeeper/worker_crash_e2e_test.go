@@ -87,6 +87,16 @@ func killWorkerAndRestart(t *testing.T, db, workerID string) {
 	// worker had claimed but not sent when it was killed: it is taken back
 	// like the others, and sent once.
 	left = running(t, q)
+	// That claim's commit may land a moment after the kill: read until
+	// the running tasks hold still, so that the list below sees the same.
+	for i := 0; i < 20; i++ {
+		time.Sleep(50 * time.Millisecond)
+		again := running(t, q)
+		if len(again) == len(left) {
+			break
+		}
+		left = again
+	}
 	if len(left) < inFlight {
 		t.Fatalf("%d tasks left running by the kill, want the %d in flight at least", len(left), inFlight)
 	}
