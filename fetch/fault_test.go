@@ -3,6 +3,7 @@ package fetch_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"os"
@@ -146,17 +147,21 @@ func (d *deleting) RoundTrip(req *http.Request) (*http.Response, error) {
 }
 
 // A task deleted from the database before its record was written took its
-// outcome with it: it is submitted again, not written as a failure.
+// outcome with it: it is submitted again, not written as a failure. The
+// victim's task is deleted in the same transaction that finishes it (by a
+// trigger set while its request is under way), so that no look at the
+// tasks can see it finished first, whatever the machine's load: a look
+// finds it gone, as it finds a finished task a retention setting deleted.
 func TestVanishedTaskIsSubmittedAgain(t *testing.T) {
 	s := githubSim(t, "tok-alice-1")
 	urls := repoURLs(s.URL, 3)
 	tr := client(t, githubOpts(s.URL))
 	targets := plan(t, tr, false, urls...)
 	dsn := sqliteDSN(t)
-	victim := urls[0]
-	deleted := false
-	d := &deleting{RoundTripper: tr, trigger: urls[1], del: func() error {
-		if deleted {
+	victim := urls[1]
+	armed := false
+	d := &deleting{RoundTripper: tr, trigger: victim, del: func() error {
+		if armed {
 			return nil
 		}
 		db, err := sqlite.OpenDB(context.Background(), dsn)
@@ -164,31 +169,25 @@ func TestVanishedTaskIsSubmittedAgain(t *testing.T) {
 			return err
 		}
 		defer db.Close()
-		// Only a finished task: River's completer has written it within
-		// about 250 ms of its end.
-		for range 200 {
-			res, err := db.Exec("DELETE FROM river_job WHERE json_extract(args, ?) = ? AND state = 'completed'", "$.unique_key", victim)
-			if err != nil {
-				return err
-			}
-			if n, _ := res.RowsAffected(); n == 1 {
-				deleted = true
-				return nil
-			}
-			time.Sleep(10 * time.Millisecond)
+		var id int64
+		if err := db.QueryRow("SELECT id FROM river_job WHERE json_extract(args, ?) = ? AND state = 'running'", "$.unique_key", victim).Scan(&id); err != nil {
+			return fmt.Errorf("the victim's running task: %w", err)
 		}
-		return errors.New("the victim's task never completed")
+		// Only this task: the one submitted again must finish.
+		_, err = db.Exec(fmt.Sprintf(`CREATE TRIGGER vanish AFTER UPDATE OF state ON river_job
+			WHEN NEW.id = %d AND NEW.state = 'completed'
+			BEGIN DELETE FROM river_job WHERE id = NEW.id; END`, id))
+		armed = err == nil
+		return err
 	}}
 	out := filepath.Join(t.TempDir(), "results.jsonl")
 	j := openJournal(t, out)
 	sum := run(t, dsn, tr, targets, j, func(o *fetch.Options) {
 		o.Client = &http.Client{Transport: d}
-		o.Concurrency = 1 // the victim first, then the trigger
-		// The first look after the start comes after the deletion.
-		o.PollInterval = time.Second
+		o.Concurrency = 1
 	})
 	j.Close()
-	if !deleted {
+	if !armed {
 		t.Fatal("nothing was deleted")
 	}
 	by := onceEach(t, readRecords(t, out), urls)
