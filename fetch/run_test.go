@@ -388,8 +388,8 @@ func TestRunQuotaBound(t *testing.T) {
 
 // A batch ends soon after its last task, not at the next look at its
 // tasks: while answers come in its last tasks are looked at often. With
-// looks 3 seconds apart, 5 URLs answered at once end the run well before
-// the first of them.
+// looks 20 seconds apart, 5 URLs answered at once end the run well before
+// the first of them (the margin is for a loaded machine's start-up).
 func TestRunEndsWithItsLastTask(t *testing.T) {
 	s := githubSim(t, "tok-alice-1")
 	urls := repoURLs(s.URL, 5)
@@ -398,9 +398,9 @@ func TestRunEndsWithItsLastTask(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "results.jsonl")
 	j := openJournal(t, out)
 	start := time.Now()
-	sum := run(t, sqliteDSN(t), tr, plan(t, tr, false, urls...), j, func(o *fetch.Options) { o.PollInterval = 3 * time.Second })
-	if took := time.Since(start); took > 2*time.Second {
-		t.Errorf("a batch of 5 URLs answered at once took %v with looks 3s apart: it waited for a look", took)
+	sum := run(t, sqliteDSN(t), tr, plan(t, tr, false, urls...), j, func(o *fetch.Options) { o.PollInterval = 20 * time.Second })
+	if took := time.Since(start); took > 10*time.Second {
+		t.Errorf("a batch of 5 URLs answered at once took %v with looks 20s apart: it waited for a look", took)
 	}
 	if sum.Written != 5 || !sum.Done() {
 		t.Fatalf("summary %+v, want 5 written", sum)
