@@ -102,3 +102,21 @@ func TestSweepAfterABlink(t *testing.T) {
 		}
 	}
 }
+
+// TestBare502CountOutlivesAnEarlierReading: memory seed 22 with every 502
+// stating nothing. The client counts such a 502 itself (remaining − 1);
+// a reading of a request sent before it, arriving after, took the
+// within-window minimum and undid that count, and the fleet sent more
+// than the server's last reading allowed (admitted). A reading now counts
+// off the requests counted so that were sent after it (quota.Bucket's
+// Unstated). It failed about one run in ten, so the seed runs thirty
+// times.
+func TestBare502CountOutlivesAnEarlierReading(t *testing.T) {
+	sw := fleetsim.Switches{Bare5xx: true}
+	for range 30 {
+		p := fleetsim.Draw(22, sw)
+		if res := fleetsim.Run(t, p, fleetsim.Options{Store: fleetsim.Memory, Switches: sw}); res.Failed() {
+			t.Fatal(res.Report("go test ./fleetsim -run TestBare502CountOutlivesAnEarlierReading"))
+		}
+	}
+}
