@@ -117,8 +117,6 @@ func (v Violation) String() string {
 type referee struct {
 	start time.Time
 	trace *trace
-	// skipWrites: write spacing is not judged (Switches.SQLWriteSpacing).
-	skipWrites bool
 	// before is the trace as it stood at the first violation.
 	before   []string
 	faults   []Violation
@@ -223,7 +221,7 @@ func (r *referee) arrived(now time.Time, req request) {
 
 // judgeWrite checks the spacing of a write arriving at now.
 func (r *referee) judgeWrite(now time.Time, req request, spacing time.Duration) {
-	if spacing > 0 && !r.skipWrites && !r.lastSend.IsZero() && now.Sub(r.lastSend) < spacing && !r.blinkedBetween(r.lastSend, now) {
+	if spacing > 0 && !r.lastSend.IsZero() && now.Sub(r.lastSend) < spacing && !r.blinkedBetween(r.lastSend, now) {
 		r.violate(now, InvWriteSpacing, fmt.Sprintf("%v arrived %v after the previous write; the spacing is %v", req, now.Sub(r.lastSend), spacing))
 	}
 	r.lastSend = now

@@ -51,8 +51,7 @@ type Options struct {
 	// Provider, when set, adjusts each process's provider (e.g. the
 	// write spacing it believes in).
 	Provider func(*provider.Provider)
-	// Switches are those the plan was drawn with; SQLWriteSpacing is
-	// read here.
+	// Switches are those the plan was drawn with; Learnt is read here.
 	Switches Switches
 }
 
@@ -140,8 +139,7 @@ var errBlink = &pgconn.PgError{Severity: "FATAL", Code: "57P01", Message: "termi
 func newWorld(t *testing.T, plan *Plan, opts Options) *world {
 	w := &world{t: t, plan: plan, opts: opts, start: time.Now(), trace: newTrace(40),
 		killed: map[string]time.Time{}, open: map[int]string{}}
-	w.ref = &referee{start: w.start, trace: w.trace,
-		skipWrites: opts.Store != Memory && opts.Store != "" && !opts.Switches.SQLWriteSpacing}
+	w.ref = &referee{start: w.start, trace: w.trace}
 	w.srv = newServer(plan, w.ref, w.trace, w.start)
 	w.trace.start = w.start
 	w.url = fmt.Sprintf("http://api-%d.sim", plan.Seed)

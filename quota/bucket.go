@@ -41,6 +41,15 @@ type Bucket struct {
 	// it, so its requests are not held to one probe at a time (see
 	// wait). The first reading that states a count clears it.
 	Silent bool `json:"silent,omitempty"`
+	// Unstated are when the requests were sent that the server charged
+	// in the current window without stating counts (a proxy's 502):
+	// the bucket counted each in Remaining itself. A reading of a
+	// request sent before them, arriving after, cannot have counted
+	// them: they are taken off it, so that its count does not undo
+	// theirs (see observeStated). A reading of a request sent after
+	// them counts them, and forgets them; a new window forgets them
+	// all. At most maxUnstated, the latest.
+	Unstated []time.Time `json:"unstated,omitempty"`
 
 	// Leases are the reservations whose responses have not arrived:
 	// quota spent that the server has not reported yet. Each lapses on
@@ -162,6 +171,7 @@ func (b *Bucket) roll(now time.Time) {
 	if at := b.refillAt(); !at.IsZero() && !now.Before(at) {
 		b.riseLearnt()
 		b.Probing = b.Learnt
+		b.Unstated = nil
 		if b.Learnt || b.Configured {
 			// A scope's new window is counted afresh.
 			b.Counted, b.CountedFrom = 0, time.Time{}
@@ -211,5 +221,6 @@ func sameWindowTolerance(window time.Duration) time.Duration {
 // the copy leaves b as it was.
 func (b Bucket) Clone() Bucket {
 	b.Leases = slices.Clone(b.Leases)
+	b.Unstated = slices.Clone(b.Unstated)
 	return b
 }

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"time"
 
@@ -218,11 +219,12 @@ type Default struct {
 // ScopeBackoff (Settle applies the provider's first pause, Answer.BareWait,
 // and its doubling).
 func (b *Bucket) Observe(r *headers.Reading, now time.Time, counted bool, def Default) {
-	b.observe(r, now, counted, def, DefaultMaxPause)
+	b.observe(r, now, time.Time{}, counted, def, DefaultMaxPause)
 }
 
-// observe is Observe with the cap on pauses (DefaultMaxPause when zero).
-func (b *Bucket) observe(r *headers.Reading, now time.Time, counted bool, def Default, maxPause time.Duration) {
+// observe is Observe of the answer to a request sent at sent (zero:
+// unknown) with the cap on pauses (DefaultMaxPause when zero).
+func (b *Bucket) observe(r *headers.Reading, now, sent time.Time, counted bool, def Default, maxPause time.Duration) {
 	if r.Limited == headers.Bare {
 		b.pauseBare(&Answer{Reading: r, MaxPause: maxPause}, now)
 		return
@@ -238,7 +240,7 @@ func (b *Bucket) observe(r *headers.Reading, now time.Time, counted bool, def De
 	}
 	if r.Remaining != UnknownCount {
 		b.Silent = false
-		if !b.observeStated(r, now, def) {
+		if !b.observeStated(r, now, sent, def) {
 			if r.Limited == headers.Primary {
 				// A refusal from a window already overtaken teaches
 				// no counts, but the time it names is still kept.
@@ -247,7 +249,7 @@ func (b *Bucket) observe(r *headers.Reading, now time.Time, counted bool, def De
 			return
 		}
 	} else {
-		b.observeUnstated(r, now, counted, def)
+		b.observeUnstated(r, now, sent, counted, def)
 	}
 
 	switch r.Limited {
@@ -263,18 +265,24 @@ func (b *Bucket) observe(r *headers.Reading, now time.Time, counted bool, def De
 	}
 }
 
-// observeStated folds in a reading that states remaining: taken as it is
-// when it starts a new window, kept to the least remaining within the
-// current one. It reports false, having changed nothing of the counts,
-// for a reading from a window already overtaken.
-func (b *Bucket) observeStated(r *headers.Reading, now time.Time, def Default) bool {
+// observeStated folds in a reading that states remaining, of a request
+// sent at sent (zero: unknown): taken as it is when it starts a new window, kept to the
+// least remaining within the current one; either way less the requests
+// the bucket counted itself that were sent after it (Unstated), which it
+// cannot have counted. It reports false, having changed nothing of the
+// counts, for a reading from a window already overtaken.
+func (b *Bucket) observeStated(r *headers.Reading, now, sent time.Time, def Default) bool {
 	newWindow := b.Remaining == UnknownCount || b.Assumed ||
 		r.HasReset() && (b.Reset.IsZero() || r.Reset.After(b.Reset.Add(sameWindowTolerance(b.Window))))
 	staleWindow := !newWindow && r.HasReset() && !b.Reset.IsZero() &&
 		r.Reset.Before(b.Reset.Add(-sameWindowTolerance(b.Window)))
+	remaining := r.Remaining
+	if remaining > 0 && !sent.IsZero() {
+		remaining = max(remaining-b.unstatedAfter(sent), 0)
+	}
 	switch {
 	case newWindow:
-		b.Remaining = r.Remaining
+		b.Remaining = remaining
 		b.Reset = r.Reset // zero when not stated: see below
 	case staleWindow:
 		// A response from the previous window, overtaken by
@@ -284,11 +292,12 @@ func (b *Bucket) observeStated(r *headers.Reading, now time.Time, def Default) b
 		// new one.
 		return false
 	default:
-		b.Remaining = min(b.Remaining, r.Remaining)
+		b.Remaining = min(b.Remaining, remaining)
 		if r.HasReset() && (r.Reset.After(b.Reset) || b.Inferred) {
 			b.Reset = r.Reset
 		}
 	}
+	b.forgetUnstated(sent)
 	if r.Limit != UnknownCount {
 		b.Limit = r.Limit
 	}
@@ -312,10 +321,51 @@ func (b *Bucket) observeStated(r *headers.Reading, now time.Time, def Default) b
 	return true
 }
 
-// observeUnstated folds in a reading that states no remaining: a stated
-// limit is kept until counts come; with nothing stated at all the bucket
-// counts by itself, against def from the first response on.
-func (b *Bucket) observeUnstated(r *headers.Reading, now time.Time, counted bool, def Default) {
+// maxUnstated bounds Bucket.Unstated: a server that never states its
+// counts again keeps no more than these.
+const maxUnstated = 32
+
+// unstatedAfter is how many of the requests the bucket counted itself
+// (Unstated) were sent at or after sent: a reading of a request sent at
+// sent did not count them (of two sent at one instant, either may have
+// reached the server first: the count errs low, the safe side).
+func (b *Bucket) unstatedAfter(sent time.Time) int64 {
+	var n int64
+	for _, at := range b.Unstated {
+		if !at.Before(sent) {
+			n++
+		}
+	}
+	return n
+}
+
+// forgetUnstated forgets the requests the bucket counted itself that were
+// sent before sent: a reading of a request sent at sent counts them (a
+// server counts requests in the order they arrive). A reading of a
+// request whose sending is unknown (sent zero) is taken as the latest
+// word: it forgets them all.
+func (b *Bucket) forgetUnstated(sent time.Time) {
+	if sent.IsZero() {
+		b.Unstated = nil
+		return
+	}
+	if b.unstatedAfter(sent) == int64(len(b.Unstated)) {
+		return
+	}
+	var later []time.Time
+	for _, at := range b.Unstated {
+		if !at.Before(sent) {
+			later = append(later, at)
+		}
+	}
+	b.Unstated = later
+}
+
+// observeUnstated folds in a reading that states no remaining, of a
+// request sent at sent (zero: unknown, taken as now): a stated limit is kept until counts come; with
+// nothing stated at all the bucket counts by itself, against def from the
+// first response on.
+func (b *Bucket) observeUnstated(r *headers.Reading, now, sent time.Time, counted bool, def Default) {
 	switch {
 	case r.Limit != UnknownCount && b.Remaining == UnknownCount:
 		b.Limit = r.Limit
@@ -336,8 +386,14 @@ func (b *Bucket) observeUnstated(r *headers.Reading, now time.Time, counted bool
 		b.Silent = true
 	case counted && b.Remaining > 0:
 		// The server charged the request but did not say so:
-		// count it ourselves until it speaks again.
+		// count it ourselves until it speaks again, and remember
+		// when it went, so that a reading of a request sent before
+		// it does not undo the count (see observeStated).
 		b.Remaining--
+		b.Unstated = append(slices.Clip(b.Unstated), cmp.Or(sent, now))
+		if n := len(b.Unstated) - maxUnstated; n > 0 {
+			b.Unstated = b.Unstated[n:]
+		}
 	}
 }
 

@@ -428,7 +428,7 @@ func SettleScoped(o *Owner, b, scope *Bucket, id uint64, ans *Answer, now time.T
 			b.pauseBare(ans, now)
 		default:
 			b.clearBare(ans, now)
-			b.observe(ans.Reading, now, ans.Counted, ans.Default, ans.MaxPause)
+			b.observe(ans.Reading, now, ans.Sent, ans.Counted, ans.Default, ans.MaxPause)
 			b.countUnits(ans, spent)
 			if ans.Continuous {
 				b.learnRefill(ans.Reading, now)

@@ -151,24 +151,29 @@ func refusalOfScope(b *Bucket, r *headers.Reading, now time.Time) bool {
 	return !known || budget > 0
 }
 
-// observeScope applies an answer to the scope of its request: a success
-// the server charged counts against a known scope (in Counted, the
-// fleet's count, as well as in Remaining), and the first success after an
-// episode of refusals ends it; a refusal of the scope (refused) pauses and
-// teaches it. A scope nothing is known of counts nothing: a success there
-// changes nothing, so a store writes nothing.
+// observeScope applies an answer to the scope of its request: an answer
+// the server charged that is no refusal counts against a known scope (in
+// Counted, the fleet's count, as well as in Remaining) — a server error
+// too, which the server may have processed and counted, as the request's
+// bucket counts it: a limit learnt from a count without them is short by
+// as many — and the first success after an episode of refusals ends it; a
+// refusal of the scope (refused) pauses and teaches it. A scope nothing is
+// known of counts nothing: a success there changes nothing, so a store
+// writes nothing.
 func (s *Bucket) observeScope(ans *Answer, refused bool, now time.Time) {
 	r := ans.Reading
 	switch {
 	case refused:
 		s.observeScopeRefusal(ans, now)
-	case r.Limited == headers.NotLimited && r.Status < 500 && ans.Counted && s.Known():
+	case r.Limited == headers.NotLimited && ans.Counted && s.Known():
 		s.prune(now)
 		s.roll(now)
-		if !s.EpisodeAt.IsZero() && !sentAt(ans, now).Before(s.BlockedUntil) {
-			s.endEpisode(ans, now)
+		if r.Status < 500 {
+			if !s.EpisodeAt.IsZero() && !sentAt(ans, now).Before(s.BlockedUntil) {
+				s.endEpisode(ans, now)
+			}
+			s.Probing = false
 		}
-		s.Probing = false
 		if s.Remaining > 0 {
 			s.Remaining--
 		}

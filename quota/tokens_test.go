@@ -15,7 +15,7 @@ func TestContinuousRefill(t *testing.T) {
 	// 20,000 a minute: 333.3 a second; 2,000 left (17,999 lacking at
 	// least: the count is rounded down), full in 54 s.
 	r := headers.Reading{Status: 200, Limit: 20000, Remaining: 2000, Used: UnknownCount, Reset: t0.Add(53997 * time.Millisecond)}
-	b.observe(&r, t0, true, Default{}, 0)
+	b.observe(&r, t0, time.Time{}, true, Default{}, 0)
 	b.learnRefill(&r, t0)
 	if b.Refill < 333 || b.Refill > 334 {
 		t.Fatalf("refill %v a second, want 333.3", b.Refill)
@@ -48,7 +48,7 @@ func TestContinuousRefill(t *testing.T) {
 	}
 	// A windowed bucket (no rate) still waits for its reset.
 	f := NewBucket()
-	f.observe(&r, t0, true, Default{}, 0)
+	f.observe(&r, t0, time.Time{}, true, Default{}, 0)
 	if w, _ := f.waitUnits(p, 3000, t0); w < 54*time.Second {
 		t.Fatalf("windowed bucket wait %v, want the reset's 54 s", w)
 	}
@@ -63,13 +63,13 @@ func TestContinuousRefillRateAndInFlight(t *testing.T) {
 	b := NewBucket()
 	// 3,201 lacking at most (the count is rounded down), refilled in 2 s.
 	exact := headers.Reading{Status: 200, Limit: 8000, Remaining: 4799, Used: UnknownCount, Reset: t0.Add(2 * time.Second)}
-	b.observe(&exact, t0, true, Default{}, 0)
+	b.observe(&exact, t0, time.Time{}, true, Default{}, 0)
 	b.learnRefill(&exact, t0)
 	// 1,600 a second. A reading whose reset was rounded up to the next
 	// second says 800 a second: not believed.
 	t1 := t0.Add(1500 * time.Millisecond)
 	rounded := headers.Reading{Status: 200, Limit: 8000, Remaining: 6400, Used: UnknownCount, Reset: t1.Add(2 * time.Second)}
-	b.observe(&rounded, t1, true, Default{}, 0)
+	b.observe(&rounded, t1, time.Time{}, true, Default{}, 0)
 	b.learnRefill(&rounded, t1)
 	if b.Refill != 1600 {
 		t.Fatalf("refill %v a second, want the 1,600 the exact reading gave", b.Refill)
@@ -91,7 +91,7 @@ func TestContinuousRefillFromARoundedDownCount(t *testing.T) {
 	t0 := time.Unix(1_000_000, 0)
 	b := NewBucket()
 	r := headers.Reading{Status: 200, Limit: 30, Remaining: 2, Used: UnknownCount, Reset: t0.Add(4517 * time.Millisecond)}
-	b.observe(&r, t0, true, Default{}, 0)
+	b.observe(&r, t0, time.Time{}, true, Default{}, 0)
 	b.learnRefill(&r, t0)
 	if b.Refill > 6 || b.Refill < 5.9 {
 		t.Fatalf("refill %v a second, want at most the true 6", b.Refill)

@@ -1,7 +1,6 @@
 package transport
 
 import (
-	"net/http"
 	"sync"
 	"time"
 
@@ -24,12 +23,13 @@ type scopeTally struct {
 // window a learnt limit's is rounded to.
 const scopeMemory = time.Hour
 
-// answered records an answer of scope id at now (a success the server
-// charged is counted) and returns the count of the scope's successes
+// answered records an answer of scope id at now (one the server charged
+// that is no refusal is counted, a server error too: the server may have
+// processed and counted it, as the State does) and returns the count of the scope's successes
 // since a time, for the scope to learn its limit from (see
 // quota.Answer.Succeeded).
 func (s *scopeTally) answered(id BucketID, r *headers.Reading, counted bool, now time.Time) func(since time.Time) int64 {
-	if r.Limited == headers.NotLimited && counted && r.Status < http.StatusInternalServerError {
+	if r.Limited == headers.NotLimited && counted {
 		s.mu.Lock()
 		if s.at == nil {
 			s.at = map[BucketID][]time.Time{}

@@ -232,6 +232,13 @@ func bucketOnLocalClock(b quota.Bucket, off time.Duration) quota.Bucket {
 	b.TAT, b.Observed = shift(b.TAT, -off), shift(b.Observed, -off)
 	b.EpisodeAt, b.RefusedAt = shift(b.EpisodeAt, -off), shift(b.RefusedAt, -off)
 	b.Leases = leasesOnLocalClock(b.Leases, off)
+	if len(b.Unstated) > 0 {
+		unstated := make([]time.Time, len(b.Unstated))
+		for i, at := range b.Unstated {
+			unstated[i] = shift(at, -off)
+		}
+		b.Unstated = unstated
+	}
 	return b
 }
 
