@@ -3,16 +3,18 @@ package fetch
 import (
 	"testing"
 	"time"
+
+	"github.com/ratekeeper/ratekeeper/taskbatch"
 )
 
 // Near its end a run looks at its tasks every tailLook while its requests
 // are answered, and every poll interval otherwise, however long a look
 // took; a big batch spaces its looks by what they take. Near the end is
 // when every open task may be claimed by this process: 10 in flight claim
-// 10 × claimAhead tasks.
+// 10 × taskbatch.ClaimAhead tasks.
 func TestNextLook(t *testing.T) {
 	now := time.Now()
-	n := 10 * claimAhead
+	n := 10 * taskbatch.ClaimAhead
 	r := &runner{opts: Options{PollInterval: 200 * time.Millisecond, Concurrency: 10}, open: make([]int64, n)}
 	r.lastAnswer = now.Add(-100 * time.Millisecond)
 	if got := r.nextLook(time.Second, now); got != tailLook {

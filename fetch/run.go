@@ -17,6 +17,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/ratekeeper/ratekeeper/taskbatch"
 	"github.com/ratekeeper/ratekeeper/tasks"
 	"github.com/ratekeeper/ratekeeper/transport"
 )
@@ -59,8 +60,9 @@ type Options struct {
 	Output Output
 	// Concurrency is how many requests this process sends at once. Zero
 	// means DefaultConcurrency. The process claims more tasks than that
-	// (claimAhead per request in flight): a claimed task whose quota
-	// cannot go waits in the scheduler (see schedule.go), not in a sender.
+	// (taskbatch.ClaimAhead per request in flight): a claimed task whose
+	// quota cannot go waits in the scheduler (package taskbatch), not in a
+	// sender.
 	Concurrency int
 	// MaxWait is the client's MaxWait: a request whose quota returns later
 	// than that ends its attempt, and its task sleeps until quota returns.
@@ -214,8 +216,8 @@ func Run(ctx context.Context, targets []Target, opts Options) (sum Summary, err 
 		return r.sum, nil
 	}
 
-	client, sched := schedule(opts.Client, opts.Concurrency, opts.MaxWait)
-	defer sched.close()
+	client, sched := taskbatch.Start(opts.Client, opts.Concurrency, opts.MaxWait)
+	defer sched.Close()
 	r.sched = sched
 	q, err := tasks.Open(ctx, opts.DSN, tasks.Options{
 		HTTPClient:       r.tellAnswers(withUserinfo(client, targets)),
@@ -416,7 +418,7 @@ type runner struct {
 	opts    Options
 	targets []Target
 	q       *tasks.Queue
-	sched   *scheduler
+	sched   *taskbatch.Scheduler
 	sum     Summary
 	// owner is the output's Owner, or "" when this run takes nothing back.
 	owner string
@@ -729,7 +731,7 @@ func (r *runner) nextLook(took time.Duration, now time.Time) time.Duration {
 func (r *runner) endNear() bool { return len(r.open) <= r.claims() }
 
 // claims is how many tasks this process claims at once.
-func (r *runner) claims() int { return min(r.opts.Concurrency*claimAhead, tasks.ConcurrencyLimit) }
+func (r *runner) claims() int { return taskbatch.Claims(r.opts.Concurrency) }
 
 // tellAnswers returns a client that sends what client sends and signals
 // r.answered on every answer to one of the run's requests.
@@ -888,7 +890,7 @@ func (r *runner) snapshot(now time.Time, fresh bool) Snapshot {
 	s := Snapshot{At: now, Total: r.sum.Total, Done: r.done(), Failed: r.sum.Failed,
 		Running: r.running, Elsewhere: r.elsewhere, Ready: r.ready, Sleeping: r.sleeping, NextAt: r.nextAt}
 	if r.sched != nil {
-		r.sched.adjust(&s)
+		adjust(r.sched, &s)
 	}
 	if s.Rate = r.pace.rate(); s.Rate > 0 {
 		s.ETA = time.Duration(float64(s.Total-s.Done) / s.Rate * float64(time.Second))

@@ -115,7 +115,8 @@
 // with Handle, and Options.Handlers. A task of a type that no running
 // worker handles is not failed: it waits, pending, for one that does, and
 // List and Get say so in Task.Waiting. So a program may submit tasks that
-// another program works. Concurrency applies per type.
+// another program works. Concurrency applies per type, and
+// TypeConcurrency sets it for a type apart.
 //
 // # Priorities
 //

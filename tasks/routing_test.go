@@ -167,3 +167,59 @@ func TestMigrationMovesTasksToTheirTypesQueues(t *testing.T) {
 		}
 	})
 }
+
+// TypeConcurrency runs as many tasks of a type at once as it says, and the
+// other types Concurrency each: 3 of t.wide beside 1 of t.narrow, as
+// `tasks worker` claims http tasks ahead of its requests in flight while
+// its poll tasks keep one claim per poll.
+func TestTypeConcurrency(t *testing.T) {
+	forEachDB(t, func(t *testing.T, dsn string) {
+		var mu sync.Mutex
+		running, most := map[string]int{}, map[string]int{}
+		started, release := make(chan string, 16), make(chan struct{})
+		h := func(ctx context.Context, task *Task) (json.RawMessage, error) {
+			mu.Lock()
+			running[task.Type]++
+			most[task.Type] = max(most[task.Type], running[task.Type])
+			mu.Unlock()
+			started <- task.Type
+			select {
+			case <-release:
+			case <-ctx.Done():
+			}
+			mu.Lock()
+			running[task.Type]--
+			mu.Unlock()
+			return nil, nil
+		}
+		q := openQueue(t, dsn, withHandlers(map[string]HandlerFunc{"t.wide": h, "t.narrow": h}))
+		if err := q.Work(ctxT(t), WorkOptions{TypeConcurrency: map[string]int{"t.wide": 0}}); !errors.Is(err, ErrInvalid) {
+			t.Errorf("Work with a type's concurrency of 0: %v, want ErrInvalid", err)
+		}
+		var ids []int64
+		for range 5 {
+			ids = append(ids, mustSubmit(t, q, "t.wide", `{}`, SubmitOptions{}), mustSubmit(t, q, "t.narrow", `{}`, SubmitOptions{}))
+		}
+		startWorker(t, q, WorkOptions{Concurrency: 1, TypeConcurrency: map[string]int{"t.wide": 3}})
+		// Every handler holds its task until release: 3 wide and 1 narrow
+		// at once, whatever the order they start in.
+		seen := map[string]int{}
+		for seen["t.wide"] < 3 || seen["t.narrow"] < 1 {
+			select {
+			case typ := <-started:
+				seen[typ]++
+			case <-ctxT(t).Done():
+				t.Fatalf("started %v, want 3 t.wide and 1 t.narrow at once", seen)
+			}
+		}
+		close(release)
+		for _, id := range ids {
+			mustAwait(t, q, id)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if most["t.wide"] != 3 || most["t.narrow"] != 1 {
+			t.Errorf("at most %d t.wide and %d t.narrow ran at once, want 3 and 1", most["t.wide"], most["t.narrow"])
+		}
+	})
+}

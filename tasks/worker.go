@@ -29,6 +29,14 @@ type WorkOptions struct {
 	// its own River queue, so one type's backlog never starves another).
 	// Zero means 10.
 	Concurrency int
+	// TypeConcurrency sets how many tasks of a type run at once, for the
+	// types it names (others run Concurrency). A task "runs" from its
+	// claim to its outcome: a process that sends its tasks' requests
+	// through one scheduler (package taskbatch) claims more tasks than it
+	// sends requests at once, so that a task whose quota cannot go waits
+	// holding a claim, not a sender, while a poll task holds its claim
+	// for as long as it polls.
+	TypeConcurrency map[string]int
 	// WorkerID names this worker in task histories ("claimed by worker
 	// W"). It must be unique among the workers running at the same time on
 	// one database. Empty means host-pid-random.
@@ -93,6 +101,11 @@ func (q *Queue) Work(ctx context.Context, wo WorkOptions) error {
 		wo.Concurrency = 10
 	case wo.Concurrency < 0 || wo.Concurrency > ConcurrencyLimit:
 		return fmt.Errorf("%w: concurrency %d: use 1 to %d", ErrInvalid, wo.Concurrency, ConcurrencyLimit)
+	}
+	for typ, n := range wo.TypeConcurrency {
+		if n < 1 || n > ConcurrencyLimit {
+			return fmt.Errorf("%w: concurrency %d of type %s: use 1 to %d", ErrInvalid, n, typ, ConcurrencyLimit)
+		}
 	}
 	if wo.ShutdownTimeout <= 0 {
 		wo.ShutdownTimeout = 10 * time.Second
@@ -215,13 +228,14 @@ func (b *riverBackend[TD, TTx]) work(ctx context.Context, q *Queue, handlers map
 }
 
 // newClient makes River's client working the given task types, each on
-// its own queue with wo.Concurrency workers.
+// its own queue with wo.Concurrency workers (or the type's
+// TypeConcurrency).
 func (b *riverBackend[TD, TTx]) newClient(q *Queue, w *taskWorker[TD, TTx], types []string, wo WorkOptions) (*river.Client[TTx], error) {
 	workers := river.NewWorkers()
 	queues := make(map[string]river.QueueConfig, len(types))
 	for _, typ := range types {
 		river.AddWorkerArgs(workers, jobArgs{kind: typ}, river.Worker[jobArgs](w)) // types are distinct map keys: no duplicate panic
-		queues[queueFor(typ)] = river.QueueConfig{MaxWorkers: wo.Concurrency}
+		queues[queueFor(typ)] = river.QueueConfig{MaxWorkers: cmp.Or(wo.TypeConcurrency[typ], wo.Concurrency)}
 	}
 	retention := q.opts.Retention
 	if retention <= 0 {

@@ -1,25 +1,29 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/ratekeeper/ratekeeper/sim"
+	"github.com/ratekeeper/ratekeeper/tasks"
 )
 
 // The mixed workload of package batch's BenchmarkMixedRESTAndGraphQL,
-// through `ratekeeper fetch -i requests.jsonl`: one GitHub user, REST 200
-// requests and GraphQL 300 points per 10-second window; 400 REST GETs and
-// 120 queries of 2 to 9 points (540 in all), the queries denser early (80
-// of the first 160 lines); 20 ms answers; 8 in flight.
+// through `ratekeeper fetch -i requests.jsonl` and through `ratekeeper
+// tasks worker`: one GitHub user, REST 200 requests and GraphQL 300
+// points per 10-second window; 400 REST GETs and 120 queries of 2 to 9
+// points (540 in all), the queries denser early (80 of the first 160
+// lines); 20 ms answers; 8 in flight.
 const (
 	mixedREST, mixedQueries   = 400, 120
 	mixedRESTLimit, mixedPts  = 200, 300
@@ -81,15 +85,30 @@ func mixedIdeal(start time.Time, units, limit, requests int) time.Duration {
 	return first + time.Duration(windows-2)*(mixedWindow+time.Second) + tail
 }
 
-// BenchmarkFetchMixedRESTAndGraphQL runs the mixed workload through
-// `ratekeeper fetch -i` (--concurrency 8, a SQLite --db) against the
-// simulator in real time. It reports the time from the simulator's first
-// request to its last answer as a ratio to the ideal (mixedIdeal, from
-// that first request), the process's whole run, and the refusals; it
-// fails unless every line is answered 200 once.
+// BenchmarkFetchMixedRESTAndGraphQL runs the mixed workload against the
+// simulator in real time through `ratekeeper fetch -i` (--concurrency 8,
+// a SQLite --db) and through `ratekeeper tasks worker` (--concurrency 8,
+// the same lines submitted as http tasks beforehand), side by side. It
+// reports the time from the simulator's first request to its last answer
+// as a ratio to the ideal (mixedIdeal, from that first request), the
+// process's whole run (the worker's until its last task was seen
+// completed), and the refusals; it fails unless every line is answered
+// 200 once.
 //
 //	go test ./cmd/ratekeeper -run '^$' -bench FetchMixedRESTAndGraphQL -benchtime 1x -count 3
 func BenchmarkFetchMixedRESTAndGraphQL(b *testing.B) {
+	b.Run("fetch", func(b *testing.B) { benchMixed(b, mixedFetch) })
+	b.Run("tasks-worker", func(b *testing.B) { benchMixed(b, mixedWorker) })
+}
+
+// A mixedFace sends the workload's lines through one face of ratekeeper
+// with base as the GitHub provider's URL, files in dir, and returns how
+// long its process ran, the ids of the lines answered 200 (with how often)
+// and how many answers it gave. served is closed once the server has
+// answered as many requests as there are lines.
+type mixedFace func(b *testing.B, lines []string, base, dir string, served <-chan struct{}) (ran time.Duration, ok map[string]int, answers int)
+
+func benchMixed(b *testing.B, face mixedFace) {
 	for b.Loop() {
 		srv, err := sim.New(sim.Config{APIs: []sim.APIConfig{{Dialect: sim.DialectGitHub, Prefix: "/github",
 			Limit: mixedRESTLimit, Window: mixedWindow, Latency: mixedLatency,
@@ -100,6 +119,7 @@ func BenchmarkFetchMixedRESTAndGraphQL(b *testing.B) {
 		}
 		var mu sync.Mutex
 		var first, last time.Time
+		count, served := 0, make(chan struct{})
 		ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			arrived := time.Now()
 			srv.ServeHTTP(w, r)
@@ -111,38 +131,16 @@ func BenchmarkFetchMixedRESTAndGraphQL(b *testing.B) {
 			if done.After(last) {
 				last = done
 			}
+			if count++; count == mixedREST+mixedQueries {
+				close(served)
+			}
 			mu.Unlock()
 		}))
-		dir := b.TempDir()
-		input, out := filepath.Join(dir, "requests.jsonl"), filepath.Join(dir, "results.jsonl")
-		if err := os.WriteFile(input, []byte(strings.Join(mixedLines(ts.URL+"/github"), "\n")+"\n"), 0o644); err != nil {
-			b.Fatal(err)
-		}
-		start := time.Now()
-		p := startProcess(b, []string{"GITHUB_TOKEN=tok-mixed-1"}, "fetch", "-i", input, "-o", out,
-			"--db", filepath.Join(dir, "rk.db"), "--provider", "github="+ts.URL+"/github", "--progress", "off",
-			"--concurrency", fmt.Sprint(mixedInFlight))
-		if err := p.wait(b, 10*time.Minute); err != nil {
-			b.Fatalf("fetch: %v\n%s", err, p.out())
-		}
-		makespan := time.Since(start)
+		base := ts.URL + "/github"
+		makespan, ok, answers := face(b, mixedLines(base), base, b.TempDir(), served)
 		ts.Close()
-		raw, err := os.ReadFile(out)
-		if err != nil {
-			b.Fatal(err)
-		}
-		ok, lines := map[string]int{}, strings.Split(strings.TrimSpace(string(raw)), "\n")
-		for _, l := range lines {
-			var rec struct {
-				ID     any `json:"id"`
-				Status int `json:"status"`
-			}
-			if json.Unmarshal([]byte(l), &rec) == nil && rec.Status == http.StatusOK {
-				ok[fmt.Sprint(rec.ID)]++
-			}
-		}
-		if n := mixedREST + mixedQueries; len(lines) != n || len(ok) != n {
-			b.Errorf("%d lines in the output, %d distinct ids answered 200; want %d", len(lines), len(ok), n)
+		if n := mixedREST + mixedQueries; answers != n || len(ok) != n {
+			b.Errorf("%d answers, %d distinct ids answered 200; want %d", answers, len(ok), n)
 		}
 		points := 0
 		for i := range mixedQueries {
@@ -167,3 +165,103 @@ func BenchmarkFetchMixedRESTAndGraphQL(b *testing.B) {
 		b.ReportMetric(float64(refusals), "refusals")
 	}
 }
+
+// mixedFetch sends the lines with `ratekeeper fetch -i`.
+func mixedFetch(b *testing.B, lines []string, base, dir string, _ <-chan struct{}) (time.Duration, map[string]int, int) {
+	input, out := filepath.Join(dir, "requests.jsonl"), filepath.Join(dir, "results.jsonl")
+	if err := os.WriteFile(input, []byte(strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
+		b.Fatal(err)
+	}
+	start := time.Now()
+	p := startProcess(b, []string{"GITHUB_TOKEN=tok-mixed-1"}, "fetch", "-i", input, "-o", out,
+		"--db", filepath.Join(dir, "rk.db"), "--provider", "github="+base, "--progress", "off",
+		"--concurrency", fmt.Sprint(mixedInFlight))
+	if err := p.wait(b, 10*time.Minute); err != nil {
+		b.Fatalf("fetch: %v\n%s", err, p.out())
+	}
+	ran := time.Since(start)
+	raw, err := os.ReadFile(out)
+	if err != nil {
+		b.Fatal(err)
+	}
+	ok, records := map[string]int{}, strings.Split(strings.TrimSpace(string(raw)), "\n")
+	for _, l := range records {
+		var rec struct {
+			ID     any `json:"id"`
+			Status int `json:"status"`
+		}
+		if json.Unmarshal([]byte(l), &rec) == nil && rec.Status == http.StatusOK {
+			ok[fmt.Sprint(rec.ID)]++
+		}
+	}
+	return ran, ok, len(records)
+}
+
+// mixedWorker submits the lines as http tasks (in their order, each
+// tagged with its id in a header the simulator ignores), then runs
+// `ratekeeper tasks worker` until every task has completed. It reads the
+// database only once the server has served every line, so that its reads
+// take no time from the worker.
+func mixedWorker(b *testing.B, lines []string, base, dir string, served <-chan struct{}) (time.Duration, map[string]int, int) {
+	var inputs strings.Builder
+	for _, l := range lines {
+		var line struct {
+			URL, Method, ID string
+			Body            json.RawMessage
+		}
+		if err := json.Unmarshal([]byte(l), &line); err != nil {
+			b.Fatal(err)
+		}
+		in := tasks.HTTPInput{URL: line.URL, Method: line.Method, Body: string(line.Body), Headers: map[string]string{mixedIDHeader: line.ID}}
+		if len(line.Body) > 0 {
+			in.Headers["Content-Type"] = "application/json"
+		}
+		raw, err := json.Marshal(in)
+		if err != nil {
+			b.Fatal(err)
+		}
+		inputs.Write(raw)
+		inputs.WriteByte('\n')
+	}
+	input, db := filepath.Join(dir, "tasks.jsonl"), filepath.Join(dir, "rk.db")
+	if err := os.WriteFile(input, []byte(inputs.String()), 0o644); err != nil {
+		b.Fatal(err)
+	}
+	mustRun(b, nil, "tasks", "--db", db, "submit", "-t", "http", "--jsonl", "-i", "@"+input)
+	q := openTasks(b, db)
+	start := time.Now()
+	p := startProcess(b, []string{"GITHUB_TOKEN=tok-mixed-1"}, "tasks", "worker", "--db", db,
+		"--provider", "github="+base, "--concurrency", fmt.Sprint(mixedInFlight))
+	select {
+	case <-served:
+	case <-time.After(10 * time.Minute):
+		b.Fatalf("tasks worker: the server had not served every line after 10 minutes:\n%s", p.out())
+	}
+	var all []*tasks.Task
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(20 * time.Millisecond) {
+		var err error
+		if all, err = q.List(context.Background(), tasks.Filter{Limit: 10_000}); err != nil {
+			b.Fatal(err)
+		}
+		if !slices.ContainsFunc(all, func(t *tasks.Task) bool { return !t.State.Final() }) {
+			break
+		}
+		if time.Now().After(deadline) {
+			b.Fatalf("tasks worker: tasks still open a minute after the server served every line:\n%s", p.out())
+		}
+	}
+	ran := time.Since(start)
+	p.stop(b)
+	ok := map[string]int{}
+	for _, t := range all {
+		var in tasks.HTTPInput
+		var res tasks.HTTPResult
+		if t.State == tasks.StateCompleted && json.Unmarshal(t.Input, &in) == nil && json.Unmarshal(t.Result, &res) == nil && res.Status == http.StatusOK {
+			ok[in.Headers[mixedIDHeader]]++
+		}
+	}
+	return ran, ok, len(all)
+}
+
+// mixedIDHeader carries a task's line id in its request.
+const mixedIDHeader = "X-Mixed-Id"

@@ -14,6 +14,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -22,12 +24,14 @@ import (
 )
 
 // TestKilledTasksWorkerTasksComeBackAtOnce is the acceptance test of dead
-// workers: a `tasks worker` killed (kill -9) with 10 tasks in flight at a
-// slow server. Before the restart, `tasks list` marks those tasks as a
-// gone worker's and `tasks cancel` cancels one of them at once; then a
-// worker started at once sends the other 9 again within 10 s of its start
-// (River's rescuer would have waited --rescue-after, 15 min), no request
-// is sent twice but those that were in flight, and every task completes.
+// workers: a `tasks worker` (--concurrency 10: 10 requests in flight, 80
+// tasks claimed) killed (kill -9) holding 19 tasks, 10 of them at a
+// server that has not answered and 9 waiting in its scheduler for a
+// sender. Before the restart, `tasks list` marks every one of them as a
+// gone worker's and `tasks cancel` cancels one at once; then a worker
+// started at once sends the other 18 within 10 s of its start (River's
+// rescuer would have waited --rescue-after, 15 min), no request is sent
+// twice but those that were in flight, and every task completes.
 func TestKilledTasksWorkerTasksComeBackAtOnce(t *testing.T) {
 	t.Run("sqlite", func(t *testing.T) { killWorkerAndRestart(t, filepath.Join(t.TempDir(), "rk.db"), "") })
 	// A supervisor restarting a worker under its fixed name.
@@ -40,13 +44,16 @@ const taskPaths = "/repos/crash/"
 
 func killWorkerAndRestart(t *testing.T, db, workerID string) {
 	const n, inFlight = 20, 10
-	// Every answer takes 2 s, so the first 10 tasks are still at the server
-	// when the worker is killed. No provider owns the server, and
-	// --no-auto-hosts keeps it from becoming one: a request holds no quota
-	// reservation held past its answer and no concurrency cap (a cap
-	// ramping up from 4 would never have 10 in flight), and what comes
-	// back after the kill is the tasks' doing alone.
-	s := startSlowServer(t, 2*time.Second)
+	// The server answers the first request (a probe of a bucket nothing is
+	// known about goes alone) and holds every other until released, so
+	// that when the worker is killed nothing but that first task has
+	// completed: 10 requests are at the server and the other 9 tasks,
+	// claimed, wait in the scheduler for a sender. No provider owns the
+	// server, and --no-auto-hosts keeps it from becoming one: a request
+	// holds no quota reservation held past its answer and no concurrency
+	// cap (a cap ramping up from 4 would never have 10 in flight), and
+	// what comes back after the kill is the tasks' doing alone.
+	s, release := startHoldingServer(t)
 	var lines strings.Builder
 	for i := range n {
 		fmt.Fprintf(&lines, `{"url":"%s%sr%02d"}`+"\n", s.URL, taskPaths, i)
@@ -67,15 +74,15 @@ func killWorkerAndRestart(t *testing.T, db, workerID string) {
 	var left []*tasks.Task
 	// A generous bound: under -race on a loaded machine a worker on
 	// PostgreSQL can take long to start; what is timed is the restart.
+	// Nothing the worker holds can end before the kill, so what it
+	// reaches it keeps: every task but the first claimed, and the first
+	// plus 10 sent.
 	for deadline := time.Now().Add(90 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-		// The first request is a probe of a bucket nothing is known
-		// about (it goes alone); once it is answered the others go
-		// together: 10 running and 10 or more sent.
-		if left = running(t, q); len(left) == inFlight && len(s.pathsHit(taskPaths)) >= inFlight {
+		if left = running(t, q); len(left) == n-1 && len(s.pathsHit(taskPaths)) == 1+inFlight {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("%d tasks running, want %d in flight (%d paths hit):\n%s", len(left), inFlight, len(s.pathsHit(taskPaths)), first.out())
+			t.Fatalf("%d tasks running, want %d claimed; %d paths hit, want %d:\n%s", len(left), n-1, len(s.pathsHit(taskPaths)), 1+inFlight, first.out())
 		}
 	}
 	if err := first.cmd.Process.Kill(); err != nil {
@@ -83,22 +90,17 @@ func killWorkerAndRestart(t *testing.T, db, workerID string) {
 	}
 	<-first.done
 	sentBefore := s.pathsHit(taskPaths)
-	// The 10 in flight, and on PostgreSQL now and then one more that the
-	// worker had claimed but not sent when it was killed: it is taken back
-	// like the others, and sent once.
-	left = running(t, q)
-	// That claim's commit may land a moment after the kill: read until
-	// the running tasks hold still, so that the list below sees the same.
-	for i := 0; i < 20; i++ {
-		time.Sleep(50 * time.Millisecond)
-		again := running(t, q)
-		if len(again) == len(left) {
-			break
-		}
-		left = again
+	if again := running(t, q); len(again) != len(left) {
+		t.Fatalf("%d tasks running after the kill, %d before", len(again), len(left))
 	}
-	if len(left) < inFlight {
-		t.Fatalf("%d tasks left running by the kill, want the %d in flight at least", len(left), inFlight)
+	held := 0
+	for _, task := range left {
+		if !slices.Contains(sentBefore, pathOf(t, task)) {
+			held++
+		}
+	}
+	if held != n-1-inFlight {
+		t.Errorf("%d claimed tasks not sent at the kill, want %d (the rest of the claims beside %d in flight)", held, n-1-inFlight, inFlight)
 	}
 
 	list := mustRun(t, nil, "tasks", "--db", db, "list", "--state", "running")
@@ -110,6 +112,7 @@ func killWorkerAndRestart(t *testing.T, db, workerID string) {
 		t.Errorf("tasks cancel of a gone worker's task said %q, want it cancelled at once", out)
 	}
 
+	release()
 	restart := time.Now()
 	second := startProcess(t, env, args...)
 	var worst time.Duration
@@ -159,8 +162,8 @@ func killWorkerAndRestart(t *testing.T, db, workerID string) {
 			t.Errorf("task %d: %s after %d retries, want %s after none", task.ID, task.State, task.RetryCount, want)
 		}
 	}
-	t.Logf("killed with %d tasks in flight; %d sent again, the last %v after the restart; %d requests sent twice",
-		inFlight, inFlight-1, worst.Round(time.Millisecond), twice)
+	t.Logf("killed holding %d tasks, %d in flight; %d sent after the restart, the last %v after it; %d requests sent twice",
+		len(left), inFlight, len(left)-1, worst.Round(time.Millisecond), twice)
 }
 
 // pathOf is the URL path of an http task's request.
@@ -216,22 +219,31 @@ func (s *recordingSim) waitForHitAfter(path string, from time.Time, timeout time
 	}
 }
 
-// startSlowServer is a server on a loopback port that answers every
-// request with a 200 after latency, recording when each arrived.
-func startSlowServer(t *testing.T, latency time.Duration) *recordingSim {
+// startHoldingServer is a server on a loopback port that records when
+// each request arrived and answers the first at once with a 200; it holds
+// every other until release is called (or its client goes away), then
+// answers it, and every later one, at once.
+func startHoldingServer(t *testing.T) (s *recordingSim, release func()) {
 	t.Helper()
-	s := &recordingSim{hits: map[string]int{}}
+	s = &recordingSim{hits: map[string]int{}}
+	released := make(chan struct{})
+	var once sync.Once
+	release = func() { once.Do(func() { close(released) }) }
+	var seen atomic.Int64
 	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		s.record(r.URL.Path)
-		select {
-		case <-time.After(latency):
-		case <-r.Context().Done():
-			return
+		if seen.Add(1) > 1 {
+			select {
+			case <-released:
+			case <-r.Context().Done():
+				return
+			}
 		}
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = w.Write([]byte(`{"ok":true}`))
 	}))
 	t.Cleanup(ts.Close)
+	t.Cleanup(release) // before Close, which waits for the handlers
 	s.URL = ts.URL
-	return s
+	return s, release
 }

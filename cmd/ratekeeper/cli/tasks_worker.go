@@ -15,6 +15,7 @@ import (
 
 	"github.com/ratekeeper/ratekeeper/poll"
 	"github.com/ratekeeper/ratekeeper/store"
+	"github.com/ratekeeper/ratekeeper/taskbatch"
 	"github.com/ratekeeper/ratekeeper/tasks"
 )
 
@@ -46,7 +47,12 @@ as reschedules).
 
 It runs the built-in types http and poll (and, in a Go program, any type
 registered with tasks.Handle); tasks of other types wait for a worker that
-handles them. --concurrency applies to each type.
+handles them. --concurrency applies to each type: for http it is the
+requests sent at once, and the worker claims 8 tasks per request. A claimed
+task's request waits in one scheduler, as fetch's do: a sender takes the
+request whose quota can go, of the best priority (1 first), then the
+oldest, so a task waiting for one bucket, scope or points budget holds a
+claim, not a sender, and the others go meanwhile.
 
 Requests go through the rate-keeping client, as fetch's do: tokens from the
 environment (GITHUB_TOKEN, GITLAB_TOKEN, …), the client flags (--provider,
@@ -95,7 +101,7 @@ polling profile (see 'ratekeeper poll').`,
 	o.client.durable(cmd)
 	o.metrics.add(cmd)
 	f := cmd.Flags()
-	f.IntVar(&o.concurrency, "concurrency", 10, "tasks of each type run at once")
+	f.IntVar(&o.concurrency, "concurrency", 10, "requests of http tasks sent at once (8 tasks claimed per request), and tasks of each other type run at once")
 	f.StringVar(&o.workerID, "worker-id", "", "name of this worker in task histories (default host-pid-random; unique among running workers)")
 	f.StringVar(&o.bodyDir, "body-dir", "", "where http results keep bodies too large to inline (default ratekeeper-bodies beside a SQLite database, else in the current directory)")
 	f.Int64Var(&o.inlineLimit, "inline-limit", 64<<10, "largest UTF-8 body an http result carries inline, in bytes")
@@ -152,8 +158,14 @@ func runTasksWorker(cmd *cobra.Command, db *tasksDB, o *workerOptions) error {
 	if bodyDir == "" {
 		bodyDir = defaultBodyDir(db.dsn)
 	}
+	// http tasks send through one scheduler: --concurrency requests at
+	// once, taskbatch.ClaimAhead tasks claimed per request, so that a task
+	// waiting for its quota holds a claim, not a sender. poll tasks, which
+	// hold their claim for as long as they poll, send directly.
+	scheduled, sched := taskbatch.Start(client, o.concurrency, o.client.maxWait)
+	defer sched.Close()
 	q, err := db.open(ctx, tasks.Options{
-		HTTPClient: client, WireMarked: true, BodyDir: bodyDir, InlineBodyLimit: o.inlineLimit, FailOnStatus: o.failOnStatus,
+		HTTPClient: scheduled, WireMarked: true, BodyDir: bodyDir, InlineBodyLimit: o.inlineLimit, FailOnStatus: o.failOnStatus,
 		Handlers:   map[string]tasks.HandlerFunc{poll.TaskType: polls.Handle},
 		Registerer: reg, RescueStuckAfter: o.rescueAfter,
 	})
@@ -166,10 +178,11 @@ func runTasksWorker(cmd *cobra.Command, db *tasksDB, o *workerOptions) error {
 		return &ExitError{Code: 1, Err: err}
 	}
 	defer stopMetrics()
-	fmt.Fprintf(stderr, "working tasks of type %s on %s, %d at a time per type; Ctrl-C stops\n",
-		strings.Join(q.Types(), ", "), q, o.concurrency)
-	err = q.Work(ctx, tasks.WorkOptions{Concurrency: o.concurrency, WorkerID: o.workerID, ShutdownTimeout: o.shutdown,
-		RateLimitedPriority: o.rule})
+	claims := taskbatch.Claims(o.concurrency)
+	fmt.Fprintf(stderr, "working tasks of type %s on %s: http %d requests at a time (%d tasks claimed), other types %d tasks at a time; Ctrl-C stops\n",
+		strings.Join(q.Types(), ", "), q, o.concurrency, claims, o.concurrency)
+	err = q.Work(ctx, tasks.WorkOptions{Concurrency: o.concurrency, TypeConcurrency: map[string]int{tasks.HTTPType: claims},
+		WorkerID: o.workerID, ShutdownTimeout: o.shutdown, RateLimitedPriority: o.rule})
 	if err != nil {
 		return &ExitError{Code: 1, Err: err}
 	}

@@ -1,0 +1,119 @@
+package taskbatch_test
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/ratekeeper/ratekeeper/taskbatch"
+	"github.com/ratekeeper/ratekeeper/tasks"
+)
+
+// A worker sending through the scheduler claims more tasks than it sends
+// at once (ClaimAhead per request in flight), and its one sender takes
+// the claimed tasks' requests by the task's priority, 1 first, then by
+// ID: while the first request is held at the server, the other six wait
+// in the scheduler, and they reach the server in that order.
+func TestClaimedTasksGoByPriorityThenID(t *testing.T) {
+	var mu sync.Mutex
+	var arrived []string
+	release := make(chan struct{})
+	var once sync.Once
+	releaseAll := func() { once.Do(func() { close(release) }) }
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		arrived = append(arrived, r.URL.Path)
+		held := len(arrived) == 1
+		mu.Unlock()
+		if held {
+			select {
+			case <-release:
+			case <-r.Context().Done():
+			}
+		}
+	}))
+	t.Cleanup(ts.Close)
+	t.Cleanup(releaseAll)
+
+	client, sched := taskbatch.Start(&http.Client{}, 1, time.Minute)
+	t.Cleanup(sched.Close)
+	ctx := context.Background()
+	q, err := tasks.Open(ctx, filepath.Join(t.TempDir(), "tasks.db"), tasks.Options{
+		HTTPClient: client, BodyDir: filepath.Join(t.TempDir(), "bodies"),
+		FetchPollInterval: 10 * time.Millisecond, FetchCooldown: time.Millisecond,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = q.Close() })
+	type sub struct {
+		path     string
+		priority int
+		id       int64
+	}
+	subs := []sub{{path: "/a", priority: 2}, {path: "/b", priority: 2}, {path: "/c", priority: 1}, {path: "/d", priority: 3},
+		{path: "/e", priority: 2}, {path: "/f", priority: 1}, {path: "/g", priority: 4}}
+	for i, s := range subs {
+		in, _ := json.Marshal(tasks.HTTPInput{URL: ts.URL + s.path})
+		if subs[i].id, err = q.Submit(ctx, tasks.HTTPType, in, tasks.SubmitOptions{Priority: s.priority}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	workCtx, stop := context.WithCancel(ctx)
+	worked := make(chan error, 1)
+	go func() {
+		worked <- q.Work(workCtx, tasks.WorkOptions{Concurrency: 1,
+			TypeConcurrency: map[string]int{tasks.HTTPType: taskbatch.Claims(1)}})
+	}()
+	defer func() {
+		stop()
+		if err := <-worked; err != nil {
+			t.Errorf("Work: %v", err)
+		}
+	}()
+
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		if p := sched.Progress(); p.Sending == 1 && p.Ready == len(subs)-1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("scheduler: %+v; want 1 request sending and %d ready", sched.Progress(), len(subs)-1)
+		}
+	}
+	releaseAll()
+	for _, s := range subs {
+		waitCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		task, err := q.Await(waitCtx, s.id)
+		cancel()
+		if err != nil {
+			t.Fatalf("task %d (%s): %v (%+v)", s.id, s.path, err, task)
+		}
+	}
+
+	mu.Lock()
+	defer mu.Unlock()
+	rest := slices.DeleteFunc(slices.Clone(subs), func(s sub) bool { return s.path == arrived[0] })
+	slices.SortFunc(rest, func(a, b sub) int { return cmp.Or(cmp.Compare(a.priority, b.priority), cmp.Compare(a.id, b.id)) })
+	var want []string
+	for _, s := range rest {
+		want = append(want, s.path)
+	}
+	if got := arrived[1:]; !slices.Equal(got, want) {
+		t.Errorf("after %s, the server received %v, want %v (priority 1 first, then by ID)", arrived[0], got, want)
+	}
+}
+
+func TestClaims(t *testing.T) {
+	for _, c := range []struct{ inFlight, want int }{{1, taskbatch.ClaimAhead}, {10, 10 * taskbatch.ClaimAhead}, {tasks.ConcurrencyLimit, tasks.ConcurrencyLimit}} {
+		if got := taskbatch.Claims(c.inFlight); got != c.want {
+			t.Errorf("Claims(%d) = %d, want %d", c.inFlight, got, c.want)
+		}
+	}
+}
