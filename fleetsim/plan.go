@@ -47,8 +47,6 @@ type Plan struct {
 	// nothing when Bare5xx, else the primary's fields.
 	FaultRate float64
 	Bare5xx   bool
-	// SpendAll: other spenders may empty the bucket (Switches.SpendAll).
-	SpendAll bool
 
 	// Each process's clock less the true one; the server's clock less
 	// the true one. The database's clock is the true one.
@@ -137,12 +135,6 @@ type Switches struct {
 	// sent before it, arriving after, undoes that count (found by seed
 	// 22; see docs/architecture.md).
 	Bare5xx bool
-	// SpendAll lets other spenders take the last unit of a window. Off,
-	// they leave one: a primary refusal that is the first answer the
-	// fleet gets of a bucket is given to the request's scope, not to the
-	// bucket, and the fleet goes on sending to the empty bucket (seed 3;
-	// see docs/architecture.md).
-	SpendAll bool
 	// SQLWriteSpacing judges write spacing on SQLite and PostgreSQL too.
 	// Off, only on memory: on SQLite two writes went 50 ms short of the
 	// spacing, and once at the same instant (seed 20; see
@@ -192,7 +184,7 @@ func Draw(seed uint64, sw Switches) *Plan {
 	if r.IntN(3) == 0 {
 		p.FaultRate = 0.05 + 0.2*r.Float64()
 	}
-	p.Bare5xx, p.SpendAll = sw.Bare5xx, sw.SpendAll
+	p.Bare5xx = sw.Bare5xx
 	p.ServerSkew = between(-3*time.Second, 3*time.Second)
 	p.Skews = make([]time.Duration, p.Processes)
 	for i := range p.Skews {

@@ -102,3 +102,31 @@ func TestSweepAfterABlink(t *testing.T) {
 		}
 	}
 }
+
+// TestPrimaryRefusalFirstPausesTheBucket: memory seed 3 with other
+// spenders emptying the bucket (once -sim.spendall). Another spender took the
+// whole window before the fleet's first request; its refusal (403,
+// remaining 0, a reset) was the first answer of the bucket, and the
+// client gave it to the refused request's scope (/items/*): a search of
+// another process then went to the empty bucket. A primary refusal that
+// states a remaining count and a reset names the bucket: nothing goes
+// before the reset. The schedule is seed 3's, with the spend moved to the
+// start and the requests placed to show it.
+func TestPrimaryRefusalFirstPausesTheBucket(t *testing.T) {
+	sw := fleetsim.Switches{}
+	p := fleetsim.Draw(3, sw)
+	p.Processes, p.Skews, p.ServerSkew = 2, []time.Duration{0, 0}, 0
+	p.Limit, p.Window, p.MaxConcurrent, p.WriteSpacing, p.FaultRate = 10, 20*time.Second, 0, 0, 0
+	p.EndpointLimit, p.EndpointWindow = 100, 10*time.Second
+	p.MinLatency, p.MaxLatency = 10*time.Millisecond, 10*time.Millisecond
+	p.Events = []fleetsim.Event{
+		{At: 0, Kind: fleetsim.EvSpend, N: 10},
+		{At: 100 * time.Millisecond, Kind: fleetsim.EvRead, Proc: 0, N: 1},
+		{At: 200 * time.Millisecond, Kind: fleetsim.EvSearch, Proc: 1, N: 2},
+		{At: 300 * time.Millisecond, Kind: fleetsim.EvWrite, Proc: 1, N: 3},
+	}
+	p.Length = time.Second
+	if res := fleetsim.Run(t, p, fleetsim.Options{Store: fleetsim.Memory, Switches: sw}); res.Failed() {
+		t.Fatal(res.Report("go test ./fleetsim -run TestPrimaryRefusalFirstPausesTheBucket"))
+	}
+}

@@ -27,7 +27,6 @@ var (
 	skewFlag      = flag.Bool("sim.skew", false, "give every process and the server a clock of its own (an open defect: see docs/architecture.md)")
 	bare5xxFlag   = flag.Bool("sim.bare5xx", false, "make the server's 502s state nothing (an open defect: see docs/architecture.md)")
 	withoutFlag   = flag.String("sim.without", "", "drop events of these kinds, comma-separated (blink,kill,spend…), to tell what a failure needs")
-	spendAllFlag  = flag.Bool("sim.spendall", false, "let other spenders empty the bucket (an open defect: see docs/architecture.md)")
 	sqlWritesFlag = flag.Bool("sim.sqlwrites", false, "judge write spacing on SQLite and PostgreSQL too (an open defect: see docs/architecture.md)")
 	learntFlag    = flag.Bool("sim.learnt", false, "check the learnt endpoint limit (open defects of scopes: see docs/simulation.md)")
 	noSkewFlag    = flag.Bool("sim.noskew", false, "set every clock right (to tell whether a failure needs clock skew)")
@@ -35,7 +34,7 @@ var (
 )
 
 func switches() fleetsim.Switches {
-	return fleetsim.Switches{Bare: *bareFlag, Plenty: *plentyFlag, Skewed: *skewFlag, Bare5xx: *bare5xxFlag, SpendAll: *spendAllFlag, SQLWriteSpacing: *sqlWritesFlag, Learnt: *learntFlag}
+	return fleetsim.Switches{Bare: *bareFlag, Plenty: *plentyFlag, Skewed: *skewFlag, Bare5xx: *bare5xxFlag, SQLWriteSpacing: *sqlWritesFlag, Learnt: *learntFlag}
 }
 
 // repro is the command that runs one seed again.
@@ -49,9 +48,6 @@ func repro(seed uint64, kind string) string {
 	}
 	if *bare5xxFlag {
 		cmd += " -sim.bare5xx"
-	}
-	if *spendAllFlag {
-		cmd += " -sim.spendall"
 	}
 	if *sqlWritesFlag {
 		cmd += " -sim.sqlwrites"
