@@ -123,11 +123,10 @@ type Switches struct {
 	Plenty bool
 	// Skewed gives each process and the server a clock of its own. Off,
 	// the server and every process share one clock, skewed from the
-	// database's: processes that estimate a server's clock each from its
-	// answers' Date (whole seconds) disagree on a window's reset by more
-	// than the quota engine's same-window tolerance (1.1 s), and one's
-	// readings are then dropped as from an older window, so the fleet
-	// overspends (seeds 10 and 94; see docs/architecture.md).
+	// database's: a process whose bounds on the server's clock contain 0
+	// takes the clocks to agree, and may wait for a short window's reset
+	// a little early (seed 1186; see docs/simulation.md). Seeds 10 and 94
+	// (processes disagreeing on a window's reset) are fixed.
 	Skewed bool
 	// Bare5xx makes the server's 502s state nothing (as a proxy's do).
 	// Off, they carry the rate-limit fields: a 502 stating nothing is

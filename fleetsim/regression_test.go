@@ -130,3 +130,23 @@ func TestPrimaryRefusalFirstPausesTheBucket(t *testing.T) {
 		t.Fatal(res.Report("go test ./fleetsim -run TestPrimaryRefusalFirstPausesTheBucket"))
 	}
 }
+
+// TestSkewedProcessesAgreeOnAWindow: memory seeds 10 and 94 with a clock
+// for each process and the server (-sim.skew). Processes that estimate
+// the server's clock each from its Dates (whole seconds) put one window's
+// reset up to a second and an answer's latency apart on their clocks;
+// beyond sameWindowTolerance (1.1 s) the state kept the later reset and
+// dropped the other processes' readings as from an older window, so
+// remaining stayed high and the fleet overspent (admitted). Readings are
+// compared by their reset on the server's clock now.
+func TestSkewedProcessesAgreeOnAWindow(t *testing.T) {
+	sw := fleetsim.Switches{Skewed: true}
+	for _, seed := range []uint64{10, 94} {
+		for range 3 {
+			p := fleetsim.Draw(seed, sw)
+			if res := fleetsim.Run(t, p, fleetsim.Options{Store: fleetsim.Memory, Switches: sw}); res.Failed() {
+				t.Fatal(res.Report("go test ./fleetsim -run TestSkewedProcessesAgreeOnAWindow"))
+			}
+		}
+	}
+}

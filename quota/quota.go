@@ -268,14 +268,21 @@ func (b *Bucket) observe(r *headers.Reading, now time.Time, counted bool, def De
 // current one. It reports false, having changed nothing of the counts,
 // for a reading from a window already overtaken.
 func (b *Bucket) observeStated(r *headers.Reading, now time.Time, def Default) bool {
+	// Resets compared on the server's clock when both are known there:
+	// the local ones each carry their process's estimate of it.
+	tol := sameWindowTolerance(b.Window)
+	mine, theirs := b.Reset, r.Reset
+	if !b.ServerReset.IsZero() && !r.ServerReset.IsZero() {
+		mine, theirs = b.ServerReset, r.ServerReset
+	}
 	newWindow := b.Remaining == UnknownCount || b.Assumed ||
-		r.HasReset() && (b.Reset.IsZero() || r.Reset.After(b.Reset.Add(sameWindowTolerance(b.Window))))
-	staleWindow := !newWindow && r.HasReset() && !b.Reset.IsZero() &&
-		r.Reset.Before(b.Reset.Add(-sameWindowTolerance(b.Window)))
+		r.HasReset() && (b.Reset.IsZero() || theirs.After(mine.Add(tol)))
+	staleWindow := !newWindow && r.HasReset() && !b.Reset.IsZero() && theirs.Before(mine.Add(-tol))
 	switch {
 	case newWindow:
 		b.Remaining = r.Remaining
 		b.Reset = r.Reset // zero when not stated: see below
+		b.ServerReset = r.ServerReset
 	case staleWindow:
 		// A response from the previous window, overtaken by
 		// one from the current window: nothing to learn, not
@@ -287,6 +294,9 @@ func (b *Bucket) observeStated(r *headers.Reading, now time.Time, def Default) b
 		b.Remaining = min(b.Remaining, r.Remaining)
 		if r.HasReset() && (r.Reset.After(b.Reset) || b.Inferred) {
 			b.Reset = r.Reset
+		}
+		if r.ServerReset.After(b.ServerReset) {
+			b.ServerReset = r.ServerReset
 		}
 	}
 	if r.Limit != UnknownCount {
@@ -361,12 +371,15 @@ func (b *Bucket) observeRefusal(r *headers.Reading, now time.Time, maxPause time
 	if r.HasReset() && r.Reset.After(b.Reset) {
 		b.Reset = r.Reset
 	}
+	if r.ServerReset.After(b.ServerReset) {
+		b.ServerReset = r.ServerReset
+	}
 	if b.Reset.Before(until) && !b.Reset.Add(b.grace()).Equal(until) || b.Inferred && r.HasRetryAfter {
 		// Nothing says when the bucket refills but the refusal's
 		// own wait (a reset inferred from a window is only a
 		// bound): assume it refills then (exactly, since the
 		// wait already holds any grace).
-		b.Reset, b.Assumed, b.Inferred = until, true, false
+		b.Reset, b.Assumed, b.Inferred, b.ServerReset = until, true, false, time.Time{}
 	}
 	if until.After(b.BlockedUntil) {
 		b.BlockedUntil = until
