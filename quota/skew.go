@@ -72,28 +72,14 @@ func (s *Skew) Estimate() time.Duration {
 // on the local clock: absolute resets are moved by the skew, relative ones
 // are measured from now. This is the one place clock skew is corrected.
 //
-// The reset is also kept on the server's clock (Reading.ServerReset, see
-// serverReset): skew is an estimate, good to a second and an answer's
-// latency, and processes estimating it each from their own answers would
-// otherwise disagree on a window's reset by as much, and take one
-// another's readings of one window for readings of two.
+// The reset stays on the server's clock too (Reading.ServerReset): skew is
+// an estimate, good to a second and an answer's latency, and processes
+// estimating it each from their own answers disagree on a window's reset
+// by as much; the bucket tells windows apart by ServerReset.
 func Read(status int, h http.Header, body []byte, now time.Time, skew time.Duration) headers.Reading {
 	r := headers.Parse(status, h, body, now.Add(skew))
-	serverReset(&r, func(at time.Time) headers.Reading { return headers.Parse(status, h, body, at) })
 	if skew != 0 && r.HasReset() {
 		r.Reset = r.Reset.Add(-skew)
 	}
 	return r
-}
-
-// serverReset sets r.ServerReset: r's reset as the response states it on
-// the server's clock — an instant as stated, a delay from the response's
-// Date. parse parses the response again at another now; an instant does
-// not move with it.
-func serverReset(r *headers.Reading, parse func(now time.Time) headers.Reading) {
-	if !r.HasReset() || r.ServerTime.IsZero() {
-		return
-	}
-	at := parse(r.ServerTime)
-	r.ServerReset = at.Reset
 }

@@ -12,7 +12,6 @@ import (
 // headers.ParseFor.
 func ReadFor(status int, h http.Header, body []byte, now time.Time, skew time.Duration, bucket string) headers.Reading {
 	r := headers.ParseFor(status, h, body, now.Add(skew), bucket)
-	serverReset(&r, func(at time.Time) headers.Reading { return headers.ParseFor(status, h, body, at, bucket) })
 	if skew != 0 && r.HasReset() {
 		r.Reset = r.Reset.Add(-skew)
 	}
