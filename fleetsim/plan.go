@@ -48,8 +48,6 @@ type Plan struct {
 	// Switches.Bare5xx), else the primary's fields.
 	FaultRate float64
 	Bare5xx   bool
-	// SpendAll: other spenders may empty the bucket (Switches.SpendAll).
-	SpendAll bool
 
 	// Each process's clock less the true one; the server's clock less
 	// the true one. The database's clock is the true one.
@@ -126,11 +124,10 @@ type Switches struct {
 	Plenty bool
 	// Skewed gives each process and the server a clock of its own. Off,
 	// the server and every process share one clock, skewed from the
-	// database's: processes that estimate a server's clock each from its
-	// answers' Date (whole seconds) disagree on a window's reset by more
-	// than the quota engine's same-window tolerance (1.1 s), and one's
-	// readings are then dropped as from an older window, so the fleet
-	// overspends (seeds 10 and 94; see docs/architecture.md).
+	// database's: a process whose bounds on the server's clock contain 0
+	// takes the clocks to agree, and may wait for a short window's reset
+	// a little early (seed 1186; see docs/simulation.md). Seeds 10 and 94
+	// (processes disagreeing on a window's reset) are fixed.
 	Skewed bool
 	// Bare5xx makes the server's 502s state nothing (as a proxy's) in
 	// every schedule. Off, they do in the schedules of even seeds and
@@ -139,12 +136,6 @@ type Switches struct {
 	// reading of a request sent before it, arriving after, undid that
 	// count; memory seed 22, TestBare502CountOutlivesAnEarlierReading.)
 	Bare5xx bool
-	// SpendAll lets other spenders take the last unit of a window. Off,
-	// they leave one: a primary refusal that is the first answer the
-	// fleet gets of a bucket is given to the request's scope, not to the
-	// bucket, and the fleet goes on sending to the empty bucket (seed 3;
-	// see docs/architecture.md).
-	SpendAll bool
 	// Learnt checks the learnt endpoint limit (invariant learnt-limit).
 	// Off, it is not checked: a single process learns 2 or 4 where the
 	// server allows 3 (seed 54): a learnt window rounded up to a common
@@ -190,7 +181,7 @@ func Draw(seed uint64, sw Switches) *Plan {
 		p.FaultRate = 0.05 + 0.2*r.Float64()
 	}
 	// Not drawn from r, which would change every schedule after it.
-	p.Bare5xx, p.SpendAll = sw.Bare5xx || seed%2 == 0, sw.SpendAll
+	p.Bare5xx = sw.Bare5xx || seed%2 == 0
 	p.ServerSkew = between(-3*time.Second, 3*time.Second)
 	p.Skews = make([]time.Duration, p.Processes)
 	for i := range p.Skews {

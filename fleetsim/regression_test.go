@@ -139,3 +139,51 @@ func TestWriteSpacingOnSQLite(t *testing.T) {
 		}
 	}
 }
+
+// TestPrimaryRefusalFirstPausesTheBucket: memory seed 3 with other
+// spenders emptying the bucket (once -sim.spendall). Another spender took the
+// whole window before the fleet's first request; its refusal (403,
+// remaining 0, a reset) was the first answer of the bucket, and the
+// client gave it to the refused request's scope (/items/*): a search of
+// another process then went to the empty bucket. A primary refusal that
+// states a remaining count and a reset names the bucket: nothing goes
+// before the reset. The schedule is seed 3's, with the spend moved to the
+// start and the requests placed to show it.
+func TestPrimaryRefusalFirstPausesTheBucket(t *testing.T) {
+	sw := fleetsim.Switches{}
+	p := fleetsim.Draw(3, sw)
+	p.Processes, p.Skews, p.ServerSkew = 2, []time.Duration{0, 0}, 0
+	p.Limit, p.Window, p.MaxConcurrent, p.WriteSpacing, p.FaultRate = 10, 20*time.Second, 0, 0, 0
+	p.EndpointLimit, p.EndpointWindow = 100, 10*time.Second
+	p.MinLatency, p.MaxLatency = 10*time.Millisecond, 10*time.Millisecond
+	p.Events = []fleetsim.Event{
+		{At: 0, Kind: fleetsim.EvSpend, N: 10},
+		{At: 100 * time.Millisecond, Kind: fleetsim.EvRead, Proc: 0, N: 1},
+		{At: 200 * time.Millisecond, Kind: fleetsim.EvSearch, Proc: 1, N: 2},
+		{At: 300 * time.Millisecond, Kind: fleetsim.EvWrite, Proc: 1, N: 3},
+	}
+	p.Length = time.Second
+	if res := fleetsim.Run(t, p, fleetsim.Options{Store: fleetsim.Memory, Switches: sw}); res.Failed() {
+		t.Fatal(res.Report("go test ./fleetsim -run TestPrimaryRefusalFirstPausesTheBucket"))
+	}
+}
+
+// TestSkewedProcessesAgreeOnAWindow: memory seeds 10 and 94 with a clock
+// for each process and the server (-sim.skew). Processes that estimate
+// the server's clock each from its Dates (whole seconds) put one window's
+// reset up to a second and an answer's latency apart on their clocks;
+// beyond sameWindowTolerance (1.1 s) the state kept the later reset and
+// dropped the other processes' readings as from an older window, so
+// remaining stayed high and the fleet overspent (admitted). Readings are
+// compared by their reset on the server's clock now.
+func TestSkewedProcessesAgreeOnAWindow(t *testing.T) {
+	sw := fleetsim.Switches{Skewed: true}
+	for _, seed := range []uint64{10, 94} {
+		for range 3 {
+			p := fleetsim.Draw(seed, sw)
+			if res := fleetsim.Run(t, p, fleetsim.Options{Store: fleetsim.Memory, Switches: sw}); res.Failed() {
+				t.Fatal(res.Report("go test ./fleetsim -run TestSkewedProcessesAgreeOnAWindow"))
+			}
+		}
+	}
+}

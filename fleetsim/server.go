@@ -76,11 +76,7 @@ func (s *server) spend(now time.Time, n int) int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	idx, _ := s.window(now, s.plan.Window)
-	left := s.plan.Limit - s.used[idx]
-	if !s.plan.SpendAll {
-		left-- // see Switches.SpendAll
-	}
-	n = max(0, min(n, left))
+	n = max(0, min(n, s.plan.Limit-s.used[idx]))
 	s.used[idx] += n
 	return n
 }

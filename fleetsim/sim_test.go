@@ -27,14 +27,13 @@ var (
 	skewFlag      = flag.Bool("sim.skew", false, "give every process and the server a clock of its own (an open defect: see docs/architecture.md)")
 	bare5xxFlag   = flag.Bool("sim.bare5xx", false, "make the server's 502s state nothing in every schedule, not only those of even seeds")
 	withoutFlag   = flag.String("sim.without", "", "drop events of these kinds, comma-separated (blink,kill,spend…), to tell what a failure needs")
-	spendAllFlag  = flag.Bool("sim.spendall", false, "let other spenders empty the bucket (an open defect: see docs/architecture.md)")
 	learntFlag    = flag.Bool("sim.learnt", false, "check the learnt endpoint limit (open defects of scopes: see docs/simulation.md)")
 	noSkewFlag    = flag.Bool("sim.noskew", false, "set every clock right (to tell whether a failure needs clock skew)")
 	fastFlag      = flag.Duration("sim.maxlatency", 0, "cap every answer's latency (to tell whether a failure needs slow answers)")
 )
 
 func switches() fleetsim.Switches {
-	return fleetsim.Switches{Bare: *bareFlag, Plenty: *plentyFlag, Skewed: *skewFlag, Bare5xx: *bare5xxFlag, SpendAll: *spendAllFlag, Learnt: *learntFlag}
+	return fleetsim.Switches{Bare: *bareFlag, Plenty: *plentyFlag, Skewed: *skewFlag, Bare5xx: *bare5xxFlag, Learnt: *learntFlag}
 }
 
 // repro is the command that runs one seed again.
@@ -48,9 +47,6 @@ func repro(seed uint64, kind string) string {
 	}
 	if *bare5xxFlag {
 		cmd += " -sim.bare5xx"
-	}
-	if *spendAllFlag {
-		cmd += " -sim.spendall"
 	}
 	if *learntFlag {
 		cmd += " -sim.learnt"

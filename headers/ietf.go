@@ -69,7 +69,7 @@ func (p *parser) readStructured(rateLimit, ratePolicy []string) bool {
 		g.ietf = true
 		g.remaining = minCount(g.remaining, l.remaining)
 		if l.hasReset {
-			g.reset = laterTime(g.reset, p.now.Add(l.reset))
+			g.laterReset(p.now.Add(l.reset), true)
 		}
 		if pol := findPolicy(l.name); pol != nil {
 			g.limit = minCount(g.limit, pol.quota)
@@ -194,7 +194,7 @@ func (p *parser) dictionaryLimit(get func(string) (any, bool)) *group {
 		g.limit = minCount(g.limit, lim)
 	}
 	if okT {
-		g.reset = laterTime(g.reset, p.now.Add(reset))
+		g.laterReset(p.now.Add(reset), true)
 	}
 	return g
 }

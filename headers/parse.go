@@ -31,6 +31,16 @@ type group struct {
 	resource  string
 	otherUnit bool // IETF quota unit other than requests: not a request count
 	ietf      bool
+	// resetDelay: reset was stated as a delay from now, not an instant.
+	resetDelay bool
+}
+
+// laterReset keeps t as the group's reset when it is the later; delay
+// says it was stated as a delay from now.
+func (g *group) laterReset(t time.Time, delay bool) {
+	if g.reset.IsZero() || t.After(g.reset) {
+		g.reset, g.resetDelay = t, delay
+	}
 }
 
 // parser is the state of one Parse call; it lives on the stack.
@@ -124,13 +134,6 @@ func minCount(cur, v int64) int64 {
 func maxCount(cur, v int64) int64 {
 	if cur == UnknownCount || v > cur {
 		return v
-	}
-	return cur
-}
-
-func laterTime(cur, t time.Time) time.Time {
-	if cur.IsZero() || t.After(cur) {
-		return t
 	}
 	return cur
 }
@@ -241,6 +244,12 @@ func parse(status int, h http.Header, body []byte, now time.Time, prefer string)
 		// request costs in its units (tokens).
 		r.Limited = Primary
 	}
+	if g != nil && r.HasReset() && !r.ServerTime.IsZero() && r.Reset.Equal(g.reset) {
+		r.ServerReset = g.reset
+		if g.resetDelay {
+			r.ServerReset = r.ServerTime.Add(g.reset.Sub(now))
+		}
+	}
 	r.Wait = wait(&r, now)
 	r.Dialect = p.dialect(&r)
 	if p.nused > 0 {
@@ -348,16 +357,17 @@ func (p *parser) readReset(g *group, info nameInfo, values []string) bool {
 	ok := eachValue(values, func(s string) bool {
 		var t time.Time
 		var ok bool
+		delay := true
 		if info.field == fResetAfter {
 			var d time.Duration
 			if d, ok = parseDelay(s, now, unit); ok {
 				t = now.Add(d)
 			}
 		} else {
-			t, ok = parseInstant(s, now, unit)
+			t, delay, ok = parseInstantOrDelay(s, now, unit)
 		}
 		if ok {
-			g.reset = laterTime(g.reset, t)
+			g.laterReset(t, delay)
 		}
 		return ok
 	})
@@ -463,8 +473,9 @@ func (p *parser) readQualifierOnly(g *group, values []string) bool {
 					g.used, ok = maxCount(g.used, n), true
 				}
 			case "reset", "resets":
-				if t, good := parseInstant(val, p.now, time.Second); good {
-					g.reset, ok = laterTime(g.reset, t), true
+				if t, delay, good := parseInstantOrDelay(val, p.now, time.Second); good {
+					g.laterReset(t, delay)
+					ok = true
 				}
 			}
 		}

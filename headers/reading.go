@@ -94,6 +94,12 @@ type Reading struct {
 	Limited Limited
 	// ServerTime is the response's Date, zero when absent or malformed.
 	ServerTime time.Time
+	// ServerReset is Reset on the server's own clock, zero without a
+	// Date: an instant as stated, a delay from the Date. Unlike Reset it
+	// does not depend on the now passed to Parse, so readings of one
+	// window agree on it whatever each client's estimate of the server's
+	// clock (see quota.Read).
+	ServerReset time.Time
 	// PollInterval is GitHub's X-Poll-Interval: the least time between
 	// polls of this resource. It is a floor for pollers, not part of Wait.
 	PollInterval time.Duration

@@ -162,23 +162,31 @@ func epochToTime(v float64, isMillis bool) time.Time {
 // duration string (from now), an RFC 3339 timestamp or an HTTP-date. unit
 // scales a bare delta (time.Millisecond for *-ms headers).
 func parseInstant(s string, now time.Time, unit time.Duration) (time.Time, bool) {
+	t, _, ok := parseInstantOrDelay(s, now, unit)
+	return t, ok
+}
+
+// parseInstantOrDelay is parseInstant, and reports whether the value was a
+// delay from now rather than an instant.
+func parseInstantOrDelay(s string, now time.Time, unit time.Duration) (t time.Time, delay, ok bool) {
 	s = cleanValue(s)
 	if v, ok := parseNumber(s); ok {
 		secMin, msMin := epochThresholds(now)
 		switch {
 		case v >= msMin:
-			return epochToTime(v, true), true
+			return epochToTime(v, true), false, true
 		case unit == time.Millisecond:
-			return now.Add(time.Duration(math.Round(v * float64(time.Millisecond)))), true
+			return now.Add(time.Duration(math.Round(v * float64(time.Millisecond)))), true, true
 		case v >= secMin:
-			return epochToTime(v, false), true
+			return epochToTime(v, false), false, true
 		}
-		return now.Add(secondsToDuration(v)), true
+		return now.Add(secondsToDuration(v)), true, true
 	}
 	if d, ok := parseDurationString(s); ok {
-		return now.Add(d), true
+		return now.Add(d), true, true
 	}
-	return parseDate(s)
+	t, ok = parseDate(s)
+	return t, false, ok
 }
 
 // parseDelay reads a Retry-After-like value as a wait from now: delta

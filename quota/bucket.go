@@ -21,6 +21,12 @@ type Bucket struct {
 	Limit     int64     `json:"limit"`
 	Remaining int64     `json:"remaining"`
 	Reset     time.Time `json:"reset,omitzero"`
+	// ServerReset is Reset on the server's clock, as the window's
+	// readings state it (headers.Reading.ServerReset), zero when none
+	// did: readings of one window are told from another's by it when
+	// both have one, not by Reset, which each process's estimate of the
+	// server's clock moves.
+	ServerReset time.Time `json:"server_reset,omitzero"`
 	// Window is the length of the quota window when known (stated by the
 	// server, or the provider's default).
 	Window time.Duration `json:"window,omitempty"`
@@ -195,7 +201,7 @@ func (b *Bucket) roll(now time.Time) {
 		} else {
 			b.Reset = time.Time{}
 		}
-		b.Assumed = true
+		b.Assumed, b.ServerReset = true, time.Time{}
 		b.TAT = time.Time{}
 	}
 }

@@ -266,16 +266,23 @@ func (b *Bucket) observe(r *headers.Reading, now, sent time.Time, counted bool, 
 }
 
 // observeStated folds in a reading that states remaining, of a request
-// sent at sent (zero: unknown): taken as it is when it starts a new window, kept to the
-// least remaining within the current one; either way less the requests
-// the bucket counted itself that were sent after it (Unstated), which it
-// cannot have counted. It reports false, having changed nothing of the
-// counts, for a reading from a window already overtaken.
+// sent at sent (zero: unknown): taken as it is when it starts a new
+// window, kept to the least remaining within the current one; either way
+// less the requests the bucket counted itself that were sent after it
+// (Unstated), which it cannot have counted. It reports false, having
+// changed nothing of the counts, for a reading from a window already
+// overtaken.
 func (b *Bucket) observeStated(r *headers.Reading, now, sent time.Time, def Default) bool {
+	// Resets compared on the server's clock when both are known there:
+	// the local ones each carry their process's estimate of it.
+	tol := sameWindowTolerance(b.Window)
+	mine, theirs := b.Reset, r.Reset
+	if !b.ServerReset.IsZero() && !r.ServerReset.IsZero() {
+		mine, theirs = b.ServerReset, r.ServerReset
+	}
 	newWindow := b.Remaining == UnknownCount || b.Assumed ||
-		r.HasReset() && (b.Reset.IsZero() || r.Reset.After(b.Reset.Add(sameWindowTolerance(b.Window))))
-	staleWindow := !newWindow && r.HasReset() && !b.Reset.IsZero() &&
-		r.Reset.Before(b.Reset.Add(-sameWindowTolerance(b.Window)))
+		r.HasReset() && (b.Reset.IsZero() || theirs.After(mine.Add(tol)))
+	staleWindow := !newWindow && r.HasReset() && !b.Reset.IsZero() && theirs.Before(mine.Add(-tol))
 	remaining := r.Remaining
 	if remaining > 0 && !sent.IsZero() {
 		remaining = max(remaining-b.unstatedAfter(sent), 0)
@@ -284,6 +291,7 @@ func (b *Bucket) observeStated(r *headers.Reading, now, sent time.Time, def Defa
 	case newWindow:
 		b.Remaining = remaining
 		b.Reset = r.Reset // zero when not stated: see below
+		b.ServerReset = r.ServerReset
 	case staleWindow:
 		// A response from the previous window, overtaken by
 		// one from the current window: nothing to learn, not
@@ -295,6 +303,9 @@ func (b *Bucket) observeStated(r *headers.Reading, now, sent time.Time, def Defa
 		b.Remaining = min(b.Remaining, remaining)
 		if r.HasReset() && (r.Reset.After(b.Reset) || b.Inferred) {
 			b.Reset = r.Reset
+		}
+		if r.ServerReset.After(b.ServerReset) {
+			b.ServerReset = r.ServerReset
 		}
 	}
 	b.forgetUnstated(sent)
@@ -417,12 +428,15 @@ func (b *Bucket) observeRefusal(r *headers.Reading, now time.Time, maxPause time
 	if r.HasReset() && r.Reset.After(b.Reset) {
 		b.Reset = r.Reset
 	}
+	if r.ServerReset.After(b.ServerReset) {
+		b.ServerReset = r.ServerReset
+	}
 	if b.Reset.Before(until) && !b.Reset.Add(b.grace()).Equal(until) || b.Inferred && r.HasRetryAfter {
 		// Nothing says when the bucket refills but the refusal's
 		// own wait (a reset inferred from a window is only a
 		// bound): assume it refills then (exactly, since the
 		// wait already holds any grace).
-		b.Reset, b.Assumed, b.Inferred = until, true, false
+		b.Reset, b.Assumed, b.Inferred, b.ServerReset = until, true, false, time.Time{}
 	}
 	if until.After(b.BlockedUntil) {
 		b.BlockedUntil = until

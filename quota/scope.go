@@ -134,16 +134,20 @@ func takeScope(s *Bucket, a *Ask, l Lease, now time.Time) {
 // than b's, or states a limit other than b's; or, stating nothing, it
 // comes while b says quota is left beyond the requests in flight (the
 // refused one's lease is still held in b). A refusal that states counts
-// for a bucket nothing is known of goes to the scope, the narrowest
-// choice.
+// (a remaining count, a limit) for a bucket nothing is known of is the
+// bucket's: it is the first word of the bucket, and the narrowest scope
+// the server identifies — giving it to the request's scope would let a
+// request of another scope go to the bucket it says is empty.
 func refusalOfScope(b *Bucket, r *headers.Reading, now time.Time) bool {
 	switch {
 	case r.Resource != "" && b.Name != "":
 		return r.Resource != b.Name
+	case !b.Known() && (r.Remaining != UnknownCount || r.Limit != UnknownCount):
+		return false
 	case r.Limit != UnknownCount:
 		return b.Limit == UnknownCount || r.Limit != b.Limit
 	case r.Remaining != UnknownCount:
-		return !b.Known()
+		return false // b is known: its own count
 	}
 	c := *b
 	c.roll(now)

@@ -124,6 +124,30 @@ func TestMainRefusalOfAScopedRequestPausesTheBucket(t *testing.T) {
 	}
 }
 
+// A primary refusal stating remaining 0 and a reset that is the first
+// answer of its bucket (another spender emptied it) is the bucket's: a
+// request of another scope waits for the reset too. It was given to the
+// refused request's scope, and the other scope went to the empty bucket
+// (the fleet simulation's memory seed 3, -sim.spendall).
+func TestFirstAnswerAPrimaryRefusalPausesTheBucket(t *testing.T) {
+	reset := t0.Add(20 * time.Second)
+	b, items, search := NewBucket(), NewBucket(), NewBucket()
+	a := &Ask{Policy: Policy{Kind: Greedy}}
+	id := reserveScoped(t, &b, &items, a, t0)
+	r := &headers.Reading{Status: http.StatusForbidden, Limit: 10, Remaining: 0, Used: 10, Reset: reset, Limited: headers.Primary}
+	at := t0.Add(10 * time.Millisecond)
+	SettleScoped(nil, &b, &items, id, &Answer{Reading: r, Counted: true, Sent: t0}, at)
+	if items.Known() || items.Learnt {
+		t.Errorf("the request's scope took the bucket's refusal: %+v", items)
+	}
+	if b.Remaining != 0 || b.Limit != 10 || b.BlockedUntil.Before(reset) {
+		t.Errorf("bucket remaining %d limit %d blocked until %v, want 0 of 10 until the reset %v", b.Remaining, b.Limit, b.BlockedUntil, reset)
+	}
+	if w := waitScoped(&b, &search, a, at); w < reset.Sub(at) {
+		t.Errorf("a request of another scope waits %v, want the reset's %v", w, reset.Sub(at))
+	}
+}
+
 // A 429 that states nothing while the main bucket has plenty left is a
 // limit nobody announced: the scope learns how many succeeded since its
 // window began, and pauses for a second, then longer (never shorter) on

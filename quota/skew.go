@@ -71,6 +71,11 @@ func (s *Skew) Estimate() time.Duration {
 // clock runs skew ahead of ours, and returns a reading whose times are all
 // on the local clock: absolute resets are moved by the skew, relative ones
 // are measured from now. This is the one place clock skew is corrected.
+//
+// The reset stays on the server's clock too (Reading.ServerReset): skew is
+// an estimate, good to a second and an answer's latency, and processes
+// estimating it each from their own answers disagree on a window's reset
+// by as much; the bucket tells windows apart by ServerReset.
 func Read(status int, h http.Header, body []byte, now time.Time, skew time.Duration) headers.Reading {
 	r := headers.Parse(status, h, body, now.Add(skew))
 	if skew != 0 && r.HasReset() {
