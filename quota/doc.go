@@ -54,9 +54,10 @@
 // past waits the grace, once, rather than retrying at once.
 //
 // An [Owner] holds the secondary limits of one credential owner: a penalty
-// after a secondary refusal (Retry-After; else until the reset when nothing
-// is left; else Secondary.Wait, 60 s by default, then exponential with full
-// jitter, one strike per episode of refusals), a cap on requests in flight
+// after a secondary refusal (Retry-After; else Secondary.Wait, 60 s by
+// default, then exponential with full jitter, one strike per episode of
+// refusals, and at least until the reset when nothing is left), a cap on
+// requests in flight
 // learnt from the server (a ramp from RampStart, lowered by a fresh
 // refusal to the peak in flight minus one, held for CapHoldPauses pauses
 // from the end of the pause, then raised by rounds of successes at its

@@ -73,11 +73,15 @@ func (o *Owner) ConcurrencyCap(s Secondary, now time.Time) int64 {
 // with inFlight of the owner's requests in flight (that one included).
 //
 // A secondary refusal pauses the owner: for its Retry-After when given;
-// else until the reset when nothing is left; else for Secondary.Wait
-// (SecondaryBase when zero) on the first strike, and on strikes in a row an
-// exponentially growing pause of which the answer's Jitter (in [0, 1))
-// picks a point: wait + jitter × wait × (2^strikes − 1). Every pause is
-// capped at the answer's MaxPause (DefaultMaxPause when zero).
+// else for Secondary.Wait (SecondaryBase when zero) on the first strike,
+// and on strikes in a row an exponentially growing pause of which the
+// answer's Jitter (in [0, 1)) picks a point: wait + jitter × wait ×
+// (2^strikes − 1); and when it states nothing left, at least until the
+// reset. A reset sooner than that shortens nothing: it is the primary
+// bucket's, and says nothing of when the secondary penalty ends (a fleet
+// that went at a reset 3.5 s after such a refusal walked back into the
+// server's penalty: memory seed 2172). Every pause is capped at the
+// answer's MaxPause (DefaultMaxPause when zero).
 //
 // Refusals come in episodes: every request already in flight when the
 // server began refusing is refused too, and its answer arrives after the
@@ -121,12 +125,17 @@ func (o *Owner) Observe(ans *Answer, inFlight int64, now time.Time) {
 	switch {
 	case r.HasRetryAfter:
 		pause = r.RetryAfter
-	case r.Remaining == 0 && r.HasReset():
-		pause = max(r.Reset.Sub(now), 0)
 	case fresh:
 		pause = penalty(ans.Secondary.Wait, o.Strikes, ans.Jitter)
 	case unaware:
 		pause = penalty(ans.Secondary.Wait, 0, 0)
+	}
+	if !r.HasRetryAfter && r.Remaining == 0 && r.HasReset() {
+		// The primary bucket is empty as well: nothing goes before its
+		// reset either. The reset names no end of the secondary
+		// penalty, though, which may outlast it: a reset a few seconds
+		// away does not shorten the pause below Secondary.Wait.
+		pause = max(pause, r.Reset.Sub(now))
 	}
 	pause = capPause(pause, ans.MaxPause)
 	if until := now.Add(pause); until.After(o.PenaltyUntil) {

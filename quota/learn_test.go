@@ -382,3 +382,50 @@ func TestReserveCountOrPercent(t *testing.T) {
 		}
 	}
 }
+
+// TestSecondaryNoneLeftPausesAtLeastTheWait: a secondary refusal without
+// Retry-After that states the primary bucket empty pauses the owner until
+// the reset, and never less than Secondary.Wait: a reset 3.5 s away is the
+// primary bucket's and says nothing of when the secondary penalty ends
+// (memory seed 2172: the fleet went at such a reset, into the server's
+// penalty, 56 s before the minute a refusal naming no end of its own asks).
+func TestSecondaryNoneLeftPausesAtLeastTheWait(t *testing.T) {
+	s := Secondary{Wait: time.Minute}
+	noneLeft := func(sent time.Time, reset time.Duration) *Answer {
+		a := secondaryRefusal(sent, 0, s)
+		a.Reading.Limit, a.Reading.Remaining, a.Reading.Used, a.Reading.Reset = 18, 0, 18, t0.Add(reset)
+		return a
+	}
+	var o Owner
+	o.Observe(noneLeft(t0.Add(-300*time.Millisecond), 3500*time.Millisecond), 1, t0)
+	if got := o.PenaltyUntil.Sub(t0); got != time.Minute {
+		t.Fatalf("reset in 3.5 s: paused %v, want the secondary wait (1m0s)", got)
+	}
+	// Another refusal of the episode (sent before the pause began) with
+	// the same reset shortens nothing.
+	o.Observe(noneLeft(t0.Add(-200*time.Millisecond), 3500*time.Millisecond), 1, t0.Add(50*time.Millisecond))
+	if got := o.PenaltyUntil.Sub(t0); got != time.Minute {
+		t.Fatalf("a refusal of the episode moved the pause to %v", got)
+	}
+	// A refusal of a process that had not heard of the pause (sent
+	// into it) lengthens it to the wait after itself.
+	at := t0.Add(2 * time.Second)
+	o.Observe(noneLeft(t0.Add(time.Second), 3500*time.Millisecond), 1, at)
+	if got := o.PenaltyUntil.Sub(at); got != time.Minute {
+		t.Fatalf("a refusal sent into the pause: paused %v after it, want 1m0s", got)
+	}
+	// A reset later than the wait still holds the owner until it.
+	o = Owner{}
+	o.Observe(noneLeft(t0, 5*time.Minute), 1, t0)
+	if got := o.PenaltyUntil.Sub(t0); got != 5*time.Minute {
+		t.Fatalf("reset in 5 min: paused %v, want until the reset", got)
+	}
+	// A Retry-After is the server's own word: it stands, reset or not.
+	o = Owner{}
+	a := noneLeft(t0, 3500*time.Millisecond)
+	a.Reading.HasRetryAfter, a.Reading.RetryAfter = true, 10*time.Second
+	o.Observe(a, 1, t0)
+	if got := o.PenaltyUntil.Sub(t0); got != 10*time.Second {
+		t.Fatalf("retry-after 10 s: paused %v", got)
+	}
+}
