@@ -634,8 +634,12 @@ func wait(r *Reading, now time.Time) time.Duration {
 		// precedence over any reset.
 		return r.RetryAfter
 	case r.Limited == Secondary:
-		if r.Remaining == 0 && untilReset >= 0 {
-			return untilReset
+		// With nothing left, nothing goes before the reset either; but
+		// the reset is the primary bucket's and names no end of the
+		// secondary penalty, so a reset sooner than DefaultWait does
+		// not shorten it (quota.Owner.Observe pauses alike).
+		if r.Remaining == 0 {
+			return max(untilReset, DefaultWait)
 		}
 		return DefaultWait
 	case r.Limited == Bare:

@@ -178,6 +178,14 @@ func TestGitHub(t *testing.T) {
 			x-ratelimit-reset: 1767229200`,
 			body: githubDocsSecondary,
 			want: want{limited: Secondary, wait: 754 * time.Second}},
+		// The reset is the primary bucket's: 4 s away, it does not
+		// shorten the secondary penalty's minute.
+		{name: "secondary without retry-after, none left, reset soon", status: 403, header: `
+			x-ratelimit-limit: 5000
+			x-ratelimit-remaining: 0
+			x-ratelimit-reset: 1767228450`,
+			body: githubDocsSecondary,
+			want: want{limited: Secondary, wait: DefaultWait}},
 		{name: "secondary by docs url only", status: 403, header: `x-ratelimit-remaining: 12`,
 			body: `{"message":"Forbidden","documentation_url":"https://docs.github.com/rest/overview/rate-limits-for-the-rest-api#about-secondary-rate-limits"}`,
 			want: want{limited: Secondary, wait: DefaultWait}},
