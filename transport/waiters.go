@@ -1,6 +1,11 @@
 package transport
 
-import "sync"
+import (
+	"slices"
+	"sync"
+
+	"github.com/ratekeeper/ratekeeper/quota"
+)
 
 // waiters lets requests waiting for quota sleep until an answer may have
 // freed what they wait for, without every answer waking every waiter: with
@@ -17,6 +22,17 @@ import "sync"
 // processes that notifies (Waker), their answers wake the oldest waiter
 // here too (across is set).
 //
+// A waiter that cannot go because it waits on answers (a concurrency slot,
+// a first probe) passes the wake on over every waiter that waits on answers
+// for the same thing (the same owner, bucket and scope, asking as much, see
+// waitKey), for the rest of the wake's chain: they would decide as it did
+// and wait again. Without that, a
+// wake that freed one slot, used by the first waiter, had every waiter
+// behind it decide again, and a queue of N waiters cost N decisions per
+// answer (the fleet simulation's most expensive schedules, at a
+// concurrency cap, spent most of their decisions so). The waiters passed
+// over still end their waits at their own deadlines.
+//
 // A request that decided to wait while a wake happened — before it joined,
 // so the wake and its chain could not reach it — tries again at once when
 // it joins; it would otherwise sleep past the answer that freed its slot.
@@ -32,7 +48,42 @@ type waiters struct {
 
 type waiter struct {
 	seq   uint64
-	woken chan uint64 // receives the baton: the last seq the wake may reach
+	woken chan relay // receives the wake's baton
+	key   waitKey    // what it waits on answers for; zero: anything else
+}
+
+// relay is a wake's baton: the last seq the wake may reach (0: no wake),
+// and the keys of the waiters it has found unable to go, which it passes
+// over.
+type relay struct {
+	upTo uint64
+	over []waitKey
+}
+
+// skips reports whether r passes over a waiter waiting on answers for k.
+func (r relay) skips(k waitKey) bool {
+	return k != (waitKey{}) && slices.Contains(r.over, k)
+}
+
+// waitKey is what a request waits on answers for: the slot that decided
+// the wait and what the request asks of it. Two waiters with the same
+// nonzero key decide alike until an answer frees that slot again.
+type waitKey struct {
+	owner         OwnerID
+	bucket, scope BucketID
+	units         int64
+	conditional   bool
+	free          bool
+}
+
+// waitKeyOf is the key of a request asking ask that waits on slot s for
+// the decision d: zero unless d waits on answers, or when the slot has
+// other buckets (Also, Draws), which the key does not tell apart.
+func waitKeyOf(s Slot, ask *quota.Ask, d Decision) waitKey {
+	if !d.OnAnswer || len(s.Also) > 0 || len(s.Draws) > 0 {
+		return waitKey{}
+	}
+	return waitKey{owner: s.Owner, bucket: s.Bucket, scope: s.Scope, units: ask.Units, conditional: ask.Conditional, free: ask.Free}
 }
 
 // gen returns the count of wakes so far, to be passed to join by a
@@ -44,16 +95,17 @@ func (q *waiters) gen() uint64 {
 }
 
 // join registers a new waiter, the youngest, whose decision began when
-// the wakes count was gen; it is woken at once if a wake came since.
-func (q *waiters) join(gen uint64) *waiter {
+// the wakes count was gen, waiting on answers for key (zero: for
+// anything else); it is woken at once if a wake came since.
+func (q *waiters) join(gen uint64, key waitKey) *waiter {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	q.seq++
-	w := &waiter{seq: q.seq, woken: make(chan uint64, 1)}
+	w := &waiter{seq: q.seq, woken: make(chan relay, 1), key: key}
 	if q.wakes > gen {
-		// Tries again at once. Its baton is 0: the wake's own chain
+		// Tries again at once. Its baton is none: the wake's own chain
 		// already went through those waiting before it.
-		w.woken <- 0
+		w.woken <- relay{}
 		return w
 	}
 	q.queue = append(q.queue, w)
@@ -65,6 +117,23 @@ func (q *waiters) waiting() bool {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	return len(q.queue) > 0
+}
+
+// ahead returns how many waiters wait on answers for key (none for a zero
+// key).
+func (q *waiters) ahead(key waitKey) int {
+	if key == (waitKey{}) {
+		return 0
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	n := 0
+	for _, w := range q.queue {
+		if w.key == key {
+			n++
+		}
+	}
+	return n
 }
 
 // leave removes w if no wake has taken it out yet. It reports whether w was
@@ -87,28 +156,44 @@ func (q *waiters) wake() {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	q.wakes++
-	q.wakeLocked(q.seq)
+	q.wakeLocked(relay{upTo: q.seq})
 }
 
 // pass wakes the oldest waiter that joined no later than baton: a woken
 // waiter that could not go hands the wake on. A zero baton passes nothing.
-func (q *waiters) pass(baton uint64) {
-	if baton == 0 {
+func (q *waiters) pass(baton relay) {
+	q.passOver(baton, waitKey{})
+}
+
+// passOver passes baton on as pass does, adding key (when not zero) to
+// the keys it passes over (see waiters).
+func (q *waiters) passOver(baton relay, key waitKey) {
+	if baton.upTo == 0 {
 		return
+	}
+	if key != (waitKey{}) && !slices.Contains(baton.over, key) {
+		baton.over = append(slices.Clip(baton.over), key)
 	}
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	q.wakeLocked(baton)
 }
 
-func (q *waiters) wakeLocked(baton uint64) {
-	if len(q.queue) == 0 || q.queue[0].seq > baton {
+// wakeLocked wakes the oldest waiter that joined no later than baton and
+// that it does not pass over.
+func (q *waiters) wakeLocked(baton relay) {
+	for i, w := range q.queue {
+		if w.seq > baton.upTo {
+			return
+		}
+		if baton.skips(w.key) {
+			continue
+		}
+		q.queue = append(q.queue[:i], q.queue[i+1:]...)
+		if len(q.queue) == 0 {
+			q.queue = nil
+		}
+		w.woken <- baton
 		return
 	}
-	w := q.queue[0]
-	q.queue = q.queue[1:]
-	if len(q.queue) == 0 {
-		q.queue = nil
-	}
-	w.woken <- baton
 }
