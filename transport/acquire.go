@@ -49,6 +49,7 @@ func (x *exchange) acquire() error {
 	// A wake handed to the request while it waited outside (a gateway,
 	// WaitError.Await) goes on after its first decision, as a waiter's.
 	baton := takeWake(x.ctx)
+	var line waitKey // the line of the request's last wait (see waiters)
 	for {
 		if err := x.ctx.Err(); err != nil {
 			t.waiters.pass(baton)
@@ -110,6 +111,10 @@ func (x *exchange) acquire() error {
 			}
 			// A wake this request used goes on too: an answer may
 			// free more than one (a first probe's frees them all).
+			// One that woke at its own time wakes the next of its line.
+			if baton.upTo == 0 {
+				t.waiters.wakeLine(line)
+			}
 			t.waiters.pass(baton)
 			if x.waited > 0 {
 				t.emit(Event{Kind: EventWaited, Provider: l.p.Name, Resource: x.class.Resource, Credential: c.Masked(), Wait: x.waited})
@@ -118,11 +123,11 @@ func (x *exchange) acquire() error {
 			return nil
 		}
 		// A wake handed to this request that it could not use goes on
-		// to the next waiter that does not wait on answers for the same
-		// (see waiters).
-		key := waitKeyOf(slots[d.Index], &x.reserve.Ask, d)
-		t.waiters.passOver(baton, key)
-		baton = relay{}
+		// to the next waiter that does not wait for the same (see
+		// waiters).
+		key := waitKeyOf(slots[d.Index], &x.reserve.Ask, d, now)
+		t.waiters.passOver(baton, line, key)
+		baton, line = relay{}, key
 		if x.hasStale {
 			// Its caller accepts the stale answer rather than a wait.
 			return errServeStale
@@ -171,7 +176,12 @@ func (x *exchange) nextWait(c *creds.Credential, d Decision, now time.Time, key 
 		if x.waited+w > maxWait {
 			return 0, waitErr(w)
 		}
-		return w, nil
+		// The waiters already in line for the same time go first: the
+		// first that goes wakes the next (wakeLine); the k-th in line
+		// sleeps k times maxOnAnswerSleep longer, in case that chain
+		// ends, so that a line of N does not all ask again at once.
+		extra := maxOnAnswerSleep * time.Duration(x.t.waiters.ahead(key))
+		return w + min(extra, maxWait-x.waited-w), nil
 	}
 	rtt := x.l.roundTrip()
 	left := maxWait - x.waited

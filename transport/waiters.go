@@ -3,6 +3,7 @@ package transport
 import (
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/ratekeeper/ratekeeper/quota"
 )
@@ -58,10 +59,17 @@ type waiter struct {
 type relay struct {
 	upTo uint64
 	over []waitKey
+	// line, when not zero, is the one line the wake goes through: the
+	// first of a line that woke at its own time and went wakes the next
+	// (wakeLine), and the wake ends at the first that cannot go.
+	line waitKey
 }
 
-// skips reports whether r passes over a waiter waiting on answers for k.
+// skips reports whether r passes over a waiter waiting for k.
 func (r relay) skips(k waitKey) bool {
+	if r.line != (waitKey{}) {
+		return k != r.line
+	}
 	return k != (waitKey{}) && slices.Contains(r.over, k)
 }
 
@@ -74,16 +82,23 @@ type waitKey struct {
 	units         int64
 	conditional   bool
 	free          bool
+	// until is the end of a wait until a known time (a scope's pause, a
+	// reset), zero for a wait on answers.
+	until time.Time
 }
 
 // waitKeyOf is the key of a request asking ask that waits on slot s for
-// the decision d: zero unless d waits on answers, or when the slot has
-// other buckets (Also, Draws), which the key does not tell apart.
-func waitKeyOf(s Slot, ask *quota.Ask, d Decision) waitKey {
-	if !d.OnAnswer || len(s.Also) > 0 || len(s.Draws) > 0 {
+// the decision d taken at now: zero when the slot has other buckets
+// (Also, Draws), which the key does not tell apart.
+func waitKeyOf(s Slot, ask *quota.Ask, d Decision, now time.Time) waitKey {
+	if d.Wait <= 0 || !d.OnAnswer && !d.Scoped || len(s.Also) > 0 || len(s.Draws) > 0 {
 		return waitKey{}
 	}
-	return waitKey{owner: s.Owner, bucket: s.Bucket, scope: s.Scope, units: ask.Units, conditional: ask.Conditional, free: ask.Free}
+	k := waitKey{owner: s.Owner, bucket: s.Bucket, scope: s.Scope, units: ask.Units, conditional: ask.Conditional, free: ask.Free}
+	if !d.OnAnswer {
+		k.until = now.Add(d.Wait)
+	}
+	return k
 }
 
 // gen returns the count of wakes so far, to be passed to join by a
@@ -119,8 +134,7 @@ func (q *waiters) waiting() bool {
 	return len(q.queue) > 0
 }
 
-// ahead returns how many waiters wait on answers for key (none for a zero
-// key).
+// ahead returns how many waiters wait for key (none for a zero key).
 func (q *waiters) ahead(key waitKey) int {
 	if key == (waitKey{}) {
 		return 0
@@ -165,18 +179,34 @@ func (q *waiters) pass(baton relay) {
 	q.passOver(baton, waitKey{})
 }
 
-// passOver passes baton on as pass does, adding key (when not zero) to
-// the keys it passes over (see waiters).
-func (q *waiters) passOver(baton relay, key waitKey) {
-	if baton.upTo == 0 {
+// passOver passes baton, which a waiter could not use, on as pass does,
+// adding keys (those not zero: the line it waited in, the one it waits in
+// now) to the keys it passes over (see waiters). A wake of one line ends
+// there.
+func (q *waiters) passOver(baton relay, keys ...waitKey) {
+	if baton.upTo == 0 || baton.line != (waitKey{}) {
 		return
 	}
-	if key != (waitKey{}) && !slices.Contains(baton.over, key) {
-		baton.over = append(slices.Clip(baton.over), key)
+	for _, k := range keys {
+		if k != (waitKey{}) && !slices.Contains(baton.over, k) {
+			baton.over = append(slices.Clip(baton.over), k)
+		}
 	}
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	q.wakeLocked(baton)
+}
+
+// wakeLine wakes the oldest waiter of line key, for a waiter of that line
+// that woke at its own time and went: the others of the line sleep longer
+// (see nextWait), and try one after the other from there.
+func (q *waiters) wakeLine(key waitKey) {
+	if key == (waitKey{}) {
+		return
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.wakeLocked(relay{upTo: q.seq, line: key})
 }
 
 // wakeLocked wakes the oldest waiter that joined no later than baton and
