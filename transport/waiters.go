@@ -45,12 +45,23 @@ type waiters struct {
 	queue  []*waiter // oldest first
 	wakes  uint64    // wake calls so far
 	across bool      // a Waker wakes them for answers of other processes too
+	// lines are the keys waited for now, each with its line's number and
+	// how many wait in it: comparing numbers, not keys, keeps a wake's
+	// walk along a long queue cheap.
+	lines  map[waitKey]*line
+	lineNo uint64
+}
+
+type line struct {
+	no uint64
+	n  int
 }
 
 type waiter struct {
 	seq   uint64
 	woken chan relay // receives the wake's baton
-	key   waitKey    // what it waits on answers for; zero: anything else
+	key   waitKey    // what it waits for; zero: nothing it shares
+	line  uint64     // its line's number; 0 for a zero key
 }
 
 // relay is a wake's baton: the last seq the wake may reach (0: no wake),
@@ -58,19 +69,19 @@ type waiter struct {
 // over.
 type relay struct {
 	upTo uint64
-	over []waitKey
+	over []uint64 // line numbers
 	// line, when not zero, is the one line the wake goes through: the
 	// first of a line that woke at its own time and went wakes the next
 	// (wakeLine), and the wake ends at the first that cannot go.
-	line waitKey
+	line uint64
 }
 
-// skips reports whether r passes over a waiter waiting for k.
-func (r relay) skips(k waitKey) bool {
-	if r.line != (waitKey{}) {
-		return k != r.line
+// skips reports whether r passes over a waiter of line n.
+func (r relay) skips(n uint64) bool {
+	if r.line != 0 {
+		return n != r.line
 	}
-	return k != (waitKey{}) && slices.Contains(r.over, k)
+	return n != 0 && slices.Contains(r.over, n)
 }
 
 // waitKey is what a request waits on answers for: the slot that decided
@@ -82,9 +93,9 @@ type waitKey struct {
 	units         int64
 	conditional   bool
 	free          bool
-	// until is the end of a wait until a known time (a scope's pause, a
-	// reset), zero for a wait on answers.
-	until time.Time
+	// until is the end of a wait until a known time (a scope's pause),
+	// in Unix nanoseconds; zero for a wait on answers.
+	until int64
 }
 
 // waitKeyOf is the key of a request asking ask that waits on slot s for
@@ -96,7 +107,7 @@ func waitKeyOf(s Slot, ask *quota.Ask, d Decision, now time.Time) waitKey {
 	}
 	k := waitKey{owner: s.Owner, bucket: s.Bucket, scope: s.Scope, units: ask.Units, conditional: ask.Conditional, free: ask.Free}
 	if !d.OnAnswer {
-		k.until = now.Add(d.Wait)
+		k.until = now.Add(d.Wait).UnixNano()
 	}
 	return k
 }
@@ -123,8 +134,49 @@ func (q *waiters) join(gen uint64, key waitKey) *waiter {
 		w.woken <- relay{}
 		return w
 	}
+	if key != (waitKey{}) {
+		l := q.lines[key]
+		if l == nil {
+			if q.lines == nil {
+				q.lines = make(map[waitKey]*line)
+			}
+			q.lineNo++
+			l = &line{no: q.lineNo}
+			q.lines[key] = l
+		}
+		l.n++
+		w.line = l.no
+	}
 	q.queue = append(q.queue, w)
 	return w
+}
+
+// removeLocked takes the i-th waiter out of the queue and its line.
+func (q *waiters) removeLocked(i int) *waiter {
+	w := q.queue[i]
+	q.queue = append(q.queue[:i], q.queue[i+1:]...)
+	if len(q.queue) == 0 {
+		q.queue = nil
+	}
+	if w.line != 0 {
+		if l := q.lines[w.key]; l != nil {
+			if l.n--; l.n <= 0 {
+				delete(q.lines, w.key)
+			}
+		}
+	}
+	return w
+}
+
+// lineOf returns the number of key's line, 0 when nobody waits in it.
+func (q *waiters) lineOf(key waitKey) uint64 {
+	if key == (waitKey{}) {
+		return 0
+	}
+	if l := q.lines[key]; l != nil {
+		return l.no
+	}
+	return 0
 }
 
 // waiting reports whether any request waits.
@@ -141,13 +193,10 @@ func (q *waiters) ahead(key waitKey) int {
 	}
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	n := 0
-	for _, w := range q.queue {
-		if w.key == key {
-			n++
-		}
+	if l := q.lines[key]; l != nil {
+		return l.n
 	}
-	return n
+	return 0
 }
 
 // leave removes w if no wake has taken it out yet. It reports whether w was
@@ -158,7 +207,7 @@ func (q *waiters) leave(w *waiter) bool {
 	defer q.mu.Unlock()
 	for i, x := range q.queue {
 		if x == w {
-			q.queue = append(q.queue[:i], q.queue[i+1:]...)
+			q.removeLocked(i)
 			return true
 		}
 	}
@@ -184,16 +233,18 @@ func (q *waiters) pass(baton relay) {
 // now) to the keys it passes over (see waiters). A wake of one line ends
 // there.
 func (q *waiters) passOver(baton relay, keys ...waitKey) {
-	if baton.upTo == 0 || baton.line != (waitKey{}) {
+	if baton.upTo == 0 || baton.line != 0 {
 		return
-	}
-	for _, k := range keys {
-		if k != (waitKey{}) && !slices.Contains(baton.over, k) {
-			baton.over = append(slices.Clip(baton.over), k)
-		}
 	}
 	q.mu.Lock()
 	defer q.mu.Unlock()
+	for _, k := range keys {
+		// A line nobody waits in has no one to pass over: those who
+		// join it later are beyond the baton.
+		if n := q.lineOf(k); n != 0 && !slices.Contains(baton.over, n) {
+			baton.over = append(slices.Clip(baton.over), n)
+		}
+	}
 	q.wakeLocked(baton)
 }
 
@@ -206,7 +257,9 @@ func (q *waiters) wakeLine(key waitKey) {
 	}
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	q.wakeLocked(relay{upTo: q.seq, line: key})
+	if n := q.lineOf(key); n != 0 {
+		q.wakeLocked(relay{upTo: q.seq, line: n})
+	}
 }
 
 // wakeLocked wakes the oldest waiter that joined no later than baton and
@@ -216,14 +269,10 @@ func (q *waiters) wakeLocked(baton relay) {
 		if w.seq > baton.upTo {
 			return
 		}
-		if baton.skips(w.key) {
+		if baton.skips(w.line) {
 			continue
 		}
-		q.queue = append(q.queue[:i], q.queue[i+1:]...)
-		if len(q.queue) == 0 {
-			q.queue = nil
-		}
-		w.woken <- baton
+		q.removeLocked(i).woken <- baton
 		return
 	}
 }
