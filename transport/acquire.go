@@ -49,6 +49,7 @@ func (x *exchange) acquire() error {
 	// A wake handed to the request while it waited outside (a gateway,
 	// WaitError.Await) goes on after its first decision, as a waiter's.
 	baton := takeWake(x.ctx)
+	var line waitKey // the line of the request's last wait (see waiters)
 	for {
 		if err := x.ctx.Err(); err != nil {
 			t.waiters.pass(baton)
@@ -110,6 +111,10 @@ func (x *exchange) acquire() error {
 			}
 			// A wake this request used goes on too: an answer may
 			// free more than one (a first probe's frees them all).
+			// One that woke at its own time wakes the next of its line.
+			if baton.upTo == 0 {
+				t.waiters.wakeLine(line)
+			}
 			t.waiters.pass(baton)
 			if x.waited > 0 {
 				t.emit(Event{Kind: EventWaited, Provider: l.p.Name, Resource: x.class.Resource, Credential: c.Masked(), Wait: x.waited})
@@ -118,21 +123,23 @@ func (x *exchange) acquire() error {
 			return nil
 		}
 		// A wake handed to this request that it could not use goes on
-		// to the next waiter.
-		t.waiters.pass(baton)
-		baton = 0
+		// to the next waiter that does not wait for the same (see
+		// waiters).
+		key := waitKeyOf(slots[d.Index], &x.reserve.Ask, d, now)
+		t.waiters.passOver(baton, line, key)
+		baton, line = relay{}, key
 		if x.hasStale {
 			// Its caller accepts the stale answer rather than a wait.
 			return errServeStale
 		}
-		sleep, werr := x.nextWait(c, d, now)
+		sleep, werr := x.nextWait(c, d, now, key)
 		if werr != nil {
 			if we, ok := werr.(*WaitError); ok {
 				we.t, we.onAnswer, we.gen = t, d.OnAnswer, gen
 			}
 			return werr
 		}
-		if baton, err = x.waitQuota(c, sleep, d, gen); err != nil {
+		if baton, err = x.waitQuota(c, sleep, d, gen, key); err != nil {
 			return err
 		}
 	}
@@ -155,7 +162,7 @@ func (x *exchange) acquire() error {
 // its sleep that the spare did not catch) costs at most that. Otherwise
 // it asks again every round trip: on a state shared with other processes
 // their answers wake nobody here.
-func (x *exchange) nextWait(c *creds.Credential, d Decision, now time.Time) (time.Duration, error) {
+func (x *exchange) nextWait(c *creds.Credential, d Decision, now time.Time, key waitKey) (time.Duration, error) {
 	w := d.Wait
 	maxWait := x.maxWait()
 	if sw := x.t.opts.ScopeMaxWait; d.Scoped && sw > 0 && sw < maxWait {
@@ -169,7 +176,12 @@ func (x *exchange) nextWait(c *creds.Credential, d Decision, now time.Time) (tim
 		if x.waited+w > maxWait {
 			return 0, waitErr(w)
 		}
-		return w, nil
+		// The waiters already in line for the same time go first: the
+		// first that goes wakes the next (wakeLine); the k-th in line
+		// sleeps k times maxOnAnswerSleep longer, in case that chain
+		// ends, so that a line of N does not all ask again at once.
+		extra := maxOnAnswerSleep * time.Duration(x.t.waiters.ahead(key))
+		return w + min(extra, maxWait-x.waited-w), nil
 	}
 	rtt := x.l.roundTrip()
 	left := maxWait - x.waited
@@ -177,7 +189,11 @@ func (x *exchange) nextWait(c *creds.Credential, d Decision, now time.Time) (tim
 		return 0, waitErr(min(rtt, w))
 	}
 	if x.t.waiters.across {
-		return min(w, left, maxOnAnswerSleep), nil
+		// The waiters already waiting on answers for the same go first
+		// (an answer wakes the oldest): the k-th in line sleeps k times
+		// maxOnAnswerSleep, so that a line of N asks again about once
+		// a second in all, not N times.
+		return min(w, left, maxOnAnswerSleep*time.Duration(1+x.t.waiters.ahead(key))), nil
 	}
 	// Asked again every round trip: an answer wakes one waiter, which
 	// suits an answer that frees one slot, but a first probe's answer
@@ -303,9 +319,10 @@ func (t *Transport) leaseID() uint64 {
 // waits for (see waiters), or until ctx ends; it adds the time slept to
 // *waited. It returns the baton of a wake it received, to be passed on if
 // the request still cannot go. gen is the waiters' wakes count taken
-// before the decision to wait (see waiters.join).
-func (t *Transport) waitFor(ctx context.Context, d time.Duration, waited *time.Duration, gen uint64) (uint64, error) {
-	w := t.waiters.join(gen)
+// before the decision to wait, key what it waits on answers for (see
+// waiters.join).
+func (t *Transport) waitFor(ctx context.Context, d time.Duration, waited *time.Duration, gen uint64, key waitKey) (relay, error) {
+	w := t.waiters.join(gen, key)
 	start := t.opts.Now()
 	timer := t.opts.Clock.NewTimer(d)
 	defer timer.Stop()
@@ -321,11 +338,11 @@ func (t *Transport) waitFor(ctx context.Context, d time.Duration, waited *time.D
 		baton := <-w.woken
 		if err := ctx.Err(); err != nil {
 			t.waiters.pass(baton)
-			return 0, err
+			return relay{}, err
 		}
 		return baton, nil
 	}
-	return 0, ctx.Err()
+	return relay{}, ctx.Err()
 }
 
 func (t *Transport) noCredential(p *provider.Provider, pool *creds.Pool) error {

@@ -77,7 +77,7 @@ func (e *WaitError) Await(ctx context.Context, d time.Duration) (context.Context
 		return ctx, ctx.Err()
 	}
 	q := &e.t.waiters
-	w := q.join(e.gen)
+	w := q.join(e.gen, waitKey{})
 	select {
 	case baton := <-w.woken:
 		return withWake(ctx, baton), nil
@@ -101,23 +101,25 @@ type wakeKey struct{}
 
 // heldWake is such a wake, taken once: by the first decision of the
 // attempt, which passes it on (see acquire).
-type heldWake struct{ baton atomic.Uint64 }
+type heldWake struct{ baton atomic.Pointer[relay] }
 
-func withWake(ctx context.Context, baton uint64) context.Context {
-	if baton == 0 {
+func withWake(ctx context.Context, baton relay) context.Context {
+	if baton.upTo == 0 {
 		return ctx
 	}
 	h := &heldWake{}
-	h.baton.Store(baton)
+	h.baton.Store(&baton)
 	return context.WithValue(ctx, wakeKey{}, h)
 }
 
-// takeWake returns the wake ctx carries, once; 0 for none.
-func takeWake(ctx context.Context) uint64 {
+// takeWake returns the wake ctx carries, once; none (a zero upTo) for none.
+func takeWake(ctx context.Context) relay {
 	if h, ok := ctx.Value(wakeKey{}).(*heldWake); ok {
-		return h.baton.Swap(0)
+		if b := h.baton.Swap(nil); b != nil {
+			return *b
+		}
 	}
-	return 0
+	return relay{}
 }
 
 // NoCredentialError is returned when every credential of a provider has

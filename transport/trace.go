@@ -305,9 +305,9 @@ func (x *exchange) endWait(span trace.Span, waited time.Duration, woken bool, er
 
 // waitQuota is acquire's wait for quota (see Transport.waitFor), within
 // a wait span whose reason the reservation's decision gives.
-func (x *exchange) waitQuota(c *creds.Credential, d time.Duration, why Decision, gen uint64) (uint64, error) {
+func (x *exchange) waitQuota(c *creds.Credential, d time.Duration, why Decision, gen uint64, key waitKey) (relay, error) {
 	if !x.tr.rec {
-		return x.t.waitFor(x.ctx, d, &x.waited, gen)
+		return x.t.waitFor(x.ctx, d, &x.waited, gen, key)
 	}
 	reason := WaitQuota
 	switch {
@@ -318,8 +318,8 @@ func (x *exchange) waitQuota(c *creds.Credential, d time.Duration, why Decision,
 	}
 	span := x.waitSpan(reason, d, c)
 	before := x.waited
-	baton, err := x.t.waitFor(x.ctx, d, &x.waited, gen)
-	x.endWait(span, x.waited-before, baton != 0, err)
+	baton, err := x.t.waitFor(x.ctx, d, &x.waited, gen, key)
+	x.endWait(span, x.waited-before, baton.upTo != 0, err)
 	return baton, err
 }
 
