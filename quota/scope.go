@@ -137,12 +137,15 @@ func takeScope(s *Bucket, a *Ask, l Lease, now time.Time) {
 // (a remaining count, a limit) for a bucket nothing is known of is the
 // bucket's: it is the first word of the bucket, and the narrowest scope
 // the server identifies — giving it to the request's scope would let a
-// request of another scope go to the bucket it says is empty.
+// request of another scope go to the bucket it says is empty. A bucket
+// whose counts are only assumed (a provider's default, taken after
+// answers that stated nothing: a proxy's 502) is known of no better: its
+// limit is a guess, not one the refusal could contradict.
 func refusalOfScope(b *Bucket, r *headers.Reading, now time.Time) bool {
 	switch {
 	case r.Resource != "" && b.Name != "":
 		return r.Resource != b.Name
-	case !b.Known() && (r.Remaining != UnknownCount || r.Limit != UnknownCount):
+	case (!b.Known() || b.Assumed) && (r.Remaining != UnknownCount || r.Limit != UnknownCount):
 		return false
 	case r.Limit != UnknownCount:
 		return b.Limit == UnknownCount || r.Limit != b.Limit

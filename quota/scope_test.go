@@ -148,6 +148,37 @@ func TestFirstAnswerAPrimaryRefusalPausesTheBucket(t *testing.T) {
 	}
 }
 
+// The same refusal after answers that stated nothing (a proxy's 502s),
+// which had the bucket count against the provider's default limit of 60:
+// that limit is assumed, so a refusal stating 24 does not contradict it,
+// and the refusal is still the bucket's (the fleet simulation's memory
+// seed 3902, whose 502s state nothing on even seeds).
+func TestPrimaryRefusalAfterAssumedCountsPausesTheBucket(t *testing.T) {
+	reset := t0.Add(8 * time.Second)
+	def := Default{Limit: 60, Window: time.Minute}
+	b, items, search := NewBucket(), NewBucket(), NewBucket()
+	a := &Ask{Policy: Policy{Kind: Greedy}}
+	id := reserveScoped(t, &b, &items, a, t0)
+	bad := &headers.Reading{Status: http.StatusBadGateway, Limit: UnknownCount, Remaining: UnknownCount, Used: UnknownCount}
+	SettleScoped(nil, &b, &items, id, &Answer{Reading: bad, Counted: true, Sent: t0, Default: def}, t0.Add(5*time.Millisecond))
+	if !b.Assumed || b.Limit != 60 {
+		t.Fatalf("after a 502 stating nothing the bucket is %+v, want the default of 60 assumed", b)
+	}
+	id = reserveScoped(t, &b, &items, a, t0.Add(10*time.Millisecond))
+	r := &headers.Reading{Status: http.StatusForbidden, Limit: 24, Remaining: 0, Used: 24, Reset: reset, Limited: headers.Primary}
+	at := t0.Add(20 * time.Millisecond)
+	SettleScoped(nil, &b, &items, id, &Answer{Reading: r, Counted: true, Sent: t0.Add(10 * time.Millisecond), Default: def}, at)
+	if items.Learnt || items.BlockedUntil.After(at) {
+		t.Errorf("the request's scope took the bucket's refusal: %+v", items)
+	}
+	if b.Remaining != 0 || b.Limit != 24 || b.BlockedUntil.Before(reset) {
+		t.Errorf("bucket remaining %d limit %d blocked until %v, want 0 of 24 until the reset %v", b.Remaining, b.Limit, b.BlockedUntil, reset)
+	}
+	if w := waitScoped(&b, &search, a, at); w < reset.Sub(at) {
+		t.Errorf("a request of another scope waits %v, want the reset's %v", w, reset.Sub(at))
+	}
+}
+
 // A 429 that states nothing while the main bucket has plenty left is a
 // limit nobody announced: the scope learns how many succeeded since its
 // window began, and pauses for a second, then longer (never shorter) on
