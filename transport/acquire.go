@@ -76,7 +76,7 @@ func (x *exchange) acquire() error {
 		}
 		x.reserve.Slots = slots
 		x.reserve.Lease = quota.Lease{ID: t.leaseID(), Until: now.Add(t.opts.Lease), Holder: t.holder}
-		x.reserve.Now = now
+		x.reserve.Now, x.reserve.Clock = now, t.opts.Now
 		x.reserve.Waited = x.waited > 0
 		// The reservation runs to its end even if the context ends
 		// meanwhile: a transaction cut short could have committed

@@ -82,6 +82,12 @@ type ReserveParams struct {
 	Lease quota.Lease
 	// Now is the time of the decision.
 	Now time.Time
+	// Clock, if set, reads the time on Now's clock: a State whose
+	// decision waits (a database outage waited out, a turn behind other
+	// transactions) decides at the time it reads then, not at Now, so
+	// that what it commits (a write's spacing, a lease's end) runs from
+	// when the request goes.
+	Clock func() time.Time
 	// Waited says the request already waited once: it is likely to wait
 	// again, so a State that must lock to decide may first look without
 	// locking (see store/quotastate), and lock only when the request can go.

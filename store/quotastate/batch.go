@@ -46,6 +46,9 @@ type batches struct {
 // call is one reservation in a batch.
 type call struct {
 	p *transport.ReserveParams
+	// fresh moves p's times on to the time the batch decides (see
+	// reserveOnDBClock).
+	fresh func()
 	// limit is the request's limit on waiting out a database outage
 	// (store.WithWaitLimit), if it has one: a batch waits no longer than
 	// the earliest of its calls'.
@@ -148,7 +151,9 @@ func (st *State) decideTogether(batch []*call) {
 		return // each call is decided alone, which measures again
 	}
 	for _, c := range batch {
-		defer reserveOnDBClock(c.p, off)()
+		restore, fresh := reserveOnDBClock(c.p, off)
+		defer restore()
+		c.fresh = fresh
 	}
 	defer st.writing.begin()()
 	settles := st.takePending()
@@ -168,9 +173,10 @@ func (st *State) decideTogether(batch []*call) {
 	applySettles(l, settles)
 	var chosen []choice
 	for k, c := range batch {
+		c.fresh()
 		d := l.decide(keys[k], c.p)
 		if d.Wait == 0 && d.Err == nil && d.Index >= 0 {
-			chosen = append(chosen, choice{p: c.p, i: d.Index, c: c})
+			chosen = append(chosen, choice{p: c.p, i: d.Index, c: c, fresh: c.fresh})
 		}
 	}
 	if len(chosen) == 0 {
@@ -194,6 +200,9 @@ type choice struct {
 	p *transport.ReserveParams
 	i int
 	c *call // its call in a batch; nil alone
+	// fresh moves p's times on to the time of the decision under the
+	// lock (see reserveOnDBClock).
+	fresh func()
 }
 
 // slotRows is each slot's owner and bucket key.

@@ -218,11 +218,30 @@ func settleOnDBClock(p *transport.SettleParams, off time.Duration) *transport.Se
 }
 
 // reserveOnDBClock moves p's times to the database's clock and returns
-// what puts them back.
-func reserveOnDBClock(p *transport.ReserveParams, off time.Duration) (restore func()) {
+// what puts them back, and fresh, which moves them on by the time passed
+// since p.Now on p.Clock (nothing without one). A reservation is decided
+// at the time its decision is taken, not at the time it was asked for:
+// one that waited out a database outage, or its turn behind other
+// transactions, would otherwise commit a decision of the past — a write
+// that asked before an outage and went after it spaced the next write
+// from when it asked, not from when it went, and two writes that waited
+// out a blink went closer than the write spacing.
+func reserveOnDBClock(p *transport.ReserveParams, off time.Duration) (restore, fresh func()) {
 	now, until := p.Now, p.Lease.Until
 	p.Now, p.Lease.Until = shift(now, off), shift(until, off)
-	return func() { p.Now, p.Lease.Until = now, until }
+	at, end, clock := p.Now, p.Lease.Until, p.Clock
+	return func() { p.Now, p.Lease.Until = now, until },
+		func() {
+			if clock == nil {
+				return
+			}
+			if d := clock().Sub(now); d > 0 {
+				p.Now = at.Add(d)
+				if !end.IsZero() {
+					p.Lease.Until = end.Add(d)
+				}
+			}
+		}
 }
 
 // bucketOnLocalClock returns b with its times moved by −off, from the

@@ -386,6 +386,10 @@ func (st *State) Reserve(ctx context.Context, p *transport.ReserveParams) (trans
 // every slot spends from the same rows (one credential, or tokens of one
 // owner) there is nothing to choose: a request that has not waited yet
 // locks them at once, saving the snapshot's read.
+//
+// Every decision, on a snapshot or under the lock, is taken at the time it
+// is taken: p.Now moved on to p.Clock's time then (see reserveOnDBClock),
+// past a database outage waited out.
 func (st *State) reserveAlone(ctx context.Context, p *transport.ReserveParams) (transport.Decision, error) {
 	// The transport's context has no end (a reservation cut short could
 	// commit unseen): bound the transaction here.
@@ -395,7 +399,8 @@ func (st *State) reserveAlone(ctx context.Context, p *transport.ReserveParams) (
 	if err != nil {
 		return transport.Decision{}, err
 	}
-	defer reserveOnDBClock(p, off)()
+	restore, fresh := reserveOnDBClock(p, off)
+	defer restore()
 	defer st.writing.begin()()
 	settles := st.takePending()
 	if oneChoice(p.Slots) && !p.Waited {
@@ -404,7 +409,7 @@ func (st *State) reserveAlone(ctx context.Context, p *transport.ReserveParams) (
 		// already waited is likely to wait again, which the snapshot
 		// tells without a write transaction (on SQLite, the write lock
 		// of every process).
-		return st.reserveLocked(ctx, p, settles)
+		return st.reserveLocked(ctx, p, settles, fresh)
 	}
 	// A request that already waited would likely see a wait in the view
 	// and read anyway.
@@ -418,6 +423,7 @@ func (st *State) reserveAlone(ctx context.Context, p *transport.ReserveParams) (
 			return transport.Decision{}, err
 		}
 		applySettles(l, settles)
+		fresh()
 		d, refused := transport.DecisionOf(l.decide(r, p))
 		if d.Wait > 0 || refused != nil || d.Index < 0 {
 			if fromView {
@@ -431,7 +437,7 @@ func (st *State) reserveAlone(ctx context.Context, p *transport.ReserveParams) (
 			}
 			return d, refused
 		}
-		won, err := st.commitChosen(ctx, []choice{{p: p, i: d.Index}}, snap, settles)
+		won, err := st.commitChosen(ctx, []choice{{p: p, i: d.Index, fresh: fresh}}, snap, settles)
 		if err != nil {
 			st.requeue(settles)
 			return d, err
@@ -442,7 +448,7 @@ func (st *State) reserveAlone(ctx context.Context, p *transport.ReserveParams) (
 		}
 		races++
 	}
-	return st.reserveLocked(ctx, p, settles)
+	return st.reserveLocked(ctx, p, settles, fresh)
 }
 
 // maxRaces bounds how often Reserve chooses again after losing its chosen
@@ -548,6 +554,12 @@ func (st *State) commitChosen(ctx context.Context, chosen []choice, snap map[str
 	var ahead []*block
 	err := st.s.UpdateMany(st.notifying(ctx, settles, &frees), l.keys, func(recs []*store.Record) error {
 		raced, ahead = 0, nil
+		for k, ch := range chosen {
+			if ch.fresh != nil {
+				ch.fresh()
+				ones[k].Now, ones[k].Lease = ch.p.Now, ch.p.Lease
+			}
+		}
 		st.decodeAll(l, recs)
 		frees = applySettles(l, settles)
 		wasMoved := moved(recs, snap)
@@ -592,8 +604,9 @@ func moved(recs []*store.Record, snap map[string]int64) bool {
 // reserveLocked decides p with every slot's owner and bucket rows locked,
 // in one transaction that also writes settles: the way every decision was
 // taken before Reserve locked only its choice, kept for a pool whose
-// chosen rows keep changing under it.
-func (st *State) reserveLocked(ctx context.Context, p *transport.ReserveParams, settles []*transport.SettleParams) (transport.Decision, error) {
+// chosen rows keep changing under it. fresh moves p's times on to the
+// time the transaction decides (see reserveOnDBClock).
+func (st *State) reserveLocked(ctx context.Context, p *transport.ReserveParams, settles []*transport.SettleParams, fresh func()) (transport.Decision, error) {
 	l, r := slotKeys(p, settles)
 	var d transport.Decision
 	var refused error // the decision's own error: the settles are still written
@@ -603,6 +616,7 @@ func (st *State) reserveLocked(ctx context.Context, p *transport.ReserveParams, 
 		ahead = nil
 		st.decodeAll(l, recs)
 		frees = applySettles(l, settles)
+		fresh()
 		d, refused = transport.DecisionOf(l.decide(r, p))
 		if d.Wait == 0 && refused == nil && d.Index >= 0 {
 			one := *p
