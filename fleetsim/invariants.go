@@ -128,6 +128,7 @@ type referee struct {
 
 type stated struct {
 	reading
+	proc   int       // the process it reached
 	left   time.Time // when the answer left
 	after  int       // fleet requests arrived since left+Reach in its window
 	answer string
@@ -165,6 +166,7 @@ func later(a, b time.Time) time.Time {
 }
 
 type pause struct {
+	proc       int // the process the refusal reached
 	scope      string
 	left, till time.Time
 	kind       refusalKind
@@ -230,7 +232,7 @@ func (r *referee) judgeWrite(now time.Time, req request, spacing time.Duration) 
 // delivered records an answer that reached its client at now.
 func (r *referee) delivered(now time.Time, req request, a answer) {
 	if a.primary != nil {
-		r.answers = append(r.answers, stated{reading: *a.primary, left: now, answer: req.String()})
+		r.answers = append(r.answers, stated{reading: *a.primary, proc: req.proc, left: now, answer: req.String()})
 	}
 	if a.until != nil {
 		till := a.until(now)
@@ -244,6 +246,31 @@ func (r *referee) delivered(now time.Time, req request, a answer) {
 				}
 			}
 		}
-		r.pauses = append(r.pauses, pause{scope: a.scope, left: now, till: till, kind: a.kind, what: req.String()})
+		r.pauses = append(r.pauses, pause{proc: req.proc, scope: a.scope, left: now, till: till, kind: a.kind, what: req.String()})
 	}
+}
+
+// forget drops the readings and refusals that reached process proc, killed
+// at now, before they could reach the others (reached: Reach after they
+// left, or, across a database blink, AfterBlink after it): no process
+// can keep what nobody told it. A refusal that reached a process during a
+// blink is written when the database comes back; killed before that, the
+// process takes it along, and the fleet learns it only from the server
+// (memory seed 7889: killed 0.3 s after the blink it had received a
+// search's refusal in).
+func (r *referee) forget(now time.Time, proc int) {
+	answers := r.answers[:0]
+	for _, a := range r.answers {
+		if a.proc != proc || !r.reached(a.left).After(now) {
+			answers = append(answers, a)
+		}
+	}
+	r.answers = answers
+	pauses := r.pauses[:0]
+	for _, p := range r.pauses {
+		if p.proc != proc || !r.reached(p.left).After(now) {
+			pauses = append(pauses, p)
+		}
+	}
+	r.pauses = pauses
 }

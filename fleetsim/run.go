@@ -379,6 +379,7 @@ func (w *world) apply(ev Event) {
 		// stop.
 		p.gate.Fail(errKilled, -1)
 		p.alive = false
+		w.srv.killed(now, ev.Proc)
 		w.mu.Lock()
 		w.killed[p.holder] = now
 		w.mu.Unlock()

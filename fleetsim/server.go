@@ -88,6 +88,15 @@ func (s *server) blinked(now time.Time, d time.Duration) {
 	s.ref.blinks = append(s.ref.blinks, blink{now, now.Add(d)})
 }
 
+// killed tells the referee that process proc was killed at now: the facts
+// only it received that could not have reached the others yet are lost
+// with it (see referee.forget).
+func (s *server) killed(now time.Time, proc int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.ref.forget(now, proc)
+}
+
 // startBare makes a proxy in front of the server answer bare 429s for d.
 func (s *server) startBare(now time.Time, d time.Duration) {
 	s.mu.Lock()
