@@ -177,12 +177,15 @@ type Heartbeats interface {
 	Beats(ctx context.Context) (map[string]time.Time, error)
 }
 
-// Clocked is implemented by a State that keeps shared times on a clock
-// other than the transport's (store/quotastate keeps them on the
-// database's, so machines whose clocks differ agree): New gives it the
-// transport's clock, whose offset it then measures and applies.
+// Clocked is implemented by a State that reads the time or sets timers
+// of its own (store/quotastate: shared times kept on the database's clock,
+// so machines whose clocks differ agree; the age of what it saw; its
+// write-batching and expiry timers): New gives it the transport's Clock,
+// before any use, so that it reads and waits on the transport's one clock
+// (and measures that clock's offset to the database's). Without it such a
+// State uses the system's clock (SystemClock).
 type Clocked interface {
-	UseClock(now func() time.Time)
+	UseClock(c Clock)
 }
 
 // Waker is implemented by a State shared with other processes that can

@@ -162,9 +162,10 @@ type Options struct {
 	OnEvent func(Event)
 	// Metrics records Prometheus metrics; nil: none.
 	Metrics *Metrics
-	// Clock is where the transport, and the credential validation it
-	// runs, read the time and set their timers; nil means the system's
-	// (with Now, when set, as its time). Tests give a fake one.
+	// Clock is where the transport, the credential validation it runs
+	// and a State that takes it (Clocked: store/quotastate) read the time
+	// and set their timers; nil means the system's (with Now, when set,
+	// as its time). Tests give a fake one.
 	Clock Clock
 	// Now is the clock's time alone, kept for callers that set only that;
 	// when Clock is set, Now is Clock.Now.
@@ -274,7 +275,7 @@ func New(opts Options) (*Transport, error) {
 	_, t.shared = t.state.(Heartbeats)
 	t.turns, _ = t.state.(LearningTurns)
 	if c, ok := t.state.(Clocked); ok {
-		c.UseClock(opts.Clock.Now)
+		c.UseClock(opts.Clock)
 	}
 	if w, ok := t.state.(Waker); ok {
 		t.waiters.across = true

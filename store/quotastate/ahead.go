@@ -55,7 +55,7 @@ type block struct {
 	// holder is the lease's Holder: a request of another transport
 	// sharing the State (another holder) cannot use it.
 	holder string
-	// at is when it was taken (the system's clock), dbNow the decision's
+	// at is when it was taken (the State's clock), dbNow the decision's
 	// now on the database's clock, and off the offset of the transport's
 	// clock to the database's then (ClockOffset), which its requests'
 	// times are moved by: measured again at most every ClockCheck, it
@@ -70,10 +70,12 @@ type block struct {
 // blocks is a State's reservations taken ahead.
 type blocks struct {
 	mu     sync.Mutex
-	now    func() time.Time  // the system's clock; tests replace it
+	now    func() time.Time  // nil: the State's clock; tests replace it
 	open   []*block          // handing out units, oldest first
 	handed map[uint64]*block // by the lease ID of the request it served
-	timer  *time.Timer
+	timer  *alarm            // expires the open blocks, on the State's clock
+	// stopped: Close stopped the timer, which is set no more.
+	stopped bool
 	// size is the next block's size per credential (quota.Block.NextSize).
 	size map[sizeKey]int64
 	// hearing: a read of the open blocks' rows is under way (hear);
@@ -86,14 +88,15 @@ type sizeKey struct {
 	b transport.BucketID
 }
 
-func (s *blocks) clock() time.Time {
-	if s.now != nil {
-		return s.now()
+// blockNow is the time of st's blocks: the State's clock's.
+func (st *State) blockNow() time.Time {
+	if st.blocks.now != nil {
+		return st.blocks.now()
 	}
-	return time.Now()
+	return st.now()
 }
 
-// dbTime is the system's time now on the database's clock, as b's
+// dbTime is the time now (blockNow) on the database's clock, as b's
 // decisions count it.
 func (b *block) dbTime(now time.Time) time.Time { return b.dbNow.Add(now.Sub(b.at)) }
 
@@ -115,7 +118,7 @@ func (st *State) fromBlock(p *transport.ReserveParams) (int, bool) {
 	if len(s.open) == 0 {
 		return 0, false
 	}
-	age := s.clock()
+	age := st.blockNow()
 	for i, slot := range p.Slots {
 		for _, b := range s.open {
 			if !sameSlot(b.slot, slot) || b.holder != p.Lease.Holder {
@@ -131,7 +134,7 @@ func (st *State) fromBlock(p *transport.ReserveParams) (int, bool) {
 			}
 			s.handed[p.Lease.ID] = b
 			if b.k.Left() == 0 {
-				s.closeLocked(b)
+				s.closeLocked(b, age)
 			}
 			return i, true
 		}
@@ -139,9 +142,9 @@ func (st *State) fromBlock(p *transport.ReserveParams) (int, bool) {
 	return 0, false
 }
 
-// closeLocked stops b handing out units. Called with mu held.
-func (s *blocks) closeLocked(b *block) {
-	s.shut(b, s.clock())
+// closeLocked stops b handing out units at now. Called with mu held.
+func (s *blocks) closeLocked(b *block, now time.Time) {
+	s.shut(b, now)
 	s.open = slices.DeleteFunc(s.open, func(x *block) bool { return x == b })
 }
 
@@ -166,7 +169,7 @@ func (st *State) nextSize(slot transport.Slot) int64 {
 }
 
 // returned is the settle that gives back the units b did not hand out,
-// timed at now (the system's clock) on the database's clock; nil when it
+// timed at now (the State's clock) on the database's clock; nil when it
 // handed them all.
 func (b *block) returned(now time.Time) *transport.SettleParams {
 	left := b.k.Left()
@@ -220,7 +223,7 @@ func (st *State) settleBlocks(p *transport.SettleParams) (lease uint64, served b
 	if len(short) == 0 {
 		return lease, served, nil
 	}
-	return lease, served, s.closeWhere(func(b *block) bool { return slices.Contains(short, b) }, s.clock())
+	return lease, served, s.closeWhere(func(b *block) bool { return slices.Contains(short, b) }, st.blockNow())
 }
 
 // takeAhead takes a block on the loaded rows for requests like p (whose
@@ -273,7 +276,7 @@ func leaseID() uint64 {
 func (st *State) keepBlock(taken ...*block) {
 	s := &st.blocks
 	s.mu.Lock()
-	now := s.clock()
+	now := st.blockNow()
 	kept := false
 	for _, b := range taken {
 		if b != nil {
@@ -282,8 +285,8 @@ func (st *State) keepBlock(taken ...*block) {
 			kept = true
 		}
 	}
-	if len(s.open) > 0 && s.timer == nil {
-		s.timer = time.AfterFunc(quota.BlockMaxAge, st.expireBlocks)
+	if len(s.open) > 0 && s.timer == nil && !s.stopped {
+		s.timer = afterFunc(st.clock(), quota.BlockMaxAge, st.expireBlocks)
 	}
 	s.mu.Unlock()
 	if kept {
@@ -304,12 +307,12 @@ func (st *State) blocksOpen() bool {
 func (st *State) expireBlocks() {
 	s := &st.blocks
 	s.mu.Lock()
-	now := s.clock()
+	now := st.blockNow()
 	releases := s.closeWhere(func(b *block) bool { return now.Sub(b.at) >= quota.BlockMaxAge }, now)
 	s.timer = nil
-	if len(s.open) > 0 {
+	if len(s.open) > 0 && !s.stopped {
 		// When the oldest still open is due.
-		s.timer = time.AfterFunc(s.open[0].at.Add(quota.BlockMaxAge).Sub(now), st.expireBlocks)
+		s.timer = afterFunc(st.clock(), s.open[0].at.Add(quota.BlockMaxAge).Sub(now), st.expireBlocks)
 	}
 	s.mu.Unlock()
 	st.giveBack(releases)
@@ -368,7 +371,7 @@ func (st *State) hearBlocks() {
 		return // the block lapses at its age; a failed read tells nothing new
 	}
 	s.mu.Lock()
-	now := s.clock()
+	now := st.blockNow()
 	releases := s.closeWhere(func(b *block) bool {
 		var scope *quota.Bucket
 		if b.slot.Scope != (transport.BucketID{}) {
@@ -408,7 +411,7 @@ func (st *State) closeBlocks(owner transport.OwnerID) []*transport.SettleParams 
 	if len(s.open) == 0 {
 		return nil
 	}
-	return s.closeWhere(func(b *block) bool { return owner == (transport.OwnerID{}) || b.slot.Owner == owner }, s.clock())
+	return s.closeWhere(func(b *block) bool { return owner == (transport.OwnerID{}) || b.slot.Owner == owner }, st.blockNow())
 }
 
 // giveBack queues releases of blocks, to be written like any answer that
@@ -443,6 +446,7 @@ func (st *State) giveBack(releases []*transport.SettleParams) {
 func (st *State) stopBlocks() {
 	s := &st.blocks
 	s.mu.Lock()
+	s.stopped = true
 	if s.timer != nil {
 		s.timer.Stop()
 		s.timer = nil

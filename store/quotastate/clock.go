@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/ratekeeper/ratekeeper/quota"
@@ -27,6 +28,13 @@ import (
 // On SQLite and the memory store every process shares one machine, whose
 // clock is the database's (Options.Now): the offset is the one between
 // the transport's clock and that, 0 unless a test injects a clock.
+//
+// The transport's clock is the State's one clock for the rest too
+// (UseClock, transport.Clocked): the age of the rows it saw (view.go) and
+// of its blocks, and its timers — the one that writes answers later
+// (FlushDelay) and the one that expires blocks — are on it, so a test
+// that injects a clock moves them all. Without UseClock it is the
+// system's.
 
 // ClockCheck is how often a State measures its offset to the database's
 // clock again: often enough to follow a machine clock that NTP slews (at
@@ -44,10 +52,12 @@ const (
 )
 
 type clock struct {
+	// src is the transport's clock (UseClock); nil: the system's. Read
+	// without mu: every decision reads the time.
+	src      atomic.Pointer[clockRef]
 	mu       sync.Mutex
-	now      func() time.Time // the transport's clock
-	offset   time.Duration    // database time − transport time
-	measured time.Time        // when (transport time); zero: never
+	offset   time.Duration // database time − transport time
+	measured time.Time     // when (transport time); zero: never
 	// measuring is held (a value in it) by the one measurement under
 	// way. A channel, not a lock: a measurement may wait out a database
 	// outage on a timer, and a wait on a channel is one testing/synctest
@@ -55,15 +65,112 @@ type clock struct {
 	measuring chan struct{}
 }
 
-// UseClock implements transport.Clocked: now is the clock of the
-// transport's times, whose offset to the database's clock the State
-// measures and applies. Without it the State assumes the system's clock.
-func (st *State) UseClock(now func() time.Time) {
+// clockRef holds a transport.Clock for an atomic.Pointer.
+type clockRef struct{ c transport.Clock }
+
+var systemClock = transport.SystemClock()
+
+// UseClock implements transport.Clocked: c is the transport's clock. The
+// State reads the time on it (its decisions, the age of what it saw, of
+// its blocks), sets its timers on it (writing answers later, expiring
+// blocks), and measures and applies its offset to the database's clock.
+// Without it the State uses the system's clock. Call it before any use:
+// timers already set stay on the clock they were set on.
+func (st *State) UseClock(c transport.Clock) {
+	if c == nil {
+		return
+	}
 	st.clk.mu.Lock()
 	defer st.clk.mu.Unlock()
-	if st.clk.now == nil || now != nil {
-		st.clk.now = now
-		st.clk.measured = time.Time{}
+	st.clk.src.Store(&clockRef{c})
+	st.clk.measured = time.Time{}
+}
+
+// clock is the State's clock: the transport's, else the system's.
+func (st *State) clock() transport.Clock {
+	if r := st.clk.src.Load(); r != nil {
+		return r.c
+	}
+	return systemClock
+}
+
+// now is the time on the State's clock.
+func (st *State) now() time.Time { return st.clock().Now() }
+
+// alarm is time.AfterFunc on a transport.Clock: f runs on a goroutine of
+// its own once the clock's timer fires. On a clock whose timers run
+// functions themselves (transport.AfterFuncClock, the system's) it is
+// theirs. On another, a goroutine waits on the timer's channel while the
+// alarm is set, and Stop or Reset ends it: a stopped alarm leaves no
+// goroutine behind, and f does not start after Stop returns.
+type alarm struct {
+	sys  *time.Timer // the clock's own AfterFunc
+	clk  transport.Clock
+	f    func()
+	mu   sync.Mutex
+	t    transport.Timer // the timer set; nil: none
+	stop chan struct{}   // closed to end the wait on t
+}
+
+// afterFunc sets an alarm running f after d on c.
+func afterFunc(c transport.Clock, d time.Duration, f func()) *alarm {
+	if ac, ok := c.(transport.AfterFuncClock); ok {
+		return &alarm{sys: ac.AfterFunc(d, f)}
+	}
+	a := &alarm{clk: c, f: f}
+	a.Reset(d)
+	return a
+}
+
+// Reset sets a to run f after d, whether or not it ran or was stopped, as
+// time.Timer.Reset does; a run under way goes on.
+func (a *alarm) Reset(d time.Duration) {
+	if a.sys != nil {
+		a.sys.Reset(d)
+		return
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.stopLocked()
+	stop := make(chan struct{})
+	a.t, a.stop = a.clk.NewTimer(d), stop
+	go a.wait(a.t.C(), stop)
+}
+
+// wait runs f when the timer fires (c), unless stop closes first.
+func (a *alarm) wait(c <-chan time.Time, stop chan struct{}) {
+	select {
+	case <-c:
+	case <-stop:
+		return
+	}
+	a.mu.Lock()
+	current := a.stop == stop // not stopped or set again meanwhile
+	if current {
+		a.t, a.stop = nil, nil
+	}
+	a.mu.Unlock()
+	if current {
+		a.f()
+	}
+}
+
+// Stop stops a; a run under way goes on.
+func (a *alarm) Stop() {
+	if a.sys != nil {
+		a.sys.Stop()
+		return
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.stopLocked()
+}
+
+func (a *alarm) stopLocked() {
+	if a.t != nil {
+		a.t.Stop()
+		close(a.stop)
+		a.t, a.stop = nil, nil
 	}
 }
 
@@ -96,17 +203,15 @@ var errClockUnknown = errors.New("quota state: the offset to the database's cloc
 // far behind). A measurement that fails is tried again at the next call.
 func (st *State) offset(ctx context.Context) (time.Duration, error) {
 	for {
+		now := st.now()
 		st.clk.mu.Lock()
-		if st.clk.now == nil {
-			st.clk.now = time.Now
-		}
 		if st.clk.measuring == nil {
 			st.clk.measuring = make(chan struct{}, 1)
 		}
 		sem := st.clk.measuring
 		if !st.clk.measured.IsZero() {
 			off := st.clk.offset
-			if st.clk.now().Sub(st.clk.measured) >= ClockCheck {
+			if now.Sub(st.clk.measured) >= ClockCheck {
 				select {
 				case sem <- struct{}{}:
 					go st.remeasure()
@@ -154,9 +259,7 @@ func (st *State) remeasure() {
 // last one and tries again at the next ClockCheck; a first measurement
 // that fails leaves the offset unknown, measured again at the next call.
 func (st *State) measure(ctx context.Context) error {
-	st.clk.mu.Lock()
-	now := st.clk.now
-	st.clk.mu.Unlock()
+	now := st.clock().Now
 	at := now()
 	c, ok := st.s.(store.Clock)
 	if !ok {

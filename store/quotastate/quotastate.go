@@ -21,6 +21,11 @@
 // with each part path-escaped; OWNER and ID are the credential package's
 // identities ("user:123", "token:" and a truncated hash), never a token.
 //
+// Time: a State reads the time and sets its timers on one clock, the
+// transport's (transport.Clocked; the system's when none is given), and
+// keeps the times it shares with other processes on the database's
+// (clock.go).
+//
 // Layer 3 of docs/architecture.md: it owns the shared encoding of quota
 // state, and must not pace.
 package quotastate
@@ -57,9 +62,9 @@ type State struct {
 
 	mu      sync.Mutex
 	pending []*transport.SettleParams
-	timer   *time.Timer
-	armed   bool // timer is set and has not fired yet
-	lazy    bool // for blockFlushDelay
+	timer   *alarm // on the State's clock
+	armed   bool   // timer is set and has not fired yet
+	lazy    bool   // for blockFlushDelay
 	closed  bool
 	// writing counts every transaction carrying settles taken from
 	// pending, so that Flush can wait for those already under way: once
@@ -486,7 +491,7 @@ func slotKeys(p *transport.ReserveParams, settles []*transport.SettleParams) (*l
 // version and whether they came from the view.
 func (st *State) look(ctx context.Context, l *loaded, useView bool) (map[string]int64, bool, error) {
 	if useView {
-		if recs, ok := st.view.get(l.keys, time.Now(), store.OutageEpoch(st.s)); ok {
+		if recs, ok := st.view.get(l.keys, st.now(), store.OutageEpoch(st.s)); ok {
 			return st.decodeVersions(l, recs), true, nil
 		}
 	}
@@ -514,7 +519,7 @@ func (st *State) snapshot(ctx context.Context, l *loaded) (map[string]int64, err
 			recs = append(recs, rec)
 		}
 	}
-	st.view.put(recs, time.Now())
+	st.view.put(recs, st.now())
 	return st.decodeVersions(l, recs), nil
 }
 
@@ -584,7 +589,7 @@ func (st *State) commitChosen(ctx context.Context, chosen []choice, snap map[str
 	if err != nil {
 		st.view.forget(l.keys)
 	} else {
-		st.view.written(last, olds, time.Now())
+		st.view.written(last, olds, st.now())
 		st.keepBlock(ahead...)
 	}
 	st.races.Add(int64(raced))
@@ -758,7 +763,7 @@ func (st *State) armLocked(d time.Duration) {
 	}
 	st.armed, st.lazy = true, d >= blockFlushDelay
 	if st.timer == nil {
-		st.timer = time.AfterFunc(d, st.flushLater)
+		st.timer = afterFunc(st.clock(), d, st.flushLater)
 	} else {
 		st.timer.Reset(d)
 	}

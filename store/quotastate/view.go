@@ -29,7 +29,7 @@ type view struct {
 
 type seen struct {
 	rec store.Record
-	at  time.Time // when it was read or written (this machine's clock)
+	at  time.Time // when it was read or written (the State's clock)
 }
 
 // viewMaxAge is how long a seen row may stand in for a read: beyond it,
