@@ -801,6 +801,12 @@ func (st *State) requeue(settles []*transport.SettleParams) {
 func (st *State) flushLater() {
 	st.mu.Lock()
 	st.armed = false
+	if st.closed {
+		// Close writes what waits itself; a timer that fired as it
+		// began writes nothing after it.
+		st.mu.Unlock()
+		return
+	}
 	if st.batch.running >= maxTransactions {
 		// A reservation of this process is under way: the one queued
 		// next writes what waits first; if none is, passTurn sets the
@@ -813,11 +819,16 @@ func (st *State) flushLater() {
 		return
 	}
 	st.batch.running++
+	// Counted as under way before the lock is let go: a Close that marks
+	// the State closed after this waits for it (Flush), so nothing is
+	// written after Close returns.
+	endWrite := st.writing.begin()
 	st.mu.Unlock()
 	defer st.passTurn()
 	ctx, cancel := context.WithTimeout(context.Background(), st.txTimeout(flushTimeout))
 	defer cancel()
 	err := st.flush(ctx)
+	endWrite()
 	switch {
 	case err == nil:
 	case errors.Is(err, store.ErrClosed):
@@ -872,18 +883,21 @@ func (st *State) flush(ctx context.Context) error {
 }
 
 // Close writes what waits and stops writing later; it does not close the
-// store, which the caller owns.
+// store, which the caller owns. Once it returns the State writes nothing
+// more, so the caller may close the store at once: the timer is stopped
+// and the State marked closed before the last flush, which waits for a
+// timer's flush already under way (settles that come meanwhile are
+// written at once, as a closed State queues nothing).
 func (st *State) Close(ctx context.Context) error {
 	st.stopListening()
 	st.stopBlocks()
-	err := st.Flush(ctx)
 	st.mu.Lock()
 	st.closed = true
 	if st.timer != nil {
 		st.timer.Stop()
 	}
 	st.mu.Unlock()
-	return err
+	return st.Flush(ctx)
 }
 
 // Buckets implements transport.State, its times on the transport's clock.
