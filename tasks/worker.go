@@ -389,14 +389,17 @@ func (w *taskWorker[TD, TTx]) Work(ctx context.Context, job *river.Job[jobArgs])
 		// Cancelled while it waited with a reschedule River does not check
 		// for cancellation (one made available at once).
 		herr, end.cancelled = errors.New("cancelled"), true
-	} else if w.stopping.Load() || w.stopped() {
-		// Claimed while the worker stops its handlers, or once a local
-		// fault (or a lost heartbeat) has made Work stop: River may
-		// fetch a task one of them just gave back before its producers
-		// stop (the task that met the fault, sent again on this
-		// machine). It does not run here: back to pending, for the next
-		// worker.
+	} else if w.stopping.Load() {
+		// Claimed while the worker stops its handlers: River may fetch
+		// a task one of them just gave back before its producers stop.
+		// It does not run here: back to pending, for the next worker.
 		herr, end.stopping = context.Canceled, true
+	} else if w.stopped() {
+		// Claimed once a local fault (or a lost heartbeat) has made Work
+		// stop: River may fetch the task that met the fault again before
+		// its producers stop. It does not run here, to meet the fault
+		// again: back to pending untouched, its history naming the fault.
+		herr = LocalFault(w.faultErr)
 	} else {
 		hctx, cancel := context.WithCancelCause(ctx)
 		w.running.Store(t.ID, cancel)
