@@ -49,12 +49,7 @@ func TestBlinkAtStartKeepsTheClockGoing(t *testing.T) {
 // remain"). Close cancels a beat under way and waits for it now. The
 // goroutines' interleaving varies, so the seed runs a few times.
 func TestScheduleEndsAfterAHeartbeatInABlink(t *testing.T) {
-	for range 5 {
-		p := fleetsim.Draw(1947, fleetsim.Switches{})
-		if res := fleetsim.Run(t, p, fleetsim.Options{Store: fleetsim.Memory}); res.Failed() {
-			t.Fatal(res.Report("go test ./fleetsim -run TestScheduleEndsAfterAHeartbeatInABlink"))
-		}
-	}
+	repeatSeed(t, 1947, fleetsim.Switches{}, 5, "go test ./fleetsim -run TestScheduleEndsAfterAHeartbeatInABlink")
 }
 
 // TestRefusalIntoAPauseNotHeardOf: memory seed 4177. A secondary refusal
@@ -71,12 +66,7 @@ func TestScheduleEndsAfterAHeartbeatInABlink(t *testing.T) {
 // defect put back: the seed runs a hundred times, which catches it 19
 // times in 20.
 func TestRefusalIntoAPauseNotHeardOf(t *testing.T) {
-	for range 100 {
-		p := fleetsim.Draw(4177, fleetsim.Switches{})
-		if res := fleetsim.Run(t, p, fleetsim.Options{Store: fleetsim.Memory}); res.Failed() {
-			t.Fatal(res.Report("go test ./fleetsim -run TestRefusalIntoAPauseNotHeardOf"))
-		}
-	}
+	repeatSeed(t, 4177, fleetsim.Switches{}, 100, "go test ./fleetsim -run TestRefusalIntoAPauseNotHeardOf")
 }
 
 // TestBareRefusalPausesItsScope: memory seed 2 with bare refusals. A
@@ -85,12 +75,7 @@ func TestRefusalIntoAPauseNotHeardOf(t *testing.T) {
 // later is no early request (the referee took the whole host before).
 func TestBareRefusalPausesItsScope(t *testing.T) {
 	sw := fleetsim.Switches{Bare: true}
-	for range 3 {
-		p := fleetsim.Draw(2, sw)
-		if res := fleetsim.Run(t, p, fleetsim.Options{Store: fleetsim.Memory, Switches: sw}); res.Failed() {
-			t.Fatal(res.Report("go test ./fleetsim -run TestBareRefusalPausesItsScope"))
-		}
-	}
+	repeatSeed(t, 2, sw, 3, "go test ./fleetsim -run TestBareRefusalPausesItsScope")
 }
 
 // TestSweepAfterABlink: memory seed 3553, found by CI's bulk (about one
@@ -100,12 +85,7 @@ func TestBareRefusalPausesItsScope(t *testing.T) {
 // 61 s. The heartbeats' bound moves with an outage; the referee now
 // leaves a blink after a kill to the lease's own end.
 func TestSweepAfterABlink(t *testing.T) {
-	for range 10 {
-		p := fleetsim.Draw(3553, fleetsim.Switches{})
-		if res := fleetsim.Run(t, p, fleetsim.Options{Store: fleetsim.Memory}); res.Failed() {
-			t.Fatal(res.Report("go test ./fleetsim -run TestSweepAfterABlink"))
-		}
-	}
+	repeatSeed(t, 3553, fleetsim.Switches{}, 10, "go test ./fleetsim -run TestSweepAfterABlink")
 }
 
 // TestBare502CountOutlivesAnEarlierReading: memory seed 22 with every 502
@@ -118,12 +98,7 @@ func TestSweepAfterABlink(t *testing.T) {
 // times.
 func TestBare502CountOutlivesAnEarlierReading(t *testing.T) {
 	sw := fleetsim.Switches{Bare5xx: true}
-	for range 30 {
-		p := fleetsim.Draw(22, sw)
-		if res := fleetsim.Run(t, p, fleetsim.Options{Store: fleetsim.Memory, Switches: sw}); res.Failed() {
-			t.Fatal(res.Report("go test ./fleetsim -run TestBare502CountOutlivesAnEarlierReading"))
-		}
-	}
+	repeatSeed(t, 22, sw, 30, "go test ./fleetsim -run TestBare502CountOutlivesAnEarlierReading")
 }
 
 // TestWriteSpacingOnSQLite: SQLite seed 20, with write spacing judged on
@@ -183,12 +158,7 @@ func TestPrimaryRefusalFirstPausesTheBucket(t *testing.T) {
 func TestSkewedProcessesAgreeOnAWindow(t *testing.T) {
 	sw := fleetsim.Switches{Skewed: true}
 	for _, seed := range []uint64{10, 94} {
-		for range 3 {
-			p := fleetsim.Draw(seed, sw)
-			if res := fleetsim.Run(t, p, fleetsim.Options{Store: fleetsim.Memory, Switches: sw}); res.Failed() {
-				t.Fatal(res.Report("go test ./fleetsim -run TestSkewedProcessesAgreeOnAWindow"))
-			}
-		}
+		repeatSeed(t, seed, sw, 3, "go test ./fleetsim -run TestSkewedProcessesAgreeOnAWindow")
 	}
 }
 
@@ -213,12 +183,7 @@ func TestSecondaryRefusalStatingNoneLeftWaitsItsMinute(t *testing.T) {
 	if raceEnabled {
 		runs = 10 // the plan below fails in every run without the fix
 	}
-	for range runs {
-		p := fleetsim.Draw(2172, fleetsim.Switches{})
-		if res := fleetsim.Run(t, p, fleetsim.Options{Store: fleetsim.Memory}); res.Failed() {
-			t.Fatal(res.Report("go test ./fleetsim -run TestSecondaryRefusalStatingNoneLeftWaitsItsMinute"))
-		}
-	}
+	repeatSeed(t, 2172, fleetsim.Switches{}, runs, "go test ./fleetsim -run TestSecondaryRefusalStatingNoneLeftWaitsItsMinute")
 	// One process, one unit left in a 4 s window (another spender took
 	// the rest): the first of two reads in flight at once takes it, the
 	// second trips a server allowing one in flight, a limit the client is
@@ -263,12 +228,7 @@ func TestPrimaryRefusalAfterBare502sPausesTheBucket(t *testing.T) {
 	if raceEnabled {
 		runs = 8
 	}
-	for range runs {
-		p := fleetsim.Draw(3902, fleetsim.Switches{})
-		if res := fleetsim.Run(t, p, fleetsim.Options{Store: fleetsim.Memory}); res.Failed() {
-			t.Fatal(res.Report("go test ./fleetsim -run TestPrimaryRefusalAfterBare502sPausesTheBucket"))
-		}
-	}
+	repeatSeed(t, 3902, fleetsim.Switches{}, runs, "go test ./fleetsim -run TestPrimaryRefusalAfterBare502sPausesTheBucket")
 }
 
 // TestWritesThatWaitedOutABlinkAreSpaced: memory seed 1050 (every run
@@ -283,12 +243,7 @@ func TestPrimaryRefusalAfterBare502sPausesTheBucket(t *testing.T) {
 // judges write spacing across blinks. The plan after the seed is that of
 // seed 2172: three processes, writes asked during the blink.
 func TestWritesThatWaitedOutABlinkAreSpaced(t *testing.T) {
-	for range 3 {
-		p := fleetsim.Draw(1050, fleetsim.Switches{})
-		if res := fleetsim.Run(t, p, fleetsim.Options{Store: fleetsim.Memory}); res.Failed() {
-			t.Fatal(res.Report("go test ./fleetsim -run TestWritesThatWaitedOutABlinkAreSpaced"))
-		}
-	}
+	repeatSeed(t, 1050, fleetsim.Switches{}, 3, "go test ./fleetsim -run TestWritesThatWaitedOutABlinkAreSpaced")
 	p := fleetsim.Draw(2172, fleetsim.Switches{})
 	p.Processes, p.Skews, p.ServerSkew = 3, []time.Duration{0, 0, 0}, 0
 	p.Limit, p.Window, p.MaxConcurrent, p.WriteSpacing, p.FaultRate = 100, time.Minute, 10, 840*time.Millisecond, 0
@@ -332,5 +287,18 @@ func TestRefusalLostWithItsProcess(t *testing.T) {
 	p.Length = 6 * time.Second
 	if res := fleetsim.Run(t, p, fleetsim.Options{Store: fleetsim.Memory}); res.Failed() {
 		t.Fatal(res.Report("go test ./fleetsim -run TestRefusalLostWithItsProcess"))
+	}
+}
+
+// repeatSeed runs memory seed seed drawn with sw, runs times, failing at
+// the first run that breaks an invariant with its report and cmd, the
+// command that runs the test again.
+func repeatSeed(t *testing.T, seed uint64, sw fleetsim.Switches, runs int, cmd string) {
+	t.Helper()
+	for range runs {
+		p := fleetsim.Draw(seed, sw)
+		if res := fleetsim.Run(t, p, fleetsim.Options{Store: fleetsim.Memory, Switches: sw}); res.Failed() {
+			t.Fatal(res.Report(cmd))
+		}
 	}
 }
