@@ -109,7 +109,8 @@ func openPostgres(ctx context.Context, dsn string, opts Options) (backend, error
 	// never answered: a wrong URL or a server not started fails the open
 	// at once (a dial made for the pool can carry a deadline of minutes).
 	var reached atomic.Bool
-	cfg.ConnConfig.DialFunc = redialRefused(cfg.ConnConfig.DialFunc, &reached)
+	ready := sessionProbe(&cfg.ConnConfig.Config, cfg.ConnConfig.DialFunc)
+	cfg.ConnConfig.DialFunc = redialRefused(cfg.ConnConfig.DialFunc, &reached, ready)
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, describeDBError(dsn, err)
@@ -147,23 +148,43 @@ func openPostgres(ctx context.Context, dsn string, opts Options) (backend, error
 	return b, nil
 }
 
-// redialRefused wraps dial so that a connection refused (PostgreSQL down
-// while it restarts) is dialled again until the caller's deadline, when
-// it has one. River's completer gives each attempt to write finished
-// tasks a deadline and tries three times: failing at once, it gave up
-// after a few seconds of a restart and left the tasks running until its
-// rescuer ran them again; waiting within each attempt, it rides out half
-// a minute. A call without a deadline fails at once, as before (the
-// queue's own calls wait in store.Outage), and so does every dial until
-// the database was reached once (reached).
-func redialRefused(dial pgconn.DialFunc, reached *atomic.Bool) pgconn.DialFunc {
+// redialRefused wraps dial so that a PostgreSQL restarting is waited out
+// until the caller's deadline, when it has one. River's completer gives
+// each attempt to write finished tasks a deadline and tries three times:
+// failing at once, it gave up after a few seconds of a restart and left
+// the tasks running until its rescuer ran them again; waiting within each
+// attempt, it rides out half a minute. A call without a deadline fails at
+// once, as before (the queue's own calls wait in store.Outage), and so
+// does every dial until the database was reached once (reached).
+//
+// A restart has two phases. While the server is down, a dial is refused
+// (ECONNREFUSED), which the dial itself sees. While it starts up, the dial
+// succeeds and the session is refused after the startup message (SQLSTATE
+// 57P03), which only the caller sees, and River's completer gave up on
+// that as well. So once a dial was refused, each dial first asks ready
+// (a session opened apart from the pool) whether the server accepts
+// sessions, and waits while it answers 57P03; the first session accepted
+// ends the outage, and with it the extra session per dial.
+func redialRefused(dial pgconn.DialFunc, reached *atomic.Bool, ready func(context.Context) error) pgconn.DialFunc {
+	var down atomic.Bool // a dial was refused since a session was last accepted
 	return func(ctx context.Context, network, addr string) (net.Conn, error) {
 		wait := 50 * time.Millisecond
 		for {
 			conn, err := dial(ctx, network, addr)
-			if err == nil || !errors.Is(err, syscall.ECONNREFUSED) || !reached.Load() {
+			if err == nil && down.Load() && ready != nil {
+				if rerr := ready(ctx); restarting(rerr) {
+					_ = conn.Close()
+					conn, err = nil, rerr
+				} else {
+					// Accepted, or refused for a reason a wait does not
+					// cure: the pool's own session will say which.
+					down.Store(false)
+				}
+			}
+			if err == nil || !restarting(err) || !reached.Load() {
 				return conn, err
 			}
+			down.Store(true)
 			if _, ok := ctx.Deadline(); !ok {
 				return nil, err
 			}
@@ -174,6 +195,31 @@ func redialRefused(dial pgconn.DialFunc, reached *atomic.Bool) pgconn.DialFunc {
 			}
 			wait = min(2*wait, time.Second)
 		}
+	}
+}
+
+// restarting reports whether err is what a PostgreSQL restarting answers:
+// a connection refused, or "the database system is starting up" (or
+// shutting down, or in recovery: SQLSTATE 57P03, cannot connect now).
+func restarting(err error) bool {
+	if err == nil {
+		return false
+	}
+	var pgErr *pgconn.PgError
+	return errors.Is(err, syscall.ECONNREFUSED) || errors.As(err, &pgErr) && pgErr.Code == "57P03"
+}
+
+// sessionProbe opens and closes one session with cfg's settings, dialled
+// with dial, apart from any pool.
+func sessionProbe(cfg *pgconn.Config, dial pgconn.DialFunc) func(context.Context) error {
+	probe := cfg.Copy()
+	probe.DialFunc = dial
+	return func(ctx context.Context) error {
+		c, err := pgconn.ConnectConfig(ctx, probe)
+		if err != nil {
+			return err
+		}
+		return c.Close(ctx)
 	}
 }
 

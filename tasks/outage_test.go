@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net"
 	"os"
 	"strings"
@@ -11,7 +12,10 @@ import (
 	"sync/atomic"
 	"syscall"
 	"testing"
+	"testing/synctest"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/riverqueue/river/rivertype"
 
@@ -136,6 +140,54 @@ func rawBackend(q *Queue) backend {
 	return q.b
 }
 
+// Once a dial was refused, redialRefused also waits out the server's
+// "starting up" (57P03), which comes after a dial succeeds, by asking
+// ready before it hands a connection over; the first session accepted
+// ends that, so later dials ask nothing.
+func TestRedialWaitsOutStartingUp(t *testing.T) { synctest.Test(t, redialWaitsOutStartingUp) }
+
+func redialWaitsOutStartingUp(t *testing.T) {
+	refused := &net.OpError{Op: "dial", Net: "tcp", Err: os.NewSyscallError("connect", syscall.ECONNREFUSED)}
+	startingUp := &pgconn.PgError{Severity: "FATAL", Code: "57P03", Message: "the database system is starting up"}
+	dials, probes := 0, 0
+	var reached atomic.Bool
+	reached.Store(true)
+	dial := redialRefused(func(context.Context, string, string) (net.Conn, error) {
+		dials++
+		if dials == 1 {
+			return nil, refused
+		}
+		c, _ := net.Pipe()
+		return c, nil
+	}, &reached, func(context.Context) error {
+		probes++
+		if probes < 3 {
+			return fmt.Errorf("failed to connect: server error: %w", startingUp)
+		}
+		return nil
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	conn, err := dial(ctx, "tcp", "127.0.0.1:5432")
+	if err != nil || dials != 4 || probes != 3 {
+		t.Fatalf("across a restart: %v after %d dials and %d probes; want a connection at the 4th dial, once the 3rd probe was accepted", err, dials, probes)
+	}
+	conn.Close()
+	conn, err = dial(ctx, "tcp", "127.0.0.1:5432")
+	if err != nil || dials != 5 || probes != 3 {
+		t.Fatalf("after the restart: %v, %d dials, %d probes; want a connection and no probe", err, dials, probes)
+	}
+	conn.Close()
+	// Without a deadline, "starting up" is returned at once, as a refusal is.
+	dials, probes = 0, 0
+	if _, err := dial(context.Background(), "tcp", "127.0.0.1:5432"); !errors.Is(err, syscall.ECONNREFUSED) || dials != 1 {
+		t.Fatalf("without a deadline: %v after %d dials; want the refusal at once", err, dials)
+	}
+	if _, err := dial(context.Background(), "tcp", "127.0.0.1:5432"); !errors.As(err, new(*pgconn.PgError)) || probes != 1 {
+		t.Errorf("without a deadline, starting up: %v after %d probes; want 57P03 at once", err, probes)
+	}
+}
+
 // redialRefused dials again while the server refuses, within the
 // caller's deadline only, once the database was reached, and returns any
 // other error at once; before the database was ever reached (a wrong URL,
@@ -151,7 +203,7 @@ func TestRedialRefused(t *testing.T) {
 		}
 		c, _ := net.Pipe()
 		return c, nil
-	}, &reached)
+	}, &reached, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	if _, err := dial(ctx, "tcp", "127.0.0.1:5432"); !errors.Is(err, syscall.ECONNREFUSED) || dials != 1 {
@@ -170,7 +222,7 @@ func TestRedialRefused(t *testing.T) {
 		t.Errorf("without a deadline: %v after %d dials; want the refusal at once", err, dials)
 	}
 	other := errors.New("no route to host")
-	dial = redialRefused(func(context.Context, string, string) (net.Conn, error) { dials++; return nil, other }, &reached)
+	dial = redialRefused(func(context.Context, string, string) (net.Conn, error) { dials++; return nil, other }, &reached, nil)
 	dials = 0
 	if _, err := dial(ctx, "tcp", "127.0.0.1:5432"); err != other || dials != 1 {
 		t.Errorf("another error: %v after %d dials; want it at once", err, dials)
