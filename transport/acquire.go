@@ -132,7 +132,12 @@ func (x *exchange) acquire() error {
 			// Its caller accepts the stale answer rather than a wait.
 			return errServeStale
 		}
-		sleep, werr := x.nextWait(c, d, now, key)
+		// d.Wait runs from when the decision was taken, which a State
+		// that waited out a database outage took after now: a WaitError
+		// counts its Until from the time read after the decision, so
+		// that a caller sleeping until it does not wake early. (The
+		// line's key keeps now: it only groups the waiters.)
+		sleep, werr := x.nextWait(c, d, t.opts.Now(), key)
 		if werr != nil {
 			if we, ok := werr.(*WaitError); ok {
 				we.t, we.onAnswer, we.gen = t, d.OnAnswer, gen
@@ -162,7 +167,7 @@ func (x *exchange) acquire() error {
 // its sleep that the spare did not catch) costs at most that. Otherwise
 // it asks again every round trip: on a state shared with other processes
 // their answers wake nobody here.
-func (x *exchange) nextWait(c *creds.Credential, d Decision, now time.Time, key waitKey) (time.Duration, error) {
+func (x *exchange) nextWait(c *creds.Credential, d Decision, decided time.Time, key waitKey) (time.Duration, error) {
 	w := d.Wait
 	maxWait := x.maxWait()
 	if sw := x.t.opts.ScopeMaxWait; d.Scoped && sw > 0 && sw < maxWait {
@@ -170,7 +175,7 @@ func (x *exchange) nextWait(c *creds.Credential, d Decision, now time.Time, key 
 	}
 	waitErr := func(d time.Duration) error {
 		return &WaitError{Provider: x.l.p.Name, Resource: x.class.Resource, Scope: x.class.Scope.Key, Credential: c.Masked(),
-			Until: now.Add(d), Wait: d, MaxWait: maxWait}
+			Until: decided.Add(d), Wait: d, MaxWait: maxWait}
 	}
 	if !d.OnAnswer {
 		if x.waited+w > maxWait {

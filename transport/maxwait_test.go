@@ -48,3 +48,36 @@ func TestMaxWaitBoundsTheWholeWait(t *testing.T) {
 		}
 	})
 }
+
+// outageState is a State whose reservation waits out a 30 s database
+// outage and then decides, at that later time, that the request can go
+// in 40 s.
+type outageState struct{ State }
+
+func (s *outageState) Reserve(ctx context.Context, p *ReserveParams) (Decision, error) {
+	time.Sleep(30 * time.Second)
+	return Decision{Wait: 40 * time.Second}, nil
+}
+
+// TestWaitErrorCountsFromTheDecision: a decision's wait runs from when it
+// was taken, which a State that waited out an outage took late; the
+// WaitError's Until, which a durable task sleeps until, is counted from
+// then, not from before the reservation (which would wake it 30 s early).
+func TestWaitErrorCountsFromTheDecision(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := newSim(t, sim.APIConfig{Dialect: "github", Limit: 100, Window: time.Hour}, []string{"tok-maxwait-2"}, func(o *Options) {
+			o.State = &outageState{State: NewMemoryState()}
+			o.MaxWait = 10 * time.Second
+		})
+		start := time.Now()
+		req, _ := http.NewRequest("GET", s.base+"/repos/o/r", nil)
+		_, err := s.t.RoundTrip(req)
+		var we *WaitError
+		if !errors.As(err, &we) {
+			t.Fatalf("got %v, want a *WaitError", err)
+		}
+		if want := start.Add(70 * time.Second); !we.Until.Equal(want) {
+			t.Errorf("Until is %v after the start; want 70s (30s deciding, then the 40s wait)", we.Until.Sub(start))
+		}
+	})
+}
