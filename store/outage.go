@@ -378,6 +378,9 @@ func (w *outageStore) DatabaseNow(ctx context.Context) (t time.Time, err error) 
 	return t, err
 }
 
+// News implements Newsboard, the store's own (no I/O: nothing to wait out).
+func (w *outageStore) News() uint64 { return NewsOf(w.s) }
+
 // outageNotifier is an outageStore over a store that is a Notifier:
 // Listen is the store's own, which reconnects by itself.
 type outageNotifier struct {
