@@ -52,6 +52,7 @@ import (
 // store.Store.
 type State struct {
 	s      store.Store
+	board  store.Newsboard // s's, or nil: see news
 	log    *slog.Logger
 	warned sync.Map // key → struct{}: corrupted values are logged once
 
@@ -81,8 +82,14 @@ type State struct {
 	blocks  blocks       // see ahead.go
 }
 
-// news is the store value's news (store.Newsboard): one atomic load.
-func (st *State) news() uint64 { return store.NewsOf(st.s) }
+// news is the store value's news (store.Newsboard): one atomic load; 0 on
+// a store without.
+func (st *State) news() uint64 {
+	if st.board == nil {
+		return 0
+	}
+	return st.board.News()
+}
 
 // DefaultFlushDelay is State.FlushDelay's default.
 const DefaultFlushDelay = 2 * time.Millisecond
@@ -94,7 +101,8 @@ func New(s store.Store, log *slog.Logger) *State {
 	if log == nil {
 		log = slog.Default()
 	}
-	return &State{s: s, log: log, FlushDelay: DefaultFlushDelay}
+	board, _ := s.(store.Newsboard)
+	return &State{s: s, board: board, log: log, FlushDelay: DefaultFlushDelay}
 }
 
 var (
