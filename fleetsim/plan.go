@@ -120,7 +120,9 @@ type Switches struct {
 	// client pauses (see scopeOf).
 	Bare bool
 	// Plenty draws schedules where blocks are taken ahead: a limit of
-	// 5,000 and no concurrency cap.
+	// 5,000 and no concurrency cap, spent as fast as any limit (half of
+	// them). Off, a schedule in four by seed has such a bucket sent to at
+	// the rate of a small limit (see Draw).
 	Plenty bool
 	// Skewed gives each process and the server a clock of its own. Off,
 	// the server and every process share one clock, skewed from the
@@ -158,10 +160,22 @@ func Draw(seed uint64, sw Switches) *Plan {
 	}
 	p.Window = secs(2, 20)
 	p.Limit = 3 + r.IntN(30)
+	// The fleet's rate is drawn from this limit (see Requests below).
+	rateLimit := p.Limit
 	if sw.Plenty && r.IntN(2) == 0 {
+		p.Limit, rateLimit = 5000, 5000
+	}
+	// A schedule in four (seeds 5 and 7 modulo 8: not drawn from r,
+	// which would change every schedule after it, and none of a kept
+	// regression seed's) has a plentiful bucket, where blocks are taken
+	// ahead, sent to at the rate of its limit as drawn: the bucket stays
+	// above quota.Plenty's line but for other spenders, so that blocks
+	// carry most decisions and the schedule costs about what another
+	// does. Switches.Plenty's schedules spend 5,000 as fast.
+	if seed%8 == 5 || seed%8 == 7 {
 		p.Limit = 5000
 	}
-	if r.IntN(3) > 0 && !(sw.Plenty && p.Limit >= 5000) {
+	if r.IntN(3) > 0 && p.Limit < 5000 {
 		p.MaxConcurrent = 1 + r.IntN(8)
 	}
 	if r.IntN(2) == 0 {
@@ -213,7 +227,7 @@ func Draw(seed uint64, sw Switches) *Plan {
 	for proc := range p.Processes {
 		// From half the server's rate to three times it, shared by the
 		// fleet: some schedules leave quota unused, others queue.
-		rate := float64(p.Limit) / p.Window.Seconds() * (0.5 + 2.5*r.Float64()) / float64(p.Processes)
+		rate := float64(rateLimit) / p.Window.Seconds() * (0.5 + 2.5*r.Float64()) / float64(p.Processes)
 		mix := [3]int{6 + r.IntN(4), r.IntN(3), r.IntN(3)}
 		if learning {
 			mix[2] = 10

@@ -2,6 +2,7 @@ package fleetsim_test
 
 import (
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
@@ -293,6 +294,27 @@ func TestRefusalLostWithItsProcess(t *testing.T) {
 // repeatSeed runs memory seed seed drawn with sw, runs times, failing at
 // the first run that breaks an invariant with its report and cmd, the
 // command that runs the test again.
+// TestScopeRefusalReachesAnotherProcessBlock: memory seed 2 with
+// plentiful buckets. Another process's /search arrived 8–14 ms after one
+// process's refusal of that unannounced limit, beyond Reach: its block,
+// taken for a scope nothing was known of, heard of the refusal only at
+// quota.BlockMaxAge, since the memory store sends no notification. The
+// refusal's transaction now counts news in the store value every process
+// shares, and a block that has not heard it hands out nothing. The
+// schedule's first second holds the refusal (at 0.38 s) and the requests
+// after it; its whole 40 s costs minutes of CPU on the rows once the
+// bucket is no longer plentiful. It failed 3 runs in 3 before.
+func TestScopeRefusalReachesAnotherProcessBlock(t *testing.T) {
+	sw := fleetsim.Switches{Plenty: true}
+	for range 3 {
+		p := fleetsim.Draw(2, sw)
+		p.Events = slices.DeleteFunc(p.Events, func(e fleetsim.Event) bool { return e.At >= time.Second })
+		if res := fleetsim.Run(t, p, fleetsim.Options{Store: fleetsim.Memory, Switches: sw}); res.Failed() {
+			t.Fatal(res.Report("go test ./fleetsim -run TestScopeRefusalReachesAnotherProcessBlock"))
+		}
+	}
+}
+
 func repeatSeed(t *testing.T, seed uint64, sw fleetsim.Switches, runs int, cmd string) {
 	t.Helper()
 	for range runs {

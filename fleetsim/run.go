@@ -185,6 +185,8 @@ type simulatedClock struct {
 
 func (s simulatedClock) DatabaseNow(context.Context) (time.Time, error) { return time.Now(), nil }
 
+func (s simulatedClock) News() uint64 { return s.pg.News() }
+
 func (s simulatedClock) GetMany(ctx context.Context, keys []string) ([]store.Record, error) {
 	return s.pg.GetMany(ctx, keys)
 }

@@ -281,6 +281,7 @@ func WaitLimit(ctx context.Context) (time.Time, bool) {
 // already allows.
 func WaitOutages(s Store, o *Outage) Store {
 	w := &outageStore{s: s, o: o}
+	w.board, _ = s.(Newsboard)
 	if n, ok := s.(Notifier); ok {
 		return &outageNotifier{w, n}
 	}
@@ -312,8 +313,9 @@ func OutageEpoch(s Store) uint64 {
 }
 
 type outageStore struct {
-	s Store
-	o *Outage
+	s     Store
+	o     *Outage
+	board Newsboard // s's, or nil
 }
 
 func (w *outageStore) Update(ctx context.Context, key string, fn func(rec *Record) error) error {
@@ -376,6 +378,14 @@ func (w *outageStore) DatabaseNow(ctx context.Context) (t time.Time, err error) 
 		return err
 	})
 	return t, err
+}
+
+// News implements Newsboard, the store's own (no I/O: nothing to wait out).
+func (w *outageStore) News() uint64 {
+	if w.board == nil {
+		return 0
+	}
+	return w.board.News()
 }
 
 // outageNotifier is an outageStore over a store that is a Notifier:

@@ -100,6 +100,27 @@ type Notifier interface {
 	Listen(ctx context.Context, channel string, fn func(payload string), waiting func() bool) error
 }
 
+// Newsboard is implemented by every store of this module: News counts
+// the commits made through this store value that carried news
+// (Notification.News), read in one atomic load. Processes sharing one
+// store value — every one of a memory store's, or several quota states
+// over one SQL store opened once — hear each other's news by it before
+// their next decision, where a notification reaches them later (SQLite
+// polls) or never (the memory store sends none). Processes of other
+// store values hear it by Notifier. Wrappers (WaitOutages) pass it
+// through, 0 over a store without one.
+type Newsboard interface {
+	News() uint64
+}
+
+// NewsOf returns s's News, 0 when s is no Newsboard.
+func NewsOf(s Store) uint64 {
+	if n, ok := s.(Newsboard); ok {
+		return n.News()
+	}
+	return 0
+}
+
 // Notification is what a write tells the processes listening: see
 // WithNotification.
 type Notification = core.Notification

@@ -26,6 +26,7 @@ type Store struct {
 
 	mu      sync.Mutex // guards records; held while an update's fn runs
 	records map[string]core.Record
+	news    core.News // counted under mu, before the update's rows can be read
 
 	blobMu    sync.Mutex // guards the blob fields
 	blobs     map[string]*list.Element
@@ -85,9 +86,12 @@ func (m *Store) Update(ctx context.Context, key string, fn func(rec *core.Record
 	}
 	if rec.Value == nil {
 		delete(m.records, key)
-		return nil
+	} else {
+		m.records[key] = core.Record{Key: key, Value: core.CloneBytes(rec.Value), Version: old.Version + 1, UpdatedAt: m.opts.Stamp()}
 	}
-	m.records[key] = core.Record{Key: key, Value: core.CloneBytes(rec.Value), Version: old.Version + 1, UpdatedAt: m.opts.Stamp()}
+	if ok || rec.Value != nil {
+		m.news.Committed(ctx)
+	}
 	return nil
 }
 
@@ -120,18 +124,29 @@ func (m *Store) UpdateMany(ctx context.Context, keys []string, fn func(recs []*c
 		return err
 	}
 	now := m.opts.Stamp()
+	wrote := false
 	for i, key := range keys {
 		old, v := olds[i], recs[i].Value
 		switch {
 		case !core.Changed(old.Value, old.Value != nil, v):
+			continue
 		case v == nil:
 			delete(m.records, key)
 		default:
 			m.records[key] = core.Record{Key: key, Value: core.CloneBytes(v), Version: old.Version + 1, UpdatedAt: now}
 		}
+		wrote = true
+	}
+	if wrote {
+		m.news.Committed(ctx)
 	}
 	return nil
 }
+
+// News implements store.Newsboard: the commits that carried news, counted
+// before their rows can be read. Every process sharing a memory store
+// shares this one value, so each hears the others' news at once.
+func (m *Store) News() uint64 { return m.news.Count() }
 
 // Get implements store.Store.
 func (m *Store) Get(ctx context.Context, key string) (core.Record, error) {

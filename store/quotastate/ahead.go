@@ -37,12 +37,17 @@ const blockFlushDelay = 50 * time.Millisecond
 //     (quota.Block.Settle); a block it leaves short of plenty (a reading
 //     saying few remain, a refusal, a pause) closes before the next unit;
 //   - another process's refusal, or a reading of its that leaves a bucket
-//     holding a block below the line, notifies (quota.BlockNews, in the
-//     transaction that writes it); every process holding a block reads
-//     the rows again on a notification (hear) and closes the blocks
-//     they no longer allow (quota.Block.Heard): within a round trip of
-//     the database on PostgreSQL, sqlite.DataVersionPoll on SQLite, and in
-//     any case quota.BlockMaxAge.
+//     holding a block below the line, is news (quota.BlockNews): its
+//     transaction counts it in the store value's news (store.Newsboard)
+//     and notifies. A block hands out a unit only while the news it has
+//     heard is the store value's (one atomic load): else its requests go
+//     to the rows, and the State reads its blocks' rows again (hear) and
+//     closes those they no longer allow (quota.Block.Heard); the others
+//     have heard the news. So processes sharing a store value (every one
+//     of a memory store's) hear it at their next decision; others on a
+//     notification, which has them read the rows again too: within a
+//     round trip of the database on PostgreSQL, sqlite.DataVersionPoll on
+//     SQLite, and in any case quota.BlockMaxAge.
 //
 // Each answer ends one of the block's requests, in the transaction that
 // writes the answer anyway; a request that ends without an answer gives
@@ -63,6 +68,10 @@ type block struct {
 	at    time.Time
 	dbNow time.Time
 	off   time.Duration
+	// heard is the store value's news (State.news) its rows are known to
+	// include: read before the transaction that took it, or the read
+	// that heard it last. It hands out units only while it is the news.
+	heard uint64
 	// closed means it hands out no more.
 	closed bool
 }
@@ -111,6 +120,10 @@ func sameSlot(a, b transport.Slot) bool {
 // fromBlock gives p a unit of a block on the first of its slots that has
 // one the engine lets it take (quota.Block.Take), and reports the slot's
 // index. p's times are on the transport's clock.
+//
+// A block that has not heard the store value's news hands out nothing:
+// the request is decided on the rows, and the blocks read them again
+// (hear).
 func (st *State) fromBlock(p *transport.ReserveParams) (int, bool) {
 	s := &st.blocks
 	s.mu.Lock()
@@ -119,9 +132,16 @@ func (st *State) fromBlock(p *transport.ReserveParams) (int, bool) {
 		return 0, false
 	}
 	age := st.blockNow()
+	news := st.news()
 	for i, slot := range p.Slots {
 		for _, b := range s.open {
 			if !sameSlot(b.slot, slot) || b.holder != p.Lease.Holder {
+				continue
+			}
+			if b.heard != news {
+				if !s.hearing {
+					st.hearLocked()
+				}
 				continue
 			}
 			lease := p.Lease
@@ -272,15 +292,16 @@ func leaseID() uint64 {
 
 // keepBlock keeps blocks taken by a committed transaction, makes sure
 // they stop handing out units in time, and listens for other processes'
-// news while any is open.
-func (st *State) keepBlock(taken ...*block) {
+// news while any is open. news is the store value's news read before the
+// transaction read its rows, which hold at least that news.
+func (st *State) keepBlock(news uint64, taken ...*block) {
 	s := &st.blocks
 	s.mu.Lock()
 	now := st.blockNow()
 	kept := false
 	for _, b := range taken {
 		if b != nil {
-			b.at = now
+			b.at, b.heard = now, news
 			s.open = append(s.open, b)
 			kept = true
 		}
@@ -326,6 +347,12 @@ func (st *State) hear() {
 	s := &st.blocks
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	st.hearLocked()
+}
+
+// hearLocked is hear with the blocks' mu held.
+func (st *State) hearLocked() {
+	s := &st.blocks
 	if len(s.open) == 0 {
 		return
 	}
@@ -352,10 +379,13 @@ func (st *State) hear() {
 // hearBlocks reads the rows of every open block again, after another
 // process wrote (a notification), and closes the blocks they no longer
 // allow (quota.Block.Heard), giving back what those did not hand out.
+// The blocks that may go on have heard the news counted before the read.
 func (st *State) hearBlocks() {
 	s := &st.blocks
+	news := st.news()
 	s.mu.Lock()
 	slots := make([]transport.Slot, 0, len(s.open))
+	heard := slices.Clone(s.open) // those opened later are not judged here
 	for _, b := range s.open {
 		slots = append(slots, b.slot)
 	}
@@ -373,11 +403,18 @@ func (st *State) hearBlocks() {
 	s.mu.Lock()
 	now := st.blockNow()
 	releases := s.closeWhere(func(b *block) bool {
+		if !slices.Contains(heard, b) {
+			return false
+		}
 		var scope *quota.Bucket
 		if b.slot.Scope != (transport.BucketID{}) {
 			scope = l.buckets[bucketKey(b.slot.Scope)]
 		}
-		return !b.k.Heard(l.owners[ownerKey(b.slot.Owner)], l.buckets[bucketKey(b.slot.Bucket)], scope, b.dbTime(now))
+		if !b.k.Heard(l.owners[ownerKey(b.slot.Owner)], l.buckets[bucketKey(b.slot.Bucket)], scope, b.dbTime(now)) {
+			return true
+		}
+		b.heard = max(b.heard, news)
+		return false
 	}, now)
 	s.mu.Unlock()
 	st.giveBack(releases)

@@ -18,6 +18,7 @@ import (
 	"github.com/ratekeeper/ratekeeper/provider"
 	"github.com/ratekeeper/ratekeeper/quota"
 	"github.com/ratekeeper/ratekeeper/store"
+	"github.com/ratekeeper/ratekeeper/store/memory"
 	"github.com/ratekeeper/ratekeeper/store/quotastate"
 	"github.com/ratekeeper/ratekeeper/store/storetest"
 	"github.com/ratekeeper/ratekeeper/transport"
@@ -436,5 +437,51 @@ func TestAnotherProcessRefusalClosesTheBlock(t *testing.T) {
 				t.Fatalf("after another process's refusal %d of 39 reservations went, want 0", went)
 			}
 		})
+	}
+}
+
+// Another process's refusal of a scope nothing was known of reaches this
+// process's block for that scope at its next decision, on a store that
+// sends no notification (memory): the refusal's transaction counts news
+// in the store value that both share, and a block that has not heard it
+// hands out nothing. Before, the block heard only at its age, and
+// requests of the refused scope went meanwhile (fleetsim memory seed 2
+// with -sim.plenty).
+func TestAnotherProcessScopeRefusalReachesTheBlockAtOnce(t *testing.T) {
+	s, err := memory.New(store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, other := quotastate.New(s, nil), quotastate.New(s, nil)
+	t.Cleanup(func() { st.Close(context.Background()); other.Close(context.Background()) })
+	now := time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)
+	quotastate.UseBlockClock(st, func() time.Time { return now })
+	slot := pool(1)[0]
+	spend(t, st, slot, 4000, now)
+	slot.Scope = transport.BucketID{Provider: slot.Bucket.Provider, Owner: slot.Bucket.Owner, Resource: "/search/*"}
+	slots := []transport.Slot{slot}
+	for id := uint64(1); id <= 3; id++ {
+		if _, w := reserveGreedy(t, st, slots, id, now); w != 0 {
+			t.Fatalf("reservation %d waits %v", id, w)
+		}
+	}
+	if quotastate.OpenBlocks(st) != 1 {
+		t.Fatal("no block was taken")
+	}
+	// The other process's request of the scope, refused.
+	if _, w := reserveGreedy(t, other, slots, 100, now); w != 0 {
+		t.Fatalf("the other process's reservation waits %v", w)
+	}
+	refusal := &headers.Reading{Status: http.StatusTooManyRequests, Limit: quota.UnknownCount, Remaining: quota.UnknownCount,
+		Used: quota.UnknownCount, Limited: headers.Primary, RetryAfter: time.Minute, HasRetryAfter: true}
+	settleAt(t, other, slot, 100, refusal, now)
+	went := 0
+	for id := uint64(4); id <= 40; id++ {
+		if _, w := reserveGreedy(t, st, slots, id, now); w == 0 {
+			went++
+		}
+	}
+	if went != 0 {
+		t.Fatalf("after another process's refusal of the scope %d of 37 reservations went, want 0", went)
 	}
 }

@@ -52,6 +52,7 @@ import (
 // store.Store.
 type State struct {
 	s      store.Store
+	board  store.Newsboard // s's, or nil: see news
 	log    *slog.Logger
 	warned sync.Map // key → struct{}: corrupted values are logged once
 
@@ -81,6 +82,15 @@ type State struct {
 	blocks  blocks       // see ahead.go
 }
 
+// news is the store value's news (store.Newsboard): one atomic load; 0 on
+// a store without.
+func (st *State) news() uint64 {
+	if st.board == nil {
+		return 0
+	}
+	return st.board.News()
+}
+
 // DefaultFlushDelay is State.FlushDelay's default.
 const DefaultFlushDelay = 2 * time.Millisecond
 
@@ -91,7 +101,8 @@ func New(s store.Store, log *slog.Logger) *State {
 	if log == nil {
 		log = slog.Default()
 	}
-	return &State{s: s, log: log, FlushDelay: DefaultFlushDelay}
+	board, _ := s.(store.Newsboard)
+	return &State{s: s, board: board, log: log, FlushDelay: DefaultFlushDelay}
 }
 
 var (
@@ -331,11 +342,17 @@ func (l *loaded) decide(r slotRows, p *transport.ReserveParams) quota.Decision {
 	return quota.Decide(opts, &p.Ask, p.Lease, p.Now)
 }
 
-// applySettles runs quota.Settle for each settle on the loaded values. It
-// reports whether any freed what a request of another process may be
-// waiting for (see freesForWaiters), or is news to the blocks other
-// processes hold (quota.BlockNews): either is notified.
-func applySettles(l *loaded, settles []*transport.SettleParams) (frees bool) {
+// told is what settles written in one transaction tell other processes:
+// frees, that one freed what a request of another process may be waiting
+// for (see freesForWaiters) or is news; news, that one is news to the
+// blocks other processes hold (quota.BlockNews). Either is notified; news
+// is also counted in the store value's news (store.Newsboard), which
+// every block checks before each unit.
+type told struct{ frees, news bool }
+
+// applySettles runs quota.Settle for each settle on the loaded values, and
+// reports what they tell other processes.
+func applySettles(l *loaded, settles []*transport.SettleParams) (t told) {
 	for _, p := range settles {
 		var o *quota.Owner
 		if p.Slot.Owner != (transport.OwnerID{}) {
@@ -350,10 +367,13 @@ func applySettles(l *loaded, settles []*transport.SettleParams) (frees bool) {
 		if p.Slot.Scope != (transport.BucketID{}) {
 			scope = l.buckets[bucketKey(p.Slot.Scope)]
 		}
-		frees = frees || freesForWaiters(o, b, p) || quota.BlockNews(b, &p.Answer, p.Now)
+		if quota.BlockNews(b, &p.Answer, p.Now) {
+			t.news, t.frees = true, true
+		}
+		t.frees = t.frees || freesForWaiters(o, b, p)
 		quota.SettleScoped(o, b, scope, p.Lease, &p.Answer, p.Now, also...)
 	}
-	return frees
+	return t
 }
 
 // Reserve implements transport.State. A request that has not waited may
@@ -553,11 +573,12 @@ func (st *State) commitChosen(ctx context.Context, chosen []choice, snap map[str
 		l.addSettle(sp)
 	}
 	won := make([]bool, len(chosen))
-	raced, frees := 0, false
+	raced, told := 0, told{}
+	news := st.news() // before the rows are read: see keepBlock
 	var last []*store.Record
 	var olds [][]byte
 	var ahead []*block
-	err := st.s.UpdateMany(st.notifying(ctx, settles, &frees), l.keys, func(recs []*store.Record) error {
+	err := st.s.UpdateMany(st.notifying(ctx, settles, &told), l.keys, func(recs []*store.Record) error {
 		raced, ahead = 0, nil
 		for k, ch := range chosen {
 			if ch.fresh != nil {
@@ -566,7 +587,7 @@ func (st *State) commitChosen(ctx context.Context, chosen []choice, snap map[str
 			}
 		}
 		st.decodeAll(l, recs)
-		frees = applySettles(l, settles)
+		told = applySettles(l, settles)
 		wasMoved := moved(recs, snap)
 		for k := range ones {
 			d := l.decide(rows[k], &ones[k])
@@ -590,7 +611,7 @@ func (st *State) commitChosen(ctx context.Context, chosen []choice, snap map[str
 		st.view.forget(l.keys)
 	} else {
 		st.view.written(last, olds, st.now())
-		st.keepBlock(ahead...)
+		st.keepBlock(news, ahead...)
 	}
 	st.races.Add(int64(raced))
 	return won, err
@@ -615,12 +636,13 @@ func (st *State) reserveLocked(ctx context.Context, p *transport.ReserveParams, 
 	l, r := slotKeys(p, settles)
 	var d transport.Decision
 	var refused error // the decision's own error: the settles are still written
-	frees := false
+	var told told
+	news := st.news() // before the rows are read: see keepBlock
 	var ahead *block
-	err := st.s.UpdateMany(st.notifying(ctx, settles, &frees), l.keys, func(recs []*store.Record) error {
+	err := st.s.UpdateMany(st.notifying(ctx, settles, &told), l.keys, func(recs []*store.Record) error {
 		ahead = nil
 		st.decodeAll(l, recs)
-		frees = applySettles(l, settles)
+		told = applySettles(l, settles)
 		fresh()
 		d, refused = transport.DecisionOf(l.decide(r, p))
 		if d.Wait == 0 && refused == nil && d.Index >= 0 {
@@ -635,7 +657,7 @@ func (st *State) reserveLocked(ctx context.Context, p *transport.ReserveParams, 
 		st.requeue(settles)
 		return d, err
 	}
-	st.keepBlock(ahead)
+	st.keepBlock(news, ahead)
 	return d, refused
 }
 
@@ -713,11 +735,11 @@ func (st *State) write(ctx context.Context, settles []*transport.SettleParams) e
 	for _, sp := range settles {
 		l.addSettle(sp)
 	}
-	frees := false
+	var told told
 	defer st.view.forget(l.keys) // written here, not recorded: read again
-	return st.s.UpdateMany(st.notifying(ctx, settles, &frees), l.keys, func(recs []*store.Record) error {
+	return st.s.UpdateMany(st.notifying(ctx, settles, &told), l.keys, func(recs []*store.Record) error {
 		st.decodeAll(l, recs)
-		frees = applySettles(l, settles)
+		told = applySettles(l, settles)
 		return encodeAll(l, recs)
 	})
 }

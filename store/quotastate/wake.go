@@ -49,15 +49,15 @@ func (st *State) wakeID() string {
 }
 
 // notifying returns ctx carrying the notification that settles were
-// written, sent if *frees is true once the transaction's fn ran (see
-// applySettles: a settle that frees a waiter's slot or is news to
-// blocks), when there are settles.
-func (st *State) notifying(ctx context.Context, settles []*transport.SettleParams, frees *bool) context.Context {
+// written, sent if t.frees once the transaction's fn ran, and counted as
+// news if t.news (see applySettles: a settle that frees a waiter's slot or
+// is news to blocks), when there are settles.
+func (st *State) notifying(ctx context.Context, settles []*transport.SettleParams, t *told) context.Context {
 	if len(settles) == 0 {
 		return ctx
 	}
 	return store.WithNotification(ctx, store.Notification{Channel: WakeChannel, Payload: st.wakeID(),
-		When: func() bool { return *frees }})
+		When: func() bool { return t.frees }, News: func() bool { return t.news }})
 }
 
 // freesForWaiters reports whether settling p, on owner o and bucket b as

@@ -150,6 +150,10 @@ func (f *Faulty) DatabaseNow(ctx context.Context) (time.Time, error) {
 	return time.Now(), nil
 }
 
+// News implements store.Newsboard, the store below's (0 without one): a
+// count in memory, which no outage of the database stops.
+func (f *Faulty) News() uint64 { return store.NewsOf(f.Store) }
+
 // Listen implements store.Notifier when the store below does; otherwise
 // it hears nothing until ctx ends.
 func (f *Faulty) Listen(ctx context.Context, channel string, fn func(payload string), waiting func() bool) error {

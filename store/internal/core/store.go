@@ -11,8 +11,9 @@ import (
 // runs what each database does its own way. store/sqlite and
 // store/postgres embed it.
 type Store struct {
-	sql *SQL
-	d   Dialect
+	sql  *SQL
+	d    Dialect
+	news News
 }
 
 // Dialect is what a SQL database does its own way.
@@ -93,8 +94,15 @@ func (s *Store) update(ctx context.Context, keys []string, fn UpdateFn) error {
 		return fmt.Errorf("store: update %q: %w", keys, err)
 	}
 	s.sql.Corrupt.Written(recordsTable, written...)
+	if len(written) > 0 {
+		s.news.Committed(ctx)
+	}
 	return nil
 }
+
+// News implements store.Newsboard: the commits of this store value that
+// carried news.
+func (s *Store) News() uint64 { return s.news.Count() }
 
 // Get implements store.Store.
 func (s *Store) Get(ctx context.Context, key string) (Record, error) { return s.sql.get(ctx, key) }
