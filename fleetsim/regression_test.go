@@ -162,6 +162,18 @@ func TestSkewedProcessesAgreeOnAWindow(t *testing.T) {
 	}
 }
 
+// TestResetOfAServerBehindIsNotEarly: memory seed 1186 with a clock for
+// each process and the server (-sim.skew). A process 0.24 s ahead of the
+// server had bounds on its clock that contained 0 and took the clocks to
+// agree; it put a 2 s window's reset 0.24 s early on its clock and the
+// fleet went 0.19 s before the server's reset (refused-scope, admitted).
+// The estimate of the server's clock is its lower bound now, the safe
+// side for the times a server names (quota.TestResetOfAServerBehindUsIsNeverEarly).
+// It failed in every run without the fix.
+func TestResetOfAServerBehindIsNotEarly(t *testing.T) {
+	repeatSeed(t, 1186, fleetsim.Switches{Skewed: true}, 3, "go test ./fleetsim -run TestResetOfAServerBehindIsNotEarly")
+}
+
 // TestSecondaryRefusalStatingNoneLeftWaitsItsMinute: memory seed 2172
 // (11 runs in 200 failed). Two writes that had waited out a database blink
 // went closer than the write spacing (the open finding of writes across a
