@@ -111,14 +111,20 @@ func (e Event) String() string {
 }
 
 // Switches turn on the parts of a schedule that the current code is known
-// to fail (see docs/architecture.md, "The fleet simulation"): off, a Plan
-// never contains them.
+// to fail (see docs/simulation.md), or that only some schedules have, in
+// all of them; and draw, for the regression tests, the schedules of
+// before a part became the default.
 type Switches struct {
 	// Bare adds proxies answering bare 429s (no rate-limit header), and
 	// bare and plain endpoint refusals, judged by GitHub's rule (a
 	// minute) on the narrowest scope of the refused request, which the
-	// client pauses (see scopeOf).
+	// client pauses (see scopeOf), to every schedule. Off, the schedules
+	// of seeds divisible by 3 have them.
 	Bare bool
+	// NoBare leaves them out of every schedule (unless Bare), as before
+	// they were in a third of them: the regression tests of seeds found
+	// so keep it, so that they run the schedule that found them.
+	NoBare bool
 	// Plenty draws schedules where blocks are taken ahead: a limit of
 	// 5,000 and no concurrency cap.
 	Plenty bool
@@ -175,7 +181,9 @@ func Draw(seed uint64, sw Switches) *Plan {
 	p.EndpointLimit = 2 + r.IntN(10)
 	p.EndpointWindow = secs(2, 10)
 	kinds := []string{RefuseRetryAfter, RefuseHeaders}
-	if sw.Bare {
+	// Not drawn from r (see Bare5xx below).
+	bare := sw.Bare || seed%3 == 0 && !sw.NoBare
+	if bare {
 		kinds = append(kinds, RefuseBare, RefusePlain)
 	}
 	p.EndpointRefusal = kinds[r.IntN(len(kinds))]
@@ -244,7 +252,7 @@ func Draw(seed uint64, sw Switches) *Plan {
 	for range r.IntN(3) {
 		p.Events = append(p.Events, Event{At: between(0, p.Length), Kind: EvBlink, D: between(50*time.Millisecond, 5*time.Second)})
 	}
-	if sw.Bare {
+	if bare {
 		for range r.IntN(2) {
 			p.Events = append(p.Events, Event{At: between(0, p.Length), Kind: EvBare, D: between(100*time.Millisecond, 3*time.Second)})
 		}
