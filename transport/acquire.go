@@ -170,7 +170,7 @@ func (x *exchange) nextWait(c *creds.Credential, d Decision, now time.Time, key 
 	}
 	waitErr := func(d time.Duration) error {
 		return &WaitError{Provider: x.l.p.Name, Resource: x.class.Resource, Scope: x.class.Scope.Key, Credential: c.Masked(),
-			Until: now.Add(d), Wait: d, MaxWait: maxWait}
+			Until: now.Add(d), Wait: d, MaxWait: maxWait, Latest: now.Add(max(d, w))}
 	}
 	if !d.OnAnswer {
 		if x.waited+w > maxWait {
