@@ -19,7 +19,7 @@ import (
 // clocks to agree whenever the bounds contain 0 saved up to a second at a
 // reset while they were wide, and broke the promise by as much as the
 // server's clock ran behind ours (the fleet simulation's memory seed
-// 1186, -sim.skew: 0.24 s). What the lower bound costs is the bounds'
+// 1186: 0.24 s). What the lower bound costs is the bounds'
 // width, so Skew keeps the tightest it has seen rather than the last few:
 // answers come in bursts at one fraction of a second (requests go out
 // together at a reset), and a bound from another fraction, once
