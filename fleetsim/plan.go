@@ -111,26 +111,34 @@ func (e Event) String() string {
 }
 
 // Switches turn on the parts of a schedule that the current code is known
-// to fail (see docs/architecture.md, "The fleet simulation"): off, a Plan
-// never contains them.
+// to fail (see docs/simulation.md), or that only some schedules have, in
+// all of them; and draw, for the regression tests, the schedules of
+// before a part became the default.
 type Switches struct {
 	// Bare adds proxies answering bare 429s (no rate-limit header), and
 	// bare and plain endpoint refusals, judged by GitHub's rule (a
 	// minute) on the narrowest scope of the refused request, which the
-	// client pauses (see scopeOf).
+	// client pauses (see scopeOf), to every schedule. Off, the schedules
+	// of seeds divisible by 3 have them.
 	Bare bool
+	// NoBare leaves them out of every schedule (unless Bare), as before
+	// they were in a third of them: the regression tests of seeds found
+	// so keep it, so that they run the schedule that found them.
+	NoBare bool
 	// Plenty draws schedules where blocks are taken ahead: a limit of
 	// 5,000 and no concurrency cap, spent as fast as any limit (half of
 	// them). Off, a schedule in four by seed has such a bucket sent to at
 	// the rate of a small limit (see Draw).
 	Plenty bool
-	// Skewed gives each process and the server a clock of its own. Off,
-	// the server and every process share one clock, skewed from the
-	// database's: a process whose bounds on the server's clock contain 0
-	// takes the clocks to agree, and may wait for a short window's reset
-	// a little early (seed 1186; see docs/simulation.md). Seeds 10 and 94
-	// (processes disagreeing on a window's reset) are fixed.
-	Skewed bool
+	// OneClock draws the schedules of before every process and the
+	// server had a clock of its own: the server and every process share
+	// one clock, skewed from the database's. The regression tests of
+	// seeds found so keep it, so that they run the schedule that found
+	// them. (Clocks of their own found two defects, fixed: processes
+	// disagreeing on a window's reset, seeds 10 and 94; a reset taken
+	// early by a process whose bounds on the server's clock contained 0,
+	// seed 1186.)
+	OneClock bool
 	// Bare5xx makes the server's 502s state nothing (as a proxy's) in
 	// every schedule. Off, they do in the schedules of even seeds and
 	// carry the rate-limit fields in the others. (It once hid a defect,
@@ -187,7 +195,9 @@ func Draw(seed uint64, sw Switches) *Plan {
 	p.EndpointLimit = 2 + r.IntN(10)
 	p.EndpointWindow = secs(2, 10)
 	kinds := []string{RefuseRetryAfter, RefuseHeaders}
-	if sw.Bare {
+	// Not drawn from r (see Bare5xx below).
+	bare := sw.Bare || seed%3 == 0 && !sw.NoBare
+	if bare {
 		kinds = append(kinds, RefuseBare, RefusePlain)
 	}
 	p.EndpointRefusal = kinds[r.IntN(len(kinds))]
@@ -205,7 +215,7 @@ func Draw(seed uint64, sw Switches) *Plan {
 	}
 	p.MinLatency = between(time.Millisecond, 100*time.Millisecond)
 	p.MaxLatency = p.MinLatency + between(0, 2*time.Second)
-	if !sw.Skewed {
+	if sw.OneClock {
 		// One clock for the server and the processes, apart from the
 		// database's.
 		for i := range p.Skews {
@@ -256,7 +266,7 @@ func Draw(seed uint64, sw Switches) *Plan {
 	for range r.IntN(3) {
 		p.Events = append(p.Events, Event{At: between(0, p.Length), Kind: EvBlink, D: between(50*time.Millisecond, 5*time.Second)})
 	}
-	if sw.Bare {
+	if bare {
 		for range r.IntN(2) {
 			p.Events = append(p.Events, Event{At: between(0, p.Length), Kind: EvBare, D: between(100*time.Millisecond, 3*time.Second)})
 		}

@@ -22,9 +22,11 @@ var (
 	schedulesFlag = flag.Int("sim.schedules", 0, "schedules per store kind (0: the default of each)")
 	firstFlag     = flag.Uint64("sim.first", 1, "the first seed")
 	durationFlag  = flag.Duration("sim.duration", 0, "long mode: run schedules for this long (wall time), seeds from -sim.first on")
-	bareFlag      = flag.Bool("sim.bare", false, "add bare 429s (a refusal stating nothing: issue 36 defect 1)")
+	bareFlag      = flag.Bool("sim.bare", false, "add bare 429s and bare endpoint refusals to every schedule, not only those of seeds divisible by 3")
+	noBareFlag    = flag.Bool("sim.nobare", false, "leave bare 429s and bare endpoint refusals out of every schedule (as before they were in a third)")
 	plentyFlag    = flag.Bool("sim.plenty", false, "add plentiful buckets, where blocks are taken ahead (defects 2–5)")
-	skewFlag      = flag.Bool("sim.skew", false, "give every process and the server a clock of its own (an open defect: see docs/architecture.md)")
+	_             = flag.Bool("sim.skew", false, "no effect: every process and the server have a clock of their own by default (see -sim.oneclock)")
+	oneClockFlag  = flag.Bool("sim.oneclock", false, "draw the schedules of before clocks of their own: the server and every process share one clock")
 	bare5xxFlag   = flag.Bool("sim.bare5xx", false, "make the server's 502s state nothing in every schedule, not only those of even seeds")
 	withoutFlag   = flag.String("sim.without", "", "drop events of these kinds, comma-separated (blink,kill,spend…), to tell what a failure needs")
 	learntFlag    = flag.Bool("sim.learnt", false, "check the learnt endpoint limit (open defects of scopes: see docs/simulation.md)")
@@ -33,7 +35,7 @@ var (
 )
 
 func switches() fleetsim.Switches {
-	return fleetsim.Switches{Bare: *bareFlag, Plenty: *plentyFlag, Skewed: *skewFlag, Bare5xx: *bare5xxFlag, Learnt: *learntFlag}
+	return fleetsim.Switches{Bare: *bareFlag, NoBare: *noBareFlag, Plenty: *plentyFlag, OneClock: *oneClockFlag, Bare5xx: *bare5xxFlag, Learnt: *learntFlag}
 }
 
 // repro is the command that runs one seed again.
@@ -41,6 +43,9 @@ func repro(seed uint64, kind string) string {
 	cmd := fmt.Sprintf("go test ./fleetsim -run 'TestSimulation$' -seed=%d -sim.store=%s", seed, kind)
 	if *bareFlag {
 		cmd += " -sim.bare"
+	}
+	if *noBareFlag {
+		cmd += " -sim.nobare"
 	}
 	if *plentyFlag {
 		cmd += " -sim.plenty"
@@ -51,8 +56,8 @@ func repro(seed uint64, kind string) string {
 	if *learntFlag {
 		cmd += " -sim.learnt"
 	}
-	if *skewFlag {
-		cmd += " -sim.skew"
+	if *oneClockFlag {
+		cmd += " -sim.oneclock"
 	}
 	return cmd
 }

@@ -192,11 +192,23 @@ func tokenRefused(p *provider.Provider, until, now time.Time) *requestError {
 // (whole seconds, rounded up, so that coming back then finds the quota
 // returned), x-ratelimit-remaining 0 and x-ratelimit-reset (Unix seconds,
 // rounded up), as GitHub sends them.
+//
+// A wait on answers in flight (OnAnswer) names the next answer, which may
+// free quota or not: the quota then returns at the wait's latest moment,
+// a bucket's refill, and the Retry-After names that, within the max wait
+// (a concurrency slot's latest is its leases' lapse, minutes away).
 func (g *Gateway) writeWait(w http.ResponseWriter, qe *quotaError) {
 	now := g.now()
-	secs := max(int64(math.Ceil(qe.Until.Sub(now).Seconds())), 1)
-	reset := qe.Until.Unix()
-	if qe.Until.Nanosecond() > 0 {
+	at := qe.Until
+	if qe.OnAnswer() && qe.Latest.After(at) {
+		at = qe.Latest
+		if limit := now.Add(qe.maxWait); at.After(limit) && limit.After(qe.Until) {
+			at = limit
+		}
+	}
+	secs := max(int64(math.Ceil(at.Sub(now).Seconds())), 1)
+	reset := at.Unix()
+	if at.Nanosecond() > 0 {
 		reset++
 	}
 	h := w.Header()
@@ -210,7 +222,7 @@ func (g *Gateway) writeWait(w http.ResponseWriter, qe *quotaError) {
 		sw.refused = true
 	}
 	g.metrics.refused.WithLabelValues(qe.Provider).Inc()
-	until := qe.Until.UTC()
+	until := at.UTC()
 	waited := ""
 	if qe.waited >= time.Second {
 		waited = fmt.Sprintf(" (this request waited %s already)", qe.waited.Round(time.Second))

@@ -434,15 +434,27 @@ func TestSkewAndRead(t *testing.T) {
 	}
 
 	// Clocks that agree: every answer arrives 0.7 s into a second (they
-	// went out together at resets), so the lower bound alone says −0.7 s;
-	// the upper bounds show 0 is possible, and 0 it is.
+	// went out together at resets), so the bounds are [−0.7 s, 0.35 s]
+	// and the estimate is the lower, the safe side: a Date cannot tell
+	// these clocks from a server 0.7 s behind. One answer 20 ms into a
+	// second narrows it to −20 ms, and a long burst at 0.7 s after it
+	// does not widen it again.
 	var same Skew
 	for i := range 10 {
 		arrival := t0.Add(time.Duration(i)*time.Second + 700*time.Millisecond)
 		same.Add(arrival.Truncate(time.Second), arrival.Add(-50*time.Millisecond), arrival)
 	}
-	if got := same.Estimate(); got != 0 {
-		t.Fatalf("estimate %v for agreeing clocks, want 0", got)
+	if got := same.Estimate(); got != -700*time.Millisecond {
+		t.Fatalf("estimate %v for answers at 0.7 s into a second, want -700ms, the lower bound", got)
+	}
+	quick := t0.Add(20*time.Second + 20*time.Millisecond)
+	same.Add(quick.Truncate(time.Second), quick.Add(-30*time.Millisecond), quick)
+	for i := range 300 {
+		arrival := t0.Add(time.Duration(21+i)*time.Second + 700*time.Millisecond)
+		same.Add(arrival.Truncate(time.Second), arrival.Add(-50*time.Millisecond), arrival)
+	}
+	if got := same.Estimate(); got > -20*time.Millisecond || got < -20*time.Millisecond-time.Duration(maxDrift*301*1000) {
+		t.Fatalf("estimate %v after a quick answer and 300 at 0.7 s, want -20ms less maxDrift of 301 s", got)
 	}
 	// A server 400 ms behind, seen at varied fractions: its bounds
 	// exclude 0, and the estimate is the safe lower bound.

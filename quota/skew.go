@@ -10,28 +10,42 @@ import (
 // Skew estimates how far a server's clock runs ahead of ours from the Date
 // of its responses. A Date has one-second resolution and is stamped between
 // the request's sending and the response's arrival, so each response
-// bounds the skew s from both sides: Date − arrival < s ≤ Date + 1 s −
-// sending. The estimate keeps the tightest bounds of the recent samples:
+// bounds the skew s from both sides: Date − arrival ≤ s < Date + 1 s −
+// sending.
 //
-//   - when they contain 0, the clocks agree as far as a Date can tell, and
-//     the estimate is 0 (servers keep their clocks by NTP; taking the
-//     lower bound instead would wait up to a second too long at every
-//     reset whenever answers arrive at the same fraction of a second, as
-//     they do when requests go out together at a reset);
-//   - otherwise the lower bound, the safe side: an absolute reset moved by
-//     it is never early.
+// The estimate is the lower bound, whatever the upper: every time it
+// converts is one the server named (a reset, a Retry-After date), a time
+// to wait for, and only the lower bound never brings it early. Taking the
+// clocks to agree whenever the bounds contain 0 saved up to a second at a
+// reset while they were wide, and broke the promise by as much as the
+// server's clock ran behind ours (the fleet simulation's memory seed
+// 1186: 0.24 s). What the lower bound costs is the bounds'
+// width, so Skew keeps the tightest it has seen rather than the last few:
+// answers come in bursts at one fraction of a second (requests go out
+// together at a reset), and a bound from another fraction, once
+// forgotten, may not come again for a long while. One answer stamped just
+// after the server's second turned and received quickly is enough.
 //
-// Many samples are kept: answers often arrive in bursts at the same
-// fraction of a second, and bounds from varied fractions are tighter. The
-// zero value is ready to use; it is not safe for concurrent use.
+// Clocks drift and get stepped: the bounds loosen by maxDrift with the
+// time since they were last tightened, and a sample that contradicts them
+// (a clock stepped further than they allow) widens them to the span of
+// both, which holds the new skew whichever way the step went; the samples
+// after it tighten them again. The zero value is ready to use; it is not
+// safe for concurrent use.
 type Skew struct {
-	lower, upper [128]time.Duration
-	n, next      int
+	lo, hi time.Duration
+	at     time.Time // local time the bounds were last aged to
+	known  bool
 }
 
 // maxSkew bounds believable skew: a Date further off is a stale cached
 // response, not a clock.
 const maxSkew = 24 * time.Hour
+
+// maxDrift is how fast two clocks are taken to drift apart, in parts per
+// million: 100, twice a common crystal's tolerance (NTP slews a clock at
+// up to 500, but only to undo an offset it found).
+const maxDrift = 100
 
 // Add records a response's Date, for a request sent at sent and answered
 // at arrived (local clock). A zero sent means unknown: only the lower
@@ -45,26 +59,38 @@ func (s *Skew) Add(serverTime, sent, arrived time.Time) {
 	if !sent.IsZero() && !sent.After(arrived) {
 		hi = serverTime.Add(time.Second).Sub(sent)
 	}
-	s.lower[s.next], s.upper[s.next] = lo, hi
-	s.next = (s.next + 1) % len(s.lower)
-	if s.n < len(s.lower) {
-		s.n++
+	if !s.known {
+		s.lo, s.hi, s.at, s.known = lo, hi, arrived, true
+		return
 	}
+	if d := arrived.Sub(s.at); d > 0 {
+		loosen := time.Duration(int64(min(d, maxSkew)) / 1e6 * maxDrift)
+		s.lo, s.hi, s.at = max(s.lo-loosen, -maxSkew), min(s.hi+loosen, maxSkew), arrived
+	}
+	if lo > s.hi || hi < s.lo {
+		// A clock stepped (or this Date is stale): the span of both
+		// holds the skew either way.
+		s.lo, s.hi = min(s.lo, lo), max(s.hi, hi)
+		return
+	}
+	s.lo, s.hi = max(s.lo, lo), min(s.hi, hi)
 }
 
-// Estimate is the current estimate, 0 before any sample.
+// Estimate is the current estimate: the lower bound, the safe side for a
+// time the server named; 0 before any sample.
 func (s *Skew) Estimate() time.Duration {
-	if s.n == 0 {
+	if !s.known {
 		return 0
 	}
-	lo, hi := s.lower[0], s.upper[0]
-	for i := 1; i < s.n; i++ {
-		lo, hi = max(lo, s.lower[i]), min(hi, s.upper[i])
+	return s.lo
+}
+
+// Bounds are the current bounds on the skew, both 0 before any sample.
+func (s *Skew) Bounds() (lo, hi time.Duration) {
+	if !s.known {
+		return 0, 0
 	}
-	if lo <= 0 && 0 <= hi {
-		return 0
-	}
-	return lo
+	return s.lo, s.hi
 }
 
 // Read parses a response received at now (local clock) from a server whose

@@ -58,3 +58,65 @@ func TestReadingsOfOneWindowAgreeOnTheServersClock(t *testing.T) {
 		}
 	}
 }
+
+// skewSample is the Date of an answer to a request sent at sent (our
+// clock), stamped up after it by a server whose clock runs skew ahead of
+// ours and received down after that.
+func skewSample(s *Skew, sent time.Time, skew, up, down time.Duration) {
+	s.Add(sent.Add(up+skew).Truncate(time.Second), sent, sent.Add(up+down))
+}
+
+// A server 0.24 s behind us, whose answers are stamped at 0.3, 0.5 and
+// 0.7 s into our seconds: the bounds on its clock, [−0.34 s, 0.3 s],
+// contain 0, and taking the clocks to agree put the reset of a window,
+// a whole second on the server's clock, 0.24 s early on ours: the fleet
+// went before the server's reset (the fleet simulation's memory seed
+// 1186, -sim.skew). The estimate is the lower bound: the reset comes at
+// most the bounds' width late, never early. A burst of answers at one
+// fraction after them (requests that went out together at the reset) does
+// not forget the tightest bound, and a clock stepped beyond the bounds
+// widens them to hold the new skew.
+func TestResetOfAServerBehindUsIsNeverEarly(t *testing.T) {
+	skew := -240 * time.Millisecond
+	up, down := 10*time.Millisecond, 30*time.Millisecond
+	var s Skew
+	for i, frac := range []time.Duration{300, 500, 700} {
+		skewSample(&s, t0.Add(time.Duration(i)*time.Second+frac*time.Millisecond-up), skew, up, down)
+	}
+	if lo, hi := s.Bounds(); lo > skew || hi < skew || lo > 0 || hi < 0 {
+		t.Fatalf("bounds [%v, %v], want them to hold %v and 0 (the test's premise)", lo, hi, skew)
+	}
+	srvReset := t0.Add(10 * time.Second) // whole seconds, on the server's clock
+	h := http.Header{}
+	h.Set("X-RateLimit-Limit", "7")
+	h.Set("X-RateLimit-Remaining", "0")
+	h.Set("X-RateLimit-Reset", strconv.FormatInt(srvReset.Unix(), 10))
+	now := t0.Add(3 * time.Second)
+	h.Set("Date", now.Add(skew).UTC().Format(http.TimeFormat))
+	trueReset := srvReset.Add(-skew) // on our clock
+	check := func(when string) {
+		t.Helper()
+		r := Read(http.StatusForbidden, h, nil, now, s.Estimate())
+		if r.Reset.Before(trueReset) {
+			t.Fatalf("%s: reset %v before the server's (%v on our clock): early by %v",
+				when, r.Reset.Format("15:04:05.000"), trueReset.Format("15:04:05.000"), trueReset.Sub(r.Reset))
+		}
+		if late := r.Reset.Sub(trueReset); late > 150*time.Millisecond {
+			t.Fatalf("%s: reset %v late, want at most the bounds' width", when, late)
+		}
+	}
+	check("three answers")
+	for i := range 300 {
+		skewSample(&s, t0.Add(time.Duration(3+i)*time.Second+900*time.Millisecond-up), skew, up, down)
+	}
+	now = t0.Add(303 * time.Second)
+	check("300 answers at 0.9 s after them")
+
+	// Our clock steps 1.5 s ahead (the server is then 1.74 s behind):
+	// one answer beyond the bounds widens them to hold it.
+	skew -= 1500 * time.Millisecond
+	skewSample(&s, t0.Add(304*time.Second+400*time.Millisecond), skew, up, down)
+	if lo, hi := s.Bounds(); lo > skew || hi < skew {
+		t.Fatalf("bounds [%v, %v] after a step, want them to hold %v", lo, hi, skew)
+	}
+}

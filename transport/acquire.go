@@ -175,7 +175,7 @@ func (x *exchange) nextWait(c *creds.Credential, d Decision, decided time.Time, 
 	}
 	waitErr := func(d time.Duration) error {
 		return &WaitError{Provider: x.l.p.Name, Resource: x.class.Resource, Scope: x.class.Scope.Key, Credential: c.Masked(),
-			Until: decided.Add(d), Wait: d, MaxWait: maxWait}
+			Until: decided.Add(d), Wait: d, MaxWait: maxWait, Latest: decided.Add(max(d, w))}
 	}
 	if !d.OnAnswer {
 		if x.waited+w > maxWait {

@@ -31,6 +31,13 @@ type WaitError struct {
 	Until   time.Time
 	Wait    time.Duration
 	MaxWait time.Duration
+	// Latest is when the quota returns if no answer in flight frees
+	// any: Until, unless the wait is on answers (OnAnswer), when Until
+	// is only the next answer, about a round trip away, and Latest the
+	// decision's own latest moment (a bucket's refill, when requests in
+	// flight spend it; their leases' lapse, for a concurrency slot).
+	// Zero when not known.
+	Latest time.Time
 
 	// t is the transport that decided (nil: a WaitError made
 	// elsewhere). onAnswer says the wait is on requests in flight (a

@@ -306,6 +306,9 @@ func (l *lane) answer(r *headers.Reading, counted bool, sent time.Time, jitter f
 // reading comes back on our clock (quota.Read, the one reader of headers).
 func (l *lane) read(status int, h http.Header, prefix []byte, sent, now time.Time, meter string) headers.Reading {
 	st, ok := headers.ServerTime(h)
+	if age := h.Get("Age"); age != "" && age != "0" {
+		ok = false // a cache's copy: its Date is the origin's, not now
+	}
 	l.mu.Lock()
 	if ok {
 		l.skew.Add(st, sent, now)
