@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"testing"
+	"time"
 )
 
 // A handler's context names the task it runs, for a client that orders
@@ -25,5 +26,31 @@ func TestRunningNamesTheTask(t *testing.T) {
 	done := mustAwait(t, q, id)
 	if want := fmt.Sprintf(`{"id":%d,"priority":3}`, id); done.State != StateCompleted || string(done.Result) != want {
 		t.Fatalf("task %s %s, want completed with %s", done.State, done.Result, want)
+	}
+}
+
+// A queue of many workers, freed a few at a time, claims several tasks per
+// fetch: its cooldown grows with its workers (250µs each, 4,000 tasks/s),
+// from 2ms up to the poll interval; a cooldown set by hand stays as set.
+func TestFetchCooldownGrowsWithTheQueuesWorkers(t *testing.T) {
+	sqlite, pg := Options{}.withDefaults(false), Options{}.withDefaults(true)
+	set := Options{FetchCooldown: time.Millisecond}.withDefaults(false)
+	for _, c := range []struct {
+		name    string
+		o       Options
+		workers int
+		want    time.Duration
+	}{
+		{"sqlite, 1 worker", sqlite, 1, 2 * time.Millisecond},
+		{"sqlite, 8 workers", sqlite, 8, 2 * time.Millisecond},
+		{"sqlite, 64 workers", sqlite, 64, 16 * time.Millisecond},
+		{"sqlite, 200 workers", sqlite, 200, 20 * time.Millisecond},
+		{"postgres, 64 workers", pg, 64, 16 * time.Millisecond},
+		{"postgres, 200 workers", pg, 200, 50 * time.Millisecond},
+		{"set by hand, 64 workers", set, 64, time.Millisecond},
+	} {
+		if got := c.o.fetchCooldown(c.workers); got != c.want {
+			t.Errorf("%s: cooldown %v, want %v", c.name, got, c.want)
+		}
 	}
 }
