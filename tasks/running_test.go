@@ -54,3 +54,31 @@ func TestFetchCooldownGrowsWithTheQueuesWorkers(t *testing.T) {
 		}
 	}
 }
+
+// Each type's queue gets its workers, its cooldown and, when WorkOptions
+// names one, its own poll interval (never under its cooldown); other
+// queues poll at Options.FetchPollInterval (River's client-wide value).
+func TestQueueConfigs(t *testing.T) {
+	o := Options{}.withDefaults(false)
+	got := o.queueConfigs([]string{HTTPType, "poll", "t.fast"}, WorkOptions{Concurrency: 8,
+		TypeConcurrency:  map[string]int{HTTPType: 64},
+		TypePollInterval: map[string]time.Duration{"poll": 250 * time.Millisecond, "t.fast": time.Millisecond}})
+	for typ, want := range map[string]struct {
+		workers        int
+		cooldown, poll time.Duration
+	}{
+		HTTPType: {64, 16 * time.Millisecond, 0},
+		"poll":   {8, 2 * time.Millisecond, 250 * time.Millisecond},
+		"t.fast": {8, 2 * time.Millisecond, 2 * time.Millisecond},
+	} {
+		qc, ok := got[queueFor(typ)]
+		if !ok {
+			t.Errorf("no queue for type %s in %v", typ, got)
+			continue
+		}
+		if qc.MaxWorkers != want.workers || qc.FetchCooldown != want.cooldown || qc.FetchPollInterval != want.poll {
+			t.Errorf("type %s: %d workers, cooldown %v, poll %v; want %d, %v, %v", typ,
+				qc.MaxWorkers, qc.FetchCooldown, qc.FetchPollInterval, want.workers, want.cooldown, want.poll)
+		}
+	}
+}

@@ -249,16 +249,10 @@ func (b *riverBackend[TD, TTx]) work(ctx context.Context, q *Queue, handlers map
 // TypeConcurrency).
 func (b *riverBackend[TD, TTx]) newClient(q *Queue, w *taskWorker[TD, TTx], types []string, wo WorkOptions) (*river.Client[TTx], error) {
 	workers := river.NewWorkers()
-	queues := make(map[string]river.QueueConfig, len(types))
 	for _, typ := range types {
 		river.AddWorkerArgs(workers, jobArgs{kind: typ}, river.Worker[jobArgs](w)) // types are distinct map keys: no duplicate panic
-		n := cmp.Or(wo.TypeConcurrency[typ], wo.Concurrency)
-		qc := river.QueueConfig{MaxWorkers: n, FetchCooldown: q.opts.fetchCooldown(n)}
-		if d := wo.TypePollInterval[typ]; d > 0 {
-			qc.FetchPollInterval = max(d, qc.FetchCooldown)
-		}
-		queues[queueFor(typ)] = qc
 	}
+	queues := q.opts.queueConfigs(types, wo)
 	retention := q.opts.Retention
 	if retention <= 0 {
 		retention = -1 // River: never delete
@@ -281,6 +275,22 @@ func (b *riverBackend[TD, TTx]) newClient(q *Queue, w *taskWorker[TD, TTx], type
 		PollOnly:                    !b.postgres,
 		Workers:                     workers,
 	})
+}
+
+// queueConfigs is River's configuration of each type's queue: its
+// workers (wo.Concurrency or the type's TypeConcurrency), its fetch
+// cooldown (fetchCooldown) and, for a type given one, its poll interval.
+func (o Options) queueConfigs(types []string, wo WorkOptions) map[string]river.QueueConfig {
+	queues := make(map[string]river.QueueConfig, len(types))
+	for _, typ := range types {
+		n := cmp.Or(wo.TypeConcurrency[typ], wo.Concurrency)
+		qc := river.QueueConfig{MaxWorkers: n, FetchCooldown: o.fetchCooldown(n)}
+		if d := wo.TypePollInterval[typ]; d > 0 {
+			qc.FetchPollInterval = max(d, qc.FetchCooldown)
+		}
+		queues[queueFor(typ)] = qc
+	}
+	return queues
 }
 
 // startProjecting subscribes to the client's events of finished attempts
