@@ -75,11 +75,16 @@ type Options struct {
 	// task rescheduled with delay 0 is claimed again within about this
 	// long. Zero means 20ms on SQLite and 200ms on PostgreSQL.
 	FetchPollInterval time.Duration
-	// FetchCooldown is the least time between two fetches of a worker; it
-	// caps throughput at Concurrency tasks per cooldown. Zero means 2ms:
-	// River's 100ms default would cap a 10-worker SQLite queue at 100
-	// tasks/s.
+	// FetchCooldown is the least time between two fetches of a worker's
+	// queue; it caps the queue's throughput at its workers per cooldown.
+	// Zero means 250µs per worker of the queue, at least 2ms (River's
+	// 100ms default would cap a 10-worker SQLite queue at 100 tasks/s):
+	// 4,000 tasks/s, while a queue of many workers, freed a few at a time,
+	// claims several per fetch rather than one, each fetch a query costing
+	// about a millisecond of CPU on SQLite.
 	FetchCooldown time.Duration
+	// cooldownPerWorker is set when FetchCooldown is the default.
+	cooldownPerWorker bool
 	// CancelPollInterval is how often a SQLite worker checks whether a task
 	// it runs was cancelled by another process (PostgreSQL is told at
 	// once). Zero means 1s.
@@ -147,7 +152,7 @@ func (o Options) withDefaults(postgres bool) Options {
 		}
 	}
 	if o.FetchCooldown <= 0 {
-		o.FetchCooldown = 2 * time.Millisecond
+		o.FetchCooldown, o.cooldownPerWorker = 2*time.Millisecond, true
 	}
 	o.FetchCooldown = min(o.FetchCooldown, o.FetchPollInterval)
 	if o.CancelPollInterval <= 0 {
@@ -161,6 +166,19 @@ func (o Options) withDefaults(postgres bool) Options {
 	}
 	return o
 }
+
+// fetchCooldown is the FetchCooldown of a queue with the given number of
+// workers.
+func (o Options) fetchCooldown(workers int) time.Duration {
+	if !o.cooldownPerWorker {
+		return o.FetchCooldown
+	}
+	return min(max(o.FetchCooldown, time.Duration(workers)*fetchCooldownPerWorker), o.FetchPollInterval)
+}
+
+// fetchCooldownPerWorker is the default FetchCooldown per worker of a
+// queue.
+const fetchCooldownPerWorker = 250 * time.Microsecond
 
 // Queue is a durable task queue in one database. It is safe for concurrent
 // use.

@@ -37,6 +37,13 @@ type WorkOptions struct {
 	// holding a claim, not a sender, while a poll task holds its claim
 	// for as long as it polls.
 	TypeConcurrency map[string]int
+	// TypePollInterval sets how often an idle worker looks for tasks of a
+	// type, for the types it names (others: Options.FetchPollInterval). On
+	// SQLite each look is a query costing about a millisecond of CPU, so
+	// a type whose tasks may start a little later (a poll task, which
+	// holds its claim for as long as it polls) is better looked for less
+	// often than every 20ms. It is at least the type's fetch cooldown.
+	TypePollInterval map[string]time.Duration
 	// WorkerID names this worker in task histories ("claimed by worker
 	// W"). It must be unique among the workers running at the same time on
 	// one database. Empty means host-pid-random.
@@ -242,11 +249,10 @@ func (b *riverBackend[TD, TTx]) work(ctx context.Context, q *Queue, handlers map
 // TypeConcurrency).
 func (b *riverBackend[TD, TTx]) newClient(q *Queue, w *taskWorker[TD, TTx], types []string, wo WorkOptions) (*river.Client[TTx], error) {
 	workers := river.NewWorkers()
-	queues := make(map[string]river.QueueConfig, len(types))
 	for _, typ := range types {
 		river.AddWorkerArgs(workers, jobArgs{kind: typ}, river.Worker[jobArgs](w)) // types are distinct map keys: no duplicate panic
-		queues[queueFor(typ)] = river.QueueConfig{MaxWorkers: cmp.Or(wo.TypeConcurrency[typ], wo.Concurrency)}
 	}
+	queues := q.opts.queueConfigs(types, wo)
 	retention := q.opts.Retention
 	if retention <= 0 {
 		retention = -1 // River: never delete
@@ -269,6 +275,22 @@ func (b *riverBackend[TD, TTx]) newClient(q *Queue, w *taskWorker[TD, TTx], type
 		PollOnly:                    !b.postgres,
 		Workers:                     workers,
 	})
+}
+
+// queueConfigs is River's configuration of each type's queue: its
+// workers (wo.Concurrency or the type's TypeConcurrency), its fetch
+// cooldown (fetchCooldown) and, for a type given one, its poll interval.
+func (o Options) queueConfigs(types []string, wo WorkOptions) map[string]river.QueueConfig {
+	queues := make(map[string]river.QueueConfig, len(types))
+	for _, typ := range types {
+		n := cmp.Or(wo.TypeConcurrency[typ], wo.Concurrency)
+		qc := river.QueueConfig{MaxWorkers: n, FetchCooldown: o.fetchCooldown(n)}
+		if d := wo.TypePollInterval[typ]; d > 0 {
+			qc.FetchPollInterval = max(d, qc.FetchCooldown)
+		}
+		queues[queueFor(typ)] = qc
+	}
+	return queues
 }
 
 // startProjecting subscribes to the client's events of finished attempts
