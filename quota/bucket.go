@@ -111,6 +111,17 @@ type Bucket struct {
 	// otherwise. A count that may span two of the server's windows
 	// teaches nothing certain (see observeScopeRefusal).
 	Lag time.Duration `json:"lag,omitempty"`
+	// Whole marks a learnt limit that is the fleet's count of a whole
+	// window of the server's, taken when the server refused the next
+	// request: the limit itself, not a bound. It holds LimitHoldWindows
+	// windows from that refusal before it may rise (see riseLearnt).
+	Whole bool `json:"whole,omitempty"`
+	// NamedEnd is the end of the server's window the last fresh refusal
+	// of a scope named (its Retry-After or reset), and Gap the shortest
+	// time between two such ends of different windows: the window is
+	// learnt from them (see namedWindow).
+	NamedEnd time.Time     `json:"named_end,omitzero"`
+	Gap      time.Duration `json:"gap,omitempty"`
 	// Provisional marks a learnt limit that is not a count of a whole
 	// window by the whole fleet: a first refusal knows only this
 	// process's count, and a window that grew knows only its shorter
