@@ -51,12 +51,40 @@ func TestWholeCountHoldsItsLimit(t *testing.T) {
 	if s.Limit != 3 {
 		t.Errorf("a whole window's count rose to %d after a clean window", s.Limit)
 	}
-	// Ten windows after the refusal, a clean window spent whole raises
-	// it, and it is no longer a count.
+	// Ten windows after the refusal, a clean window spent whole is
+	// followed by a probe of one more; the limit rises when a clean
+	// window counts 4.
 	s.Remaining, s.Reset = 0, s.RefusedAt.Add(LimitHoldWindows*s.Window)
 	s.roll(s.Reset.Add(2 * time.Second))
+	if s.Limit != 3 || s.Remaining != 4 {
+		t.Errorf("after the hold: limit %d remaining %d, want 3 and a probe of one more", s.Limit, s.Remaining)
+	}
+	s.Remaining, s.Counted = 0, 4
+	s.roll(s.Reset.Add(2 * time.Second))
 	if s.Limit != 4 || s.Whole {
-		t.Errorf("after the hold: limit %d whole %v, want 4, not whole", s.Limit, s.Whole)
+		t.Errorf("a clean window counted 4: limit %d whole %v, want 4, not whole", s.Limit, s.Whole)
+	}
+}
+
+// A probe above a learnt limit does not raise the limit itself: only a
+// clean window whose count went beyond it does. The limit rose by one
+// after each clean window spent whole, and a fleet whose next window did
+// not try the one more (its windows not lined up with the server's, or
+// too few requests) kept a limit the server never allowed: 8 of 7
+// (memory seed 1283, after the hold of a whole count ran out).
+func TestProbeRaisesTheLimitOnlyOnceCounted(t *testing.T) {
+	s := NewBucket()
+	s.Learnt, s.Limit, s.Remaining, s.Window = true, 7, 0, 4*time.Second
+	s.RefusedAt, s.Reset, s.CountedFrom, s.Counted = t0.Add(-time.Minute), t0.Add(4*time.Second), t0, 7
+	s.roll(t0.Add(4*time.Second + time.Second))
+	if s.Limit != 7 || s.Remaining != 8 {
+		t.Fatalf("after a clean window spent whole: limit %d remaining %d, want 7 and 8", s.Limit, s.Remaining)
+	}
+	// The window sends 6: the probe was not tried; it stays.
+	s.Remaining, s.Counted = 2, 6
+	s.roll(t0.Add(8*time.Second + time.Second))
+	if s.Limit != 7 || s.Remaining != 8 {
+		t.Errorf("after a window that did not try the probe: limit %d remaining %d, want 7 and 8", s.Limit, s.Remaining)
 	}
 }
 
@@ -125,5 +153,36 @@ func TestLagCountsFromTheEarliestNamedEnd(t *testing.T) {
 	s.observeScope(&Answer{Reading: ok, Counted: true, Sent: at}, false, at)
 	if want := 1900 * time.Millisecond; s.Lag != want {
 		t.Errorf("lag %v, want %v (from 1 s before the earliest end named)", s.Lag, want)
+	}
+}
+
+// A window counted from a roll that came less than Lag after the last
+// answer counted before it may have missed that request, which the
+// server may have admitted in the window now counted: its count is not
+// taken for a whole window's at a refusal. It was, and a fleet whose
+// windows began 0.3 s after the server's learnt 6 where the server
+// allows 7 (memory seed 5560), and held it.
+func TestStraddledCountIsNotWhole(t *testing.T) {
+	s := NewBucket()
+	s.Learnt, s.Whole, s.Limit, s.Remaining, s.Window = true, true, 7, 1, 10*time.Second
+	s.RefusedAt, s.BlockedUntil, s.NamedEnd = t0.Add(-time.Minute), t0.Add(-time.Minute), t0.Add(10*time.Second)
+	s.Reset, s.CountedFrom, s.Counted, s.Lag = t0.Add(10*time.Second), t0, 6, time.Second
+	s.LastCounted = t0.Add(9950 * time.Millisecond) // the last success of the window
+	s.roll(t0.Add(10*time.Second + 200*time.Millisecond))
+	if !s.Straddled {
+		t.Fatalf("a window counted from 50 ms after the last success (lag 1s) is not marked: %+v", s)
+	}
+	s.Counted = 6
+	at := t0.Add(18 * time.Second)
+	s.observeScopeRefusal(&Answer{Reading: retryAfterOnly(2 * time.Second), Counted: true, Sent: at}, at)
+	if s.Limit != 7 {
+		t.Errorf("refused at a straddled count of 6: limit %d, want the whole count found before, 7, kept", s.Limit)
+	}
+	// A window that began a lag after the last success is whole.
+	s.LastCounted = t0.Add(28 * time.Second)
+	s.EpisodeAt, s.Counted = time.Time{}, 0
+	s.roll(t0.Add(30*time.Second + 200*time.Millisecond))
+	if s.Straddled {
+		t.Errorf("a window counted from 2 s after the last success is marked straddled")
 	}
 }

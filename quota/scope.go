@@ -185,7 +185,7 @@ func (s *Bucket) observeScope(ans *Answer, refused bool, now time.Time) {
 		if s.Remaining > 0 {
 			s.Remaining--
 		}
-		s.Counted++
+		s.Counted, s.LastCounted = s.Counted+1, now
 		if !s.EpisodeAt.IsZero() && s.countsTheLimit() && s.Counted > s.Limit {
 			// A request in flight when the refusal came, admitted
 			// in the refused window: the server allowed it too.
@@ -242,7 +242,7 @@ func (s *Bucket) endEpisode(ans *Answer, now time.Time) {
 		return
 	}
 	s.Remaining, s.Reset, s.Assumed = s.Limit, now.Add(s.Window), false
-	s.Counted, s.CountedFrom, s.Lag = 0, now, max(now.Sub(renewed), 0)
+	s.Counted, s.CountedFrom, s.Lag, s.Straddled = 0, now, max(now.Sub(renewed), 0), false
 }
 
 // sentAt is when the answer's request was sent: Answer.Sent, else now.
@@ -345,7 +345,7 @@ func (s *Bucket) observeScopeRefusal(ans *Answer, now time.Time) {
 	// The count is of one of the server's windows when the window is
 	// known, counted whole, and the refusal comes before the server can
 	// have begun another since the count began (see Bucket.Lag).
-	whole := counted && window <= s.Window && now.Before(s.CountedFrom.Add(window-s.Lag))
+	whole := counted && window <= s.Window && now.Before(s.CountedFrom.Add(window-s.Lag)) && !s.Straddled
 	switch {
 	case r.Limit > 0:
 		s.Limit, s.LimitStated, s.Provisional, s.Whole = statedPerWindow(r, window), true, false, false
@@ -388,7 +388,7 @@ func (s *Bucket) observeScopeRefusal(ans *Answer, now time.Time) {
 		}
 		s.Limit, s.Provisional, s.Whole = max(n, 1), true, false
 	}
-	s.Learnt, s.Window, s.Remaining = true, window, 0
+	s.Learnt, s.Window, s.Remaining, s.Probe = true, window, 0, 0
 	s.Reset, s.Inferred, s.Assumed = until, false, false
 	s.RefusedAt = now
 	if until.After(s.BlockedUntil) {
@@ -448,26 +448,36 @@ func statedPerWindow(r *headers.Reading, window time.Duration) int64 {
 // tenth of a limit below 10.
 const LimitHoldWindows = 10
 
-// riseLearnt raises a learnt limit that proved too low: the window that
-// just ended (at its Reset) spent it whole with no refusal. It rises
-// by a tenth (at least one) a window, as the learnt concurrency cap rises
-// a step at a time: a server allowing more is found without a burst of
-// refusals, and one refusal puts it back. A limit that is a whole
-// window's count holds first (see LimitHoldWindows). A provisional limit
-// capped nothing: what the fleet sent in a window may span two of the
+// riseLearnt, as the window that just ended (at its Reset) rolls over,
+// probes above a learnt limit that may be too low: when that window
+// spent it whole with no refusal, the next admits a tenth more (at least
+// one: Probe), as the learnt concurrency cap rises a step at a time, so
+// that a server allowing more is found without a burst of refusals. The
+// limit itself rises only when a window's count, whole and with no
+// refusal, went beyond it: the server allowed that many. A limit that is
+// a whole window's count at a refusal is the server's, and holds first
+// (see LimitHoldWindows); a refusal ends the probe. A provisional limit
+// caps nothing: what the fleet sent in a window may span two of the
 // server's (see Bucket.Lag), so only a refusal teaches it. A limit the
 // server stated, or one the user wrote (not learnt), stays.
 func (b *Bucket) riseLearnt() {
 	// An episode of refusals under way has just found the limit.
-	if !b.Learnt || b.Configured || b.LimitStated || b.Provisional || b.Limit <= 0 || b.Remaining > 0 || b.Window <= 0 || !b.EpisodeAt.IsZero() {
+	if !b.Learnt || b.Configured || b.LimitStated || b.Provisional || b.Limit <= 0 || b.Window <= 0 || !b.EpisodeAt.IsZero() {
+		b.Probe = 0
 		return
 	}
 	if !b.RefusedAt.IsZero() && !b.RefusedAt.Before(b.Reset.Add(-b.Window)) {
+		b.Probe = 0
 		return // refused within the window
+	}
+	if b.Probe > 0 && b.Counted > b.Limit && !b.CountedFrom.IsZero() && !b.Straddled {
+		b.Limit, b.Whole = b.Counted, false
+	}
+	if b.Remaining > 0 {
+		return // not spent whole: no reason to ask for more
 	}
 	if b.Whole && b.Reset.Sub(b.RefusedAt) < LimitHoldWindows*b.Window {
 		return
 	}
-	b.Limit += max(1, b.Limit/10)
-	b.Whole = false
+	b.Probe = max(1, b.Limit/10)
 }

@@ -274,22 +274,28 @@ func TestConfiguredLimitPacesFromTheFirstRequest(t *testing.T) {
 	}
 }
 
-// A learnt limit rises again once a window at its level passes without a
-// refusal; a stated one does not.
+// A learnt limit is probed a tenth above once a window at its level
+// passes without a refusal, and rises once a window's count shows the
+// server allowed more; a stated one does not.
 func TestLearntLimitRisesAfterACleanWindow(t *testing.T) {
 	s := NewBucket()
 	s.Learnt, s.Limit, s.Remaining, s.Window, s.Reset = true, 20, 0, time.Minute, t0.Add(time.Minute)
 	s.RefusedAt = t0.Add(-2 * time.Minute)
 	s.BlockedUntil = s.RefusedAt
 	s.roll(t0.Add(time.Minute + 2*time.Second))
-	if s.Limit != 22 || s.Remaining != 22 {
-		t.Errorf("after a clean full window: limit %d remaining %d, want 22", s.Limit, s.Remaining)
+	if s.Limit != 20 || s.Remaining != 22 || s.Probe != 2 {
+		t.Errorf("after a clean full window: limit %d remaining %d probe %d, want 20, 22 and 2", s.Limit, s.Remaining, s.Probe)
+	}
+	s.Remaining, s.Counted = 0, 22
+	s.roll(t0.Add(2*time.Minute + 2*time.Second))
+	if s.Limit != 22 {
+		t.Errorf("a clean window counted 22: limit %d, want 22", s.Limit)
 	}
 	s.Remaining = 0
 	s.LimitStated = true
-	s.roll(t0.Add(2*time.Minute + 2*time.Second))
-	if s.Limit != 22 {
-		t.Errorf("a stated limit rose to %d", s.Limit)
+	s.roll(t0.Add(3*time.Minute + 2*time.Second))
+	if s.Limit != 22 || s.Probe != 0 {
+		t.Errorf("a stated limit rose to %d (probe %d)", s.Limit, s.Probe)
 	}
 	// Refused within the window: no rise.
 	r := NewBucket()
