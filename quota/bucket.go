@@ -127,11 +127,12 @@ type Bucket struct {
 	LastCounted time.Time `json:"last_counted,omitzero"`
 	Straddled   bool      `json:"straddled,omitempty"`
 	// NamedEnd is the end of the server's window the last fresh refusal
-	// of a scope named (its Retry-After or reset), and Gap the shortest
-	// time between two such ends of different windows: the window is
-	// learnt from them (see namedWindow).
+	// of a scope named (its Retry-After or reset); the window is between
+	// Gap and GapMax, as the gaps between such ends of different windows
+	// bound it (see namedWindow).
 	NamedEnd time.Time     `json:"named_end,omitzero"`
 	Gap      time.Duration `json:"gap,omitempty"`
+	GapMax   time.Duration `json:"gap_max,omitempty"`
 	// Provisional marks a learnt limit that is not a count of a whole
 	// window by the whole fleet: a first refusal knows only this
 	// process's count, and a window that grew knows only its shorter

@@ -24,15 +24,44 @@ func TestLearntWindowIsTheGapBetweenNamedEnds(t *testing.T) {
 	// Refused again in the next window, 3 s before its end.
 	at := t0.Add(12 * time.Second)
 	s.observeScopeRefusal(&Answer{Reading: retryAfterOnly(3 * time.Second), Counted: true, Sent: at}, at)
-	if s.Window != 8*time.Second || s.Gap != 8*time.Second {
-		t.Errorf("ends named 8 s apart: window %v (gap %v), want 8s", s.Window, s.Gap)
+	if s.Window != 8*time.Second || s.Gap != 7*time.Second || s.GapMax != 9*time.Second {
+		t.Errorf("ends named 8 s apart: window %v (between %v and %v), want 8s (between 7s and 9s)", s.Window, s.Gap, s.GapMax)
 	}
 	// Refused again two windows later: a gap of two windows leaves the
-	// window at the shortest gap.
+	// window as it was.
 	at = t0.Add(29 * time.Second)
 	s.observeScopeRefusal(&Answer{Reading: retryAfterOnly(2 * time.Second), Counted: true, Sent: at}, at)
 	if s.Window != 8*time.Second {
 		t.Errorf("ends named 16 s apart after 8: window %v, want 8s", s.Window)
+	}
+	// Ends named a second late and on time, 10.25 s and 9.25 s apart
+	// (a Retry-After of whole seconds rounds each wait up): the window
+	// is 10 s, where the shortest gap, to the second, was 9 s.
+	r := NewBucket()
+	for _, c := range []struct{ at, ra time.Duration }{
+		{1520 * time.Millisecond, 9 * time.Second},
+		{12770 * time.Millisecond, 8 * time.Second},
+		{23020 * time.Millisecond, 7 * time.Second},
+	} {
+		at := t0.Add(c.at)
+		r.observeScopeRefusal(&Answer{Reading: retryAfterOnly(c.ra), Counted: true, Sent: at}, at)
+	}
+	if r.Window != 10*time.Second {
+		t.Errorf("ends named 10.25 s and 9.25 s apart: window %v (between %v and %v), want 10s", r.Window, r.Gap, r.GapMax)
+	}
+	// A shorter gap that the bounds cannot hold: the earlier gaps were
+	// two windows each.
+	m := NewBucket()
+	for _, c := range []struct{ at, ra time.Duration }{
+		{time.Second, 3 * time.Second},      // ends at 4 s
+		{9 * time.Second, 3 * time.Second},  // 12 s: a gap of 8
+		{14 * time.Second, 2 * time.Second}, // 16 s: a gap of 4
+	} {
+		at := t0.Add(c.at)
+		m.observeScopeRefusal(&Answer{Reading: retryAfterOnly(c.ra), Counted: true, Sent: at}, at)
+	}
+	if m.Window != 4*time.Second {
+		t.Errorf("gaps of 8 s then 4 s: window %v, want 4s", m.Window)
 	}
 }
 

@@ -401,11 +401,15 @@ func (s *Bucket) observeScopeRefusal(ans *Answer, now time.Time) {
 // none: a fixed window is at least as long as the wait to its end,
 // rounded up to whole seconds as a Retry-After counts them; and two
 // refusals of different windows name ends a whole number of windows
-// apart, so the shortest gap between the ends named so far (Gap), rounded
-// to the second, is the window, or a multiple of it. The evidence, not a
-// guess: a wait rounded up to a common window (10 s for a server's 8 s)
-// lets the fleet send its limit over a longer window than the server's,
-// and it is never refused again to learn better.
+// apart, each up to the second a Retry-After rounds up late, so a gap g
+// between two ends puts the window, or a multiple of it, between g − 1 s
+// and g + 1 s. The bounds of the gaps seen (Gap, GapMax) are narrowed by
+// each gap that agrees with them; a shorter gap that does not shows the
+// earlier ones were multiples, and replaces them. The window is the
+// middle of the bounds, to the second. The evidence, not a guess: a wait
+// rounded up to a common window (10 s for a server's 8 s) lets the fleet
+// send its limit over a longer window than the server's, and it is never
+// refused again to learn better.
 func (s *Bucket) namedWindow(wait time.Duration, until time.Time) time.Duration {
 	w := max(wait.Truncate(time.Second), time.Second)
 	if w < wait {
@@ -414,12 +418,18 @@ func (s *Bucket) namedWindow(wait time.Duration, until time.Time) time.Duration 
 	if !s.NamedEnd.IsZero() {
 		// Ends named in one window differ by less than the second a
 		// Retry-After rounds to.
-		if gap := until.Sub(s.NamedEnd).Round(time.Second); gap > time.Second && (s.Gap <= 0 || gap < s.Gap) {
-			s.Gap = gap
+		if gap := until.Sub(s.NamedEnd); gap >= 1500*time.Millisecond {
+			lo, hi := gap-time.Second, gap+time.Second
+			switch {
+			case s.GapMax <= 0 || hi <= s.Gap:
+				s.Gap, s.GapMax = lo, hi
+			case lo < s.GapMax:
+				s.Gap, s.GapMax = max(s.Gap, lo), min(s.GapMax, hi)
+			}
 		}
 	}
-	if s.Gap > 0 {
-		return max(w, s.Gap)
+	if s.GapMax > 0 {
+		return max(w, ((s.Gap + s.GapMax) / 2).Round(time.Second))
 	}
 	return max(w, s.Window)
 }
