@@ -1,6 +1,7 @@
 package fleetsim_test
 
 import (
+	"fmt"
 	"path/filepath"
 	"slices"
 	"testing"
@@ -334,5 +335,39 @@ func repeatSeed(t *testing.T, seed uint64, sw fleetsim.Switches, runs int, cmd s
 		if res := fleetsim.Run(t, p, fleetsim.Options{Store: fleetsim.Memory, Switches: sw}); res.Failed() {
 			t.Fatal(res.Report(cmd))
 		}
+	}
+}
+
+// TestLearntLimitWithinATenth: the learnt limit of /search within 10 % of
+// the server's after 3 clean windows (-sim.learnt), memory seeds that
+// failed it. Runs per seed: enough to catch the defect it found, which
+// each failed in some runs only. With the referee that counts only the
+// windows that put the limit to the test (fleetsim/server.go,
+// cleanSearchWindows), the product of before the fixes still fails 1179
+// (10 runs in 10), 1368 (4 in 10) and 1297 (1 in 10: a long schedule,
+// run 3 times; quota.TestEpisodeEndKeepsTheCountSinceThePause catches its
+// defect at every run); 54, 73, 1006 and
+// 1278 failed with the referee of before, in windows that could teach
+// nothing (a fleet that wanted fewer searches than the limit, or that a
+// primary bucket or a concurrency cap held back). Seeds that still fail
+// now and then are open (docs/simulation.md).
+func TestLearntLimitWithinATenth(t *testing.T) {
+	for _, c := range []struct {
+		seed uint64
+		runs int
+		why  string
+	}{
+		{54, 3, "a window learnt as 10 s for the server's 8 s: never refused again, never learnt better"},
+		{73, 3, "9 of 11: the count left out answers the server charged and answered 502"},
+		{1006, 3, "6 of 10"},
+		{1278, 3, "3 of 8: a provisional limit of one process's count"},
+		{1179, 3, "4 or 5 of 6"},
+		{1297, 3, "4 of 5: the episode's first success dropped a probe answered 502 from the count"},
+		{1368, 10, "8 of 7: a limit found whole rose after a clean window"},
+	} {
+		t.Run(fmt.Sprint(c.seed), func(t *testing.T) {
+			repeatSeed(t, c.seed, fleetsim.Switches{Learnt: true}, c.runs,
+				fmt.Sprintf("go test ./fleetsim -run 'TestLearntLimitWithinATenth/%d$' (%s)", c.seed, c.why))
+		})
 	}
 }

@@ -424,6 +424,9 @@ func (w *world) startJob(ev Event) {
 	w.open[ev.N] = what
 	w.jobs++
 	w.mu.Unlock()
+	if ev.Kind == EvSearch {
+		w.srv.searchStarted(ev.N, time.Now())
+	}
 	w.pending.Add(1)
 	go func() {
 		defer w.pending.Done()
@@ -431,6 +434,9 @@ func (w *world) startJob(ev Event) {
 		if resp != nil {
 			io.Copy(io.Discard, resp.Body)
 			resp.Body.Close()
+		}
+		if ev.Kind == EvSearch {
+			w.srv.searchEnded(ev.N, time.Now())
 		}
 		w.mu.Lock()
 		delete(w.open, ev.N)
@@ -544,13 +550,39 @@ func (w *world) describeState() []string {
 	return out
 }
 
+// noteSearchHeld notes the endpoint window under way as one the learnt
+// limit held the fleet back in when the shared state's /search bucket,
+// its limit learnt and not provisional, has none left in its window.
+func (w *world) noteSearchHeld(now time.Time) {
+	w.srv.mu.Lock()
+	refused := w.srv.searchSince != 0
+	w.srv.mu.Unlock()
+	if !refused {
+		return // nothing is learnt, and no window counts, before
+	}
+	buckets, err := w.obs.Buckets(context.Background())
+	if err != nil {
+		return
+	}
+	for id, b := range buckets {
+		if strings.Contains(id.Resource, "/search") && b.Learnt && !b.Provisional && b.Limit > 0 && b.Remaining == 0 && now.Before(b.Reset) {
+			w.srv.mu.Lock()
+			idx, _ := w.srv.window(now, w.plan.EndpointWindow)
+			w.srv.searchHeld[idx] = true
+			w.srv.mu.Unlock()
+		}
+	}
+}
+
 // checkLearnt checks the learnt limit of /search once 3 clean windows
-// followed its first refusal: within 10 % of the server's. Only under
+// followed its first refusal: within 10 % of the server's (see
+// server.cleanSearchWindows for the windows that count). Only under
 // Switches.Learnt (see there).
 func (w *world) checkLearnt(now time.Time) {
 	if !w.opts.Switches.Learnt {
 		return
 	}
+	w.noteSearchHeld(now)
 	n, last := w.srv.cleanSearchWindows(now)
 	if n < 3 || last == w.learntAt {
 		return

@@ -40,11 +40,19 @@ type server struct {
 	// requests and refusals in each (for the learnt-limit invariant).
 	searchSince   int64 // the window of the first refusal; 0: none yet
 	searchWindows map[int64][2]int
+	// The fleet's searches, job → when it started and ended (zero while
+	// under way): a window teaches the limit only if the fleet had at
+	// least the limit's worth of searches to send in it.
+	searchJobs map[int][2]time.Time
+	// The endpoint windows in which the learnt limit held the fleet
+	// back: the state's /search bucket, not provisional, had none left.
+	searchHeld map[int64]bool
 }
 
 func newServer(p *Plan, ref *referee, tr *trace, start time.Time) *server {
 	return &server{plan: p, ref: ref, trace: tr, start: start,
-		used: map[int64]int{}, searchUsed: map[int64]int{}, processed: map[int]int{}, searchWindows: map[int64][2]int{}}
+		used: map[int64]int{}, searchUsed: map[int64]int{}, processed: map[int]int{}, searchWindows: map[int64][2]int{},
+		searchJobs: map[int][2]time.Time{}, searchHeld: map[int64]bool{}}
 }
 
 // serverNow is the server's clock (skewed) at true time t.
@@ -347,10 +355,47 @@ func (a answer) describe() string {
 	return b.String()
 }
 
+// searchStarted and searchEnded keep when a search job of the fleet was
+// under way.
+func (s *server) searchStarted(job int, at time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.searchJobs[job] = [2]time.Time{at}
+}
+
+func (s *server) searchEnded(job int, at time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if j, ok := s.searchJobs[job]; ok {
+		j[1] = at
+		s.searchJobs[job] = j
+	}
+}
+
+// searchDemand is how many search jobs of the fleet were under way at
+// some time of endpoint window w: as many as it could have sent in it.
+func (s *server) searchDemand(w int64) int {
+	p := s.plan
+	end := time.Unix(0, (w+1)*int64(p.EndpointWindow)).Add(-p.ServerSkew)
+	start := end.Add(-p.EndpointWindow)
+	n := 0
+	for _, j := range s.searchJobs {
+		if j[0].Before(end) && (j[1].IsZero() || j[1].After(start)) {
+			n++
+		}
+	}
+	return n
+}
+
 // cleanSearchWindows returns how many endpoint windows in a row, ending
 // with the last complete one, had requests of the fleet to /search and no
 // refusal, counting only windows after its first refusal; and the last
-// complete window.
+// complete window. A window counts only if it put the limit to the test:
+// the fleet had at least the limit's worth of searches under way in it,
+// and it sent as many, or its learnt limit held it back. A fleet that
+// wants fewer, or that something else held back (a concurrency cap of 1,
+// a primary bucket spent by reads), cannot learn the limit from the
+// window, and loses nothing by not knowing it.
 func (s *server) cleanSearchWindows(now time.Time) (int, int64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -361,7 +406,8 @@ func (s *server) cleanSearchWindows(now time.Time) (int, int64) {
 	n := 0
 	for w := cur - 1; w > s.searchSince; w-- {
 		c := s.searchWindows[w]
-		if c[0] == 0 || c[1] > 0 {
+		tested := c[0] >= s.plan.EndpointLimit || s.searchHeld[w]
+		if c[0] == 0 || c[1] > 0 || !tested || s.searchDemand(w) < s.plan.EndpointLimit {
 			break
 		}
 		n++

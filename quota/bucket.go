@@ -111,6 +111,28 @@ type Bucket struct {
 	// otherwise. A count that may span two of the server's windows
 	// teaches nothing certain (see observeScopeRefusal).
 	Lag time.Duration `json:"lag,omitempty"`
+	// Whole marks a learnt limit that is the fleet's count of a whole
+	// window of the server's, taken when the server refused the next
+	// request: the limit itself, not a bound. It holds LimitHoldWindows
+	// windows from that refusal before it may rise (see riseLearnt).
+	Whole bool `json:"whole,omitempty"`
+	// Probe is how many requests a window of a learnt limit admits
+	// beyond it, to ask whether the server allows more (see riseLearnt):
+	// the limit itself rises only once a window's count shows it.
+	Probe int64 `json:"probe,omitempty"`
+	// LastCounted is when the last answer counted in Counted came, and
+	// Straddled marks a count whose window began less than Lag after
+	// the previous window's last answer: the server may have admitted
+	// that request in the window now counted, and the count may miss it.
+	LastCounted time.Time `json:"last_counted,omitzero"`
+	Straddled   bool      `json:"straddled,omitempty"`
+	// NamedEnd is the end of the server's window the last fresh refusal
+	// of a scope named (its Retry-After or reset); the window is between
+	// Gap and GapMax, as the gaps between such ends of different windows
+	// bound it (see namedWindow).
+	NamedEnd time.Time     `json:"named_end,omitzero"`
+	Gap      time.Duration `json:"gap,omitempty"`
+	GapMax   time.Duration `json:"gap_max,omitempty"`
 	// Provisional marks a learnt limit that is not a count of a whole
 	// window by the whole fleet: a first refusal knows only this
 	// process's count, and a window that grew knows only its shorter
@@ -183,7 +205,7 @@ func (b *Bucket) roll(now time.Time) {
 			b.Counted, b.CountedFrom = 0, time.Time{}
 		}
 		if b.Limit != UnknownCount {
-			b.Remaining = b.Limit
+			b.Remaining = b.Limit + b.Probe
 		} else {
 			b.Remaining = UnknownCount
 		}
@@ -197,6 +219,7 @@ func (b *Bucket) roll(now time.Time) {
 			b.Reset = next
 			if b.Learnt || b.Configured {
 				b.CountedFrom = next.Add(-b.Window)
+				b.Straddled = !b.LastCounted.Before(b.CountedFrom.Add(-b.Lag))
 			}
 		} else {
 			b.Reset = time.Time{}

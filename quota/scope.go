@@ -37,7 +37,8 @@ func scopeBackoff(base time.Duration, strikes int, jitter float64) time.Duration
 }
 
 // commonWindows are the windows a learnt limit's unstated window is rounded
-// up to: the periods servers' throttles use.
+// up to when its refusals name no time: the periods servers' throttles
+// use.
 var commonWindows = [...]time.Duration{time.Second, 10 * time.Second, time.Minute, 10 * time.Minute, time.Hour}
 
 // commonWindow rounds d up to a common window (an hour at most).
@@ -184,7 +185,7 @@ func (s *Bucket) observeScope(ans *Answer, refused bool, now time.Time) {
 		if s.Remaining > 0 {
 			s.Remaining--
 		}
-		s.Counted++
+		s.Counted, s.LastCounted = s.Counted+1, now
 		if !s.EpisodeAt.IsZero() && s.countsTheLimit() && s.Counted > s.Limit {
 			// A request in flight when the refusal came, admitted
 			// in the refused window: the server allowed it too.
@@ -203,7 +204,13 @@ func (s *Bucket) countsTheLimit() bool {
 // endEpisode closes an episode of refusals at the first success of a
 // request sent after its pause: the server has renewed the scope, and the
 // scope's window starts now (a server whose windows are fixed has just
-// opened one), counted from now. A provisional limit takes this process's
+// opened one), counted from now — unless the count under way began after
+// the server renewed the scope (its window rolled at the end the refusal
+// named), when it is the count of this window and goes on: what the
+// server charged before this success (a probe answered 502) stays
+// counted. The server renewed the scope no sooner than a second before
+// the earliest end the episode's refusals named (NamedEnd): an answer
+// that left later names a later end. A provisional limit takes this process's
 // count over the window before the episode began when larger (the window
 // may have grown since the refusal), only to show the best guess: it
 // caps nothing until a counted window teaches the fleet's.
@@ -214,14 +221,28 @@ func (s *Bucket) endEpisode(ans *Answer, now time.Time) {
 		}
 	}
 	renewed := s.BlockedUntil.Add(-time.Second) // a Retry-After counts whole seconds
+	if !s.NamedEnd.IsZero() && s.NamedEnd.Before(s.BlockedUntil) {
+		// The earliest end a refusal of the episode named: an answer
+		// that left later names a later one, past the window's end.
+		renewed = s.NamedEnd.Add(-time.Second)
+	}
 	if s.Strikes > 0 {
 		renewed = s.RefusedAt // a backoff: any time after the last refusal
 	}
 	s.Strikes, s.EpisodeAt = 0, time.Time{}
-	if s.Window > 0 {
-		s.Remaining, s.Reset, s.Assumed = s.Limit, now.Add(s.Window), false
-		s.Counted, s.CountedFrom, s.Lag = 0, now, max(now.Sub(renewed), 0)
+	if s.Window <= 0 {
+		return
 	}
+	if !s.CountedFrom.IsZero() && !s.CountedFrom.Before(renewed) && now.Before(s.CountedFrom.Add(s.Window)) {
+		// The count under way began after the server renewed the
+		// scope: it is of the window this success is in, and keeps
+		// what the server charged before it (a probe answered 502).
+		s.Remaining, s.Reset, s.Assumed = max(s.Limit-s.Counted, 0), s.CountedFrom.Add(s.Window), false
+		s.Lag = s.CountedFrom.Sub(renewed)
+		return
+	}
+	s.Remaining, s.Reset, s.Assumed = s.Limit, now.Add(s.Window), false
+	s.Counted, s.CountedFrom, s.Lag, s.Straddled = 0, now, max(now.Sub(renewed), 0), false
 }
 
 // sentAt is when the answer's request was sent: Answer.Sent, else now.
@@ -251,12 +272,16 @@ func sentAt(ans *Answer, now time.Time) time.Time {
 //     lower bound that caps nothing, until a counted window teaches the
 //     fleet's. A refusal later in the episode leaves it, but a window
 //     that grows makes it provisional;
-//   - the window: stated (RateLimit-Policy w=), else the wait the refusal
-//     names (or, for the episode's first, the first backoff) rounded up
-//     to a common window (1 s, 10 s, 1 min, 10 min, 1 h); and since a
-//     fixed window cannot end while its refusals go on, never shorter
-//     than the episode so far, rounded up the same way, nor than the
-//     window known.
+//   - the window: stated (RateLimit-Policy w=); else, for a refusal
+//     naming the end of the server's window (a Retry-After, a reset),
+//     learnt from the ends named (see namedWindow); else, for a refusal
+//     naming no time, the episode's first backoff rounded up to a common
+//     window (1 s, 10 s, 1 min, 10 min, 1 h), and since a fixed window
+//     cannot end while its refusals go on, never shorter than the
+//     episode so far, rounded up the same way, nor than the window known.
+//   - whether the limit is the server's own (Whole): the fleet's count
+//     of a whole window is; a count that may not be (see Bucket.Lag)
+//     does not lower it.
 func (s *Bucket) observeScopeRefusal(ans *Answer, now time.Time) {
 	r := ans.Reading
 	s.prune(now)
@@ -281,6 +306,11 @@ func (s *Bucket) observeScopeRefusal(ans *Answer, now time.Time) {
 		if until.After(s.BlockedUntil) {
 			s.BlockedUntil = until
 		}
+		if named && until.Before(s.NamedEnd) {
+			// A refusal of the same window whose answer left sooner:
+			// the window's end is no later than it names.
+			s.NamedEnd = until
+		}
 		return
 	}
 	if r.Resource != "" {
@@ -295,29 +325,35 @@ func (s *Bucket) observeScopeRefusal(ans *Answer, now time.Time) {
 	}
 	counted := !s.CountedFrom.IsZero() && s.Window > 0 // a whole window of the fleet's
 	window := r.Window
-	if window <= 0 {
+	switch {
+	case window > 0:
+	case named:
+		window = s.namedWindow(until.Sub(now), until)
+	default:
 		window = s.Window
-		if named || first {
+		if first {
 			window = max(window, commonWindow(until.Sub(now)))
-		}
-		if !first {
+		} else {
 			// Our own backoff says nothing of the server's window;
 			// the episode's length does.
 			window = max(window, commonWindow(now.Sub(s.EpisodeAt)))
 		}
 	}
+	if named {
+		s.NamedEnd = until
+	}
 	// The count is of one of the server's windows when the window is
 	// known, counted whole, and the refusal comes before the server can
 	// have begun another since the count began (see Bucket.Lag).
-	whole := counted && window <= s.Window && now.Before(s.CountedFrom.Add(s.Window-s.Lag))
+	whole := counted && window <= s.Window && now.Before(s.CountedFrom.Add(window-s.Lag)) && !s.Straddled
 	switch {
 	case r.Limit > 0:
-		s.Limit, s.LimitStated, s.Provisional = statedPerWindow(r, window), true, false
+		s.Limit, s.LimitStated, s.Provisional, s.Whole = statedPerWindow(r, window), true, false, false
 	case s.LimitStated:
 	case !first:
 		if window > s.Window && !s.Configured {
 			// Counted over a window shorter than the server's.
-			s.Provisional = true
+			s.Provisional, s.Whole = true, false
 		}
 	case counted && s.Limit > 0 && s.Counted == 0:
 		// Refused before anything succeeded in the window: it began
@@ -328,12 +364,16 @@ func (s *Bucket) observeScopeRefusal(ans *Answer, now time.Time) {
 		// server's: the fleet's count errs low, the safe side.
 		s.Limit = max(s.Counted, 1)
 	case whole:
-		s.Limit, s.Provisional = max(s.Counted, 1), false
+		s.Limit, s.Provisional, s.Whole = max(s.Counted, 1), false, true
+	case counted && window <= s.Window && s.Whole:
+		// A window's count, found before, is not contradicted by the
+		// count of a window that may have begun before the server's
+		// did, or ended during it (see Bucket.Lag).
 	case counted && window <= s.Window && s.Learnt && !s.Provisional:
 		// The server's window may have begun before the count did, or
 		// ended during it (see Bucket.Lag): the count, or the limit if
 		// lower, errs low, the safe side; a clean window raises it.
-		s.Limit = min(max(s.Counted, 1), s.Limit)
+		s.Limit, s.Whole = min(max(s.Counted, 1), s.Limit), false
 	default:
 		end := now // the window the refusal ends is the one before it
 		if named {
@@ -346,14 +386,52 @@ func (s *Bucket) observeScopeRefusal(ans *Answer, now time.Time) {
 		if s.Learnt {
 			n = max(n, s.Limit)
 		}
-		s.Limit, s.Provisional = max(n, 1), true
+		s.Limit, s.Provisional, s.Whole = max(n, 1), true, false
 	}
-	s.Learnt, s.Window, s.Remaining = true, window, 0
+	s.Learnt, s.Window, s.Remaining, s.Probe = true, window, 0, 0
 	s.Reset, s.Inferred, s.Assumed = until, false, false
 	s.RefusedAt = now
 	if until.After(s.BlockedUntil) {
 		s.BlockedUntil = until
 	}
+}
+
+// namedWindow is the window a fresh refusal naming the end of the
+// server's window (until, wait from now) teaches, when the server states
+// none: a fixed window is at least as long as the wait to its end,
+// rounded up to whole seconds as a Retry-After counts them; and two
+// refusals of different windows name ends a whole number of windows
+// apart, each up to the second a Retry-After rounds up late, so a gap g
+// between two ends puts the window, or a multiple of it, between g − 1 s
+// and g + 1 s. The bounds of the gaps seen (Gap, GapMax) are narrowed by
+// each gap that agrees with them; a shorter gap that does not shows the
+// earlier ones were multiples, and replaces them. The window is the
+// middle of the bounds, to the second. The evidence, not a guess: a wait
+// rounded up to a common window (10 s for a server's 8 s) lets the fleet
+// send its limit over a longer window than the server's, and it is never
+// refused again to learn better.
+func (s *Bucket) namedWindow(wait time.Duration, until time.Time) time.Duration {
+	w := max(wait.Truncate(time.Second), time.Second)
+	if w < wait {
+		w += time.Second
+	}
+	if !s.NamedEnd.IsZero() {
+		// Ends named in one window differ by less than the second a
+		// Retry-After rounds to.
+		if gap := until.Sub(s.NamedEnd); gap >= 1500*time.Millisecond {
+			lo, hi := gap-time.Second, gap+time.Second
+			switch {
+			case s.GapMax <= 0 || hi <= s.Gap:
+				s.Gap, s.GapMax = lo, hi
+			case lo < s.GapMax:
+				s.Gap, s.GapMax = max(s.Gap, lo), min(s.GapMax, hi)
+			}
+		}
+	}
+	if s.GapMax > 0 {
+		return max(w, ((s.Gap + s.GapMax) / 2).Round(time.Second))
+	}
+	return max(w, s.Window)
 }
 
 // statedPerWindow is a refusal's stated limit over window. GitLab states
@@ -372,21 +450,44 @@ func statedPerWindow(r *headers.Reading, window time.Duration) int64 {
 	return max(1, int64(float64(r.Limit)*float64(window)/float64(per)))
 }
 
-// riseLearnt raises a learnt limit that proved too low: the window that
-// just ended (at its Reset) spent it whole with no refusal. It rises
-// by a tenth (at least one) a window, as the learnt concurrency cap rises
-// a step at a time: a server allowing more is found without a burst of
-// refusals, and one refusal puts it back. A provisional limit capped
-// nothing: what the fleet sent in a window may span two of the server's
-// (see Bucket.Lag), so only a refusal teaches it. A limit the server
-// stated, or one the user wrote (not learnt), stays.
+// LimitHoldWindows is how many windows a learnt limit that is a whole
+// window's count (Bucket.Whole) holds from the refusal that taught it
+// before it rises again: the server's limit itself, found, is where to
+// stay, as a lowered concurrency cap holds (CapHoldPauses). A rise of
+// one is a refusal a window for a limit the server keeps, and beyond a
+// tenth of a limit below 10.
+const LimitHoldWindows = 10
+
+// riseLearnt, as the window that just ended (at its Reset) rolls over,
+// probes above a learnt limit that may be too low: when that window
+// spent it whole with no refusal, the next admits a tenth more (at least
+// one: Probe), as the learnt concurrency cap rises a step at a time, so
+// that a server allowing more is found without a burst of refusals. The
+// limit itself rises only when a window's count, whole and with no
+// refusal, went beyond it: the server allowed that many. A limit that is
+// a whole window's count at a refusal is the server's, and holds first
+// (see LimitHoldWindows); a refusal ends the probe. A provisional limit
+// caps nothing: what the fleet sent in a window may span two of the
+// server's (see Bucket.Lag), so only a refusal teaches it. A limit the
+// server stated, or one the user wrote (not learnt), stays.
 func (b *Bucket) riseLearnt() {
 	// An episode of refusals under way has just found the limit.
-	if !b.Learnt || b.Configured || b.LimitStated || b.Provisional || b.Limit <= 0 || b.Remaining > 0 || b.Window <= 0 || !b.EpisodeAt.IsZero() {
+	if !b.Learnt || b.Configured || b.LimitStated || b.Provisional || b.Limit <= 0 || b.Window <= 0 || !b.EpisodeAt.IsZero() {
+		b.Probe = 0
 		return
 	}
 	if !b.RefusedAt.IsZero() && !b.RefusedAt.Before(b.Reset.Add(-b.Window)) {
+		b.Probe = 0
 		return // refused within the window
 	}
-	b.Limit += max(1, b.Limit/10)
+	if b.Probe > 0 && b.Counted > b.Limit && !b.CountedFrom.IsZero() && !b.Straddled {
+		b.Limit, b.Whole = b.Counted, false
+	}
+	if b.Remaining > 0 {
+		return // not spent whole: no reason to ask for more
+	}
+	if b.Whole && b.Reset.Sub(b.RefusedAt) < LimitHoldWindows*b.Window {
+		return
+	}
+	b.Probe = max(1, b.Limit/10)
 }

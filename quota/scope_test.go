@@ -94,14 +94,15 @@ func TestScopeRefusalPausesTheScopeNotTheBucket(t *testing.T) {
 		t.Errorf("the episode's second refusal moved the pause to %v (strikes %d)", users.BlockedUntil, users.Strikes)
 	}
 	// Once the pause ends, 40 go in the window, then the scope waits for
-	// the next.
+	// the next: the window learnt is the wait to the end the refusal
+	// named, the least the server's can be.
 	open := at.Add(ra)
 	for i := range 40 {
 		id := reserveScoped(t, &b, &users, a, open)
 		SettleScoped(nil, &b, &users, id, &Answer{Reading: gitlabMain(1900-int64(i), mainReset.Add(time.Minute)), Counted: true, Sent: open}, open)
 	}
-	if w := waitScoped(&b, &users, a, open); w < 59*time.Second {
-		t.Errorf("after the window's 40 the scope waits %v, want the rest of its minute", w)
+	if w := waitScoped(&b, &users, a, open); w < ra {
+		t.Errorf("after the window's 40 the scope waits %v, want the rest of its %v", w, ra)
 	}
 }
 
@@ -273,22 +274,28 @@ func TestConfiguredLimitPacesFromTheFirstRequest(t *testing.T) {
 	}
 }
 
-// A learnt limit rises again once a window at its level passes without a
-// refusal; a stated one does not.
+// A learnt limit is probed a tenth above once a window at its level
+// passes without a refusal, and rises once a window's count shows the
+// server allowed more; a stated one does not.
 func TestLearntLimitRisesAfterACleanWindow(t *testing.T) {
 	s := NewBucket()
 	s.Learnt, s.Limit, s.Remaining, s.Window, s.Reset = true, 20, 0, time.Minute, t0.Add(time.Minute)
 	s.RefusedAt = t0.Add(-2 * time.Minute)
 	s.BlockedUntil = s.RefusedAt
 	s.roll(t0.Add(time.Minute + 2*time.Second))
-	if s.Limit != 22 || s.Remaining != 22 {
-		t.Errorf("after a clean full window: limit %d remaining %d, want 22", s.Limit, s.Remaining)
+	if s.Limit != 20 || s.Remaining != 22 || s.Probe != 2 {
+		t.Errorf("after a clean full window: limit %d remaining %d probe %d, want 20, 22 and 2", s.Limit, s.Remaining, s.Probe)
+	}
+	s.Remaining, s.Counted = 0, 22
+	s.roll(t0.Add(2*time.Minute + 2*time.Second))
+	if s.Limit != 22 {
+		t.Errorf("a clean window counted 22: limit %d, want 22", s.Limit)
 	}
 	s.Remaining = 0
 	s.LimitStated = true
-	s.roll(t0.Add(2*time.Minute + 2*time.Second))
-	if s.Limit != 22 {
-		t.Errorf("a stated limit rose to %d", s.Limit)
+	s.roll(t0.Add(3*time.Minute + 2*time.Second))
+	if s.Limit != 22 || s.Probe != 0 {
+		t.Errorf("a stated limit rose to %d (probe %d)", s.Limit, s.Probe)
 	}
 	// Refused within the window: no rise.
 	r := NewBucket()
@@ -340,8 +347,9 @@ func TestCommonWindow(t *testing.T) {
 
 // GitLab states a throttle's RateLimit-Limit per minute, whatever its
 // period: a 429 of a 40-per-10-s throttle says 240, and the scope, its
-// window learnt as 10 s from the Retry-After, keeps 40 per window; a
-// 300-per-10-minutes throttle says 30 and keeps 300 per 10 minutes.
+// window learnt as 10 s from the ends its refusals name, keeps 40 per
+// window; a 300-per-10-minutes throttle says 30 and keeps 300 per 10
+// minutes.
 func TestGitLabStatesItsLimitPerMinute(t *testing.T) {
 	for _, c := range []struct {
 		stated    int64
@@ -356,6 +364,12 @@ func TestGitLabStatesItsLimitPerMinute(t *testing.T) {
 		r := usersRefusal(c.ra, t0.Add(c.ra))
 		r.Limit, r.Dialect = c.stated, headers.DialectGitLab
 		s.observeScopeRefusal(&Answer{Reading: r, Counted: true, Sent: t0}, t0)
+		// Refused again half a window after the pause, to the end of
+		// the next window.
+		at := t0.Add(c.ra + c.wantW/2)
+		r = usersRefusal(c.wantW/2, at.Add(c.wantW/2))
+		r.Limit, r.Dialect = c.stated, headers.DialectGitLab
+		s.observeScopeRefusal(&Answer{Reading: r, Counted: true, Sent: at}, at)
 		if s.Limit != c.want || s.Window != c.wantW {
 			t.Errorf("stated %d per minute, Retry-After %v: learnt %d per %v, want %d per %v", c.stated, c.ra, s.Limit, s.Window, c.want, c.wantW)
 		}
@@ -385,12 +399,26 @@ func TestFleetCountTeachesTheLimit(t *testing.T) {
 	at := t0.Add(20 * time.Second)
 	id = reserveScoped(t, &b, &users, a, at)
 	SettleScoped(nil, &b, &users, id, &Answer{Reading: retryAfterOnly(40 * time.Second), Counted: true, Sent: at, Succeeded: mine}, at)
-	if !users.Learnt || !users.Provisional || users.Limit != 5 || users.Window != time.Minute {
-		t.Fatalf("first refusal: %+v, want a provisional 5 over a minute", users)
+	if !users.Learnt || !users.Provisional || users.Limit != 5 || users.Window != 40*time.Second {
+		t.Fatalf("first refusal: %+v, want a provisional 5 over 40s (the wait to the window's end)", users)
 	}
-	// The server renews the scope: the window is counted, not capped by
-	// the provisional 5. Two processes send 40 between them.
+	// The server renews the scope; refused 30 s into its window, to the
+	// end of its minute: the window is a minute, the count of 30 s is
+	// not of a whole one.
 	open := t0.Add(time.Minute)
+	for range 20 {
+		id := reserveScoped(t, &b, &users, a, open)
+		SettleScoped(nil, &b, &users, id, &Answer{Reading: gitlabMain(1850, reset), Counted: true, Sent: open}, open)
+	}
+	refusedAt := open.Add(30 * time.Second)
+	id = reserveScoped(t, &b, &users, a, refusedAt)
+	SettleScoped(nil, &b, &users, id, &Answer{Reading: retryAfterOnly(30 * time.Second), Counted: true, Sent: refusedAt, Succeeded: mine}, refusedAt)
+	if !users.Provisional || users.Window != time.Minute {
+		t.Fatalf("second refusal: %+v, want provisional over a minute", users)
+	}
+	// The next window is counted, not capped by the provisional limit.
+	// Two processes send 40 between them.
+	open = open.Add(time.Minute)
 	var inFlight uint64
 	for i := range 40 {
 		id := reserveScoped(t, &b, &users, a, open)
@@ -403,7 +431,7 @@ func TestFleetCountTeachesTheLimit(t *testing.T) {
 	if users.Counted != 39 {
 		t.Errorf("counted %d of the window's 39 answered successes", users.Counted)
 	}
-	refusedAt := open.Add(10 * time.Second)
+	refusedAt = open.Add(10 * time.Second)
 	id = reserveScoped(t, &b, &users, a, refusedAt)
 	SettleScoped(nil, &b, &users, id, &Answer{Reading: retryAfterOnly(50 * time.Second), Counted: true, Sent: refusedAt, Succeeded: mine}, refusedAt)
 	if users.Provisional || users.Limit != 39 {
@@ -414,7 +442,7 @@ func TestFleetCountTeachesTheLimit(t *testing.T) {
 		t.Errorf("the success in flight left the limit at %d, want 40", users.Limit)
 	}
 	// The next window is capped at 40.
-	next := t0.Add(2 * time.Minute)
+	next := open.Add(time.Minute)
 	for range 40 {
 		id := reserveScoped(t, &b, &users, a, next)
 		SettleScoped(nil, &b, &users, id, &Answer{Reading: gitlabMain(1600, reset), Counted: true, Sent: next}, next)

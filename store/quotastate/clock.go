@@ -353,6 +353,7 @@ func bucketOnLocalClock(b quota.Bucket, off time.Duration) quota.Bucket {
 	b.Reset, b.BlockedUntil = shift(b.Reset, -off), shift(b.BlockedUntil, -off)
 	b.TAT, b.Observed = shift(b.TAT, -off), shift(b.Observed, -off)
 	b.EpisodeAt, b.RefusedAt = shift(b.EpisodeAt, -off), shift(b.RefusedAt, -off)
+	b.NamedEnd = shift(b.NamedEnd, -off)
 	b.Leases = leasesOnLocalClock(b.Leases, off)
 	if len(b.Unstated) > 0 {
 		unstated := make([]time.Time, len(b.Unstated))
