@@ -43,3 +43,17 @@ type systemTimer struct{ t *time.Timer }
 
 func (t systemTimer) C() <-chan time.Time { return t.t.C }
 func (t systemTimer) Stop() bool          { return t.t.Stop() }
+
+// afterFunc runs f on a goroutine of its own after d on the transport's
+// clock.
+func (t *Transport) afterFunc(d time.Duration, f func()) {
+	if c, ok := t.opts.Clock.(AfterFuncClock); ok {
+		c.AfterFunc(d, f)
+		return
+	}
+	tm := t.opts.Clock.NewTimer(d)
+	go func() {
+		<-tm.C()
+		f()
+	}()
+}

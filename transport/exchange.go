@@ -382,6 +382,9 @@ func (x *exchange) route() error {
 		return nil
 	}
 	x.rt.turnHeld, x.turn = true, lg
+	// Two round trips: the time for this process's next request (one
+	// that waited for the turn, retried by its scheduler) to take it.
+	lg.keep = min(2*x.l.roundTrip(), keepShared)
 	return nil
 }
 
