@@ -3,8 +3,11 @@ package cli
 import (
 	"context"
 	"errors"
+	"os"
+	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/ratekeeper/ratekeeper/fetch"
 )
@@ -51,5 +54,44 @@ func TestInterruptedCode(t *testing.T) {
 	cancel()
 	if got := interruptedCode(ctx); got != 130 {
 		t.Errorf("no signal: %d, want 130", got)
+	}
+}
+
+// The first Ctrl-C ends the command's context and says that it is
+// stopping; a second ends the process at once, with 128 + the signal.
+func TestSecondSignalStopsAtOnce(t *testing.T) {
+	var errOut lockedBuffer
+	exited := make(chan int, 1)
+	ctx, stop := signalContext(&errOut, func(code int) { exited <- code })
+	defer stop()
+	if err := syscall.Kill(os.Getpid(), syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-ctx.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("the context did not end at the first SIGINT")
+	}
+	if got := interruptedCode(ctx); got != 130 {
+		t.Errorf("interruptedCode after SIGINT = %d, want 130", got)
+	}
+	if out := errOut.String(); !strings.Contains(out, "Ctrl-C again to stop at once") {
+		t.Errorf("stderr after the first SIGINT: %q; want it to say a second stops at once", out)
+	}
+	select {
+	case code := <-exited:
+		t.Fatalf("exited (%d) at the first signal", code)
+	default:
+	}
+	if err := syscall.Kill(os.Getpid(), syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case code := <-exited:
+		if code != 130 {
+			t.Errorf("exit status %d at the second SIGINT, want 130", code)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("a second SIGINT did not stop the process")
 	}
 }

@@ -118,7 +118,7 @@ func applyEnv(cmd *cobra.Command) error {
 // cleanly (a command that stops short of its work exits 128 + the signal's
 // number, as a shell reports it: see interruptedCode).
 func Execute(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	ctx, stop := signalContext()
+	ctx, stop := signalContext(stderr, os.Exit)
 	defer stop()
 	endTracing, err := startTracing(ctx, stderr)
 	if err != nil {
@@ -187,22 +187,38 @@ func (s stopSignal) Error() string { return "stopped by signal: " + s.sig.String
 func (s stopSignal) Unwrap() error { return context.Canceled }
 
 // signalContext returns a context that ends, with a stopSignal as its
-// cause, at the first SIGINT, SIGTERM or SIGHUP; stop releases the
-// signals.
-func signalContext() (ctx context.Context, stop func()) {
+// cause, at the first SIGINT, SIGTERM or SIGHUP, and says so on stderr: a
+// command stopping lets what is under way finish (a request at the server,
+// a task's last write), which can take a few seconds, and a terminal that
+// shows nothing meanwhile looks hung. A second signal ends the process at
+// once through exit, with the same status, as a crash would end it: every
+// command keeps what it finished through a crash (what was under way is
+// done again by the next run). stop releases the signals.
+func signalContext(stderr io.Writer, exit func(code int)) (ctx context.Context, stop func()) {
 	ctx, cancel := context.WithCancelCause(context.Background())
 	ch := make(chan os.Signal, 1)
+	released := make(chan struct{})
 	signal.Notify(ch, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 	go func() {
 		select {
 		case sig := <-ch:
 			s, _ := sig.(syscall.Signal)
+			fmt.Fprintln(stderr, "ratekeeper: stopping once what is under way has finished; press Ctrl-C again to stop at once")
 			cancel(stopSignal{s})
-		case <-ctx.Done():
+		case <-released:
+			return
+		}
+		select {
+		case sig := <-ch:
+			s, _ := sig.(syscall.Signal)
+			fmt.Fprintln(stderr, "ratekeeper: stopped at once; run the same command again to go on")
+			exit(128 + int(s))
+		case <-released:
 		}
 	}()
 	return ctx, func() {
 		signal.Stop(ch)
+		close(released)
 		cancel(nil)
 	}
 }
