@@ -87,6 +87,9 @@ type sight struct {
 	// wake is closed (and replaced) when a probe ends.
 	wake   chan struct{}
 	loaded time.Time
+	// firstLoad is closed once the first load from the SightStore is
+	// done; nil before it began.
+	firstLoad chan struct{}
 }
 
 func (s *sight) init() {
@@ -573,11 +576,27 @@ func (x *exchange) loadSight() {
 	s, now := &x.l.sight, x.t.opts.Now()
 	s.mu.Lock()
 	due := s.loaded.IsZero() || now.Sub(s.loaded) >= sightReload
+	first := s.firstLoad
 	if due {
 		s.loaded = now
+		if first == nil {
+			s.firstLoad = make(chan struct{})
+			defer close(s.firstLoad)
+		}
 	}
 	s.mu.Unlock()
 	if !due {
+		// What the fleet learnt is loaded before this process's first
+		// requests choose: a request that came while the first load was
+		// under way waits for it. A process's first requests come
+		// together, and those that went uninformed sent tokens about
+		// accounts the fleet knew they cannot see.
+		if first != nil {
+			select {
+			case <-first:
+			case <-x.ctx.Done():
+			}
+		}
 		return
 	}
 	blind, err := ss.LoadBlind(x.ctx, x.t.stateKey(x.l.p))
