@@ -13,7 +13,10 @@ import (
 
 func TestPollStopsCleanlyOnSIGTERM(t *testing.T) {
 	srv, url := startPollSim(t, manyPerHour)
-	var out, errOut bytes.Buffer
+	// stderr is written by the command and by the signal's notice: a
+	// buffer safe for both, as os.Stderr is.
+	var out bytes.Buffer
+	var errOut lockedBuffer
 	done := make(chan int, 1)
 	go func() {
 		done <- Execute(pollArgs("--provider", "github="+url, url+"/repos/o/r"), strings.NewReader(""), &out, &errOut)

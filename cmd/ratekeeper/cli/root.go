@@ -193,7 +193,9 @@ func (s stopSignal) Unwrap() error { return context.Canceled }
 // shows nothing meanwhile looks hung. A second signal ends the process at
 // once through exit, with the same status, as a crash would end it: every
 // command keeps what it finished through a crash (what was under way is
-// done again by the next run). stop releases the signals.
+// done again by the next run). The notices are written to stderr from the
+// signal's own goroutine, which os.Stderr allows; so must any stderr given
+// to Execute. stop releases the signals.
 func signalContext(stderr io.Writer, exit func(code int)) (ctx context.Context, stop func()) {
 	ctx, cancel := context.WithCancelCause(context.Background())
 	ch := make(chan os.Signal, 1)
