@@ -269,6 +269,8 @@ func TestPublicRepositoriesTeachNoOwner(t *testing.T) {
 type sightStore struct {
 	mu    sync.Mutex
 	blind map[string]map[string][]string
+	// delay is how long LoadBlind takes, as a database's read does.
+	delay time.Duration
 }
 
 func (s *sightStore) LoadCredential(context.Context, string, string) (CredentialRecord, bool, error) {
@@ -280,6 +282,7 @@ func (s *sightStore) SaveCredential(context.Context, string, string, CredentialR
 }
 
 func (s *sightStore) LoadBlind(_ context.Context, provider string) (map[string][]string, error) {
+	time.Sleep(s.delay)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	out := map[string][]string{}
@@ -360,10 +363,19 @@ func TestBlindOwnersSharedByTheFleet(t *testing.T) {
 // The fleet knows the owners of two of three fine-grained tokens: a
 // process starting on that state sends no request to a wrong token: not
 // the known ones about the third account (they own others), not the third
-// about the known accounts (they have their owners' tokens).
+// about the known accounts (they have their owners' tokens). Its first
+// requests, which come together, wait for what the fleet knows: with a
+// read that takes 20 ms, those that went while the first read was under
+// way sent tokens about accounts they cannot see.
 func TestTokenOwnersSharedByTheFleet(t *testing.T) {
+	for _, delay := range []time.Duration{0, 20 * time.Millisecond} {
+		t.Run(fmt.Sprint("read in ", delay), func(t *testing.T) { tokenOwnersShared(t, delay) })
+	}
+}
+
+func tokenOwnersShared(t *testing.T, delay time.Duration) {
 	synctest.Test(t, func(t *testing.T) {
-		shared := &sightStore{}
+		shared := &sightStore{delay: delay}
 		for _, a := range []string{"acme", "globex"} {
 			c := creds.NewToken("github", 1, "github_pat_"+strings.Repeat("x", 60)+a, "test")
 			if !c.OneResourceOwner() {
