@@ -153,8 +153,13 @@ func twoProcesses(t *testing.T, n int) (ks *keysStore, st, other *quotastate.Sta
 	t.Cleanup(func() { st.Close(context.Background()) })
 	now = time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)
 	slots = pool(n)
+	// Spent by a process that is gone: st has seen none of it.
+	first := quotastate.New(ks.Store, nil)
 	for _, sl := range slots {
-		spend(t, st, sl, 1, now)
+		spend(t, first, sl, 1, now)
+	}
+	if err := first.Close(t.Context()); err != nil {
+		t.Fatal(err)
 	}
 	other = quotastate.New(ks.Store, nil)
 	t.Cleanup(func() { other.Close(context.Background()) })

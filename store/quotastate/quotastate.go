@@ -736,12 +736,26 @@ func (st *State) write(ctx context.Context, settles []*transport.SettleParams) e
 		l.addSettle(sp)
 	}
 	var told told
-	defer st.view.forget(l.keys) // written here, not recorded: read again
-	return st.s.UpdateMany(st.notifying(ctx, settles, &told), l.keys, func(recs []*store.Record) error {
+	var last []*store.Record
+	var olds [][]byte
+	err := st.s.UpdateMany(st.notifying(ctx, settles, &told), l.keys, func(recs []*store.Record) error {
 		st.decodeAll(l, recs)
 		told = applySettles(l, settles)
+		last, olds = recs, make([][]byte, len(recs))
+		for i, r := range recs {
+			olds[i] = r.Value
+		}
 		return encodeAll(l, recs)
 	})
+	// What was written under the lock is the rows as they now are: the
+	// view keeps it, so that answers written on the timer (FlushDelay)
+	// do not send the next decision to read rows this process just left.
+	if err != nil {
+		st.view.forget(l.keys)
+	} else {
+		st.view.written(last, olds, st.now())
+	}
+	return err
 }
 
 // maxPending bounds the settles waiting to be written; past it a settle
