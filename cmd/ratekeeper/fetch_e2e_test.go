@@ -20,10 +20,9 @@ import (
 // batch of 300 URLs against a binding quota, stopped three times at random
 // moments (kill -9, or SIGHUP as a closed terminal sends) and run again to
 // the end. Every URL is in the output exactly once; each rerun sends its
-// first request within 2 s of its start; the tasks a killed run left
-// running are taken back within 2 s of the next run's start (River's
-// rescuer would wait for --timeout plus a grace: 12.5 s here); after a
-// SIGHUP, nothing is left running and the exit status is 129.
+// first request, and takes back the tasks a killed run left running,
+// within resumeBound of its start; after a SIGHUP, nothing is left running
+// and the exit status is 129.
 func TestFetchResumesAtOnceAfterKills(t *testing.T) {
 	t.Run("sigkill/sqlite", func(t *testing.T) { resumeAfterStops(t, filepath.Join(t.TempDir(), "rk.db"), syscall.SIGKILL) })
 	t.Run("sigkill/postgres", func(t *testing.T) {
@@ -31,6 +30,13 @@ func TestFetchResumesAtOnceAfterKills(t *testing.T) {
 	})
 	t.Run("sighup/sqlite", func(t *testing.T) { resumeAfterStops(t, filepath.Join(t.TempDir(), "rk.db"), syscall.SIGHUP) })
 }
+
+// resumeBound is how soon a rerun must send and take back: half of what
+// River's rescuer would wait (--timeout plus a grace: 12.5 s here), so a
+// run that waited for it fails. It is no tighter because a process's start
+// is not the test's to time: on a loaded 2-core machine a rerun's first
+// request came 2.2–3.0 s after its start (about 0.3 s idle).
+const resumeBound = 6 * time.Second
 
 func resumeAfterStops(t *testing.T, db string, sig syscall.Signal) {
 	const n, stops = 300, 3
@@ -63,8 +69,8 @@ func resumeAfterStops(t *testing.T, db string, sig syscall.Signal) {
 		r := startFetch(t, dir, args...)
 		runs = append(runs, r)
 		first := waitFirstRequest(t, s, r)
-		if i > 0 && first.Sub(r.started) > 2*time.Second {
-			t.Errorf("run %d sent its first request %v after its start, want within 2 s", i+1, first.Sub(r.started).Round(time.Millisecond))
+		if i > 0 && first.Sub(r.started) > resumeBound {
+			t.Errorf("run %d sent its first request %v after its start, want within %v", i+1, first.Sub(r.started).Round(time.Millisecond), resumeBound)
 		}
 		if i == stops {
 			if code := r.wait(t); code != 0 {
@@ -141,8 +147,8 @@ func resumeAfterStops(t *testing.T, db string, sig syscall.Signal) {
 				at = e.At
 			}
 		}
-		if d := at.Sub(runs[o.after].started); at.IsZero() || d > 2*time.Second {
-			t.Errorf("task %d, left running by run %d, taken back %v after run %d started (zero: never), want within 2 s; history:\n%v", o.id, o.after, d, o.after+1, evs)
+		if d := at.Sub(runs[o.after].started); at.IsZero() || d > resumeBound {
+			t.Errorf("task %d, left running by run %d, taken back %v after run %d started (zero: never), want within %v; history:\n%v", o.id, o.after, d, o.after+1, resumeBound, evs)
 		}
 	}
 	t.Logf("%d runs, %d tasks left running by kills and taken back, %d URLs fetched more than once", len(runs), len(orphans), refetched)
