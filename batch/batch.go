@@ -124,6 +124,21 @@ func MaxWait(d time.Duration) Option {
 	return Option{func(it *item) { it.maxWait, it.bounded = d, true }}
 }
 
+// StopWaiting ends the request without sending it when ctx ends while
+// the request waits for its quota — not yet sent, or parked to be sent
+// again — with a result whose error is ErrStoppedWaiting. A request at the
+// server when ctx ends is not affected: it ends with its answer. A
+// program that stops gives back, this way, the work that only waits
+// (fetch's tasks go back to pending at once) while what is in flight
+// finishes.
+func StopWaiting(ctx context.Context) Option {
+	return Option{func(it *item) { it.stopWaiting = ctx }}
+}
+
+// ErrStoppedWaiting is the error of a request that StopWaiting's context
+// ended while it waited: nothing was sent.
+var ErrStoppedWaiting = errors.New("batch: stopped waiting for quota; not sent")
+
 // Order places the request among those of its priority: smaller first,
 // and before those added without Order, which go in the order they were
 // added. A program that adds its work as it comes but knows an older
@@ -189,6 +204,13 @@ type item struct {
 	index   int
 	queue   *timeQueue
 	unwatch func() bool
+	// stopWaiting (StopWaiting) ends the request while it waits;
+	// stopped is set, under the batch's lock, once it has ended, and
+	// unwatchStop stops watching it.
+	stopWaiting context.Context
+	stopped     bool
+	unwatchStop func() bool
+	serving     bool // taken by a worker, and not parked since
 	// out receives the result of a request given to Do, with its body
 	// open; left is set when Do returned without it.
 	out  chan Result
@@ -232,7 +254,8 @@ func (b *Batch) Add(req *http.Request, opts ...Option) error {
 
 // Do sends req through the batch, as Add, and returns its answer, whose
 // body the caller closes, or the error of its Result. It returns when the
-// request has its result, or when req's context ends (with its error).
+// request has its result, or when req's context ends (with its error), or
+// when StopWaiting's ends before the request is sent (ErrStoppedWaiting).
 // The request goes when a running Run sends it: use Options.KeepRunning
 // for a batch fed by Do. OnResult is not called for it.
 func (b *Batch) Do(req *http.Request, opts ...Option) (*http.Response, error) {
@@ -240,19 +263,44 @@ func (b *Batch) Do(req *http.Request, opts ...Option) (*http.Response, error) {
 	if err != nil {
 		return nil, err
 	}
-	select {
-	case r := <-it.out:
-		return r.Response, r.Err
-	case <-req.Context().Done():
-		it.left.Store(true)
+	var stopWaiting <-chan struct{}
+	if it.stopWaiting != nil {
+		stopWaiting = it.stopWaiting.Done()
+	}
+	for {
 		select {
 		case r := <-it.out:
-			if r.Response != nil {
-				r.Response.Body.Close()
+			return r.Response, r.Err
+		case <-stopWaiting:
+			// Ready or parked, it ends now, and the worker that takes
+			// it hands its result to no one; one being sent ends with
+			// its answer.
+			b.mu.Lock()
+			it.stopped = true
+			serving := it.serving
+			b.mu.Unlock()
+			if !serving {
+				it.leave()
+				return nil, ErrStoppedWaiting
 			}
-		default:
+			stopWaiting = nil
+		case <-req.Context().Done():
+			it.leave()
+			return nil, req.Context().Err()
 		}
-		return nil, req.Context().Err()
+	}
+}
+
+// leave marks a request whose Do returned without its result: the result,
+// when it comes, is dropped, its body closed.
+func (it *item) leave() {
+	it.left.Store(true)
+	select {
+	case r := <-it.out:
+		if r.Response != nil {
+			r.Response.Body.Close()
+		}
+	default:
 	}
 }
 
@@ -272,6 +320,9 @@ func (b *Batch) add(req *http.Request, out chan Result, opts []Option) (*item, e
 	}
 	b.mu.Lock()
 	b.added++
+	if it.stopWaiting != nil {
+		it.unwatchStop = context.AfterFunc(it.stopWaiting, func() { b.stopWaiting(it) })
+	}
 	if it.ordered {
 		b.ready.putBack(it)
 	} else {
@@ -334,6 +385,9 @@ func (b *Batch) Run(ctx context.Context) error {
 	}
 	for _, it := range left {
 		// Not through deliver: a panic here is Run's own.
+		if it.unwatchStop != nil {
+			it.unwatchStop()
+		}
 		it.closeUnsent()
 		b.count(nil, err)
 		r := Result{Request: it.req, Key: it.key, Priority: it.priority, Err: err, Waits: it.waits}
@@ -377,11 +431,12 @@ func (b *Batch) worker() {
 			return
 		}
 		it := b.ready.take()
-		if b.waitAgainLocked(it) {
+		if !it.stopped && b.waitAgainLocked(it) {
 			b.mu.Unlock()
 			continue
 		}
 		b.active++
+		it.serving = true
 		ctx := b.sendCtx
 		b.mu.Unlock()
 		b.serve(it, ctx)
@@ -415,14 +470,24 @@ func (b *Batch) serve(it *item, ctx context.Context) {
 		defer context.AfterFunc(ctx, cancel)()
 		ctx = c
 	}
+	b.mu.Lock()
+	stopped := it.stopped
+	b.mu.Unlock()
+	if stopped {
+		it.closeUnsent()
+		b.deliver(it, nil, ErrStoppedWaiting)
+		return
+	}
 	resp, err := b.send(it, ctx)
 	var we *transport.WaitError
 	if errors.As(err, &we) {
 		if cerr := ctx.Err(); cerr != nil {
 			err = cerr
 		} else if !it.bounded || we.OnAnswer() || we.RetryAt().Sub(b.clock.Now()) <= it.maxWait && b.scopeRoom(we) {
-			b.park(it, we)
-			return
+			if b.park(it, we) {
+				return
+			}
+			err = ErrStoppedWaiting
 		}
 	}
 	b.answered()
@@ -521,8 +586,9 @@ func (b *Batch) waitAgainLocked(it *item) bool {
 	return true
 }
 
-// park puts it aside until its quota returns, as we says.
-func (b *Batch) park(it *item, we *transport.WaitError) {
+// park puts it aside until its quota returns, as we says, and reports
+// whether it did: not when StopWaiting's context has ended.
+func (b *Batch) park(it *item, we *transport.WaitError) bool {
 	now := b.clock.Now()
 	if it.waits == 0 {
 		it.parkedAt = now
@@ -535,6 +601,10 @@ func (b *Batch) park(it *item, we *transport.WaitError) {
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	if it.stopped {
+		return false
+	}
+	it.serving = false
 	if we.OnAnswer() {
 		heap.Push(&b.onAnswer, it)
 	} else {
@@ -551,6 +621,34 @@ func (b *Batch) park(it *item, we *transport.WaitError) {
 		it.unwatch = context.AfterFunc(own, func() { b.ended(it) })
 	}
 	b.armLocked()
+	return true
+}
+
+// stopWaiting ends a request whose StopWaiting context ended: a parked
+// one given to Do at once; one ready or being sent, or whose result goes
+// to OnResult (called from the workers only), by the worker that takes it
+// or would park it (serve); none once it is answered.
+func (b *Batch) stopWaiting(it *item) {
+	b.mu.Lock()
+	it.stopped = true
+	now := it.queue != nil && it.out != nil
+	if it.queue != nil {
+		heap.Remove(it.queue, it.index)
+		if it.unwatch != nil {
+			it.unwatch()
+			it.unwatch = nil
+		}
+		if !now {
+			b.ready.putBack(it)
+		}
+		b.armLocked()
+	}
+	b.mu.Unlock()
+	if now {
+		it.closeUnsent()
+		b.deliver(it, nil, ErrStoppedWaiting)
+	}
+	b.work.Broadcast()
 }
 
 // ended takes a waiting request whose own context ended back among those
@@ -669,6 +767,9 @@ func (b *Batch) due() {
 
 // deliver hands the result to OnResult and closes the body after it.
 func (b *Batch) deliver(it *item, resp *http.Response, err error) {
+	if it.unwatchStop != nil {
+		it.unwatchStop()
+	}
 	b.count(resp, err)
 	if it.out != nil {
 		it.hand(Result{Request: it.req, Key: it.key, Priority: it.priority, Response: resp, Err: err, Waits: it.waits})

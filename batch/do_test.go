@@ -144,3 +144,84 @@ func TestMaxScopeWaiting(t *testing.T) {
 		}
 	})
 }
+
+// A request given StopWaiting ends, unsent, when its context ends while
+// it waits for quota — a Do at once, one of Add through OnResult from a
+// worker — while a request already at the server ends with its answer
+// (fake time).
+func TestStopWaitingEndsOnlyWhatWaits(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		opened := time.Now().Add(time.Hour)
+		release := make(chan struct{})
+		var mu sync.Mutex
+		sent := map[string]int{}
+		rt := roundTripFunc(func(r *http.Request) (*http.Response, error) {
+			if r.URL.Path == "/slow" {
+				mu.Lock()
+				sent[r.URL.Path]++
+				mu.Unlock()
+				<-release // at the server when the stop comes
+				return &http.Response{StatusCode: 200, Body: http.NoBody, Request: r}, nil
+			}
+			if time.Now().Before(opened) {
+				return nil, &transport.WaitError{Provider: "p", Resource: "core", Until: opened, Wait: time.Until(opened)}
+			}
+			mu.Lock()
+			sent[r.URL.Path]++
+			mu.Unlock()
+			return &http.Response{StatusCode: 200, Body: http.NoBody, Request: r}, nil
+		})
+		var added []batch.Result
+		b := batch.New(rt, batch.Options{InFlight: 2, KeepRunning: true, OnResult: func(r batch.Result) {
+			mu.Lock()
+			added = append(added, r)
+			mu.Unlock()
+		}})
+		runCtx, stopRun := context.WithCancel(context.Background())
+		defer stopRun()
+		go func() { _ = b.Run(runCtx) }()
+		stopping, stop := context.WithCancel(context.Background())
+		results := make(map[string]error)
+		var wg sync.WaitGroup
+		for _, path := range []string{"/slow", "/waits"} {
+			wg.Go(func() {
+				resp, err := b.Do(get(t, "http://example.test"+path), batch.StopWaiting(stopping))
+				if resp != nil {
+					resp.Body.Close()
+				}
+				mu.Lock()
+				results[path] = err
+				mu.Unlock()
+			})
+		}
+		if err := b.Add(get(t, "http://example.test/added"), batch.StopWaiting(stopping)); err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait() // /slow at the server, the others parked for an hour
+		start := time.Now()
+		stop()
+		synctest.Wait()
+		mu.Lock()
+		if err := results["/waits"]; !errors.Is(err, batch.ErrStoppedWaiting) {
+			t.Errorf("/waits: %v; want ErrStoppedWaiting at once", err)
+		}
+		if len(added) != 1 || !errors.Is(added[0].Err, batch.ErrStoppedWaiting) {
+			t.Errorf("/added: %v; want one result, ErrStoppedWaiting", added)
+		}
+		if _, done := results["/slow"]; done {
+			t.Errorf("/slow ended (%v) while at the server; want it to end with its answer", results["/slow"])
+		}
+		mu.Unlock()
+		close(release)
+		wg.Wait()
+		if err := results["/slow"]; err != nil {
+			t.Errorf("/slow: %v; want its answer", err)
+		}
+		if time.Since(start) != 0 {
+			t.Errorf("the stop took %v; want nothing waited for", time.Since(start))
+		}
+		if sent["/waits"]+sent["/added"] != 0 || sent["/slow"] != 1 {
+			t.Errorf("sent %v; want /slow once, nothing else", sent)
+		}
+	})
+}

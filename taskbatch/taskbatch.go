@@ -11,7 +11,9 @@
 // budget waits in the batch, holding no sender; one that would wait
 // longer than the client's max wait gets the transport's error saying
 // when quota returns, and its task is rescheduled to then (a durable
-// sleep) as before.
+// sleep) as before. When the worker stops, the tasks whose requests only
+// wait go back to pending at once (tasks.Stopping), and those at the
+// server finish.
 //
 // A scope (a limit the server does not announce) may hold half the claims
 // at most: its further requests are rescheduled until it returns, so a
@@ -25,6 +27,8 @@ package taskbatch
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"net/http"
 	"time"
 
@@ -90,7 +94,16 @@ func (s *Scheduler) RoundTrip(req *http.Request) (*http.Response, error) {
 		// One order for both: priority 1 goes first (docs/priority.md).
 		opts = append(opts, batch.Priority(t.Priority), batch.Order(uint64(t.ID)))
 	}
-	return s.b.Do(req, opts...)
+	if stopping := tasks.Stopping(req.Context()); stopping != nil {
+		// A task whose request only waits goes back to pending as soon
+		// as its worker stops; one at the server finishes.
+		opts = append(opts, batch.StopWaiting(stopping))
+	}
+	resp, err := s.b.Do(req, opts...)
+	if errors.Is(err, batch.ErrStoppedWaiting) {
+		err = fmt.Errorf("%w: %w", tasks.ErrStopping, err)
+	}
+	return resp, err
 }
 
 // Progress says what waits in the scheduler (see batch.Progress).

@@ -117,3 +117,113 @@ func TestClaims(t *testing.T) {
 		}
 	}
 }
+
+// When the worker stops, the tasks whose requests only wait in the
+// scheduler go back to pending at once, unsent, while the one at the
+// server finishes; a write among them (SendOnce) is sent by the next
+// worker, not failed as a request that may have reached the server.
+func TestStopGivesBackWhatOnlyWaits(t *testing.T) {
+	var mu sync.Mutex
+	arrived := map[string]int{}
+	held := make(chan struct{})
+	release := make(chan struct{})
+	var once sync.Once
+	releaseAll := func() { once.Do(func() { close(release) }) }
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		arrived[r.Method+" "+r.URL.Path]++
+		mu.Unlock()
+		if r.URL.Path == "/held" {
+			close(held)
+			select {
+			case <-release:
+			case <-r.Context().Done():
+			}
+		}
+	}))
+	t.Cleanup(ts.Close)
+	t.Cleanup(releaseAll)
+
+	client, sched := taskbatch.Start(&http.Client{}, 1, time.Minute)
+	t.Cleanup(sched.Close)
+	ctx := context.Background()
+	q, err := tasks.Open(ctx, filepath.Join(t.TempDir(), "tasks.db"), tasks.Options{
+		HTTPClient: client, BodyDir: filepath.Join(t.TempDir(), "bodies"),
+		FetchPollInterval: 10 * time.Millisecond, FetchCooldown: time.Millisecond,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = q.Close() })
+	submit := func(in tasks.HTTPInput) int64 {
+		t.Helper()
+		raw, _ := json.Marshal(in)
+		id, err := q.Submit(ctx, tasks.HTTPType, raw, tasks.SubmitOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return id
+	}
+	heldID := submit(tasks.HTTPInput{URL: ts.URL + "/held"})
+	work := func(workCtx context.Context) chan error {
+		worked := make(chan error, 1)
+		go func() {
+			worked <- q.Work(workCtx, tasks.WorkOptions{Concurrency: 1, ShutdownTimeout: 45 * time.Second,
+				TypeConcurrency: map[string]int{tasks.HTTPType: taskbatch.Claims(1)}})
+		}()
+		return worked
+	}
+	workCtx, stop := context.WithCancel(ctx)
+	worked := work(workCtx)
+	<-held
+	waiting := []int64{submit(tasks.HTTPInput{URL: ts.URL + "/write", Method: http.MethodPost, SendOnce: true}),
+		submit(tasks.HTTPInput{URL: ts.URL + "/read"})}
+	for deadline := time.Now().Add(30 * time.Second); sched.Progress().Ready < len(waiting); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("scheduler: %+v; want the two later requests waiting", sched.Progress())
+		}
+	}
+
+	stop()
+	for _, id := range waiting {
+		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+			task, err := q.Get(ctx, id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if task.State == tasks.StatePending {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("task %d is %s with the held request still at the server; want it back to pending at once", id, task.State)
+			}
+		}
+	}
+	releaseAll()
+	if err := <-worked; err != nil {
+		t.Fatalf("Work: %v", err)
+	}
+	if task, err := q.Get(ctx, heldID); err != nil || task.State != tasks.StateCompleted {
+		t.Fatalf("the held task: %+v, %v; want it completed with its answer", task, err)
+	}
+
+	workCtx, stop = context.WithCancel(ctx)
+	worked = work(workCtx)
+	for _, id := range waiting {
+		waitCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		task, err := q.Await(waitCtx, id)
+		cancel()
+		if err != nil || task.State != tasks.StateCompleted || task.RetryCount != 0 {
+			t.Errorf("task %d after the restart: %+v, %v; want completed, no retry", id, task, err)
+		}
+	}
+	stop()
+	if err := <-worked; err != nil {
+		t.Errorf("Work: %v", err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if arrived["POST /write"] != 1 || arrived["GET /read"] != 1 || arrived["GET /held"] != 1 {
+		t.Errorf("the server received %v; want each request once", arrived)
+	}
+}

@@ -121,11 +121,13 @@ func FromWire(err error) bool {
 // worker decides from how it ended), when the server answered (a redirect
 // the client refused to follow), when the error came from the wire, or
 // when the client does not mark its wire errors (wireMarked false: nothing
-// can be told then). Otherwise it arose on this machine: a LocalFault.
+// can be told then), or when the client gave the request back unsent as
+// the worker stops (ErrStopping). Otherwise it arose on this machine: a
+// LocalFault.
 func sendFailure(err error, attemptEnded, answered, wireMarked bool) error {
 	var ra retryAter
 	switch {
-	case attemptEnded, answered, !wireMarked, FromWire(err), errors.As(err, &ra):
+	case attemptEnded, answered, !wireMarked, FromWire(err), errors.As(err, &ra), errors.Is(err, ErrStopping):
 		return err
 	}
 	return LocalFault(err)

@@ -58,9 +58,9 @@ var ErrUnknownOutcome = errors.New("unknown outcome")
 // mayHaveSent reports whether an attempt of t before the current one may
 // have reached the server: every earlier attempt that was not a
 // reschedule (a wait for quota, or a refusal the server did not process)
-// may have.
+// or given back unsent as its worker stopped may have.
 func mayHaveSent(t *Task) bool {
-	return t.Attempt-1 > t.RescheduleCount
+	return t.Attempt-1 > t.RescheduleCount+t.unsent
 }
 
 // HTTPPrevious is an earlier answer an http task revalidates: its
@@ -211,7 +211,7 @@ func httpHandler(client *http.Client, bodyDir string, inlineLimit int64, failOn 
 		if err != nil {
 			if in.SendOnce {
 				switch err := sendFailure(err, ctx.Err() != nil, resp != nil, wireMarked); {
-				case IsLocalFault(err), isRetryAt(err):
+				case IsLocalFault(err), isRetryAt(err), errors.Is(err, ErrStopping):
 					return nil, err
 				case neverSent(err):
 					// A retry would count as an attempt that may have

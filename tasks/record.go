@@ -104,6 +104,10 @@ type record struct {
 	Retries int `json:"retries"`
 	// Interrupted counts River snoozes that were shutdowns, not reschedules.
 	Interrupted int `json:"interrupted"`
+	// Unsent counts those of them that sent nothing: given back while
+	// they waited (ErrStopping), so no later attempt need fear a
+	// request of theirs reached the server (mayHaveSent).
+	Unsent int `json:"unsent,omitempty"`
 	// Claims is the latest attempt whose outcome was recorded; a later claim
 	// finding a gap knows that attempts were abandoned.
 	Claims int `json:"claims"`
@@ -157,6 +161,7 @@ func taskFromRow(row *rivertype.JobRow) (*Task, record, error) {
 		RetryCount:      rec.Retries,
 		MaxRetries:      max(row.MaxAttempts-1, 0),
 		RescheduleCount: max(meta.Snoozes-rec.Interrupted, 0),
+		unsent:          rec.Unsent,
 		MaxReschedules:  meta.Ratekeeper.MaxReschedules,
 		AvailableAt:     row.ScheduledAt,
 		Timeout:         timeoutFromMillis(meta.Ratekeeper.TimeoutMillis),
@@ -320,6 +325,7 @@ type attemptFacts struct {
 type ending struct {
 	cancelled bool // Queue.Cancel while running
 	stopping  bool // the worker is shutting down
+	unsent    bool // given back before anything was sent (ErrStopping)
 	timedOut  bool // the attempt's timeout passed
 }
 
@@ -336,6 +342,8 @@ type outcome struct {
 	rateLimited bool
 	// local marks an interruption by a LocalFault: the worker stops.
 	local bool
+	// unsent marks an interruption of an attempt that sent nothing.
+	unsent bool
 }
 
 // decide turns a handler's return into the attempt's outcome.
@@ -347,7 +355,7 @@ func decide(f attemptFacts, herr error, end ending, now time.Time, backoff func(
 		return outcome{kind: EventCancelled, err: herr}
 	}
 	if end.stopping && !end.timedOut {
-		return outcome{kind: EventInterrupted}
+		return outcome{kind: EventInterrupted, unsent: end.unsent}
 	}
 	if IsLocalFault(herr) {
 		// Not the task's doing: no outcome, no retry spent.
@@ -400,6 +408,9 @@ func (rec *record) apply(taskID int64, f attemptFacts, o outcome, worker string,
 		rec.Retries++
 	case EventInterrupted:
 		rec.Interrupted++
+		if o.unsent {
+			rec.Unsent++
+		}
 	case EventFailed:
 		rec.Failed = o.early
 	}

@@ -31,6 +31,8 @@ func TestDecide(t *testing.T) {
 		{"success even if cancelled meanwhile", base, nil, ending{cancelled: true}, outcome{kind: EventCompleted}},
 		{"cancelled", base, boom, ending{cancelled: true}, outcome{kind: EventCancelled, err: boom}},
 		{"shutdown", base, context.Canceled, ending{stopping: true}, outcome{kind: EventInterrupted}},
+		{"given back unsent as the worker stops", base, fmt.Errorf("get: %w", ErrStopping), ending{stopping: true, unsent: true},
+			outcome{kind: EventInterrupted, unsent: true}},
 		{"permanent", base, Permanent(boom), ending{}, outcome{kind: EventFailed, err: boom, early: true}},
 		{"local fault", base, fmt.Errorf("get: %w", LocalFault(boom)), ending{}, outcome{kind: EventInterrupted, err: errors.New("get: boom"), local: true}},
 		{"local fault on the last attempt", with(func(a *attemptFacts) { a.RiverAttempt = 4 }), LocalFault(boom), ending{},

@@ -150,6 +150,9 @@ type Task struct {
 	// next worker to start on the database, or any running one within
 	// HeartbeatInterval, takes it back. Set by Queue.List and Queue.Get.
 	WorkerGone string `json:"worker_gone,omitempty"`
+	// unsent counts the interruptions of attempts that sent nothing:
+	// given back while they waited as their worker stopped (ErrStopping).
+	unsent int
 }
 
 // SubmitOptions tune one submitted task. The zero value gives the defaults.

@@ -530,6 +530,46 @@ func TestTasksSurviveARestart(t *testing.T) {
 	})
 }
 
+// A handler that only waits gives its task back as soon as its worker
+// begins to stop (Stopping, ErrStopping): back to pending at once,
+// interrupted and counted as sent nothing, long before ShutdownTimeout.
+// ErrStopping returned while the worker runs on is an error like any
+// other: retried.
+func TestStoppingGivesBackAWaitingTask(t *testing.T) {
+	forEachDB(t, func(t *testing.T, dsn string) {
+		started := make(chan struct{}, 1)
+		h := &scripted{steps: []step{
+			func(ctx context.Context, _ *Task) (json.RawMessage, error) {
+				return nil, fmt.Errorf("not stopping yet: %w", ErrStopping)
+			},
+			func(ctx context.Context, _ *Task) (json.RawMessage, error) {
+				started <- struct{}{}
+				<-Stopping(ctx).Done()
+				return nil, fmt.Errorf("waiting for quota: %w", ErrStopping)
+			}, succeed(`3`)}}
+		q := openQueue(t, dsn, withHandlers(map[string]HandlerFunc{"t.waits": h.handle}))
+		id := mustSubmit(t, q, "t.waits", `{}`, SubmitOptions{})
+		stop := startWorker(t, q, WorkOptions{WorkerID: "leaving", ShutdownTimeout: time.Hour})
+		<-started
+		stop() // returns once the handler gave its task back, not in an hour
+		got, err := q.Get(ctxT(t), id)
+		if err != nil || got.State != StatePending || got.RetryCount != 1 || got.RescheduleCount != 0 || got.unsent != 1 {
+			t.Fatalf("task = %+v, %v; want pending, the first ErrStopping retried, the second given back unsent", got, err)
+		}
+		if mayHaveSent(got) {
+			t.Errorf("a task given back unsent reads as one that may have reached the server")
+		}
+		evs := history(t, q, id, EventInterrupted)
+		if s := evs[len(evs)-1].String(); s != "interrupted: worker leaving shut down; back to pending" {
+			t.Errorf("event = %q", s)
+		}
+		startWorker(t, q, WorkOptions{})
+		if got := mustAwait(t, q, id); got.State != StateCompleted {
+			t.Fatalf("task = %+v, want completed by the next worker", got)
+		}
+	})
+}
+
 func TestShutdownInterruptsAndRequeues(t *testing.T) {
 	forEachDB(t, func(t *testing.T, dsn string) {
 		started := make(chan struct{}, 1)

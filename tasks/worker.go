@@ -150,6 +150,10 @@ type taskWorker[TD riverdriver.Driver[TTx], TTx any] struct {
 	// handler's context.
 	running  sync.Map
 	stopping atomic.Bool
+	// wind ends when Work begins to stop (its context ended, or a
+	// local fault): the handlers' Stopping.
+	wind     context.Context
+	windDown context.CancelFunc
 	// faulted is closed at the first LocalFault, which stops Work; faultErr
 	// says what it was.
 	faulted   chan struct{}
@@ -196,6 +200,8 @@ func (w *taskWorker[TD, TTx]) cancelRunning(_ context.Context, id int64) {
 
 func (b *riverBackend[TD, TTx]) work(ctx context.Context, q *Queue, handlers map[string]HandlerFunc, wo WorkOptions) error {
 	w := &taskWorker[TD, TTx]{q: q, b: b, handlers: handlers, rule: wo.RateLimitedPriority, faulted: make(chan struct{})}
+	w.wind, w.windDown = context.WithCancel(context.Background())
+	defer w.windDown()
 	types := slices.Sorted(maps.Keys(handlers))
 	client, err := b.newClient(q, w, types, wo)
 	if err != nil {
@@ -238,6 +244,9 @@ func (b *riverBackend[TD, TTx]) work(ctx context.Context, q *Queue, handlers map
 	case <-ctx.Done():
 	case <-w.faulted:
 	}
+	// Handlers only waiting (for quota, say) may give their tasks back
+	// now (Stopping), while those at work get ShutdownTimeout.
+	w.windDown()
 	err = w.stopClient(client, wo.ShutdownTimeout)
 	stopRun()
 	bg.Wait()
@@ -426,7 +435,7 @@ func (w *taskWorker[TD, TTx]) Work(ctx context.Context, job *river.Job[jobArgs])
 		hctx, cancel := context.WithCancelCause(ctx)
 		w.running.Store(t.ID, cancel)
 		start := time.Now()
-		result, herr = runHandler(hctx, w.handlers[t.Type], t)
+		result, herr = runHandler(context.WithValue(hctx, stoppingKey{}, w.wind), w.handlers[t.Type], t)
 		w.q.metrics.duration.WithLabelValues(t.Type).Observe(time.Since(start).Seconds())
 		w.running.Delete(t.ID)
 		if hctx.Err() != nil {
@@ -434,6 +443,10 @@ func (w *taskWorker[TD, TTx]) Work(ctx context.Context, job *river.Job[jobArgs])
 			end.cancelled = errors.Is(cause, rivertype.ErrJobCancelledRemotely) || errors.Is(cause, errCancelRequested)
 			end.timedOut = errors.Is(hctx.Err(), context.DeadlineExceeded)
 			end.stopping = w.stopping.Load()
+		}
+		if errors.Is(herr, ErrStopping) && w.wind.Err() != nil {
+			// Given back before its work began: back to pending.
+			end.stopping, end.unsent = true, true
 		}
 		cancel(nil)
 		if herr == nil && len(result) > 0 && !json.Valid(result) {
@@ -544,6 +557,27 @@ func runHandler(ctx context.Context, h HandlerFunc, t *Task) (result json.RawMes
 }
 
 type runningKey struct{}
+
+// stoppingKey holds, in a handler's context, its worker's wind (Stopping).
+type stoppingKey struct{}
+
+// Stopping returns a context that ends when the worker running the task
+// under ctx begins to stop (Work's context ended, or a local fault), or nil
+// outside a task. A handler that has not begun its work when it ends — it
+// only waits, for quota say — may give its task back untouched by returning
+// an error wrapping ErrStopping: the task goes back to pending at once, as
+// interrupted (no retry, no reschedule counted), instead of holding the
+// worker for up to ShutdownTimeout. Work already under way goes on: the
+// handler's own context ends only at ShutdownTimeout.
+func Stopping(ctx context.Context) context.Context {
+	c, _ := ctx.Value(stoppingKey{}).(context.Context)
+	return c
+}
+
+// ErrStopping is what a handler wraps to give its task back while its
+// worker stops (see Stopping). Returned while the worker is not stopping,
+// it is an error like any other.
+var ErrStopping = errors.New("tasks: the worker is stopping")
 
 // Running returns the task whose handler runs under ctx (the context of a
 // request its handler sends, for example), or nil. A client that
