@@ -151,11 +151,13 @@ func (ls Leases) less(id uint64, n int64) (Leases, Lease, bool) {
 			l.Requests, l.Units = l.requests()-n, l.units()-n
 			return ls, Lease{ID: id, Until: l.Until, Holder: l.Holder, Units: n, Requests: n}, true
 		}
-		l := ls[i]
+		l, last := ls[i], len(ls)-1
 		// Kept with its capacity, even empty: the next reservation
 		// appends without allocating.
-		ls[i] = ls[len(ls)-1]
-		return ls[:len(ls)-1], l, true
+		if i != last {
+			ls[i] = ls[last]
+		}
+		return ls[:last], l, true
 	}
 	return ls, Lease{}, false
 }

@@ -91,6 +91,9 @@ type Owner struct {
 
 func (o *Owner) refresh(now time.Time) {
 	o.Leases = o.Leases.pruned(now)
+	if len(o.Points) == 0 {
+		return
+	}
 	// Points out of their window carry no information.
 	for ep, sp := range o.Points {
 		if len(sp.live(now, time.Minute)) == 0 {

@@ -662,6 +662,9 @@ func (b *Bucket) grace() time.Duration {
 // interval is the policy's spacing between requests at now, clamped to
 // [MinDelay, MaxDelay].
 func (b *Bucket) interval(p Policy, now time.Time) time.Duration {
+	if p.Kind == Greedy {
+		return max(p.MinDelay, 0) // paced spaces nothing
+	}
 	d := b.paced(p, now)
 	if p.MaxDelay > 0 && d > p.MaxDelay {
 		d = p.MaxDelay

@@ -196,10 +196,31 @@ type Decision struct {
 // Decide is Reserve with the whole decision: see Reserve and Decision.
 func Decide(opts []Option, a *Ask, l Lease, now time.Time) Decision {
 	if len(opts) == 1 && goesAtOnce(&opts[0], a, now) {
-		commit(&opts[0], a, l, now)
+		commitAtOnce(&opts[0], a, l, now)
 		return Decision{Index: 0}
 	}
 	return weigh(opts, a, l, now)
+}
+
+// commitAtOnce is commit for a request goesAtOnce lets go: no scope, no
+// other bucket, no write, points or content, one unit, and a bucket that
+// neither refills continuously nor reaches its refill time, so the window
+// has nothing to roll. What is left of commit is the leases, the owner's
+// peak and the bucket's pacing; TestGoesAtOnceAgreesWithTheWaits holds it
+// to commit's result.
+func commitAtOnce(opt *Option, a *Ask, l Lease, now time.Time) {
+	l.Conditional = false
+	o, b := opt.Owner, opt.Bucket
+	o.refresh(now)
+	o.Leases = append(o.Leases, l)
+	if o.Peak < int64(len(o.Leases)) {
+		o.Peak = max(o.Peak, o.Leases.sent(now))
+	}
+	b.prune(now)
+	if l.Spacing = b.interval(a.Policy, now); l.Spacing > 0 {
+		b.TAT = maxTime(b.TAT, now).Add(l.Spacing)
+	}
+	b.Leases = append(b.Leases, l)
 }
 
 // weigh is Decide weighing every wait of every option.
