@@ -155,6 +155,9 @@ type taskWorker[TD riverdriver.Driver[TTx], TTx any] struct {
 	faulted   chan struct{}
 	faultOnce sync.Once
 	faultErr  error
+	// wake puts the tasks this worker put to sleep back before River's
+	// scheduler would (wake.go).
+	wake *waker
 }
 
 // fault records the first local fault, met by task id, and makes Work stop:
@@ -196,6 +199,11 @@ func (w *taskWorker[TD, TTx]) cancelRunning(_ context.Context, id int64) {
 
 func (b *riverBackend[TD, TTx]) work(ctx context.Context, q *Queue, handlers map[string]HandlerFunc, wo WorkOptions) error {
 	w := &taskWorker[TD, TTx]{q: q, b: b, handlers: handlers, rule: wo.RateLimitedPriority, faulted: make(chan struct{})}
+	w.wake = newWaker(q.opts.clock, func(ctx context.Context, sleeps map[int64]int) ([]int64, error) {
+		// River's times are this machine's (its snooze is time.Now plus
+		// the delay), whatever clock the wake runs on.
+		return wakeTasks(ctx, b.pool(), b.postgres, sleeps, time.Now())
+	}, q.opts.Logger, func(typ, reason string) { q.metrics.woken.WithLabelValues(typ, reason).Inc() })
 	types := slices.Sorted(maps.Keys(handlers))
 	client, err := b.newClient(q, w, types, wo)
 	if err != nil {
@@ -224,6 +232,7 @@ func (b *riverBackend[TD, TTx]) work(ctx context.Context, q *Queue, handlers map
 	var bg sync.WaitGroup
 	bg.Go(func() { w.sweep(runCtx) })
 	bg.Go(func() { w.heartbeat(runCtx, wo.WorkerID, self) })
+	bg.Go(func() { w.wake.run(runCtx) })
 	if !b.postgres {
 		// River in poll-only mode learns of a running job's cancellation
 		// only through LISTEN/NOTIFY, which SQLite lacks (v0.31.0 ignores a
@@ -384,6 +393,7 @@ func (w *taskWorker[TD, TTx]) Work(ctx context.Context, job *river.Job[jobArgs])
 		return river.JobCancel(err)
 	}
 	meta, _, _ := decodeMeta(row)
+	w.wake.forget(t.ID)
 
 	// Events of earlier attempts still on the row go to the history table
 	// now, so that the outbox stays small across long reschedule chains. If
@@ -440,7 +450,12 @@ func (w *taskWorker[TD, TTx]) Work(ctx context.Context, job *river.Job[jobArgs])
 			herr = fmt.Errorf("handler of type %s returned a result that is not JSON", t.Type)
 		}
 	}
-	return w.finish(ctx, t, rec, facts, outbox, result, herr, end)
+	err = w.finish(ctx, t, rec, facts, outbox, result, herr, end)
+	var snooze *rivertype.JobSnoozeError
+	if errors.As(err, &snooze) {
+		w.wake.sleep(t.ID, t.Type, snooze.Duration, snoozesOf(row)+1, herr)
+	}
+	return err
 }
 
 // finish records the attempt's outcome and tells River what to do. The
