@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -310,6 +311,43 @@ func TestSleepEndsOnTimeWithoutRiversSchedulerLag(t *testing.T) {
 		clk.Advance(time.Second)
 		if task := mustAwait(t, q, id); task.State != StateCompleted {
 			t.Fatalf("task = %+v; want completed", task)
+		}
+	})
+}
+
+// TestWakeMovesOnlyTheSleepItRemembers: the wake's UPDATE moves a sleeping
+// task only in the sleep its worker remembers (River's snooze count): a
+// task asleep again since, or already due, or finished, is left alone.
+func TestWakeMovesOnlyTheSleepItRemembers(t *testing.T) {
+	forEachDB(t, func(t *testing.T, dsn string) {
+		sleeper := &scripted{steps: []step{reschedule(time.Hour)}}
+		done := &scripted{steps: []step{succeed(`"done"`)}}
+		q := openQueue(t, dsn, withHandlers(map[string]HandlerFunc{"t.sleeper": sleeper.handle, "t.done": done.handle}))
+		a := mustSubmit(t, q, "t.sleeper", `{}`, SubmitOptions{})
+		b := mustSubmit(t, q, "t.done", `{}`, SubmitOptions{})
+		stop := startWorker(t, q, WorkOptions{})
+		waitTask(t, q, a, func(t *Task) bool { return t.RescheduleCount == 1 && t.State == StatePending })
+		mustAwait(t, q, b)
+		stop()
+
+		r := q.b.(*outageBackend).backend.(interface{ pool() runner }).pool()
+		postgres := strings.HasPrefix(dsn, "postgres")
+		ctx := ctxT(t)
+		// Task a slept once (River's count 1); b finished.
+		moved, err := wakeTasks(ctx, r, postgres, map[int64]int{a: 2, b: 0}, time.Now())
+		if err != nil || len(moved) != 0 {
+			t.Fatalf("woke %v (%v); want none: a's sleep is not its second, b is finished", moved, err)
+		}
+		moved, err = wakeTasks(ctx, r, postgres, map[int64]int{a: 1}, time.Now())
+		if err != nil || len(moved) != 1 || moved[0] != a {
+			t.Fatalf("woke %v (%v); want task %d", moved, err, a)
+		}
+		if task, _ := q.Get(ctx, a); time.Until(task.AvailableAt) > time.Second {
+			t.Errorf("the woken task is available at %s, in %s; want now", task.AvailableAt, time.Until(task.AvailableAt))
+		}
+		// Now due: a second wake leaves it (and its place in line) alone.
+		if moved, err = wakeTasks(ctx, r, postgres, map[int64]int{a: 1}, time.Now()); err != nil || len(moved) != 0 {
+			t.Errorf("woke %v (%v) again; want none: it is due already", moved, err)
 		}
 	})
 }
