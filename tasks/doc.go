@@ -77,8 +77,9 @@
 // (the client's *transport.WaitError has them), the worker that put the
 // task to sleep asks ReadyAt, at most once a second per QuotaKey, when its
 // quota returns, and makes the task available as soon as that is now,
-// before the sleep's end; any sleep over River's 5 s scheduler interval
-// is ended by its worker at its time, without the scheduler's lag. A
+// before the sleep's end; any such sleep for quota (an error with RetryAt)
+// over River's 5 s scheduler interval is ended by its worker at its time,
+// without the scheduler's lag. A
 // worker remembers its sleeping tasks in memory only: one that stops
 // leaves them to River's scheduler.
 //

@@ -108,16 +108,22 @@ func newWaker(c clock, move func(context.Context, map[int64]int) ([]int64, error
 }
 
 // sleep remembers that task id of type typ sleeps for d from now, its
-// River snooze count becoming snoozes, for what herr waits for. A sleep
-// River's scheduler ends on time (5 s or less) is remembered only when
-// its quota is known.
+// River snooze count becoming snoozes, for what herr waits for. Only a
+// sleep for quota is remembered (herr has RetryAt; a handler's own
+// Reschedule, a poll's interval, is left to River), and of those only one
+// River's scheduler would end late (over 5 s) or whose quota is known.
 func (k *waker) sleep(id int64, typ string, d time.Duration, snoozes int, herr error) {
+	var re *RescheduleError
+	var ra retryAter
+	if d <= 0 || errors.As(herr, &re) || !errors.As(herr, &ra) {
+		return
+	}
 	var qw quotaWait
 	key := ""
 	if errors.As(herr, &qw) {
 		key = qw.QuotaKey()
 	}
-	if d <= 0 || key == "" && d <= riverSchedulerInterval {
+	if key == "" && d <= riverSchedulerInterval {
 		return
 	}
 	now := k.clock.Now()
