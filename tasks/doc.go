@@ -77,11 +77,8 @@
 // (the client's *transport.WaitError has them), the worker that put the
 // task to sleep asks ReadyAt, at most once a second per QuotaKey, when its
 // quota returns, and makes the task available as soon as that is now,
-// before the sleep's end; any such sleep for quota (an error with RetryAt)
-// over River's 5 s scheduler interval is ended by its worker at its time,
-// without the scheduler's lag. A
-// worker remembers its sleeping tasks in memory only: one that stops
-// leaves them to River's scheduler.
+// before the sleep's end. A worker remembers its sleeping tasks in memory
+// only: one that stops leaves them to sleep to their end.
 //
 // The http type asks package headers — the parser the client itself uses —
 // whether an answer that still reaches it is a rate-limit refusal (the

@@ -50,7 +50,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Help: "Running tasks of workers that were gone (process ended, or heartbeat silent), taken back to pending by this process's workers.",
 		}), &err),
 		woken: collectors.Share(reg, collectors.Counter("ratekeeper_tasks_woken_total",
-			"Sleeping tasks this process's workers made available before River's scheduler would, by type and reason: quota (it came back before the sleep's end) or time (the sleep's end, without the scheduler's lag).", "type", "reason"), &err),
+			"Tasks asleep for quota that this process's workers made available before the sleep's end, their quota back early, by type.", "type"), &err),
 	}
 	return m, err
 }

@@ -14,26 +14,23 @@ import (
 )
 
 // The wake: a task that sleeps for quota (a River snooze) is put back
-// before its time when the quota it waits for comes back early, and at
-// its time without waiting for River's scheduler.
+// before its time when the quota it waits for comes back early: another
+// process's answer shows more remaining, a pause is lifted, a reading
+// raises a learnt limit.
 //
-// River makes a task snoozed for over 5 s "scheduled", and only the
-// leader's scheduler makes scheduled tasks available, every 5 s: a sleep
-// ended up to 5 s late. And a task slept to the end of its wait even when
-// the quota came back before it (another process's answer showed more
-// remaining, a pause was lifted, a reading raised a learnt limit). The
-// worker that put a task to sleep remembers, in its memory, when the
+// The worker that put a task to sleep remembers, in its memory, when the
 // sleep ends and which quota it waits for, when the handler's error can
 // name that quota (the rate-limit-aware client's *transport.WaitError:
 // QuotaKey, ReadyAt). Once a second per quota at most it asks the
 // client's decision, which reserves nothing, when a request could go; when
-// that is now, its tasks of that quota become available at once, and so
-// does any task whose sleep ends. A task woken while its quota is in fact
-// not free (another process took it first) decides again as it starts,
-// sends nothing, and sleeps again.
+// that is now, its tasks of that quota become available at once. A task
+// woken while its quota is in fact not free (another process took it
+// first) decides again as it starts, sends nothing, and sleeps again.
 //
-// What is remembered is lost with the process: the task then sleeps to its
-// end, woken by River's scheduler, as before.
+// A sleep's end needs no wake: River v0.31.0's scheduler makes a
+// scheduled job available one interval (5 s) before its time, and a
+// worker fetches it at its scheduled_at. What is remembered is lost with
+// the process: its sleeping tasks then sleep to their end, as before.
 
 // quotaWait is a handler error that names the quota it waits for and can
 // say when that quota returns, deciding without reserving anything
@@ -47,10 +44,6 @@ type quotaWait interface {
 // at most, per quota: a task whose quota comes back is woken within about
 // this long.
 const wakeCheckEvery = time.Second
-
-// riverSchedulerInterval is River's: a snooze longer than this is left to
-// its scheduler, which runs at this interval.
-const riverSchedulerInterval = 5 * time.Second
 
 // wakeBatch bounds the tasks one statement wakes.
 const wakeBatch = 200
@@ -94,7 +87,7 @@ type waker struct {
 	// given (its snoozes), and returns those it moved.
 	move    func(ctx context.Context, sleeps map[int64]int) ([]int64, error)
 	log     *slog.Logger
-	counted func(typ, reason string)
+	counted func(typ string)
 
 	mu       sync.Mutex
 	sleeping map[int64]sleeper
@@ -102,45 +95,38 @@ type waker struct {
 	poke     chan struct{}
 }
 
-func newWaker(c clock, move func(context.Context, map[int64]int) ([]int64, error), log *slog.Logger, counted func(typ, reason string)) *waker {
+func newWaker(c clock, move func(context.Context, map[int64]int) ([]int64, error), log *slog.Logger, counted func(typ string)) *waker {
 	return &waker{clock: c, move: move, log: log, counted: counted,
 		sleeping: map[int64]sleeper{}, quotas: map[string]*quotaWatch{}, poke: make(chan struct{}, 1)}
 }
 
 // sleep remembers that task id of type typ sleeps for d from now, its
-// River snooze count becoming snoozes, for what herr waits for. Only a
-// sleep for quota is remembered (herr has RetryAt; a handler's own
-// Reschedule, a poll's interval, is left to River), and of those only one
-// River's scheduler would end late (over 5 s) or whose quota is known.
+// River snooze count becoming snoozes, for what herr waits for: only a
+// sleep for quota whose error names it (quotaWait; a handler's own
+// Reschedule is not one) is remembered.
 func (k *waker) sleep(id int64, typ string, d time.Duration, snoozes int, herr error) {
 	var re *RescheduleError
-	var ra retryAter
-	if d <= 0 || errors.As(herr, &re) || !errors.As(herr, &ra) {
+	var qw quotaWait
+	if d <= 0 || errors.As(herr, &re) || !errors.As(herr, &qw) {
 		return
 	}
-	var qw quotaWait
-	key := ""
-	if errors.As(herr, &qw) {
-		key = qw.QuotaKey()
-	}
-	if key == "" && d <= riverSchedulerInterval {
+	key := qw.QuotaKey()
+	if key == "" {
 		return
 	}
 	now := k.clock.Now()
 	k.mu.Lock()
 	k.forgetLocked(id)
 	k.sleeping[id] = sleeper{typ: typ, until: now.Add(d), snoozes: snoozes, key: key}
-	if key != "" {
-		w := k.quotas[key]
-		if w == nil {
-			w = &quotaWatch{tasks: map[int64]struct{}{}, next: now.Add(wakeCheckEvery)}
-			k.quotas[key] = w
-		}
-		// The latest error asks for all: the same quota, asked the
-		// same (but for a language model's units).
-		w.ready = qw.ReadyAt
-		w.tasks[id] = struct{}{}
+	w := k.quotas[key]
+	if w == nil {
+		w = &quotaWatch{tasks: map[int64]struct{}{}, next: now.Add(wakeCheckEvery)}
+		k.quotas[key] = w
 	}
+	// The latest error asks for all: the same quota, asked the same (but
+	// for a language model's units).
+	w.ready = qw.ReadyAt
+	w.tasks[id] = struct{}{}
 	k.mu.Unlock()
 	select {
 	case k.poke <- struct{}{}:
@@ -189,12 +175,11 @@ func (k *waker) run(ctx context.Context) {
 	}
 }
 
-// round wakes the tasks whose sleep has ended and those whose quota, asked
-// if its time to be asked has come, could go now; it returns when it has
-// next to do something, if ever.
+// round forgets the tasks whose sleep has ended (River runs them) and
+// wakes those whose quota, asked if its time to be asked has come, could
+// go now; it returns when it has next to do something, if ever.
 func (k *waker) round(ctx context.Context) (time.Time, bool) {
 	now := k.clock.Now()
-	byTime := map[int64]int{}
 	type ask struct {
 		key   string
 		ready func(context.Context) (time.Time, error)
@@ -203,7 +188,7 @@ func (k *waker) round(ctx context.Context) (time.Time, bool) {
 	k.mu.Lock()
 	for id, s := range k.sleeping {
 		if !s.until.After(now) {
-			byTime[id] = s.snoozes
+			k.forgetLocked(id)
 		}
 	}
 	for key, w := range k.quotas {
@@ -214,7 +199,6 @@ func (k *waker) round(ctx context.Context) (time.Time, bool) {
 	}
 	k.mu.Unlock()
 
-	k.wake(ctx, byTime, "time", true)
 	for _, a := range asks {
 		actx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		at, err := a.ready(actx)
@@ -236,7 +220,7 @@ func (k *waker) round(ctx context.Context) (time.Time, bool) {
 			}
 		}
 		k.mu.Unlock()
-		k.wake(ctx, sleeps, "quota", false)
+		k.wake(ctx, sleeps)
 	}
 
 	k.mu.Lock()
@@ -255,39 +239,20 @@ func (k *waker) round(ctx context.Context) (time.Time, bool) {
 	return next, !next.IsZero()
 }
 
-// wake makes sleeps' tasks available and forgets those it moved; with
-// ended (their sleep's time came) it forgets the others too (their sleep
-// is over, or was not the one remembered), or, when the database failed,
-// tries again a little later.
-func (k *waker) wake(ctx context.Context, sleeps map[int64]int, reason string, ended bool) {
+// wake makes sleeps' tasks available and forgets those it moved; the
+// others (their sleep not written yet, or over) are asked about again.
+func (k *waker) wake(ctx context.Context, sleeps map[int64]int) {
 	if len(sleeps) == 0 {
 		return
 	}
 	moved, err := k.move(ctx, sleeps)
 	if err != nil && ctx.Err() == nil {
-		k.log.Warn("tasks: wake sleeping tasks", "tasks", len(sleeps), "reason", reason, "err", err)
+		k.log.Warn("tasks: wake sleeping tasks", "tasks", len(sleeps), "err", err)
 	}
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	for _, id := range moved {
-		k.counted(k.sleeping[id].typ, reason)
-		k.forgetLocked(id)
-	}
-	if !ended {
-		return
-	}
-	if err != nil {
-		// Tried again in a while, not at once.
-		retry := k.clock.Now().Add(wakeCheckEvery)
-		for id := range sleeps {
-			if s, ok := k.sleeping[id]; ok {
-				s.until = retry
-				k.sleeping[id] = s
-			}
-		}
-		return
-	}
-	for id := range sleeps {
+		k.counted(k.sleeping[id].typ)
 		k.forgetLocked(id)
 	}
 }

@@ -2,7 +2,6 @@ package tasks
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -279,38 +278,6 @@ func TestWokenTaskWhoseQuotaIsNotFreeSleepsAgain(t *testing.T) {
 		}
 		if n := api.hits.Load(); n != 1 {
 			t.Errorf("the server saw %d requests; want 1: the woken task sent nothing", n)
-		}
-	})
-}
-
-// TestSleepEndsOnTimeWithoutRiversSchedulerLag: a task asleep for 60 s (a
-// refusal's RetryAt, which names no quota to ask about) is woken by its
-// worker when the 60 s are up, not when River's scheduler next runs. With
-// the clock moved 60 s on while River's own time has not moved, only the
-// worker's wake can run it: without it the test's wait runs out.
-func TestSleepEndsOnTimeWithoutRiversSchedulerLag(t *testing.T) {
-	forEachDB(t, func(t *testing.T, dsn string) {
-		clk := newManualClock()
-		h := &scripted{steps: []step{
-			func(context.Context, *Task) (json.RawMessage, error) {
-				return nil, quotaError{at: clk.Now().Add(time.Minute)}
-			},
-			succeed(`"done"`),
-		}}
-		opts := withHandlers(map[string]HandlerFunc{"t.api": h.handle})
-		opts.clock = clk
-		q := openQueue(t, dsn, opts)
-		id := mustSubmit(t, q, "t.api", `{}`, SubmitOptions{})
-		startWorker(t, q, WorkOptions{})
-		waitTask(t, q, id, func(t *Task) bool { return t.RescheduleCount == 1 && t.State == StatePending })
-
-		clk.Advance(59 * time.Second)
-		if task, _ := q.Get(ctxT(t), id); task.State != StatePending {
-			t.Fatalf("before its time the task is %s; want pending", task.State)
-		}
-		clk.Advance(time.Second)
-		if task := mustAwait(t, q, id); task.State != StateCompleted {
-			t.Fatalf("task = %+v; want completed", task)
 		}
 	})
 }

@@ -155,8 +155,8 @@ type taskWorker[TD riverdriver.Driver[TTx], TTx any] struct {
 	faulted   chan struct{}
 	faultOnce sync.Once
 	faultErr  error
-	// wake puts the tasks this worker put to sleep back before River's
-	// scheduler would (wake.go).
+	// wake puts the tasks this worker put to sleep for quota back when
+	// their quota returns early (wake.go).
 	wake *waker
 }
 
@@ -203,7 +203,7 @@ func (b *riverBackend[TD, TTx]) work(ctx context.Context, q *Queue, handlers map
 		// River's times are this machine's (its snooze is time.Now plus
 		// the delay), whatever clock the wake runs on.
 		return wakeTasks(ctx, b.pool(), b.postgres, sleeps, time.Now())
-	}, q.opts.Logger, func(typ, reason string) { q.metrics.woken.WithLabelValues(typ, reason).Inc() })
+	}, q.opts.Logger, func(typ string) { q.metrics.woken.WithLabelValues(typ).Inc() })
 	types := slices.Sorted(maps.Keys(handlers))
 	client, err := b.newClient(q, w, types, wo)
 	if err != nil {
