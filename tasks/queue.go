@@ -120,6 +120,9 @@ type Options struct {
 	faults      func(backend) backend
 	// clock is the wake's clock (wake.go): nil means the system's.
 	clock clock
+	// noWake leaves sleeping tasks to River alone, as before the wake
+	// (a benchmark's baseline).
+	noWake bool
 }
 
 // DefaultRescueAfter is Options.RescueStuckAfter's default: above the

@@ -107,7 +107,7 @@ type quotaAPI struct {
 	hits  atomic.Int64
 }
 
-func newQuotaAPI(t *testing.T, left int64, reset time.Time) *quotaAPI {
+func newQuotaAPI(t testing.TB, left int64, reset time.Time) *quotaAPI {
 	a := &quotaAPI{left: left, reset: reset}
 	a.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		a.hits.Add(1)
@@ -162,8 +162,9 @@ func (s *lyingState) Buckets(ctx context.Context) (map[transport.BucketID]quota.
 }
 
 // wakeSetup is a queue whose http tasks go through a rate-keeping client
-// on clk to api, and whose wake runs on clk too.
-func wakeSetup(t *testing.T, dsn string, api *quotaAPI, st transport.State, clk *manualClock) *Queue {
+// on clk (nil: the system's) to api, and whose wake runs on clk too, or
+// not at all (noWake).
+func wakeSetup(t testing.TB, dsn string, api *quotaAPI, st transport.State, clk *manualClock, noWake bool) *Queue {
 	t.Helper()
 	p, err := provider.New("github", provider.GitHub, api.srv.URL)
 	if err != nil {
@@ -173,14 +174,18 @@ func wakeSetup(t *testing.T, dsn string, api *quotaAPI, st transport.State, clk 
 	if err := reg.Add(p); err != nil {
 		t.Fatal(err)
 	}
+	var tclk transport.Clock
+	if clk != nil {
+		tclk = transportClock{clk}
+	}
 	tr, err := transport.New(transport.Options{
 		Providers:      reg,
 		Pools:          map[string]*creds.Pool{"github": creds.NewPool("github", creds.NewToken("github", 1, "tok-wake", "test"))},
 		State:          st,
-		Clock:          transportClock{clk},
+		Clock:          tclk,
 		SkipValidation: true,
 		DisableCache:   true,
-		MaxWait:        time.Minute,
+		MaxWait:        time.Second,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -188,14 +193,17 @@ func wakeSetup(t *testing.T, dsn string, api *quotaAPI, st transport.State, clk 
 	t.Cleanup(func() { tr.Close() })
 	opts := testOptions()
 	opts.HTTPClient = &http.Client{Transport: tr}
-	opts.clock = clk
+	if clk != nil {
+		opts.clock = clk
+	}
+	opts.noWake = noWake
 	return openQueue(t, dsn, opts)
 }
 
-// sleepingForQuota submits two GETs to api, whose budget is 1 until an
-// hour from now: the first is sent and completes, the second sleeps
-// until the reset. It returns the second task.
-func sleepingForQuota(t *testing.T, q *Queue, api *quotaAPI) int64 {
+// sleepingForQuota submits two GETs to api, whose budget is 1 until its
+// reset: the first is sent and completes, the second sleeps until the
+// reset. It returns the second task.
+func sleepingForQuota(t testing.TB, q *Queue, api *quotaAPI) int64 {
 	t.Helper()
 	first := mustSubmit(t, q, HTTPType, fmt.Sprintf(`{"url":%q}`, api.srv.URL+"/repos/o/a"), SubmitOptions{})
 	startWorker(t, q, WorkOptions{Concurrency: 1})
@@ -204,8 +212,8 @@ func sleepingForQuota(t *testing.T, q *Queue, api *quotaAPI) int64 {
 	}
 	second := mustSubmit(t, q, HTTPType, fmt.Sprintf(`{"url":%q}`, api.srv.URL+"/repos/o/b"), SubmitOptions{})
 	task := waitTask(t, q, second, func(t *Task) bool { return t.RescheduleCount == 1 && t.State == StatePending })
-	if wait := time.Until(task.AvailableAt); wait < 50*time.Minute {
-		t.Fatalf("second task sleeps %s, want until the reset, an hour away", wait)
+	if wait, want := time.Until(task.AvailableAt), time.Until(api.reset); wait < want-10*time.Second {
+		t.Fatalf("second task sleeps %s, want until the reset, %s away", wait, want)
 	}
 	return second
 }
@@ -222,7 +230,7 @@ func TestQuotaBackEarlyWakesTheSleepingTask(t *testing.T) {
 		reset := time.Now().Add(time.Hour)
 		api := newQuotaAPI(t, 1, reset)
 		st := transport.NewMemoryState()
-		q := wakeSetup(t, dsn, api, st, clk)
+		q := wakeSetup(t, dsn, api, st, clk, false)
 		id := sleepingForQuota(t, q, api)
 		start := clk.Now()
 
@@ -267,7 +275,7 @@ func TestWokenTaskWhoseQuotaIsNotFreeSleepsAgain(t *testing.T) {
 		clk := newManualClock()
 		api := newQuotaAPI(t, 1, time.Now().Add(time.Hour))
 		st := &lyingState{State: transport.NewMemoryState()}
-		q := wakeSetup(t, dsn, api, st, clk)
+		q := wakeSetup(t, dsn, api, st, clk, false)
 		id := sleepingForQuota(t, q, api)
 
 		st.lie.Store(true)

@@ -232,7 +232,9 @@ func (b *riverBackend[TD, TTx]) work(ctx context.Context, q *Queue, handlers map
 	var bg sync.WaitGroup
 	bg.Go(func() { w.sweep(runCtx) })
 	bg.Go(func() { w.heartbeat(runCtx, wo.WorkerID, self) })
-	bg.Go(func() { w.wake.run(runCtx) })
+	if !q.opts.noWake {
+		bg.Go(func() { w.wake.run(runCtx) })
+	}
 	if !b.postgres {
 		// River in poll-only mode learns of a running job's cancellation
 		// only through LISTEN/NOTIFY, which SQLite lacks (v0.31.0 ignores a
