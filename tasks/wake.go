@@ -78,6 +78,8 @@ type quotaWatch struct {
 	ready func(ctx context.Context) (time.Time, error)
 	tasks map[int64]struct{}
 	next  time.Time // not asked again before
+	// failing: the last question failed (and was logged).
+	failing bool
 }
 
 // waker wakes the tasks one worker put to sleep (see above).
@@ -203,10 +205,12 @@ func (k *waker) round(ctx context.Context) (time.Time, bool) {
 		actx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		at, err := a.ready(actx)
 		cancel()
-		if err != nil {
+		if k.failed(a.key, err) {
 			if ctx.Err() == nil {
-				k.log.Warn("tasks: ask when a sleeping task's quota returns", "quota", a.key, "err", err)
+				k.log.Warn("tasks: ask when sleeping tasks' quota returns (said once, until it answers again)", "quota", a.key, "err", err)
 			}
+		}
+		if err != nil {
 			continue
 		}
 		if at.After(k.clock.Now()) {
@@ -237,6 +241,20 @@ func (k *waker) round(ctx context.Context) (time.Time, bool) {
 		}
 	}
 	return next, !next.IsZero()
+}
+
+// failed records whether asking about quota key failed, and reports
+// whether that is news: the first failure since it last answered.
+func (k *waker) failed(key string, err error) bool {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	w := k.quotas[key]
+	if w == nil {
+		return false
+	}
+	news := err != nil && !w.failing
+	w.failing = err != nil
+	return news
 }
 
 // wake makes sleeps' tasks available and forgets those it moved; the
