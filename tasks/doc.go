@@ -69,6 +69,17 @@
 // rescheduled to that time, exactly as if the handler had returned
 // Reschedule(RetryAt - now), and its priority is raised (see Priorities).
 //
+// When the error also has the methods
+//
+//	QuotaKey() string
+//	ReadyAt(ctx context.Context) (time.Time, error)
+//
+// (the client's *transport.WaitError has them), the worker that put the
+// task to sleep asks ReadyAt, at most once a second per QuotaKey, when its
+// quota returns, and makes the task available as soon as that is now,
+// before the sleep's end. A worker remembers its sleeping tasks in memory
+// only: one that stops leaves them to sleep to their end.
+//
 // The http type asks package headers — the parser the client itself uses —
 // whether an answer that still reaches it is a rate-limit refusal (the
 // client retries refusals, but not forever, and a plain client not at

@@ -14,6 +14,7 @@ type metrics struct {
 	delay       *prometheus.HistogramVec
 	duration    *prometheus.HistogramVec
 	takenBack   prometheus.Counter
+	woken       *prometheus.CounterVec
 }
 
 // Outcome label values of ratekeeper_tasks_total: every handler run ends in
@@ -48,6 +49,8 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "ratekeeper_tasks_taken_back_total",
 			Help: "Running tasks of workers that were gone (process ended, or heartbeat silent), taken back to pending by this process's workers.",
 		}), &err),
+		woken: collectors.Share(reg, collectors.Counter("ratekeeper_tasks_woken_total",
+			"Tasks asleep for quota that this process's workers made available before the sleep's end, their quota back early, by type.", "type"), &err),
 	}
 	return m, err
 }

@@ -118,6 +118,11 @@ type Options struct {
 	outageNow   func() time.Time
 	outageAfter func(time.Duration) <-chan time.Time
 	faults      func(backend) backend
+	// clock is the wake's clock (wake.go): nil means the system's.
+	clock clock
+	// noWake leaves sleeping tasks to River alone, as before the wake
+	// (a benchmark's baseline).
+	noWake bool
 }
 
 // DefaultRescueAfter is Options.RescueStuckAfter's default: above the
@@ -160,6 +165,9 @@ func (o Options) withDefaults(postgres bool) Options {
 	}
 	if o.RescueStuckAfter <= 0 {
 		o.RescueStuckAfter = DefaultRescueAfter
+	}
+	if o.clock == nil {
+		o.clock = systemClock{}
 	}
 	if o.heartbeatEvery <= 0 {
 		o.heartbeatEvery = HeartbeatInterval

@@ -159,6 +159,9 @@ type taskWorker[TD riverdriver.Driver[TTx], TTx any] struct {
 	faulted   chan struct{}
 	faultOnce sync.Once
 	faultErr  error
+	// wake puts the tasks this worker put to sleep for quota back when
+	// their quota returns early (wake.go).
+	wake *waker
 }
 
 // fault records the first local fault, met by task id, and makes Work stop:
@@ -202,6 +205,11 @@ func (b *riverBackend[TD, TTx]) work(ctx context.Context, q *Queue, handlers map
 	w := &taskWorker[TD, TTx]{q: q, b: b, handlers: handlers, rule: wo.RateLimitedPriority, faulted: make(chan struct{})}
 	w.wind, w.windDown = context.WithCancel(context.Background())
 	defer w.windDown()
+	w.wake = newWaker(q.opts.clock, func(ctx context.Context, sleeps map[int64]int) ([]int64, error) {
+		// River's times are this machine's (its snooze is time.Now plus
+		// the delay), whatever clock the wake runs on.
+		return wakeTasks(ctx, b.pool(), b.postgres, sleeps, time.Now())
+	}, q.opts.Logger, func(typ string) { q.metrics.woken.WithLabelValues(typ).Inc() })
 	types := slices.Sorted(maps.Keys(handlers))
 	client, err := b.newClient(q, w, types, wo)
 	if err != nil {
@@ -230,6 +238,9 @@ func (b *riverBackend[TD, TTx]) work(ctx context.Context, q *Queue, handlers map
 	var bg sync.WaitGroup
 	bg.Go(func() { w.sweep(runCtx) })
 	bg.Go(func() { w.heartbeat(runCtx, wo.WorkerID, self) })
+	if !q.opts.noWake {
+		bg.Go(func() { w.wake.run(runCtx) })
+	}
 	if !b.postgres {
 		// River in poll-only mode learns of a running job's cancellation
 		// only through LISTEN/NOTIFY, which SQLite lacks (v0.31.0 ignores a
@@ -393,6 +404,7 @@ func (w *taskWorker[TD, TTx]) Work(ctx context.Context, job *river.Job[jobArgs])
 		return river.JobCancel(err)
 	}
 	meta, _, _ := decodeMeta(row)
+	w.wake.forget(t.ID)
 
 	// Events of earlier attempts still on the row go to the history table
 	// now, so that the outbox stays small across long reschedule chains. If
@@ -453,7 +465,12 @@ func (w *taskWorker[TD, TTx]) Work(ctx context.Context, job *river.Job[jobArgs])
 			herr = fmt.Errorf("handler of type %s returned a result that is not JSON", t.Type)
 		}
 	}
-	return w.finish(ctx, t, rec, facts, outbox, result, herr, end)
+	err = w.finish(ctx, t, rec, facts, outbox, result, herr, end)
+	var snooze *rivertype.JobSnoozeError
+	if errors.As(err, &snooze) {
+		w.wake.sleep(t.ID, t.Type, snooze.Duration, snoozesOf(row)+1, herr)
+	}
+	return err
 }
 
 // finish records the attempt's outcome and tells River what to do. The

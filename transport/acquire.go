@@ -141,6 +141,7 @@ func (x *exchange) acquire() error {
 		if werr != nil {
 			if we, ok := werr.(*WaitError); ok {
 				we.t, we.onAnswer, we.gen = t, d.OnAnswer, gen
+				we.waited = newWaitedFor(slots, x.reserve.Ask)
 			}
 			return werr
 		}

@@ -47,6 +47,8 @@ type WaitError struct {
 	t        *Transport
 	onAnswer bool
 	gen      uint64
+	// waited is the quota the request waited for (see ReadyAt).
+	waited *waitedFor
 }
 
 func (e *WaitError) Error() string {
