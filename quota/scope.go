@@ -99,29 +99,14 @@ func scopeWait(s *Bucket, a *Ask, now time.Time) (time.Duration, bool) {
 		// learn it), but a pause holds.
 		w = v.BlockedUntil.Sub(now)
 	}
-	if w == 0 && (!v.EpisodeAt.IsZero() || v.Probing || v.pastProvisional(now)) && v.Leases.Live(now) >= probeInFlight {
+	if (!v.EpisodeAt.IsZero() || v.Probing) && w == 0 && v.Leases.Live(now) >= probeInFlight {
 		// An episode of refusals is under way, or a learnt window has
-		// just begun, or a window went past what a provisional limit
-		// is sure of: one probe at a time asks whether the server has
-		// renewed the scope, or allows more, so that each refused
-		// probe (a window learnt too short, a limit reached) is one
-		// refusal, not a burst.
+		// just begun: one probe at a time asks whether the server has
+		// renewed the scope, so that each refused probe (a window
+		// learnt too short) is one refusal, not a burst.
 		return v.Leases.firstLapse(now), true
 	}
 	return w, onAnswer
-}
-
-// pastProvisional reports whether a provisional limit (a lower bound: one
-// process's count of a window) is reached by the window's count and the
-// requests in flight. It caps nothing — the count goes on to find the
-// fleet's limit — but beyond it the server may refuse any request, so the
-// requests beyond go one at a time: the refusal that teaches the limit
-// then costs one request, not every request in flight. Without this, a
-// scope learnt from a refusal that named no window (a bare 429) sent the
-// whole of its waiting work into the next window, and 10–13 of a 40-limit
-// scope were refused there.
-func (s *Bucket) pastProvisional(now time.Time) bool {
-	return s.Provisional && s.Limit > 0 && s.Counted+s.Leases.Live(now) >= s.Limit
 }
 
 // takeScope commits a reservation in the scope's bucket, when it takes
