@@ -349,8 +349,17 @@ func repeatSeed(t *testing.T, seed uint64, sw fleetsim.Switches, runs int, cmd s
 // defect at every run); 54, 73, 1006 and
 // 1278 failed with the referee of before, in windows that could teach
 // nothing (a fleet that wanted fewer searches than the limit, or that a
-// primary bucket or a concurrency cap held back). Seeds that still fail
-// now and then are open (docs/simulation.md).
+// primary bucket or a concurrency cap held back). 5560 failed 5 runs in
+// 100 and 6246 4 in 20: a provisional limit, judged in windows where a
+// primary bucket let through exactly the endpoint's limit; and 5560 also
+// with a window learnt 11 s for the server's 10 s
+// (quota.TestLongerGapNarrowsTheWindow) and a count under it taken as
+// whole (quota.TestCountUnderACorrectedWindowIsNotWhole). 1283 (1 run in
+// 60) was judged after a refusal in the drain had lowered the limit; its
+// window learnt as two of the server's (8 s for 4 s; 4 runs in 30 once,
+// 1 in about 180 before these fixes, none in 90 since) is open, and so
+// runs 10 times; 7734 (7 of 5) failed once in 9,900 schedules, and in
+// none of 370 runs since.
 func TestLearntLimitWithinATenth(t *testing.T) {
 	for _, c := range []struct {
 		seed uint64
@@ -364,9 +373,17 @@ func TestLearntLimitWithinATenth(t *testing.T) {
 		{1179, 3, "4 or 5 of 6"},
 		{1297, 3, "4 of 5: the episode's first success dropped a probe answered 502 from the count"},
 		{1368, 10, "8 of 7: a limit found whole rose after a clean window"},
+		{1283, 10, "4 of 7 judged after a refusal in the drain (9 of 7 over a window learnt 8 s for 4 s is open)"},
+		{5560, 30, "1, 3 or 4 of 7, provisional, judged in windows a primary bucket held at 7; 5 of 7 under a window learnt 11 s for 10 s"},
+		{6246, 20, "1 of 3, provisional, its window a floor from one refusal"},
+		{7734, 3, "7 of 5"},
 	} {
 		t.Run(fmt.Sprint(c.seed), func(t *testing.T) {
-			repeatSeed(t, c.seed, fleetsim.Switches{Learnt: true}, c.runs,
+			runs := c.runs
+			if raceEnabled && runs > 10 {
+				runs = 5 // ten times slower
+			}
+			repeatSeed(t, c.seed, fleetsim.Switches{Learnt: true}, runs,
 				fmt.Sprintf("go test ./fleetsim -run 'TestLearntLimitWithinATenth/%d$' (%s)", c.seed, c.why))
 		})
 	}

@@ -51,7 +51,7 @@ type Options struct {
 	// Provider, when set, adjusts each process's provider (e.g. the
 	// write spacing it believes in).
 	Provider func(*provider.Provider)
-	// Switches are those the plan was drawn with; Learnt is read here.
+	// Switches are those the plan was drawn with.
 	Switches Switches
 }
 
@@ -552,7 +552,8 @@ func (w *world) describeState() []string {
 
 // noteSearchHeld notes the endpoint window under way as one the learnt
 // limit held the fleet back in when the shared state's /search bucket,
-// its limit learnt and not provisional, has none left in its window.
+// its limit learnt and not provisional, has none left in its window; and
+// as one the limit capped nothing in when no such bucket is there.
 func (w *world) noteSearchHeld(now time.Time) {
 	w.srv.mu.Lock()
 	refused := w.srv.searchSince != 0
@@ -564,22 +565,35 @@ func (w *world) noteSearchHeld(now time.Time) {
 	if err != nil {
 		return
 	}
+	capped := false
 	for id, b := range buckets {
-		if strings.Contains(id.Resource, "/search") && b.Learnt && !b.Provisional && b.Limit > 0 && b.Remaining == 0 && now.Before(b.Reset) {
+		if !strings.Contains(id.Resource, "/search") || !b.Learnt || b.Provisional || b.Limit <= 0 {
+			continue
+		}
+		capped = true
+		if b.Remaining == 0 && now.Before(b.Reset) {
 			w.srv.mu.Lock()
 			idx, _ := w.srv.window(now, w.plan.EndpointWindow)
 			w.srv.searchHeld[idx] = true
 			w.srv.mu.Unlock()
 		}
 	}
+	if !capped {
+		w.srv.mu.Lock()
+		idx, _ := w.srv.window(now, w.plan.EndpointWindow)
+		w.srv.searchUncapped[idx] = true
+		w.srv.mu.Unlock()
+	}
 }
 
 // checkLearnt checks the learnt limit of /search once 3 clean windows
 // followed its first refusal: within 10 % of the server's (see
-// server.cleanSearchWindows for the windows that count). Only under
-// Switches.Learnt (see there).
+// server.cleanSearchWindows for the windows that count). By default in a
+// fleet of 8 (LearntFleet), under every window but one learnt as two or
+// more of the server's; with Switches.Learnt, in every schedule and
+// under every window.
 func (w *world) checkLearnt(now time.Time) {
-	if !w.opts.Switches.Learnt {
+	if !w.opts.Switches.Learnt && w.plan.Processes < LearntFleet {
 		return
 	}
 	w.noteSearchHeld(now)
@@ -596,6 +610,9 @@ func (w *world) checkLearnt(now time.Time) {
 		if !strings.Contains(id.Resource, "/search") || b.Limit <= 0 {
 			continue
 		}
+		if !w.opts.Switches.Learnt && multipleWindow(b.Window, w.plan.EndpointWindow) {
+			continue // the open finding Switches.Learnt checks
+		}
 		want := int64(w.plan.EndpointLimit)
 		if d := b.Limit - want; 10*d > want || -10*d > want {
 			w.srv.mu.Lock()
@@ -603,4 +620,22 @@ func (w *world) checkLearnt(now time.Time) {
 			w.srv.mu.Unlock()
 		}
 	}
+}
+
+// LearntFleet is the fleet the learnt-limit invariant is checked in by
+// default: 8 processes (a quarter of the schedules and more), as the
+// invariant reads ("with a fleet of 8"). Smaller fleets are checked with
+// Switches.Learnt: memory seed 4876 (3 processes) still fails it now
+// and then (see docs/simulation.md).
+const LearntFleet = 8
+
+// multipleWindow reports whether a learnt window is two or more of the
+// server's, to within the second a gap between named ends rounds to: the
+// open finding of learnt windows (see Switches.Learnt).
+func multipleWindow(learnt, server time.Duration) bool {
+	if server <= 0 {
+		return false
+	}
+	k := (learnt + server/2) / server
+	return k >= 2 && (learnt-k*server).Abs() <= time.Second
 }

@@ -47,12 +47,15 @@ type server struct {
 	// The endpoint windows in which the learnt limit held the fleet
 	// back: the state's /search bucket, not provisional, had none left.
 	searchHeld map[int64]bool
+	// The endpoint windows in which the state's /search limit capped
+	// nothing at some step: none was learnt, or it was provisional.
+	searchUncapped map[int64]bool
 }
 
 func newServer(p *Plan, ref *referee, tr *trace, start time.Time) *server {
 	return &server{plan: p, ref: ref, trace: tr, start: start,
 		used: map[int64]int{}, searchUsed: map[int64]int{}, processed: map[int]int{}, searchWindows: map[int64][2]int{},
-		searchJobs: map[int][2]time.Time{}, searchHeld: map[int64]bool{}}
+		searchJobs: map[int][2]time.Time{}, searchHeld: map[int64]bool{}, searchUncapped: map[int64]bool{}}
 }
 
 // serverNow is the server's clock (skewed) at true time t.
@@ -392,10 +395,23 @@ func (s *server) searchDemand(w int64) int {
 // refusal, counting only windows after its first refusal; and the last
 // complete window. A window counts only if it put the limit to the test:
 // the fleet had at least the limit's worth of searches under way in it,
-// and it sent as many, or its learnt limit held it back. A fleet that
-// wants fewer, or that something else held back (a concurrency cap of 1,
-// a primary bucket spent by reads), cannot learn the limit from the
-// window, and loses nothing by not knowing it.
+// and it sent as many while the state's limit capped its searches, or its
+// learnt limit held it back. A fleet that wants fewer, or that something
+// else held back (a concurrency cap of 1, a primary bucket spent by
+// reads), cannot learn the limit from the window, and loses nothing by
+// not knowing it. So does a fleet whose limit caps nothing (none learnt,
+// or provisional: see quota.Bucket.Provisional) that sent exactly the
+// limit, never refused: nothing it decided met the limit, and nothing
+// told it the limit is not higher (memory seed 5560: a primary bucket
+// shared with reads let through about the endpoint's limit of searches a
+// window, and a provisional limit, its window a floor from one refusal,
+// was judged after 3 windows of exactly 7 searches, the limit; 6246
+// likewise, 1 for 3).
+//
+// The limit is judged at the first step after the windows: none is
+// judged once a refusal in the window under way has taught the state
+// (memory seed 1283: a step 30 s after the clean windows, in the drain,
+// came after a refusal that had lowered the limit to its partial count).
 func (s *server) cleanSearchWindows(now time.Time) (int, int64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -403,10 +419,13 @@ func (s *server) cleanSearchWindows(now time.Time) (int, int64) {
 	if s.searchSince == 0 {
 		return 0, cur - 1
 	}
+	if s.searchWindows[cur][1] > 0 {
+		return 0, cur - 1 // judged before the refusal, or not at all
+	}
 	n := 0
 	for w := cur - 1; w > s.searchSince; w-- {
 		c := s.searchWindows[w]
-		tested := c[0] >= s.plan.EndpointLimit || s.searchHeld[w]
+		tested := c[0] >= s.plan.EndpointLimit && !s.searchUncapped[w] || s.searchHeld[w]
 		if c[0] == 0 || c[1] > 0 || !tested || s.searchDemand(w) < s.plan.EndpointLimit {
 			break
 		}

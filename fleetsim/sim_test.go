@@ -29,7 +29,7 @@ var (
 	oneClockFlag  = flag.Bool("sim.oneclock", false, "draw the schedules of before clocks of their own: the server and every process share one clock")
 	bare5xxFlag   = flag.Bool("sim.bare5xx", false, "make the server's 502s state nothing in every schedule, not only those of even seeds")
 	withoutFlag   = flag.String("sim.without", "", "drop events of these kinds, comma-separated (blink,kill,spend…), to tell what a failure needs")
-	learntFlag    = flag.Bool("sim.learnt", false, "check the learnt endpoint limit (open defects of scopes: see docs/simulation.md)")
+	learntFlag    = flag.Bool("sim.learnt", false, "check the learnt endpoint limit in every schedule and under every window, not only in fleets of 8 under a window not learnt as two or more of the server's (open findings: see docs/simulation.md)")
 	noSkewFlag    = flag.Bool("sim.noskew", false, "set every clock right (to tell whether a failure needs clock skew)")
 	fastFlag      = flag.Duration("sim.maxlatency", 0, "cap every answer's latency (to tell whether a failure needs slow answers)")
 )

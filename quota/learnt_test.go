@@ -215,3 +215,49 @@ func TestStraddledCountIsNotWhole(t *testing.T) {
 		t.Errorf("a window counted from 2 s after the last success is marked straddled")
 	}
 }
+
+// A gap of two windows between named ends narrows the window as a gap of
+// one does, to within a second each way halved. Memory seed 5560: a
+// server's windows of 10 s ended at 8.06 s, 18.06 s and 38.06 s; the
+// refusals named 8.17 s, 19.03 s (a wait of 1.03 s, rounded up to 2) and
+// 38.56 s. The first gap, 10.86 s, alone says 11 s; the second, 19.54 s,
+// is two windows, and was left out: the window stayed 11 s, the fleet's
+// count of a learnt window was of parts of two of the server's, and the
+// limit learnt 5 of 7.
+func TestLongerGapNarrowsTheWindow(t *testing.T) {
+	s := NewBucket()
+	for _, c := range []struct{ at, ra time.Duration }{
+		{6168 * time.Millisecond, 2 * time.Second},  // names 8.168 s
+		{17028 * time.Millisecond, 2 * time.Second}, // 19.028 s: a gap of 10.86 s
+		{37563 * time.Millisecond, time.Second},     // 38.563 s: 19.535 s, two windows
+	} {
+		at := t0.Add(c.at)
+		s.observeScopeRefusal(&Answer{Reading: retryAfterOnly(c.ra), Counted: true, Sent: at}, at)
+	}
+	if s.Window != 10*time.Second {
+		t.Errorf("ends named 10.86 s, then 19.535 s apart: window %v (between %v and %v), want 10s", s.Window, s.Gap, s.GapMax)
+	}
+}
+
+// A count taken under a window the refusal corrects is not a whole
+// window's. Memory seed 5560: the learnt window was 11 s for the server's
+// 10 s, so two rolls after the episode's end the count began 1.9 s after
+// the server's window (Lag, 1 s, was measured at the episode's end); it
+// missed two requests, and the refusal that narrowed the window to 10 s
+// took its 5 for the server's 7, as whole.
+func TestCountUnderACorrectedWindowIsNotWhole(t *testing.T) {
+	s := NewBucket()
+	s.Learnt, s.Provisional, s.Limit, s.Window = true, true, 2, 11*time.Second
+	s.Gap, s.GapMax = 9864*time.Millisecond, 11864*time.Millisecond
+	s.NamedEnd, s.BlockedUntil, s.RefusedAt = t0.Add(18968*time.Millisecond), t0.Add(18968*time.Millisecond), t0.Add(16968*time.Millisecond)
+	s.CountedFrom, s.Counted, s.Lag, s.LastCounted = t0.Add(29968*time.Millisecond), 5, time.Second, t0.Add(28833*time.Millisecond)
+	s.Remaining, s.Reset = 0, t0.Add(40968*time.Millisecond)
+	at := t0.Add(34768 * time.Millisecond)
+	s.observeScopeRefusal(&Answer{Reading: retryAfterOnly(4 * time.Second), Counted: true, Sent: at}, at)
+	if s.Window != 10*time.Second {
+		t.Fatalf("window %v, want 10s (the refusal corrects it)", s.Window)
+	}
+	if s.Whole || !s.Provisional {
+		t.Errorf("limit %d, whole %v, provisional %v: a count under an 11 s window taken as a 10 s window's whole", s.Limit, s.Whole, s.Provisional)
+	}
+}
