@@ -104,6 +104,13 @@ type Bucket struct {
 	// counted (a scope refused before anything was known of it).
 	Counted     int64     `json:"counted,omitempty"`
 	CountedFrom time.Time `json:"counted_from,omitzero"`
+	// CountedBy is the holder (the process, Lease.Holder) of every
+	// success Counted holds, while they are all one's; "*" once another's
+	// came, "" before any (or for requests whose holder is not known). A
+	// provisional limit is one process's count: while the window's count
+	// is all one process's too, the limit is likely the fleet's, and the
+	// requests past it go one at a time (see pastProvisional).
+	CountedBy string `json:"counted_by,omitempty"`
 	// Lag is how much earlier than CountedFrom the server's own window
 	// may have begun: the server renewed the scope somewhere between the
 	// episode's last refusal and its first success when no refusal named
@@ -202,7 +209,7 @@ func (b *Bucket) roll(now time.Time) {
 		b.Unstated = nil
 		if b.Learnt || b.Configured {
 			// A scope's new window is counted afresh.
-			b.Counted, b.CountedFrom = 0, time.Time{}
+			b.Counted, b.CountedFrom, b.CountedBy = 0, time.Time{}, ""
 		}
 		if b.Limit != UnknownCount {
 			b.Remaining = b.Limit + b.Probe

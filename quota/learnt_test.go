@@ -129,9 +129,9 @@ func TestEpisodeEndKeepsTheCountSinceThePause(t *testing.T) {
 	s.BlockedUntil, s.Reset, s.NamedEnd = t0.Add(8*time.Second), t0.Add(8*time.Second), t0.Add(8*time.Second)
 	s.CountedFrom = t0.Add(-time.Second)
 	bad := headers.Parse(http.StatusBadGateway, http.Header{"Content-Type": {"text/html"}}, nil, t0)
-	s.observeScope(&Answer{Reading: &bad, Counted: true, Sent: t0.Add(8100 * time.Millisecond)}, false, t0.Add(8200*time.Millisecond))
+	s.observeScope(&Answer{Reading: &bad, Counted: true, Sent: t0.Add(8100 * time.Millisecond)}, false, "", t0.Add(8200*time.Millisecond))
 	ok := reading(UnknownCount, UnknownCount, time.Time{})
-	s.observeScope(&Answer{Reading: ok, Counted: true, Sent: t0.Add(8300 * time.Millisecond)}, false, t0.Add(8500*time.Millisecond))
+	s.observeScope(&Answer{Reading: ok, Counted: true, Sent: t0.Add(8300 * time.Millisecond)}, false, "", t0.Add(8500*time.Millisecond))
 	if !s.EpisodeAt.IsZero() {
 		t.Fatalf("the success did not end the episode: %+v", s)
 	}
@@ -179,7 +179,7 @@ func TestLagCountsFromTheEarliestNamedEnd(t *testing.T) {
 	}
 	ok := reading(UnknownCount, UnknownCount, time.Time{})
 	at := t0.Add(2600 * time.Millisecond)
-	s.observeScope(&Answer{Reading: ok, Counted: true, Sent: at}, false, at)
+	s.observeScope(&Answer{Reading: ok, Counted: true, Sent: at}, false, "", at)
 	if want := 1900 * time.Millisecond; s.Lag != want {
 		t.Errorf("lag %v, want %v (from 1 s before the earliest end named)", s.Lag, want)
 	}

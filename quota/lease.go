@@ -192,6 +192,16 @@ func (b *Bucket) FreeHolders(gone func(holder string) bool) int {
 	return n
 }
 
+// holderOf is the holder of lease id, "" when ls has none.
+func (ls Leases) holderOf(id uint64) string {
+	for _, l := range ls {
+		if l.ID == id {
+			return l.Holder
+		}
+	}
+	return ""
+}
+
 // Holders lists the holders of ls, each once.
 func (ls Leases) Holders() []string {
 	var out []string

@@ -99,14 +99,35 @@ func scopeWait(s *Bucket, a *Ask, now time.Time) (time.Duration, bool) {
 		// learn it), but a pause holds.
 		w = v.BlockedUntil.Sub(now)
 	}
-	if (!v.EpisodeAt.IsZero() || v.Probing) && w == 0 && v.Leases.Live(now) >= probeInFlight {
+	if (!v.EpisodeAt.IsZero() || v.Probing || v.pastProvisional(now)) && w == 0 && v.Leases.Live(now) >= probeInFlight {
 		// An episode of refusals is under way, or a learnt window has
-		// just begun: one probe at a time asks whether the server has
-		// renewed the scope, so that each refused probe (a window
-		// learnt too short) is one refusal, not a burst.
+		// just begun, or one process's window went past its own
+		// provisional limit: one probe at a time asks whether the
+		// server has renewed the scope, or allows more, so that each
+		// refused probe (a window learnt too short, a limit reached)
+		// is one refusal, not a burst.
 		return v.Leases.firstLapse(now), true
 	}
 	return w, onAnswer
+}
+
+// pastProvisional reports whether the window's count and the requests in
+// flight reached a provisional limit while the count is all one
+// process's (CountedBy). A provisional limit is one process's count of a
+// window, a lower bound: in a fleet the fleet's count goes on past it to
+// find the server's limit, and it caps nothing. Counted by one process
+// alone, it is likely the limit itself, and every request in flight past
+// it would be refused together: they go one at a time instead, so that
+// the refusal that teaches the limit costs one request. (Before, a
+// process alone on a scope learnt from a bare 429 sent all its waiting
+// work into the next window: 10–13 of a 40-limit scope were refused
+// there.) A fleet's count, of several holders, goes on at full speed:
+// going one at a time past one process's share kept a fleet of 8 from
+// reaching the server's limit within one of its windows, and its limit
+// from being learnt.
+func (s *Bucket) pastProvisional(now time.Time) bool {
+	return s.Provisional && s.Limit > 0 && s.CountedBy != "" && s.CountedBy != "*" &&
+		s.Counted+s.Leases.Live(now) >= s.Limit
 }
 
 // takeScope commits a reservation in the scope's bucket, when it takes
@@ -168,7 +189,7 @@ func refusalOfScope(b *Bucket, r *headers.Reading, now time.Time) bool {
 // refusal of the scope (refused) pauses and teaches it. A scope nothing is
 // known of counts nothing: a success there changes nothing, so a store
 // writes nothing.
-func (s *Bucket) observeScope(ans *Answer, refused bool, now time.Time) {
+func (s *Bucket) observeScope(ans *Answer, refused bool, holder string, now time.Time) {
 	r := ans.Reading
 	switch {
 	case refused:
@@ -186,6 +207,12 @@ func (s *Bucket) observeScope(ans *Answer, refused bool, now time.Time) {
 			s.Remaining--
 		}
 		s.Counted, s.LastCounted = s.Counted+1, now
+		switch {
+		case s.Counted == 1 && holder != "":
+			s.CountedBy = holder
+		case s.CountedBy != holder:
+			s.CountedBy = "*"
+		}
 		if !s.EpisodeAt.IsZero() && s.countsTheLimit() && s.Counted > s.Limit {
 			// A request in flight when the refusal came, admitted
 			// in the refused window: the server allowed it too.
@@ -243,6 +270,7 @@ func (s *Bucket) endEpisode(ans *Answer, now time.Time) {
 	}
 	s.Remaining, s.Reset, s.Assumed = s.Limit, now.Add(s.Window), false
 	s.Counted, s.CountedFrom, s.Lag, s.Straddled = 0, now, max(now.Sub(renewed), 0), false
+	s.CountedBy = ""
 }
 
 // sentAt is when the answer's request was sent: Answer.Sent, else now.

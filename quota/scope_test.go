@@ -471,3 +471,50 @@ func retryAfterOnly(d time.Duration) *headers.Reading {
 	r.RetryAfter, r.HasRetryAfter = d, true
 	return r
 }
+
+// A provisional limit (one process's count) caps nothing, but a window
+// counted by that one process alone goes one at a time past it: the
+// refusal that teaches the limit is then of one request, not of every
+// request in flight. A window counted by two processes goes on at full
+// speed past it, as a fleet's must to find the server's limit.
+func TestPastAProvisionalLimitOneProcessGoesOneAtATime(t *testing.T) {
+	reset := t0.Add(time.Hour)
+	a := &Ask{Policy: Policy{Kind: Greedy}}
+	for _, c := range []struct {
+		name    string
+		holders []string
+		wait    bool
+	}{
+		{"one process", []string{"p1"}, true},
+		{"two processes", []string{"p1", "p2"}, false},
+		{"holders unknown", []string{""}, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			b, users := NewBucket(), NewBucket()
+			Settle(nil, &b, 0, &Answer{Reading: gitlabMain(1900, reset), Counted: true}, t0)
+			users.Learnt, users.Provisional, users.Limit, users.Window = true, true, 5, time.Minute
+			users.Reset, users.CountedFrom, users.Remaining = t0.Add(time.Minute), t0, 5
+			o := &Owner{}
+			take := func(k int) uint64 {
+				t.Helper()
+				l := lz(t0)
+				l.Holder = c.holders[k%len(c.holders)]
+				d := Decide([]Option{{Owner: o, Bucket: &b, Scope: &users}}, a, l, t0)
+				if d.Wait != 0 || d.Err != nil {
+					t.Fatalf("request %d: wait %v err %v, want to go", k+1, d.Wait, d.Err)
+				}
+				return l.ID
+			}
+			for k := range 5 {
+				SettleScoped(o, &b, &users, take(k), &Answer{Reading: gitlabMain(1800, reset), Counted: true, Sent: t0}, t0)
+			}
+			take(5) // in flight, past the provisional 5
+			l := lz(t0)
+			l.Holder = c.holders[0]
+			d := Decide([]Option{{Owner: o, Bucket: &b, Scope: &users}}, a, l, t0)
+			if got := d.Wait > 0; got != c.wait {
+				t.Errorf("the 7th with the 6th in flight: wait %v (counted by %q); want a wait: %v", d.Wait, users.CountedBy, c.wait)
+			}
+		})
+	}
+}
