@@ -259,12 +259,24 @@ func (st *State) takeAhead(l *loaded, r slotRows, p *transport.ReserveParams) *b
 	if slot.Scope != (transport.BucketID{}) {
 		scope = l.buckets[bucketKey(slot.Scope)]
 	}
-	lease := quota.Lease{ID: leaseID(), Until: p.Lease.Until.Add(quota.BlockMaxAge), Holder: p.Lease.Holder}
+	// The block hands out units for BlockMaxAge from about now, each to a
+	// request whose lease runs as long as p's from when it asks; the
+	// block's lease must outlast theirs (quota.Block.Take). p's times are
+	// when it asked: one that waited its turn behind other transactions,
+	// or for the rows' locks, asked long before (a second or more on a
+	// busy database), and a block whose lease ran from then would refuse
+	// most of its units.
+	off := st.knownOffset()
+	now := shift(st.blockNow(), off)
+	if now.Before(p.Now) {
+		now = p.Now
+	}
+	lease := quota.Lease{ID: leaseID(), Until: now.Add(p.Lease.Until.Sub(p.Now) + quota.BlockMaxAge), Holder: p.Lease.Holder}
 	k := quota.TakeBlock(l.owners[r.owners[0]], l.buckets[r.buckets[0]], scope, &p.Ask, lease, st.nextSize(slot), p.Now)
 	if k == nil {
 		return nil
 	}
-	return &block{k: k, slot: slot, holder: p.Lease.Holder, dbNow: p.Now, off: st.knownOffset()}
+	return &block{k: k, slot: slot, holder: p.Lease.Holder, dbNow: p.Now, off: off}
 }
 
 // blockWanted reports whether slot has no open block of holder.

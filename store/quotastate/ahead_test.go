@@ -170,6 +170,30 @@ func TestRefusalClosesTheOwnersBlocks(t *testing.T) {
 	}
 }
 
+// A reservation that asked a second before its transaction decided (it
+// waited its turn, or for the rows' locks, on a busy database) takes a
+// block whose lease outlasts the leases of the requests that ask from the
+// time it is taken: they go on its units, without a transaction.
+func TestBlockOfALateTransactionServesRequestsAskedAfter(t *testing.T) {
+	ks, st, _, slot, asked := aheadStates(t, 4000)
+	now := asked.Add(time.Second) // when the transaction decides
+	quotastate.UseBlockClock(st, func() time.Time { return now })
+	slots := []transport.Slot{slot}
+	reserveGreedy(t, st, slots, 1, asked)
+	if len(ks.locked) != 1 {
+		t.Fatalf("%d transactions for the first reservation, want 1", len(ks.locked))
+	}
+	ks.locked = nil
+	for id := uint64(2); id <= 33; id++ {
+		if i, w := reserveGreedy(t, st, slots, id, now); i != 0 || w != 0 {
+			t.Fatalf("reservation %d: slot %d, wait %v", id, i, w)
+		}
+	}
+	if len(ks.locked) != 0 {
+		t.Fatalf("32 reservations asked after the block was taken took %d transactions, want 0 (the block's 32 units)", len(ks.locked))
+	}
+}
+
 // A block hands out units for blockMaxAge; then what it did not hand out
 // is given back. A request that ends without an answer gives its unit back
 // to the open block, with nothing written.
