@@ -42,17 +42,8 @@ func TestClaimedTasksGoByPriorityThenID(t *testing.T) {
 	t.Cleanup(ts.Close)
 	t.Cleanup(releaseAll)
 
-	client, sched := taskbatch.Start(&http.Client{}, 1, time.Minute)
-	t.Cleanup(sched.Close)
+	q, sched := openScheduled(t)
 	ctx := context.Background()
-	q, err := tasks.Open(ctx, filepath.Join(t.TempDir(), "tasks.db"), tasks.Options{
-		HTTPClient: client, BodyDir: filepath.Join(t.TempDir(), "bodies"),
-		FetchPollInterval: 10 * time.Millisecond, FetchCooldown: time.Millisecond,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = q.Close() })
 	type sub struct {
 		path     string
 		priority int
@@ -62,6 +53,7 @@ func TestClaimedTasksGoByPriorityThenID(t *testing.T) {
 		{path: "/e", priority: 2}, {path: "/f", priority: 1}, {path: "/g", priority: 4}}
 	for i, s := range subs {
 		in, _ := json.Marshal(tasks.HTTPInput{URL: ts.URL + s.path})
+		var err error
 		if subs[i].id, err = q.Submit(ctx, tasks.HTTPType, in, tasks.SubmitOptions{Priority: s.priority}); err != nil {
 			t.Fatal(err)
 		}
@@ -144,17 +136,8 @@ func TestStopGivesBackWhatOnlyWaits(t *testing.T) {
 	t.Cleanup(ts.Close)
 	t.Cleanup(releaseAll)
 
-	client, sched := taskbatch.Start(&http.Client{}, 1, time.Minute)
-	t.Cleanup(sched.Close)
+	q, sched := openScheduled(t)
 	ctx := context.Background()
-	q, err := tasks.Open(ctx, filepath.Join(t.TempDir(), "tasks.db"), tasks.Options{
-		HTTPClient: client, BodyDir: filepath.Join(t.TempDir(), "bodies"),
-		FetchPollInterval: 10 * time.Millisecond, FetchCooldown: time.Millisecond,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = q.Close() })
 	submit := func(in tasks.HTTPInput) int64 {
 		t.Helper()
 		raw, _ := json.Marshal(in)
@@ -226,4 +209,21 @@ func TestStopGivesBackWhatOnlyWaits(t *testing.T) {
 	if arrived["POST /write"] != 1 || arrived["GET /read"] != 1 || arrived["GET /held"] != 1 {
 		t.Errorf("the server received %v; want each request once", arrived)
 	}
+}
+
+// openScheduled opens a task queue on a fresh SQLite database whose http
+// tasks send through a scheduler of one request in flight.
+func openScheduled(t *testing.T) (*tasks.Queue, *taskbatch.Scheduler) {
+	t.Helper()
+	client, sched := taskbatch.Start(&http.Client{}, 1, time.Minute)
+	t.Cleanup(sched.Close)
+	q, err := tasks.Open(context.Background(), filepath.Join(t.TempDir(), "tasks.db"), tasks.Options{
+		HTTPClient: client, BodyDir: filepath.Join(t.TempDir(), "bodies"),
+		FetchPollInterval: 10 * time.Millisecond, FetchCooldown: time.Millisecond,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = q.Close() })
+	return q, sched
 }

@@ -237,19 +237,7 @@ func mixedWorker(b *testing.B, lines []string, base, dir string, served <-chan s
 	case <-time.After(10 * time.Minute):
 		b.Fatalf("tasks worker: the server had not served every line after 10 minutes:\n%s", p.out())
 	}
-	var all []*tasks.Task
-	for deadline := time.Now().Add(time.Minute); ; time.Sleep(20 * time.Millisecond) {
-		var err error
-		if all, err = q.List(context.Background(), tasks.Filter{Limit: 10_000}); err != nil {
-			b.Fatal(err)
-		}
-		if !slices.ContainsFunc(all, func(t *tasks.Task) bool { return !t.State.Final() }) {
-			break
-		}
-		if time.Now().After(deadline) {
-			b.Fatalf("tasks worker: tasks still open a minute after the server served every line:\n%s", p.out())
-		}
-	}
+	all := awaitAllFinal(b, q, func() string { return p.out() })
 	ran := time.Since(start)
 	p.stop(b)
 	ok := map[string]int{}
@@ -261,6 +249,26 @@ func mixedWorker(b *testing.B, lines []string, base, dir string, served <-chan s
 		}
 	}
 	return ran, ok, len(all)
+}
+
+// awaitAllFinal lists the database's tasks every 20 ms until none is
+// open, within a minute (the server has served every request: only the
+// records are left to write), and returns them; out says what the
+// workers printed, for a failure.
+func awaitAllFinal(b *testing.B, q *tasks.Queue, out func() string) []*tasks.Task {
+	b.Helper()
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(20 * time.Millisecond) {
+		all, err := q.List(context.Background(), tasks.Filter{Limit: 10_000})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if !slices.ContainsFunc(all, func(t *tasks.Task) bool { return !t.State.Final() }) {
+			return all
+		}
+		if time.Now().After(deadline) {
+			b.Fatalf("tasks still open a minute after the server served every request:\n%s", out())
+		}
+	}
 }
 
 // mixedIDHeader carries a task's line id in its request.

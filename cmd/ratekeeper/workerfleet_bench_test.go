@@ -1,12 +1,10 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -88,19 +86,7 @@ func workerFleet(b *testing.B, s *fitSim, db string, procs int) fleetRun {
 			b.Fatalf("the server charged %d of %d after 3 minutes\n%s", s.srv.Stats().Total.Charged, fleetURLs, allOutput(ps))
 		}
 	}
-	var all []*tasks.Task
-	for deadline := time.Now().Add(time.Minute); ; time.Sleep(20 * time.Millisecond) {
-		var err error
-		if all, err = q.List(context.Background(), tasks.Filter{Limit: 10_000}); err != nil {
-			b.Fatal(err)
-		}
-		if !slices.ContainsFunc(all, func(t *tasks.Task) bool { return !t.State.Final() }) {
-			break
-		}
-		if time.Now().After(deadline) {
-			b.Fatalf("tasks still open a minute after the server served every URL\n%s", allOutput(ps))
-		}
-	}
+	all := awaitAllFinal(b, q, func() string { return allOutput(ps) })
 	r.sender = stopWatch()
 	for i, p := range ps {
 		p.stop(b)
