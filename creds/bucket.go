@@ -11,6 +11,13 @@ type Usage struct {
 	Used     int
 	Reset    time.Time
 	At       time.Time
+	// ServerReset and ServerAt are Reset and the answer's Date on the
+	// server's own clock (headers.Reading.ServerReset, ServerTime), zero
+	// without a Date. Two answers of one window agree on ServerReset
+	// whatever each made of the server's clock, where Reset moves with
+	// that estimate between them: the learner compares windows by it.
+	ServerReset time.Time
+	ServerAt    time.Time
 	// Units is what the reading's own request counted, when more than
 	// one: a GitHub GraphQL query counts its points (as priced before it
 	// went). 0 means 1.

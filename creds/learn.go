@@ -406,8 +406,25 @@ func sameWindow(a, b Usage) bool {
 	if a.Resource != b.Resource || a.Limit != b.Limit || a.Reset.IsZero() || b.Reset.IsZero() {
 		return false
 	}
-	d := a.Reset.Sub(b.Reset)
+	ra, rb, _ := resets(a, b)
+	d := ra.Sub(rb)
 	return d <= resetTolerance && d >= -resetTolerance
+}
+
+// resets returns the resets of a and b on one clock, and whether it is the
+// server's: where both answers had a Date, the server's. On our clock
+// each reset is moved by the estimate of the server's clock made when it
+// came, and the estimate tightens between two answers by up to a second
+// (a Date is stamped anywhere in its second): a window's reset read from
+// an early answer and the next window's from a later one could then be
+// less than resetTolerance apart on a 2-second window, and the counts of
+// two windows compared as one — a new window's low count "proving" two
+// buckets where there is one.
+func resets(a, b Usage) (time.Time, time.Time, bool) {
+	if a.ServerReset.IsZero() || b.ServerReset.IsZero() || a.ServerAt.IsZero() || b.ServerAt.IsZero() {
+		return a.Reset, b.Reset, false
+	}
+	return a.ServerReset, b.ServerReset, true
 }
 
 // apartWindows reports whether two answers in different windows cannot be
@@ -417,11 +434,18 @@ func apartWindows(a, b Usage) bool {
 	if b.At.Before(a.At) {
 		a, b = b, a
 	}
+	ra, rb, server := resets(a, b)
+	// The latest b can have been counted: its arrival on our clock; on
+	// the server's, the end of its Date's second.
+	counted := b.At
+	if server {
+		counted = b.ServerAt.Add(time.Second)
+	}
 	switch {
-	case b.Reset.Before(a.Reset.Add(-resetTolerance)):
+	case rb.Before(ra.Add(-resetTolerance)):
 		return true // backwards
-	case b.Reset.After(a.Reset.Add(resetTolerance)):
-		return b.At.Before(a.Reset.Add(-resetTolerance)) // forwards before a's window ended
+	case rb.After(ra.Add(resetTolerance)):
+		return counted.Before(ra.Add(-resetTolerance)) // forwards before a's window ended
 	}
 	return false
 }

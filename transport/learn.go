@@ -219,7 +219,7 @@ func usageOf(r *headers.Reading, resource string, now time.Time) creds.Usage {
 	}
 	u := creds.Usage{Resource: r.Resource, Limit: int(r.Limit), Used: int(used), At: now}
 	if r.HasReset() {
-		u.Reset = r.Reset
+		u.Reset, u.ServerReset, u.ServerAt = r.Reset, r.ServerReset, r.ServerTime
 	}
 	if u.Resource == "" {
 		u.Resource = resource

@@ -336,3 +336,41 @@ func ownersAskedTogether(t *testing.T, shared bool) {
 		}
 	})
 }
+
+// Two answers on either side of a window's end must not be compared as one
+// window when the estimate of the server's clock tightened between them:
+// the first, stamped 0.95 s into its second, put its reset 0.95 s late on
+// our clock; the second, stamped as its second turned, put the next
+// window's reset only 1.05 s after that. Compared on our clock, the second
+// token's count (1, a new window) at or below the first's proved "two
+// buckets", and alice's two tokens spent 40 of her 20 a window (the
+// three-worker tasks run under load: 11 to 18 refusals). Compared on the
+// server's clock, the resets are a window apart.
+func TestOwnersNotToldApartAcrossAWindowBySkew(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		tokens := []sim.TokenConfig{{Token: "tok-a1", Owner: "alice"}, {Token: "tok-a2", Owner: "alice"}}
+		s := newSim(t, sim.APIConfig{Dialect: "github", Limit: 20, Window: 2 * time.Second, WindowMode: sim.WindowFixed, Tokens: tokens},
+			[]string{"tok-a1", "tok-a2"}, nil)
+		get := func(i int) {
+			t.Helper()
+			req, _ := http.NewRequest(http.MethodGet, s.base+fmt.Sprintf("/repos/o/r%d", i), nil)
+			resp, err := s.t.RoundTrip(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			drain(resp)
+		}
+		start := time.Now() // a whole second, and a window's start
+		time.Sleep(950 * time.Millisecond)
+		get(0) // tok-a1, Date a second 0.95 s old
+		time.Sleep(time.Until(start.Add(2*time.Second + 10*time.Millisecond)))
+		get(1) // tok-a2, the next window, Date 10 ms old
+		codes := s.runPaths(t, "/repos/o/r%d", 40, 4)
+		if st := s.srv.Stats().Total; st.Violations != 0 {
+			t.Errorf("%d requests refused (statuses %v): alice's tokens were paced as two buckets", st.Violations, codes)
+		}
+		if got := bucketsOf(t, s.t, "github"); got != "1,2" {
+			t.Errorf("buckets %s, want 1,2 (both alice's)", got)
+		}
+	})
+}

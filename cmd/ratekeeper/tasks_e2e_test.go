@@ -78,7 +78,9 @@ func runWorkers(t *testing.T, db string) {
 
 	var workers []*process
 	for i := range nWorkers {
-		args := []string{"tasks", "worker", "--db", db, "--provider", provider, "--policy", "greedy",
+		// -v: which bucket each token was found to spend, and every
+		// refusal, for the failure below to show.
+		args := []string{"tasks", "worker", "-v", "--db", db, "--provider", provider, "--policy", "greedy",
 			"--max-wait", "300ms", "--concurrency", "10", "--worker-id", fmt.Sprintf("e2e-%d", i+1)}
 		if i == 0 {
 			args = append(args, "--metrics-listen", "127.0.0.1:0")
@@ -151,7 +153,7 @@ func runWorkers(t *testing.T, db string) {
 	// window's edge too early (the server's Date and reset are whole
 	// seconds, half a window here). More than that is a regression.
 	if v := stats.Total.PrimaryViolations; v > 3 {
-		t.Errorf("the simulator saw %d requests beyond a primary limit, want at most 3 (0 in almost every run)", v)
+		t.Errorf("the simulator saw %d requests beyond a primary limit, want at most 3 (0 in almost every run); workers said:\n%s", v, allOutput(workers))
 	} else if v > 0 {
 		t.Logf("the simulator saw %d requests beyond a primary limit (a window edge under load)", v)
 	}
