@@ -296,3 +296,31 @@ func TestLearnerCountsUnits(t *testing.T) {
 		t.Fatalf("buckets %v, want alice's 1 and 3 apart from bob's 2", got)
 	}
 }
+
+// A window's end tells two buckets apart only on the server's clock. Our
+// clock's resets move with the estimate of the server's clock made at
+// each answer, which an answer received long after its Date (a loaded
+// machine) leaves loose by seconds: alice's first answer, received 2 s
+// after its Date, put her window's end 2 s late, so her second token's
+// probe, counted just after the window turned, looked sent before it
+// ended with a new reset — "forwards before the window ended", proof of
+// another bucket. On the server's clock it came after the end: nothing
+// is proven, and the probe is tried again.
+func TestLearnerJudgesWindowsOnTheServersClock(t *testing.T) {
+	a, b := NewToken("github", 1, "tok-alice-1", "test"), NewToken("github", 2, "tok-alice-2", "test")
+	l := NewLearner([]*Credential{a, b})
+	end := t0.Add(5 * time.Second) // alice's window on the server's clock
+	first := Usage{Resource: "core", Limit: 60, Used: 30, Reset: end.Add(2 * time.Second), At: end.Add(-500 * time.Millisecond),
+		ServerReset: end, ServerAt: end.Add(-2500 * time.Millisecond)}
+	if got := l.Observe(a, first, true); len(got) != 1 || got[0] != a {
+		t.Fatalf("first answer settled %v, want alice's first token as a bucket of its own so far", got)
+	}
+	probe := Usage{Resource: "core", Limit: 60, Used: 1, Reset: end.Add(5 * time.Second), At: end.Add(50 * time.Millisecond),
+		ServerReset: end.Add(5 * time.Second), ServerAt: end}
+	if got := l.Observe(b, probe, true); len(got) != 0 {
+		t.Fatalf("the probe in the next window settled %v as a bucket of its own", got)
+	}
+	if !l.Learning() {
+		t.Fatal("learning ended on a probe that proves nothing")
+	}
+}
