@@ -18,8 +18,9 @@ import "time"
 //  1. Each credential whose bucket is not known is tried once (a probe).
 //     Its counted answer is compared with the latest counted answer of
 //     every known group of credentials. A group in another window (reset
-//     apart by more than a tolerance), or whose count is already at or
-//     above the probe's, counts apart. If all do, the credential is a
+//     apart by more than a tolerance, on the server's clock where the
+//     answers carry a Date), or whose count is already at or above the
+//     probe's, counts apart. If all do, the credential is a
 //     bucket of its own; otherwise the group whose count is closest below
 //     is a candidate, to confirm — or, unless the probe counted exactly
 //     one more than that group, only to refute: its confirmation then
