@@ -205,7 +205,7 @@ func signalContext(stderr io.Writer, exit func(code int)) (ctx context.Context, 
 		select {
 		case sig := <-ch:
 			s, _ := sig.(syscall.Signal)
-			fmt.Fprintln(stderr, "ratekeeper: stopping once what is under way has finished; press Ctrl-C again to stop at once")
+			fmt.Fprintln(stderr, "ratekeeper: stopping: nothing new is sent, what is at the server finishes; press Ctrl-C again to stop at once")
 			cancel(stopSignal{s})
 		case <-released:
 			return
