@@ -185,7 +185,7 @@ func (k *Block) Take(a *Ask, l Lease, now time.Time) bool {
 	if left <= 0 || l.Until.After(k.Lease.Until) || plentyLeft(&k.owner, &k.bucket, k.scope, a, now) < left {
 		return false
 	}
-	d := Decide([]Option{{Owner: &k.owner, Bucket: &k.bucket, Scope: k.scope}}, a, l, now)
+	d := decide([]Option{{Owner: &k.owner, Bucket: &k.bucket, Scope: k.scope}}, a, &l, now)
 	if d.Wait > 0 || d.Err != nil || d.Index != 0 {
 		return false
 	}

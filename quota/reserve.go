@@ -194,12 +194,17 @@ type Decision struct {
 }
 
 // Decide is Reserve with the whole decision: see Reserve and Decision.
-func Decide(opts []Option, a *Ask, l Lease, now time.Time) Decision {
+func Decide(opts []Option, a *Ask, l Lease, now time.Time) Decision { return decide(opts, a, &l, now) }
+
+// decide is Decide on *l, a copy of the lease that is the caller's own to
+// change: a unit of a block (Block.Take) hands its own rather than have a
+// lease of 128 bytes copied once more at each call.
+func decide(opts []Option, a *Ask, l *Lease, now time.Time) Decision {
 	if len(opts) == 1 && goesAtOnce(&opts[0], a, now) {
 		commitAtOnce(&opts[0], a, l, now)
 		return Decision{Index: 0}
 	}
-	return weigh(opts, a, l, now)
+	return weigh(opts, a, *l, now)
 }
 
 // commitAtOnce is commit for a request goesAtOnce lets go: no scope, no
@@ -208,11 +213,11 @@ func Decide(opts []Option, a *Ask, l Lease, now time.Time) Decision {
 // has nothing to roll. What is left of commit is the leases, the owner's
 // peak and the bucket's pacing; TestGoesAtOnceAgreesWithTheWaits holds it
 // to commit's result.
-func commitAtOnce(opt *Option, a *Ask, l Lease, now time.Time) {
+func commitAtOnce(opt *Option, a *Ask, l *Lease, now time.Time) {
 	l.Conditional = false
 	o, b := opt.Owner, opt.Bucket
 	o.refresh(now)
-	o.Leases = append(o.Leases, l)
+	o.Leases = append(o.Leases, *l)
 	if o.Peak < int64(len(o.Leases)) {
 		o.Peak = max(o.Peak, o.Leases.sent(now))
 	}
@@ -220,7 +225,7 @@ func commitAtOnce(opt *Option, a *Ask, l Lease, now time.Time) {
 	if l.Spacing = b.interval(a.Policy, now); l.Spacing > 0 {
 		b.TAT = maxTime(b.TAT, now).Add(l.Spacing)
 	}
-	b.Leases = append(b.Leases, l)
+	b.Leases = append(b.Leases, *l)
 }
 
 // weigh is Decide weighing every wait of every option.

@@ -111,10 +111,12 @@ func (b *block) dbTime(now time.Time) time.Time { return b.dbNow.Add(now.Sub(b.a
 
 // sameSlot reports whether a and b spend from the same rows. Only slots
 // without shared buckets take blocks; a block's slot has its scope, so
-// its units serve only requests of that scope.
-func sameSlot(a, b transport.Slot) bool {
-	return a.Owner == b.Owner && a.Bucket == b.Bucket && a.Scope == b.Scope && len(a.Also) == 0 && len(b.Also) == 0 &&
-		len(a.Draws) == 0 && len(b.Draws) == 0
+// its units serve only requests of that scope. The owners' names are
+// compared first: a request looks through every open block of its
+// process, and they differ by owner most of all.
+func sameSlot(a, b *transport.Slot) bool {
+	return a.Owner.Owner == b.Owner.Owner && len(a.Also) == 0 && len(b.Also) == 0 && len(a.Draws) == 0 && len(b.Draws) == 0 &&
+		a.Owner == b.Owner && a.Bucket == b.Bucket && a.Scope == b.Scope
 }
 
 // fromBlock gives p a unit of a block on the first of its slots that has
@@ -124,6 +126,12 @@ func sameSlot(a, b transport.Slot) bool {
 // A block that has not heard the store value's news hands out nothing:
 // the request is decided on the rows, and the blocks read them again
 // (hear).
+//
+// The block's age is counted to p.Now, the time the request asks on the
+// same clock (the transport reads it just before it reserves), rather than
+// to a clock read here: a read of the clock is a good part of what a unit
+// costs. A request that asked before the block was kept (another
+// goroutine's transaction took it meanwhile) asked within its age.
 func (st *State) fromBlock(p *transport.ReserveParams) (int, bool) {
 	s := &st.blocks
 	s.mu.Lock()
@@ -131,11 +139,12 @@ func (st *State) fromBlock(p *transport.ReserveParams) (int, bool) {
 	if len(s.open) == 0 {
 		return 0, false
 	}
-	age := st.blockNow()
+	age := p.Now
 	news := st.news()
-	for i, slot := range p.Slots {
+	for i := range p.Slots {
+		slot := &p.Slots[i]
 		for _, b := range s.open {
-			if !sameSlot(b.slot, slot) || b.holder != p.Lease.Holder {
+			if !sameSlot(&b.slot, slot) || b.holder != p.Lease.Holder {
 				continue
 			}
 			if b.heard != news {
@@ -146,7 +155,7 @@ func (st *State) fromBlock(p *transport.ReserveParams) (int, bool) {
 			}
 			lease := p.Lease
 			lease.Until = shift(lease.Until, b.off)
-			if d := age.Sub(b.at); d < 0 || d >= quota.BlockMaxAge || !b.k.Take(&p.Ask, lease, shift(p.Now, b.off)) {
+			if age.Sub(b.at) >= quota.BlockMaxAge || !b.k.Take(&p.Ask, lease, shift(p.Now, b.off)) {
 				continue
 			}
 			if s.handed == nil {
@@ -285,7 +294,7 @@ func (st *State) blockWanted(slot transport.Slot, holder string) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, b := range s.open {
-		if sameSlot(b.slot, slot) && b.holder == holder {
+		if sameSlot(&b.slot, &slot) && b.holder == holder {
 			return false
 		}
 	}

@@ -509,3 +509,29 @@ func TestAnotherProcessScopeRefusalReachesTheBlockAtOnce(t *testing.T) {
 		t.Fatalf("after another process's refusal of the scope %d of 37 reservations went, want 0", went)
 	}
 }
+
+// A block's age is counted to the time its request asks, on the
+// transport's clock, which the transport reads just before it reserves:
+// a request asking BlockMaxAge after the block was kept is decided on the
+// rows even before the timer that expires the block has run, and one that
+// asked before the block was kept (another goroutine's transaction took it
+// meanwhile) may take a unit.
+func TestBlockAgeCountsToTheRequestsTime(t *testing.T) {
+	ks, st, _, slot, now := aheadStates(t, 4000)
+	quotastate.UseBlockClock(st, func() time.Time { return now })
+	slots := []transport.Slot{slot}
+	reserveGreedy(t, st, slots, 1, now)
+	if quotastate.OpenBlocks(st) != 1 {
+		t.Fatal("no block was taken")
+	}
+	ks.locked = nil
+	for id, at := range map[uint64]time.Time{2: now.Add(-time.Second), 3: now.Add(quotastate.BlockMaxAge - time.Millisecond)} {
+		if _, w := reserveGreedy(t, st, slots, id, at); w != 0 || len(ks.locked) != 0 {
+			t.Fatalf("a request asking %v after the block was kept: wait %v, %d transactions, want a unit of the block",
+				at.Sub(now), w, len(ks.locked))
+		}
+	}
+	if _, w := reserveGreedy(t, st, slots, 4, now.Add(quotastate.BlockMaxAge)); w != 0 || len(ks.locked) != 1 {
+		t.Fatalf("a request asking the block's max age after it was kept: wait %v, %d transactions, want 1", w, len(ks.locked))
+	}
+}

@@ -597,7 +597,7 @@ func (st *State) commitChosen(ctx context.Context, chosen []choice, snap map[str
 			}
 		}
 		for k := range ones {
-			if won[k] && !slices.ContainsFunc(ones[:k], func(o transport.ReserveParams) bool { return sameSlot(o.Slots[0], ones[k].Slots[0]) }) {
+			if won[k] && !slices.ContainsFunc(ones[:k], func(o transport.ReserveParams) bool { return sameSlot(&o.Slots[0], &ones[k].Slots[0]) }) {
 				ahead = append(ahead, st.takeAhead(l, rows[k], &ones[k]))
 			}
 		}
