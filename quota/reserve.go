@@ -26,6 +26,12 @@ type Ask struct {
 	// them all (at most the bucket's limit less the reserve), and the
 	// lease holds them until the answer.
 	Units int64
+	// Pack says the caller's order of the options is only taking turns,
+	// not a preference (a credential a learner names, one whose cached
+	// answer makes the request free): a request of several units then
+	// goes to the option it leaves least of among those that let it go
+	// now (see tighter).
+	Pack bool
 	// Conditional marks a request likely to be answered with a free 304
 	// (a revalidation): it waits only until the server's own remaining,
 	// less the counted requests in flight, is above zero (see
@@ -231,7 +237,7 @@ func weigh(opts []Option, a *Ask, l Lease, now time.Time) Decision {
 	onAnswer := false
 	// A request of several units that more than one bucket lets go now
 	// goes where it fits tightest (see tighter), not merely the first.
-	packs := a.Units > 1 && !a.Free && !a.Conditional && len(opts) > 1
+	packs := a.Pack && a.Units > 1 && !a.Free && !a.Conditional && len(opts) > 1
 	for i := range opts {
 		if !a.Free {
 			if err := opts[i].reachable(a.Policy); err != nil {

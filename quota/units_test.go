@@ -66,8 +66,9 @@ func TestSettleCountsUnitsTheServerDidNotState(t *testing.T) {
 
 // A request of several units that two buckets let go now takes the one it
 // leaves least (best fit), so the other keeps its room whole for a larger
-// one; a request of one unit, or a tie, keeps the caller's order; a
-// bucket whose window has rolled counts full.
+// one; a request of one unit, a tie, or an order the caller prefers (not
+// Pack) keeps the caller's order; a bucket whose window has rolled counts
+// full.
 func TestUnitsGoWhereTheyFitTightest(t *testing.T) {
 	reset := t0.Add(time.Minute)
 	greedy := Policy{Kind: Greedy}
@@ -93,6 +94,7 @@ func TestUnitsGoWhereTheyFitTightest(t *testing.T) {
 		{"one unit takes turns", []int64{70, 40}, 1, t0, 0},
 		{"a tie takes turns", []int64{40, 40}, 30, t0, 0},
 		{"the tightest of three", []int64{90, 50, 35}, 30, t0, 2},
+		{"the caller's preference", []int64{70, 40}, 30, t0, -1},
 		{"a rolled window is full", []int64{40, 70}, 30, reset.Add(time.Minute), 1},
 	} {
 		opts := setup(c.remaining...)
@@ -100,9 +102,11 @@ func TestUnitsGoWhereTheyFitTightest(t *testing.T) {
 			// Only the first rolls (to 100): the second keeps its 70.
 			opts[1].Bucket.Reset = reset.Add(2 * time.Minute)
 		}
-		d := Decide(opts, &Ask{Policy: greedy, Units: c.units}, lz(c.now), c.now)
-		if d.Wait != 0 || d.Index != c.want {
-			t.Errorf("%s: option %d after %v, want %d now", c.name, d.Index, d.Wait, c.want)
+		ask := &Ask{Policy: greedy, Units: c.units, Pack: c.want >= 0}
+		want := max(c.want, 0) // -1: not packed, the first goes
+		d := Decide(opts, ask, lz(c.now), c.now)
+		if d.Wait != 0 || d.Index != want {
+			t.Errorf("%s: option %d after %v, want %d now", c.name, d.Index, d.Wait, want)
 		}
 	}
 }
