@@ -180,6 +180,18 @@ func (b *Bucket) Budget(reserve int64, now time.Time) (budget int64, known bool)
 	return b.Remaining - b.InFlight(now) - reserve, true
 }
 
+// budgetNow is Budget under policy p as of now, for a window whose refill
+// time has passed or a bucket refilling continuously counted refilled
+// (as waitUnits does). It changes nothing.
+func (b *Bucket) budgetNow(p Policy, now time.Time) (int64, bool) {
+	if at := b.refillAt(); b.Refill > 0 || !at.IsZero() && !now.Before(at) {
+		c := *b // rolls scalars only: the shared Leases are just read
+		c.roll(now)
+		return c.Budget(p.reserveFor(&c), now)
+	}
+	return b.Budget(p.reserveFor(b), now)
+}
+
 // prune forgets lapsed leases.
 func (b *Bucket) prune(now time.Time) { b.Leases = b.Leases.pruned(now) }
 

@@ -26,6 +26,12 @@ type Ask struct {
 	// them all (at most the bucket's limit less the reserve), and the
 	// lease holds them until the answer.
 	Units int64
+	// Pack says the caller's order of the options is only taking turns,
+	// not a preference (a credential a learner names, one whose cached
+	// answer makes the request free): a request of several units then
+	// goes to the option it leaves least of among those that let it go
+	// now (see tighter).
+	Pack bool
 	// Conditional marks a request likely to be answered with a free 304
 	// (a revalidation): it waits only until the server's own remaining,
 	// less the counted requests in flight, is above zero (see
@@ -234,6 +240,9 @@ func weigh(opts []Option, a *Ask, l Lease, now time.Time) Decision {
 	var bestWait waitFor
 	var never error
 	onAnswer := false
+	// A request of several units that more than one bucket lets go now
+	// goes where it fits tightest (see tighter), not merely the first.
+	packs := a.Pack && a.Units > 1 && !a.Free && !a.Conditional && len(opts) > 1
 	for i := range opts {
 		if !a.Free {
 			if err := opts[i].reachable(a.Policy); err != nil {
@@ -244,9 +253,11 @@ func weigh(opts []Option, a *Ask, l Lease, now time.Time) Decision {
 		w := waitOption(&opts[i], a, now)
 		if best < 0 || w.d < bestWait.d || w.d == bestWait.d && w.onAnswer && !bestWait.onAnswer {
 			best, bestWait = i, w
-			if w.d == 0 {
+			if w.d == 0 && !packs {
 				break
 			}
+		} else if packs && w.d == 0 && bestWait.d == 0 && tighter(&opts[i], &opts[best], a, now) {
+			best = i
 		}
 		// An answer may end any option's wait on requests in flight
 		// long before the soonest known time: the decision's wait
@@ -261,6 +272,24 @@ func weigh(opts []Option, a *Ask, l Lease, now time.Time) Decision {
 	}
 	commit(&opts[best], a, l, now)
 	return Decision{Index: best}
+}
+
+// tighter reports whether a request asking a leaves less of opt's bucket
+// than of best's, both known and both letting it go now: best fit. Points
+// (GitHub GraphQL) and tokens are spent in pieces of different sizes, and
+// a piece never splits across buckets: requests spread evenly leave every
+// bucket a little at a window's end (30 and 31 points of two, say) and the
+// next request of 33 waits a whole window that the buckets' sum could
+// have paid. Filling the fullest bucket that fits keeps the largest room
+// whole for a larger request. Options of one bucket, or of a bucket
+// nothing is known of, keep the caller's order (taking turns).
+func tighter(opt, best *Option, a *Ask, now time.Time) bool {
+	if opt.Bucket == best.Bucket {
+		return false
+	}
+	left, ok := opt.Bucket.budgetNow(a.Policy, now)
+	bestLeft, bestOK := best.Bucket.budgetNow(a.Policy, now)
+	return ok && bestOK && left < bestLeft
 }
 
 // commit takes what a request asking a holds of opt at now, under lease l:

@@ -63,3 +63,50 @@ func TestSettleCountsUnitsTheServerDidNotState(t *testing.T) {
 		t.Fatalf("remaining %d, want 60 − 1 − 7", b.Remaining)
 	}
 }
+
+// A request of several units that two buckets let go now takes the one it
+// leaves least (best fit), so the other keeps its room whole for a larger
+// one; a request of one unit, a tie, or an order the caller prefers (not
+// Pack) keeps the caller's order; a bucket whose window has rolled counts
+// full.
+func TestUnitsGoWhereTheyFitTightest(t *testing.T) {
+	reset := t0.Add(time.Minute)
+	greedy := Policy{Kind: Greedy}
+	setup := func(remaining ...int64) []Option {
+		var opts []Option
+		for _, r := range remaining {
+			b := NewBucket()
+			b.Observe(reading(100, r, reset), t0, true, Default{})
+			opts = append(opts, Option{Owner: &Owner{}, Bucket: &b})
+		}
+		return opts
+	}
+	for _, c := range []struct {
+		name      string
+		remaining []int64
+		units     int64
+		now       time.Time
+		want      int
+	}{
+		{"30 of 70 and 40", []int64{70, 40}, 30, t0, 1},
+		{"30 of 40 and 70", []int64{40, 70}, 30, t0, 0},
+		{"40 of 70 and 30: only the first fits", []int64{70, 30}, 40, t0, 0},
+		{"one unit takes turns", []int64{70, 40}, 1, t0, 0},
+		{"a tie takes turns", []int64{40, 40}, 30, t0, 0},
+		{"the tightest of three", []int64{90, 50, 35}, 30, t0, 2},
+		{"the caller's preference", []int64{70, 40}, 30, t0, -1},
+		{"a rolled window is full", []int64{40, 70}, 30, reset.Add(time.Minute), 1},
+	} {
+		opts := setup(c.remaining...)
+		if c.name == "a rolled window is full" {
+			// Only the first rolls (to 100): the second keeps its 70.
+			opts[1].Bucket.Reset = reset.Add(2 * time.Minute)
+		}
+		ask := &Ask{Policy: greedy, Units: c.units, Pack: c.want >= 0}
+		want := max(c.want, 0) // -1: not packed, the first goes
+		d := Decide(opts, ask, lz(c.now), c.now)
+		if d.Wait != 0 || d.Index != want {
+			t.Errorf("%s: option %d after %v, want %d now", c.name, d.Index, d.Wait, want)
+		}
+	}
+}

@@ -59,6 +59,10 @@ func (x *exchange) acquire() error {
 			x.reserve.Ask = l.ask(x.class)
 			x.reserve.Ask.Conditional = x.conditional
 		}
+		// Points go where they fit tightest unless a credential is to
+		// go first (the learner's, the one whose owner was just asked):
+		// the learner compares the answers of those it names.
+		x.reserve.Ask.Pack = x.rt.first == nil
 		now := t.opts.Now()
 		cands := t.candidates(x.req, x.pool, x.cands[:0], x.rt, now)
 		if len(cands) == 0 {

@@ -146,3 +146,40 @@ func BenchmarkGraphQLMixedCosts(b *testing.B) {
 		})
 	}
 }
+
+// Queries of points go where they fit tightest: two users' buckets of
+// 100 points a window, queries of 30, 30, 30, 30 and 60 sent one after
+// the other. Taking turns would leave each bucket 40 and the 60 a whole
+// window to wait; best fit puts the third and fourth 30 in the bucket
+// already spent from, and the 60 goes at once into the other.
+func TestGraphQLQueriesPackIntoBuckets(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const window = time.Minute
+		api := sim.APIConfig{Dialect: "github", Latency: 50 * time.Millisecond,
+			Resources: map[string]sim.ResourceConfig{"graphql": {Limit: 100, Window: window}},
+			Tokens:    []sim.TokenConfig{{Token: "tok-alice", Owner: "alice"}, {Token: "tok-bob", Owner: "bob"}}}
+		s := newSim(t, api, []string{"tok-alice", "tok-bob"}, nil)
+		start := time.Now()
+		for _, cost := range []int{30, 30, 30, 30, 60} {
+			resp, err := s.t.RoundTrip(graphqlPost(t, s.base+"/graphql", defaultsQuery(cost), nil))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if body := drain(resp); resp.StatusCode != 200 || !strings.HasPrefix(body, `{"data"`) {
+				t.Fatalf("%d %.120s", resp.StatusCode, body)
+			}
+		}
+		elapsed := time.Since(start)
+		var used []int64
+		for _, owner := range []string{"alice", "bob"} {
+			b, _ := s.srv.Stats().BucketFor("github", owner, "graphql")
+			if b.PrimaryViolations != 0 {
+				t.Errorf("%s: %d RATE_LIMITED", owner, b.PrimaryViolations)
+			}
+			used = append(used, b.Charged)
+		}
+		if elapsed >= window {
+			t.Errorf("180 points of two buckets of 100 took %v (points charged %v), want less than a window (%v)", elapsed, used, window)
+		}
+	})
+}
