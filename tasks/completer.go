@@ -2,6 +2,7 @@ package tasks
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/riverqueue/river/riverdriver"
@@ -64,11 +65,22 @@ func (e outageExecutor) JobSetStateIfRunningMany(ctx context.Context, params *ri
 	// River's deadline for its try would end the wait: the wait has its
 	// own bound, and each try a deadline like River's.
 	base := context.WithoutCancel(ctx)
-	err = e.o.Do(base, func(ctx context.Context) error {
-		try, cancel := context.WithTimeout(ctx, completeTryTimeout)
+	try := func(ctx context.Context) error {
+		tctx, cancel := context.WithTimeout(ctx, completeTryTimeout)
 		defer cancel()
-		rows, err = e.Executor.JobSetStateIfRunningMany(try, params)
+		rows, err = e.Executor.JobSetStateIfRunningMany(tctx, params)
 		return err
-	})
-	return rows, err
+	}
+	// A try that meets its deadline is the database away too: while the
+	// server is down a dial waits within the deadline (redialRefused), and
+	// pgx then answers the deadline, not the refusal, which the outage
+	// does not take for transient. Such tries are made again, up to the
+	// outage's bound in all.
+	for stalls := 0; ; stalls++ {
+		err = e.o.Do(base, try)
+		if !errors.Is(err, context.DeadlineExceeded) || e.o.Timeout() < 0 ||
+			time.Duration(stalls+1)*completeTryTimeout >= e.o.Timeout() {
+			return rows, err
+		}
+	}
 }

@@ -37,18 +37,22 @@ func TestWorkerWaitsOutAnOutageOfItsCompletions(t *testing.T) {
 		opts.outageNow, opts.outageAfter = clk.Now, clk.After
 		opts.completerFaults = func(e riverdriver.Executor) riverdriver.Executor { fc.Executor = e; return fc }
 		q := openQueue(t, dsn, opts)
-
-		fc.fail(storetest.TransientErrors(t)[0].Err, 5) // more than River's three tries
-		id := mustSubmit(t, q, HTTPType, `{"url":"`+srv.URL+`/a"}`, SubmitOptions{})
 		defer startWorker(t, q, WorkOptions{WorkerID: "w-completions"})()
-		if got := mustAwait(t, q, id); got.State != StateCompleted {
-			t.Errorf("task = %+v, want completed", got)
-		}
-		if n := sent.Load(); n != 1 {
-			t.Errorf("request sent %d times, want once", n)
-		}
-		if n := fc.failed(); n != 5 {
-			t.Errorf("%d writes of the completion failed, want the outage's 5", n)
+		// Each write fails at once (a dial refused), or meets its deadline
+		// (a dial that waited within it for the server, as redialRefused
+		// does), more times than River's three tries.
+		for i, failure := range []error{storetest.TransientErrors(t)[0].Err, context.DeadlineExceeded} {
+			fc.fail(failure, 5)
+			id := mustSubmit(t, q, HTTPType, fmt.Sprintf(`{"url":"%s/%d"}`, srv.URL, i), SubmitOptions{})
+			if got := mustAwait(t, q, id); got.State != StateCompleted {
+				t.Errorf("%v: task = %+v, want completed", failure, got)
+			}
+			if n := sent.Load(); n != int32(i+1) {
+				t.Errorf("%v: %d requests sent for %d tasks, want each once", failure, n, i+1)
+			}
+			if n := fc.failed(); n != 5*(i+1) {
+				t.Errorf("%v: %d writes of completions failed, want the outages' %d", failure, n, 5*(i+1))
+			}
 		}
 	})
 }
