@@ -163,7 +163,9 @@
 // River applies an attempt's outcome through its batch completer, up to
 // about 250ms after the handler returns; until then the task still reads
 // as running. Completion, retries, reschedules and failures all take this
-// path; submits and cancels commit at once.
+// path; submits and cancels commit at once. While the database is away
+// the completer's writes wait for it, up to Options.DBOutageTimeout, as
+// the queue's own calls do (River alone drops them after about 30 s).
 //
 // # Metrics
 //

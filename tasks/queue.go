@@ -17,6 +17,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver"
 	"github.com/riverqueue/river/rivertype"
 
 	"github.com/ratekeeper/ratekeeper/store"
@@ -108,16 +109,20 @@ type Options struct {
 	// DBOutageTimeout is how long the database may be away (restarting,
 	// its connections lost, SQLite's write lock held by another process)
 	// before a call of the Queue on it gives up: meanwhile Submit, Get,
-	// List, Cancel, the worker's own records and heartbeat wait for it to
+	// List, Cancel, the worker's own records and heartbeat, and the
+	// writes of finished tasks' outcomes (completer.go) wait for it to
 	// come back, trying again with backoff and jitter (0:
 	// store.DefaultOutageTimeout, 2m; negative: no wait). River's own
-	// producer, completer and notifier reconnect by themselves.
+	// producer and notifier reconnect by themselves.
 	DBOutageTimeout time.Duration
 	// outageNow and outageAfter replace the outage's clock and timers,
 	// and faults wraps the backend below the outage's wait (tests).
 	outageNow   func() time.Time
 	outageAfter func(time.Duration) <-chan time.Time
 	faults      func(backend) backend
+	// completerFaults wraps the executor of River's completer below the
+	// outage's wait (tests).
+	completerFaults func(riverdriver.Executor) riverdriver.Executor
 	// clock is the wake's clock (wake.go): nil means the system's.
 	clock clock
 	// noWake leaves sleeping tasks to River alone, as before the wake

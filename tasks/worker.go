@@ -277,7 +277,8 @@ func (b *riverBackend[TD, TTx]) newClient(q *Queue, w *taskWorker[TD, TTx], type
 	if retention <= 0 {
 		retention = -1 // River: never delete
 	}
-	return river.NewClient[TTx](b.driver, &river.Config{
+	driver := withOutageCompletions[TTx](b.driver, b.outage, q.opts.completerFaults)
+	return river.NewClient[TTx](driver, &river.Config{
 		ID:     wo.WorkerID,
 		Logger: q.opts.Logger,
 		Queues: queues,
