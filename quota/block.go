@@ -186,8 +186,9 @@ func (k *Block) Left() int64 { return k.Lease.requests() - k.handed }
 // the block's lease outlasts l, and the copy stays plentiful for a (Plenty)
 // by the units not handed out — which also says a's reservation commits
 // nothing but its lease. Otherwise Take changes nothing and reports false:
-// the request is for the shared rows to decide.
-func (k *Block) Take(a *Ask, l Lease, now time.Time) bool {
+// the request is for the shared rows to decide. *l is the caller's copy,
+// which Take may change: a unit's lease is not copied once more.
+func (k *Block) Take(a *Ask, l *Lease, now time.Time) bool {
 	left := k.Left()
 	if left <= 0 || l.Until.After(k.Lease.Until) {
 		return false
@@ -198,7 +199,7 @@ func (k *Block) Take(a *Ask, l Lease, now time.Time) bool {
 	if plentyWith(&k.owner, &k.bucket, k.scope, a, now, &f) < left {
 		return false
 	}
-	d := decideWith([]Option{{Owner: &k.owner, Bucket: &k.bucket, Scope: k.scope}}, a, &l, now, &f)
+	d := decideWith([]Option{{Owner: &k.owner, Bucket: &k.bucket, Scope: k.scope}}, a, l, now, &f)
 	if d.Wait > 0 || d.Err != nil || d.Index != 0 {
 		return false
 	}

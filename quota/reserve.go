@@ -203,8 +203,8 @@ type Decision struct {
 func Decide(opts []Option, a *Ask, l Lease, now time.Time) Decision { return decide(opts, a, &l, now) }
 
 // decide is Decide on *l, a copy of the lease that is the caller's own to
-// change: a unit of a block (Block.Take) hands its own rather than have a
-// lease of 128 bytes copied once more at each call.
+// change: a unit of a block (Block.Take, through decideWith) hands its own
+// rather than have a lease of 128 bytes copied once more at each call.
 func decide(opts []Option, a *Ask, l *Lease, now time.Time) Decision {
 	return decideWith(opts, a, l, now, nil)
 }

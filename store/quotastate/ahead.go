@@ -221,7 +221,7 @@ func (st *State) fromBlock(p *transport.ReserveParams) (int, bool) {
 			}
 			lease := p.Lease
 			lease.Until = shift(lease.Until, b.off)
-			if age.Sub(b.at) >= quota.BlockMaxAge || !b.k.Take(&p.Ask, lease, shift(p.Now, b.off)) {
+			if age.Sub(b.at) >= quota.BlockMaxAge || !b.k.Take(&p.Ask, &lease, shift(p.Now, b.off)) {
 				continue
 			}
 			s.handed.put(p.Lease.ID, b)
