@@ -47,12 +47,20 @@ func Plenty(o *Owner, b, scope *Bucket, a *Ask, now time.Time) int64 {
 // plentyLeft is Plenty before the floor at 0: negative when the bucket is
 // below the line, and -1 when something else holds the units back.
 func plentyLeft(o *Owner, b, scope *Bucket, a *Ask, now time.Time) int64 {
-	switch {
-	case o == nil || b == nil:
+	if o == nil || b == nil {
 		return -1
+	}
+	f := factsOf(o, b, a, now)
+	return plentyWith(o, b, scope, a, now, &f)
+}
+
+// plentyWith is plentyLeft on o and b (not nil) given f, their unitFacts
+// for a at now.
+func plentyWith(o *Owner, b, scope *Bucket, a *Ask, now time.Time, f *unitFacts) int64 {
+	switch {
 	case !takesOnlyLease(a, b, now):
 		return -1
-	case now.Before(o.PenaltyUntil), o.ConcurrencyCap(a.Secondary, now) > 0:
+	case f.held:
 		return -1
 	case !b.Known(), b.Silent, b.Learnt, b.Configured, now.Before(b.BlockedUntil):
 		return -1
@@ -66,8 +74,7 @@ func plentyLeft(o *Owner, b, scope *Bucket, a *Ask, now time.Time) int64 {
 			return -1
 		}
 	}
-	budget, _ := b.Budget(a.Policy.reserveFor(b), now)
-	return budget - max(PlentyFloor, b.Limit/2)
+	return f.budget - max(PlentyFloor, b.Limit/2)
 }
 
 // takesOnlyLease reports whether a reservation asking a on bucket b at now
@@ -179,13 +186,20 @@ func (k *Block) Left() int64 { return k.Lease.requests() - k.handed }
 // the block's lease outlasts l, and the copy stays plentiful for a (Plenty)
 // by the units not handed out — which also says a's reservation commits
 // nothing but its lease. Otherwise Take changes nothing and reports false:
-// the request is for the shared rows to decide.
-func (k *Block) Take(a *Ask, l Lease, now time.Time) bool {
+// the request is for the shared rows to decide. *l is the caller's copy,
+// which Take may change: a unit's lease is not copied once more.
+func (k *Block) Take(a *Ask, l *Lease, now time.Time) bool {
 	left := k.Left()
-	if left <= 0 || l.Until.After(k.Lease.Until) || plentyLeft(&k.owner, &k.bucket, k.scope, a, now) < left {
+	if left <= 0 || l.Until.After(k.Lease.Until) {
 		return false
 	}
-	d := decide([]Option{{Owner: &k.owner, Bucket: &k.bucket, Scope: k.scope}}, a, &l, now)
+	// The plenty check and the decision read the owner's hold and the
+	// bucket's budget of the same copy at the same now: once.
+	f := factsOf(&k.owner, &k.bucket, a, now)
+	if plentyWith(&k.owner, &k.bucket, k.scope, a, now, &f) < left {
+		return false
+	}
+	d := decideWith([]Option{{Owner: &k.owner, Bucket: &k.bucket, Scope: k.scope}}, a, l, now, &f)
 	if d.Wait > 0 || d.Err != nil || d.Index != 0 {
 		return false
 	}

@@ -20,7 +20,7 @@ func BenchmarkBlockTake(b *testing.B) {
 	b.ReportAllocs()
 	for i := 0; b.Loop(); i++ {
 		id := uint64(i%4 + 1)
-		if !k.Take(&read, Lease{ID: id, Until: now.Add(time.Minute)}, now) {
+		if !k.Take(&read, &Lease{ID: id, Until: now.Add(time.Minute)}, now) {
 			b.Fatal("no unit")
 		}
 		k.GiveBack(id)

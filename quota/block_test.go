@@ -70,7 +70,7 @@ func TestBlockTakeAsksTheEngine(t *testing.T) {
 	if k == nil || k.Left() != 8 || b.InFlight(now) != 8 || o.InFlight(now) != 8 {
 		t.Fatalf("block: %+v; bucket %d and owner %d in flight, want 8", k, b.InFlight(now), o.InFlight(now))
 	}
-	lease := func(id uint64) Lease { return Lease{ID: id, Until: now.Add(time.Minute)} }
+	lease := func(id uint64) *Lease { return &Lease{ID: id, Until: now.Add(time.Minute)} }
 	if !k.Take(&read, lease(1), now) || k.Left() != 7 {
 		t.Fatalf("a greedy read did not take a unit (%d left)", k.Left())
 	}
@@ -83,7 +83,7 @@ func TestBlockTakeAsksTheEngine(t *testing.T) {
 			t.Errorf("%s took a unit: its take moves a schedule other processes read", name)
 		}
 	}
-	if k.Take(&read, Lease{ID: 3, Until: now.Add(2 * time.Minute)}, now) {
+	if k.Take(&read, &Lease{ID: 3, Until: now.Add(2 * time.Minute)}, now) {
 		t.Error("a request whose lease outlasts the block's took a unit")
 	}
 	k.GiveBack(1)
@@ -130,7 +130,7 @@ func TestBlockNextSize(t *testing.T) {
 	read := Ask{Policy: Policy{Kind: Greedy}}
 	k := TakeBlock(&Owner{}, &b, nil, &read, Lease{ID: 100, Until: now.Add(time.Minute)}, FirstBlock, now)
 	for i := range FirstBlock {
-		k.Take(&read, Lease{ID: uint64(i + 1), Until: now.Add(time.Minute)}, now)
+		k.Take(&read, &Lease{ID: uint64(i + 1), Until: now.Add(time.Minute)}, now)
 	}
 	if got := k.NextSize(BlockMaxAge / 8); got != 4*FirstBlock {
 		t.Errorf("used up in an eighth of its age: next %d, want %d (four times at most)", got, 4*FirstBlock)

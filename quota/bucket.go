@@ -184,7 +184,7 @@ func (b *Bucket) Budget(reserve int64, now time.Time) (budget int64, known bool)
 // time has passed or a bucket refilling continuously counted refilled
 // (as waitUnits does). It changes nothing.
 func (b *Bucket) budgetNow(p Policy, now time.Time) (int64, bool) {
-	if at := b.refillAt(); b.Refill > 0 || !at.IsZero() && !now.Before(at) {
+	if b.Refill > 0 || b.refilledBy(now) {
 		c := *b // rolls scalars only: the shared Leases are just read
 		c.roll(now)
 		return c.Budget(p.reserveFor(&c), now)
@@ -210,12 +210,22 @@ func (b *Bucket) refillAt() time.Time {
 	return b.Reset.Add(b.grace())
 }
 
+// refilledBy reports whether the bucket's refill time (refillAt) has come
+// at now. refillAt is never before the reset, so a now before the reset
+// needs no grace computed: the case of every decision within a window.
+func (b *Bucket) refilledBy(now time.Time) bool {
+	if b.Reset.IsZero() || now.Before(b.Reset) {
+		return false
+	}
+	return !now.Before(b.refillAt())
+}
+
 // roll brings the bucket's window up to now: a window whose refill time
 // (refillAt) has passed is assumed refilled. It touches no reservation, so
 // a shallow copy may roll without disturbing the original.
 func (b *Bucket) roll(now time.Time) {
 	b.refillContinuous(now)
-	if at := b.refillAt(); !at.IsZero() && !now.Before(at) {
+	if b.refilledBy(now) {
 		b.riseLearnt()
 		b.Probing = b.Learnt
 		b.Unstated = nil

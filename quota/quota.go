@@ -499,7 +499,7 @@ func (b *Bucket) Wait(p Policy, now time.Time) time.Duration {
 // waitUnits is Wait for a request of n units (see Ask.Units), and whether
 // the wait is on requests in flight (see wait).
 func (b *Bucket) waitUnits(p Policy, n int64, now time.Time) (time.Duration, bool) {
-	if at := b.refillAt(); b.Refill <= 0 && (at.IsZero() || now.Before(at)) {
+	if b.Refill <= 0 && !b.refilledBy(now) {
 		return b.wait(p, n, now) // nothing to roll, and wait changes nothing
 	}
 	// A continuous bucket (Refill) rolls at every moment, not at a reset.

@@ -203,10 +203,18 @@ type Decision struct {
 func Decide(opts []Option, a *Ask, l Lease, now time.Time) Decision { return decide(opts, a, &l, now) }
 
 // decide is Decide on *l, a copy of the lease that is the caller's own to
-// change: a unit of a block (Block.Take) hands its own rather than have a
-// lease of 128 bytes copied once more at each call.
+// change: a unit of a block (Block.Take, through decideWith) hands its own
+// rather than have a lease of 128 bytes copied once more at each call.
 func decide(opts []Option, a *Ask, l *Lease, now time.Time) Decision {
-	if len(opts) == 1 && goesAtOnce(&opts[0], a, now) {
+	return decideWith(opts, a, l, now, nil)
+}
+
+// decideWith is decide given what of the one option's owner and bucket
+// the caller already read at now for a (f; nil when it read nothing): a
+// unit of a block (Block.Take) reads them for its plenty check, and the
+// decision would read them again.
+func decideWith(opts []Option, a *Ask, l *Lease, now time.Time, f *unitFacts) Decision {
+	if len(opts) == 1 && goesAtOnceWith(&opts[0], a, now, f) {
 		commitAtOnce(&opts[0], a, l, now)
 		return Decision{Index: 0}
 	}
@@ -324,22 +332,59 @@ func commit(opt *Option, a *Ask, l Lease, now time.Time) {
 // each wait. It reports false whenever it cannot tell, and Decide then
 // weighs them all; TestGoesAtOnceAgreesWithTheWaits holds the two to the
 // same answer.
-func goesAtOnce(opt *Option, a *Ask, now time.Time) bool {
+func goesAtOnce(opt *Option, a *Ask, now time.Time) bool { return goesAtOnceWith(opt, a, now, nil) }
+
+// goesAtOnceWith is goesAtOnce reading the owner's hold and the bucket's
+// budget from f when the caller has them (nil: it reads them itself).
+func goesAtOnceWith(opt *Option, a *Ask, now time.Time, f *unitFacts) bool {
 	o, b := opt.Owner, opt.Bucket
 	if opt.Scope != nil || len(opt.Also) != 0 || len(opt.Draws) != 0 || a.Free || a.Conditional || a.Units > 1 ||
-		a.Cost.Write || a.Cost.CreatesContent || a.Secondary.countsPoints(a.Cost) ||
-		now.Before(o.PenaltyUntil) || o.ConcurrencyCap(a.Secondary, now) > 0 {
+		a.Cost.Write || a.Cost.CreatesContent || a.Secondary.countsPoints(a.Cost) {
+		return false
+	}
+	if f != nil && f.held || f == nil && ownerHolds(o, a, now) {
 		return false
 	}
 	if b.Remaining == UnknownCount || b.Refill > 0 || now.Before(b.BlockedUntil) || b.TAT.After(now) ||
 		a.Policy.reachable(b) != nil {
 		return false
 	}
-	if at := b.refillAt(); !at.IsZero() && !now.Before(at) {
+	if b.refilledBy(now) {
 		return false // the window rolls first
 	}
-	budget, _ := b.Budget(a.Policy.reserveFor(b), now)
+	var budget int64
+	if f != nil {
+		budget = f.budget
+	} else {
+		budget, _ = b.Budget(a.Policy.reserveFor(b), now)
+	}
 	return budget >= b.fits(a.Policy, 1)
+}
+
+// unitFacts is what both a block's plenty check (plentyLeft) and the
+// decision's shortcut (goesAtOnce) read of one owner and bucket for one
+// ask at one now: read once (factsOf) for a unit of a block, which runs
+// both in turn on a copy nothing changes between them.
+type unitFacts struct {
+	// held: a penalty or a cap on requests in flight applies to the
+	// owner (ownerHolds).
+	held bool
+	// budget is the bucket's Budget under the ask's policy; 0 when
+	// nothing is known of the bucket, which both check first.
+	budget int64
+}
+
+// factsOf reads unitFacts of o and b for a at now.
+func factsOf(o *Owner, b *Bucket, a *Ask, now time.Time) unitFacts {
+	f := unitFacts{held: ownerHolds(o, a, now)}
+	f.budget, _ = b.Budget(a.Policy.reserveFor(b), now)
+	return f
+}
+
+// ownerHolds reports whether owner o is penalised at now or has a cap on
+// its requests in flight for a: either may hold a request back.
+func ownerHolds(o *Owner, a *Ask, now time.Time) bool {
+	return now.Before(o.PenaltyUntil) || o.ConcurrencyCap(a.Secondary, now) > 0
 }
 
 // reachable reports a bucket of opt, its own or one it draws from, that

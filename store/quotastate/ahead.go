@@ -79,10 +79,10 @@ type block struct {
 // blocks is a State's reservations taken ahead.
 type blocks struct {
 	mu     sync.Mutex
-	now    func() time.Time  // nil: the State's clock; tests replace it
-	open   []*block          // handing out units, oldest first
-	handed map[uint64]*block // by the lease ID of the request it served
-	timer  *alarm            // expires the open blocks, on the State's clock
+	now    func() time.Time // nil: the State's clock; tests replace it
+	open   []*block         // handing out units, oldest first
+	handed handouts         // by the lease ID of the request it served
+	timer  *alarm           // expires the open blocks, on the State's clock
 	// stopped: Close stopped the timer, which is set no more.
 	stopped bool
 	// size is the next block's size per credential (quota.Block.NextSize).
@@ -116,7 +116,73 @@ func (b *block) dbTime(now time.Time) time.Time { return b.dbNow.Add(now.Sub(b.a
 // process, and they differ by owner most of all.
 func sameSlot(a, b *transport.Slot) bool {
 	return a.Owner.Owner == b.Owner.Owner && len(a.Also) == 0 && len(b.Also) == 0 && len(a.Draws) == 0 && len(b.Draws) == 0 &&
-		a.Owner == b.Owner && a.Bucket == b.Bucket && a.Scope == b.Scope
+		a.Owner.Provider == b.Owner.Provider && a.Bucket == b.Bucket && a.Scope == b.Scope
+}
+
+// handouts are the requests a State's blocks served whose units are out,
+// each by its lease ID: the first few in a slice, scanned, the others in
+// a map. A process has few such requests out at once, mostly: a map's
+// insert and delete for each unit cost as much as the rest of its
+// bookkeeping.
+type handouts struct {
+	few  []handout
+	many map[uint64]*block
+}
+
+type handout struct {
+	id uint64
+	b  *block
+}
+
+// fewHandouts is how many handouts keeps in its slice: a scan of them
+// costs less than a map's lookup.
+const fewHandouts = 8
+
+// get returns the block that served the request of lease id.
+func (h *handouts) get(id uint64) (*block, bool) {
+	for i := range h.few {
+		if h.few[i].id == id {
+			return h.few[i].b, true
+		}
+	}
+	if len(h.many) == 0 {
+		return nil, false
+	}
+	b, ok := h.many[id]
+	return b, ok
+}
+
+// put records that b served the request of lease id, in place of any
+// block recorded for it.
+func (h *handouts) put(id uint64, b *block) {
+	for i := range h.few {
+		if h.few[i].id == id {
+			h.few[i].b = b
+			return
+		}
+	}
+	if _, ok := h.many[id]; ok || len(h.few) >= fewHandouts {
+		if h.many == nil {
+			h.many = make(map[uint64]*block)
+		}
+		h.many[id] = b
+		return
+	}
+	h.few = append(h.few, handout{id, b})
+}
+
+// drop forgets the request of lease id.
+func (h *handouts) drop(id uint64) {
+	for i := range h.few {
+		if h.few[i].id == id {
+			last := len(h.few) - 1
+			h.few[i] = h.few[last]
+			h.few[last] = handout{} // keeps no closed block alive
+			h.few = h.few[:last]
+			return
+		}
+	}
+	delete(h.many, id)
 }
 
 // fromBlock gives p a unit of a block on the first of its slots that has
@@ -155,13 +221,10 @@ func (st *State) fromBlock(p *transport.ReserveParams) (int, bool) {
 			}
 			lease := p.Lease
 			lease.Until = shift(lease.Until, b.off)
-			if age.Sub(b.at) >= quota.BlockMaxAge || !b.k.Take(&p.Ask, lease, shift(p.Now, b.off)) {
+			if age.Sub(b.at) >= quota.BlockMaxAge || !b.k.Take(&p.Ask, &lease, shift(p.Now, b.off)) {
 				continue
 			}
-			if s.handed == nil {
-				s.handed = make(map[uint64]*block)
-			}
-			s.handed[p.Lease.ID] = b
+			s.handed.put(p.Lease.ID, b)
 			if b.k.Left() == 0 {
 				s.closeLocked(b, age)
 			}
@@ -219,11 +282,11 @@ func (st *State) recycle(id uint64, unanswered bool) bool {
 	s := &st.blocks
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	b, ok := s.handed[id]
+	b, ok := s.handed.get(id)
 	if !ok || b.closed {
 		return false
 	}
-	delete(s.handed, id)
+	s.handed.drop(id)
 	b.k.GiveBack(id)
 	return true
 }
@@ -237,8 +300,8 @@ func (st *State) settleBlocks(p *transport.SettleParams) (lease uint64, served b
 	s := &st.blocks
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if b, ok := s.handed[p.Lease]; ok {
-		delete(s.handed, p.Lease)
+	if b, ok := s.handed.get(p.Lease); ok {
+		s.handed.drop(p.Lease)
 		lease, served = b.k.Lease.ID, true
 	}
 	var short []*block // no longer plentiful

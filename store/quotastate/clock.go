@@ -296,7 +296,7 @@ func (st *State) measure(ctx context.Context) error {
 
 // shift moves t by d, leaving a zero time (unknown) zero.
 func shift(t time.Time, d time.Duration) time.Time {
-	if t.IsZero() {
+	if d == 0 || t.IsZero() {
 		return t
 	}
 	return t.Add(d)
