@@ -89,15 +89,7 @@ func TestBlockDecidesWithoutTheDatabase(t *testing.T) {
 	if b, o := inFlight(t, st, other, slot, now); b != 33 || o != 33 {
 		t.Fatalf("another process sees %d in the bucket and %d in the owner in flight, want 33 (the request and its block of 32)", b, o)
 	}
-	ks.locked = nil
-	for id := uint64(2); id <= 33; id++ {
-		if i, w := reserveGreedy(t, st, slots, id, now); i != 0 || w != 0 {
-			t.Fatalf("reservation %d: slot %d, wait %v", id, i, w)
-		}
-	}
-	if len(ks.locked) != 0 {
-		t.Fatalf("32 reservations from the block took %d transactions, want 0", len(ks.locked))
-	}
+	reserveBlockOf32(t, ks, st, slots, now)
 	if b, _ := inFlight(t, st, other, slot, now); b != 33 {
 		t.Fatalf("in flight %d with the block handed out, want 33", b)
 	}
@@ -183,15 +175,7 @@ func TestBlockOfALateTransactionServesRequestsAskedAfter(t *testing.T) {
 	if len(ks.locked) != 1 {
 		t.Fatalf("%d transactions for the first reservation, want 1", len(ks.locked))
 	}
-	ks.locked = nil
-	for id := uint64(2); id <= 33; id++ {
-		if i, w := reserveGreedy(t, st, slots, id, now); i != 0 || w != 0 {
-			t.Fatalf("reservation %d: slot %d, wait %v", id, i, w)
-		}
-	}
-	if len(ks.locked) != 0 {
-		t.Fatalf("32 reservations asked after the block was taken took %d transactions, want 0 (the block's 32 units)", len(ks.locked))
-	}
+	reserveBlockOf32(t, ks, st, slots, now)
 }
 
 // A block hands out units for blockMaxAge; then what it did not hand out
@@ -533,5 +517,21 @@ func TestBlockAgeCountsToTheRequestsTime(t *testing.T) {
 	}
 	if _, w := reserveGreedy(t, st, slots, 4, now.Add(quotastate.BlockMaxAge)); w != 0 || len(ks.locked) != 1 {
 		t.Fatalf("a request asking the block's max age after it was kept: wait %v, %d transactions, want 1", w, len(ks.locked))
+	}
+}
+
+// reserveBlockOf32 reserves leases 2 to 33 at now, the units of the block
+// of 32 the first reservation took, and fails unless each goes at once on
+// slots[0] without a transaction.
+func reserveBlockOf32(t *testing.T, ks *keysStore, st *quotastate.State, slots []transport.Slot, now time.Time) {
+	t.Helper()
+	ks.locked = nil
+	for id := uint64(2); id <= 33; id++ {
+		if i, w := reserveGreedy(t, st, slots, id, now); i != 0 || w != 0 {
+			t.Fatalf("reservation %d: slot %d, wait %v", id, i, w)
+		}
+	}
+	if len(ks.locked) != 0 {
+		t.Fatalf("32 reservations from the block took %d transactions, want 0 (the block's 32 units)", len(ks.locked))
 	}
 }
