@@ -553,7 +553,9 @@ func TestStoppingGivesBackAWaitingTask(t *testing.T) {
 		<-started
 		stop() // returns once the handler gave its task back, not in an hour
 		got, err := q.Get(ctxT(t), id)
-		if err != nil || got.State != StatePending || got.RetryCount != 1 || got.RescheduleCount != 0 || got.unsent != 1 {
+		// unsent is 2 when River handed the stopping worker the task
+		// again before its producers stopped: given back unrun.
+		if err != nil || got.State != StatePending || got.RetryCount != 1 || got.RescheduleCount != 0 || got.unsent < 1 {
 			t.Fatalf("task = %+v, %v; want pending, the first ErrStopping retried, the second given back unsent", got, err)
 		}
 		if mayHaveSent(got) {

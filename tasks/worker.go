@@ -433,11 +433,14 @@ func (w *taskWorker[TD, TTx]) Work(ctx context.Context, job *river.Job[jobArgs])
 		// Cancelled while it waited with a reschedule River does not check
 		// for cancellation (one made available at once).
 		herr, end.cancelled = errors.New("cancelled"), true
-	} else if w.stopping.Load() {
-		// Claimed while the worker stops its handlers: River may fetch
-		// a task one of them just gave back before its producers stop.
-		// It does not run here: back to pending, for the next worker.
-		herr, end.stopping = context.Canceled, true
+	} else if w.stopping.Load() || w.wind.Err() != nil {
+		// Claimed while the worker stops: River may fetch a task one of
+		// its handlers just gave back (ErrStopping, or cancelled at the
+		// hard stop) before its producers stop. It does not run here:
+		// back to pending, for the next worker, counted unsent — it
+		// never ran, so a send_once task is not taken for one that may
+		// have reached the server.
+		herr, end.stopping, end.unsent = context.Canceled, true, true
 	} else if w.stopped() {
 		// Claimed once a local fault (or a lost heartbeat) has made Work
 		// stop: River may fetch the task that met the fault again before
