@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math/rand/v2"
 	"net/http"
 	"strconv"
 	"strings"
@@ -60,6 +61,7 @@ type Result struct {
 	Plan       *Plan
 	Violations []Violation
 	Trace      []string // the last steps
+	Learning   []string // each change of what /search's bucket learnt (checked fleets)
 	State      []string // the shared state's buckets when the first violation was seen
 	Sent       int      // requests that reached the server
 	Jobs       int
@@ -80,6 +82,12 @@ func (r *Result) Report(repro string) string {
 			break
 		}
 		fmt.Fprintf(&b, "%v\n", v)
+	}
+	if len(r.Learning) > 0 && len(r.Violations) > 0 && r.Violations[0].Invariant == InvLearnt {
+		fmt.Fprintf(&b, "what /search's bucket learnt, change by change:\n")
+		for _, l := range r.Learning {
+			fmt.Fprintf(&b, "  %s\n", l)
+		}
 	}
 	if len(r.State) > 0 {
 		fmt.Fprintf(&b, "the shared state's buckets then:\n")
@@ -125,6 +133,8 @@ type world struct {
 	pending  sync.WaitGroup
 	open     map[int]string // jobs of live processes not ended: job → what
 	learntAt int64          // the last endpoint window whose learnt limit was checked
+	learning []string       // each change of what /search's bucket learnt, for a learnt-limit failure
+	learnt   string         // the last of them
 	jobs     int
 }
 
@@ -209,7 +219,7 @@ type process struct {
 func (w *world) newProcess(idx, gen int) *process {
 	p := &process{idx: idx, gen: gen, holder: holderName(w.plan.Seed, idx, gen), skew: w.plan.Skews[idx], alive: true}
 	p.gate = storetest.NewFaulty(w.blink)
-	outage := store.NewOutage(store.OutageOptions{Timeout: time.Minute, Logger: discard})
+	outage := store.NewOutage(store.OutageOptions{Timeout: time.Minute, Logger: discard, Rand: seededRand(w.plan.Seed, idx, gen, 1)})
 	p.state = quotastate.New(store.WaitOutages(p.gate, outage), discard)
 	var st transport.State = p.state
 	if w.opts.WrapState != nil {
@@ -246,6 +256,7 @@ func (w *world) newProcess(idx, gen int) *process {
 		Lease:          w.plan.Lease,
 		Holder:         p.holder,
 		Clock:          skewedClock(p.skew),
+		Rand:           seededRand(w.plan.Seed, idx, gen, 2),
 		Logger:         discard,
 	})
 	if err != nil {
@@ -263,6 +274,19 @@ func (p *process) close() {
 	p.closed = true
 	p.tr.Close()
 	p.state.Close(context.Background())
+}
+
+// seededRand is a process's jitter, drawn from the schedule's seed, so
+// that a seed replays the same draws in the order they are asked (with
+// math/rand/v2's, a seed that failed once in CI passed 2,000 runs after).
+func seededRand(seed uint64, idx, gen, purpose int) func() float64 {
+	var mu sync.Mutex
+	r := rand.New(rand.NewPCG(seed, uint64(idx)<<32|uint64(gen)<<8|uint64(purpose)))
+	return func() float64 {
+		mu.Lock()
+		defer mu.Unlock()
+		return r.Float64()
+	}
 }
 
 // skewedClock is a process's clock: the bubble's plus its skew.
@@ -328,6 +352,7 @@ func (w *world) run() *Result {
 	res.Violations = append(res.Violations, w.ref.faults...)
 	w.srv.mu.Unlock()
 	res.Trace = w.ref.before
+	res.Learning = w.learning
 	res.Sent, res.Jobs = w.srv.arrivals, w.jobs
 	return res
 }
@@ -596,6 +621,7 @@ func (w *world) checkLearnt(now time.Time) {
 	if !w.opts.Switches.Learnt && w.plan.Processes < LearntFleet {
 		return
 	}
+	w.noteLearning(now)
 	w.noteSearchHeld(now)
 	n, last := w.srv.cleanSearchWindows(now)
 	if n < 3 || last == w.learntAt {
@@ -618,6 +644,34 @@ func (w *world) checkLearnt(now time.Time) {
 			w.srv.mu.Lock()
 			w.ref.violate(now, InvLearnt, fmt.Sprintf("the learnt limit of %s is %d after %d clean windows; the server's is %d", id.Resource, b.Limit, n, want))
 			w.srv.mu.Unlock()
+		}
+	}
+}
+
+// noteLearning keeps each change of what the shared /search bucket
+// learnt (its limit, window and how sure), so that a learnt-limit
+// failure shows where its limit came from, not only where it ended.
+func (w *world) noteLearning(now time.Time) {
+	buckets, err := w.obs.Buckets(context.Background())
+	if err != nil {
+		return
+	}
+	for id, b := range buckets {
+		if !strings.Contains(id.Resource, "/search") || !b.Learnt {
+			continue
+		}
+		at := func(t time.Time) string {
+			if t.IsZero() {
+				return "-"
+			}
+			return t.Sub(w.start).Round(time.Millisecond).String()
+		}
+		l := fmt.Sprintf("%s: limit %d window %v provisional %v whole %v, counted %d from t=%s (lag %v), refused at t=%s",
+			id.Resource, b.Limit, b.Window, b.Provisional, b.Whole, b.Counted, at(b.CountedFrom), b.Lag.Round(time.Millisecond), at(b.RefusedAt))
+		key := fmt.Sprint(b.Limit, b.Window, b.Provisional, b.Whole)
+		if key != w.learnt {
+			w.learnt = key
+			w.learning = append(w.learning, fmt.Sprintf("t=%-12v %s", now.Sub(w.start).Round(time.Millisecond), l))
 		}
 	}
 }

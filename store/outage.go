@@ -78,6 +78,9 @@ type OutageOptions struct {
 	// system's), injected by tests.
 	Now   func() time.Time
 	After func(time.Duration) <-chan time.Time
+	// Rand returns numbers in [0, 1) for the backoff's jitter (nil:
+	// math/rand/v2), injected where a run must replay exactly.
+	Rand func() float64
 }
 
 // Outage waits out a database's outages: Do runs a call, and while it
@@ -110,6 +113,9 @@ func NewOutage(opts OutageOptions) *Outage {
 	}
 	if opts.After == nil {
 		opts.After = time.After
+	}
+	if opts.Rand == nil {
+		opts.Rand = rand.Float64
 	}
 	return &Outage{opts: opts}
 }
@@ -195,7 +201,7 @@ func (o *Outage) Do(ctx context.Context, fn func(context.Context) error) error {
 			return &UnavailableError{Err: err, Since: now}
 		}
 		since, over := o.away(now, err)
-		wait := time.Duration(rand.Int64N(int64(bound)) + 1)
+		wait := time.Duration(o.opts.Rand()*float64(bound)) + 1
 		bound = min(2*bound, outageCap)
 		if over || now.Add(wait).Sub(since) > o.opts.Timeout {
 			o.giveUp()
