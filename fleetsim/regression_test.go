@@ -304,9 +304,6 @@ func TestRefusalLostWithItsProcess(t *testing.T) {
 	}
 }
 
-// repeatSeed runs memory seed seed drawn with sw, runs times, failing at
-// the first run that breaks an invariant with its report and cmd, the
-// command that runs the test again.
 // TestScopeRefusalReachesAnotherProcessBlock: memory seed 2 with
 // plentiful buckets. Another process's /search arrived 8–14 ms after one
 // process's refusal of that unannounced limit, beyond Reach: its block,
@@ -328,6 +325,9 @@ func TestScopeRefusalReachesAnotherProcessBlock(t *testing.T) {
 	}
 }
 
+// repeatSeed runs memory seed seed drawn with sw, runs times, failing at
+// the first run that breaks an invariant with its report and cmd, the
+// command that runs the test again.
 func repeatSeed(t *testing.T, seed uint64, sw fleetsim.Switches, runs int, cmd string) {
 	t.Helper()
 	for range runs {
@@ -387,4 +387,14 @@ func TestLearntLimitWithinATenth(t *testing.T) {
 				fmt.Sprintf("go test ./fleetsim -run 'TestLearntLimitWithinATenth/%d$' (%s)", c.seed, c.why))
 		})
 	}
+}
+
+// TestAnswerOfAClosedBlockReachesTheFleet: memory seed 269775, found by a
+// long run (8 processes, answers up to 1.8 s late, another spender taking
+// nearly all of a window). An answer stating 0 remaining, of a request a
+// block had handed out before it closed, waited blockFlushDelay (50 ms) to
+// be written, as a plentiful block's answers may; another process's
+// request went 35 ms after it. It failed 30 runs of 30 before.
+func TestAnswerOfAClosedBlockReachesTheFleet(t *testing.T) {
+	repeatSeed(t, 269775, fleetsim.Switches{}, 3, "go test ./fleetsim -run TestAnswerOfAClosedBlockReachesTheFleet")
 }

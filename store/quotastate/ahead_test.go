@@ -11,6 +11,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/ratekeeper/ratekeeper/creds"
@@ -534,4 +535,46 @@ func reserveBlockOf32(t *testing.T, ks *keysStore, st *quotastate.State, slots [
 	if len(ks.locked) != 0 {
 		t.Fatalf("32 reservations from the block took %d transactions, want 0 (the block's 32 units)", len(ks.locked))
 	}
+}
+
+// An answer of a block's request that comes after its block closed (here
+// too old) is written within FlushDelay, as any other answer: the block
+// is no longer there to judge it, and what it reads, 0 remaining, must
+// reach the other processes within that bound. Before, it waited
+// blockFlushDelay (50 ms), as a plentiful block's answers may, while
+// another process's request went (fleetsim memory seed 269775).
+func TestAnswerOfAClosedBlockIsWrittenSoon(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s, err := memory.New(store.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		st, other := quotastate.New(s, nil), quotastate.New(s, nil)
+		defer other.Close(context.Background())
+		defer st.Close(context.Background())
+		now := time.Now()
+		slot := pool(1)[0]
+		spend(t, st, slot, 4000, now)
+		slots := []transport.Slot{slot}
+		for id := uint64(1); id <= 2; id++ {
+			if _, w := reserveGreedy(t, st, slots, id, now); w != 0 {
+				t.Fatalf("reservation %d waits %v", id, w)
+			}
+		}
+		time.Sleep(quota.BlockMaxAge + time.Millisecond)
+		synctest.Wait()
+		if n := quotastate.OpenBlocks(st); n != 0 {
+			t.Fatalf("%d blocks open after their max age, want 0", n)
+		}
+		settleAt(t, st, slot, 2, ok200(0, now), time.Now())
+		time.Sleep(quotastate.DefaultFlushDelay)
+		synctest.Wait()
+		bs, err := other.Buckets(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r := bs[slot.Bucket].Remaining; r != 0 {
+			t.Fatalf("another process reads %d remaining %v after the answer stating 0, want 0", r, quotastate.DefaultFlushDelay)
+		}
+	})
 }

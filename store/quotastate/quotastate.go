@@ -695,13 +695,13 @@ func (st *State) Settle(ctx context.Context, p *transport.SettleParams) error {
 	}
 	p = settleOnDBClock(p, off)
 	// p is a copy from here on.
-	block, served, closed := st.settleBlocks(p)
+	block, served, lazy, closed := st.settleBlocks(p)
 	if served {
 		p.Lease = block // its answer ends one of the block's requests
 	}
 	r := p.Answer.Reading
 	refusal := r != nil && (r.Limited != headers.NotLimited || r.HasRetryAfter)
-	if !refusal && len(closed) == 0 && st.queue(p, served) {
+	if !refusal && len(closed) == 0 && st.queue(p, lazy) {
 		return nil
 	}
 	ctx, cancel := bounded()
