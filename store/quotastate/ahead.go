@@ -297,26 +297,29 @@ func (st *State) recycle(id uint64, unanswered bool) bool {
 // (served), and the settles that give back what the closed blocks did not
 // hand out. A request that ended unanswered on an open block is recycle's.
 //
-// lazy says the answer may wait blockFlushDelay to be written: its block
-// is still open and has just judged it (Block.Settle), so the bucket it
-// reads of is still plentiful. An answer whose block has closed (used up,
-// too old) has no block to judge it: what it reads (a few remaining, a
-// window's end) is written within FlushDelay, so that other processes
-// hear it within Reach. Before, such an answer stating 0 remaining waited
-// up to 50 ms while another process's request went (fleetsim memory seed
-// 269775).
+// lazy says the answer may wait blockFlushDelay to be written: the block
+// that served it judged that it leaves the bucket plentiful
+// (Block.Settle). A block that has closed (used up, too old) still judges
+// the answers of the units it handed out, on its own copy, which nothing
+// else reads any more: an answer it does not find plentiful (a few
+// remaining, a window's end) is written within FlushDelay, so that other
+// processes hear it within that bound. Before, such an answer stating 0
+// remaining waited up to 50 ms while another process's request went
+// (fleetsim memory seed 269775).
 func (st *State) settleBlocks(p *transport.SettleParams) (lease uint64, served, lazy bool, releases []*transport.SettleParams) {
 	s := &st.blocks
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if b, ok := s.handed.get(p.Lease); ok {
 		s.handed.drop(p.Lease)
-		lease, served, lazy = b.k.Lease.ID, true, !b.closed
+		lease, served, lazy = b.k.Lease.ID, true, true
+		if b.closed {
+			lazy = b.k.Settle(partOf(b, p), p.Lease, &p.Answer, p.Now)
+		}
 	}
 	var short []*block // no longer plentiful
 	for _, b := range s.open {
-		part := quota.Part{Owner: b.slot.Owner == p.Slot.Owner && p.Slot.Owner != (transport.OwnerID{}),
-			Bucket: b.slot.Bucket == p.Slot.Bucket, Scope: b.slot.Scope == p.Slot.Scope}
+		part := partOf(b, p)
 		if (part.Owner || part.Bucket) && !b.k.Settle(part, p.Lease, &p.Answer, p.Now) {
 			short = append(short, b)
 		}
@@ -325,6 +328,12 @@ func (st *State) settleBlocks(p *transport.SettleParams) (lease uint64, served, 
 		return lease, served, lazy, nil
 	}
 	return lease, served, false, s.closeWhere(func(b *block) bool { return slices.Contains(short, b) }, st.blockNow())
+}
+
+// partOf says which of b's rows the answer p concerns.
+func partOf(b *block, p *transport.SettleParams) quota.Part {
+	return quota.Part{Owner: b.slot.Owner == p.Slot.Owner && p.Slot.Owner != (transport.OwnerID{}),
+		Bucket: b.slot.Bucket == p.Slot.Bucket, Scope: b.slot.Scope == p.Slot.Scope}
 }
 
 // takeAhead takes a block on the loaded rows for requests like p (whose

@@ -42,3 +42,5 @@ func OpenBlocks(st *State) int {
 	defer st.blocks.mu.Unlock()
 	return len(st.blocks.open)
 }
+
+const BlockFlushDelay = blockFlushDelay
