@@ -141,6 +141,18 @@ func (s *server) arrive(now time.Time, req request) answer {
 
 	// A proxy in front answers for the server.
 	if now.Before(s.bareUntil) {
+		if req.search {
+			// A refusal of a search, as the endpoint limit's are: the
+			// client pauses /search and learns from it, so the window
+			// is neither clean nor judged while it lasts (memory seed
+			// 403869: a whole limit of 9 became a provisional 14 over
+			// a 10-minute window at the proxy's refusal, and was
+			// judged 5 s later, "after 3 clean windows").
+			sidx, _ := s.window(now, p.EndpointWindow)
+			c := s.searchWindows[sidx]
+			c[1]++
+			s.searchWindows[sidx] = c
+		}
 		h.Set("Content-Type", "text/html")
 		return answer{status: http.StatusTooManyRequests, header: h, body: "<html><body>Too many requests</body></html>",
 			kind: refusedBare, scope: scopeOf(req),
