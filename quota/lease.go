@@ -187,20 +187,19 @@ func (o *Owner) FreeHolders(gone func(holder string) bool) int {
 // FreeHolders releases the reservations of every holder gone reports as
 // gone, and returns how many it released.
 func (b *Bucket) FreeHolders(gone func(holder string) bool) int {
-	if b.Unanswered > 0 && !b.EpisodeAt.IsZero() {
-		// A scope's requests that may have been in flight at its
-		// refusal, never to be answered: the count may be short of
-		// them (see Bucket.Unanswered), and they hold back no probe.
-		for _, l := range b.Leases {
-			if b.Unanswered > 0 && l.Requests <= 1 && l.Holder != "" && gone(l.Holder) {
-				b.Unanswered--
-				b.Whole = false
-			}
-		}
-	}
 	var n int
 	b.Leases, n = b.Leases.freed(gone)
 	return n
+}
+
+// holderOf is the holder of lease id, "" when ls has none.
+func (ls Leases) holderOf(id uint64) string {
+	for _, l := range ls {
+		if l.ID == id {
+			return l.Holder
+		}
+	}
+	return ""
 }
 
 // Holders lists the holders of ls, each once.

@@ -490,18 +490,16 @@ func SettleScoped(o *Owner, b, scope *Bucket, id uint64, ans *Answer, now time.T
 	}
 	scoped := false
 	if scope != nil {
-		l, found := scope.Leases.find(id)
+		holder := scope.Leases.holderOf(id)
 		scope.Release(id)
-		if found && l.Requests <= 1 {
-			scope.inFlightEnded(ans, now)
-		}
-		holder := l.Holder
 		if r := ans.Reading; r != nil {
 			// A bare refusal says nothing of b: the narrowest part of
 			// the API known to have refused is the request's scope.
 			scoped = r.Limited == headers.Bare ||
 				r.Limited == headers.Primary && (b == nil || refusalOfScope(b, r, now))
 			scope.observeScope(ans, scoped, holder, now)
+		} else {
+			scope.unanswered(ans, now)
 		}
 	}
 	// An answer the server did not charge (a 304 to a conditional

@@ -197,6 +197,9 @@ func refusalOfScope(b *Bucket, r *headers.Reading, now time.Time) bool {
 // writes nothing.
 func (s *Bucket) observeScope(ans *Answer, refused bool, holder string, now time.Time) {
 	r := ans.Reading
+	if s.Unanswered > 0 && !s.EpisodeAt.IsZero() && sentAt(ans, now).Before(s.EpisodeAt) {
+		s.Unanswered-- // one of those in flight at the episode's first refusal
+	}
 	switch {
 	case refused:
 		s.observeScopeRefusal(ans, now)
@@ -227,17 +230,12 @@ func (s *Bucket) observeScope(ans *Answer, refused bool, holder string, now time
 	}
 }
 
-// inFlightEnded ends a request of the scope (one, not a block's) that
-// may have been in flight at the episode's first refusal: one of
-// Unanswered when sent before it. Ended without an answer (cut short, or
-// given back), the server may have admitted it, and the count may be
-// short of it.
-func (s *Bucket) inFlightEnded(ans *Answer, now time.Time) {
-	if s.Unanswered == 0 || s.EpisodeAt.IsZero() || !sentAt(ans, now).Before(s.EpisodeAt) {
-		return
-	}
-	s.Unanswered--
-	if ans.Reading == nil {
+// unanswered ends, without an answer, a request of the scope that was in
+// flight at the episode's first refusal (cut short, or given back): the
+// server may have admitted it, and the count may be short of it.
+func (s *Bucket) unanswered(ans *Answer, now time.Time) {
+	if s.Unanswered > 0 && !s.EpisodeAt.IsZero() && sentAt(ans, now).Before(s.EpisodeAt) {
+		s.Unanswered--
 		s.Whole = false
 	}
 }
@@ -374,9 +372,8 @@ func (s *Bucket) observeScopeRefusal(ans *Answer, now time.Time) {
 	if first {
 		s.EpisodeAt = now
 		// The refused request's lease is released already: what is
-		// live is the others in flight. A block's units are its
-		// holder's to count (see Leases.sent), and not counted here.
-		s.Unanswered = s.Leases.sent(now)
+		// live is the others in flight.
+		s.Unanswered = s.Leases.Live(now)
 	}
 	if !named {
 		s.Strikes++
