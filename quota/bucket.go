@@ -123,16 +123,6 @@ type Bucket struct {
 	// request: the limit itself, not a bound. It holds LimitHoldWindows
 	// windows from that refusal before it may rise (see riseLearnt).
 	Whole bool `json:"whole,omitempty"`
-	// Unanswered is how many requests of the scope that were in flight
-	// at the episode's first refusal have not been answered yet: the
-	// server may have admitted them in the refused window, and only
-	// their answers, which raise the limit (see observeScope), count
-	// them. One still unanswered when the episode ends (its process
-	// died, or its request was cut short) leaves a count that may be
-	// short, so the limit is not Whole: it rises by a probe instead of
-	// holding (memory seed 367789: a process killed with a search in
-	// flight left 5 where the server allows 6, held 10 windows).
-	Unanswered int64 `json:"unanswered,omitempty"`
 	// Probe is how many requests a window of a learnt limit admits
 	// beyond it, to ask whether the server allows more (see riseLearnt):
 	// the limit itself rises only once a window's count shows it.

@@ -498,8 +498,6 @@ func SettleScoped(o *Owner, b, scope *Bucket, id uint64, ans *Answer, now time.T
 			scoped = r.Limited == headers.Bare ||
 				r.Limited == headers.Primary && (b == nil || refusalOfScope(b, r, now))
 			scope.observeScope(ans, scoped, holder, now)
-		} else {
-			scope.unanswered(ans, now)
 		}
 	}
 	// An answer the server did not charge (a 304 to a conditional

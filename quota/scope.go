@@ -99,19 +99,13 @@ func scopeWait(s *Bucket, a *Ask, now time.Time) (time.Duration, bool) {
 		// learn it), but a pause holds.
 		w = v.BlockedUntil.Sub(now)
 	}
-	if (!v.EpisodeAt.IsZero() || v.Probing || v.pastProvisional(now)) && w == 0 && v.Leases.Live(now)-v.Unanswered >= probeInFlight {
+	if (!v.EpisodeAt.IsZero() || v.Probing || v.pastProvisional(now)) && w == 0 && v.Leases.Live(now) >= probeInFlight {
 		// An episode of refusals is under way, or a learnt window has
 		// just begun, or one process's window went past its own
 		// provisional limit: one probe at a time asks whether the
 		// server has renewed the scope, or allows more, so that each
 		// refused probe (a window learnt too short, a limit reached)
-		// is one refusal, not a burst. A request in flight since
-		// before the episode's first refusal is no probe: still
-		// unanswered when the pause ends, its process has likely died
-		// (its lease lapses only when swept, 30–60 s on), and it must
-		// not hold the probe back (memory seed 367789: the episode
-		// ended 17 s late, so the server's window could no longer be
-		// placed, and the limit learnt one short never rose).
+		// is one refusal, not a burst.
 		return v.Leases.firstLapse(now), true
 	}
 	return w, onAnswer
@@ -197,9 +191,6 @@ func refusalOfScope(b *Bucket, r *headers.Reading, now time.Time) bool {
 // writes nothing.
 func (s *Bucket) observeScope(ans *Answer, refused bool, holder string, now time.Time) {
 	r := ans.Reading
-	if s.Unanswered > 0 && !s.EpisodeAt.IsZero() && sentAt(ans, now).Before(s.EpisodeAt) {
-		s.Unanswered-- // one of those in flight at the episode's first refusal
-	}
 	switch {
 	case refused:
 		s.observeScopeRefusal(ans, now)
@@ -227,16 +218,6 @@ func (s *Bucket) observeScope(ans *Answer, refused bool, holder string, now time
 			// in the refused window: the server allowed it too.
 			s.Limit = s.Counted
 		}
-	}
-}
-
-// unanswered ends, without an answer, a request of the scope that was in
-// flight at the episode's first refusal (cut short, or given back): the
-// server may have admitted it, and the count may be short of it.
-func (s *Bucket) unanswered(ans *Answer, now time.Time) {
-	if s.Unanswered > 0 && !s.EpisodeAt.IsZero() && sentAt(ans, now).Before(s.EpisodeAt) {
-		s.Unanswered--
-		s.Whole = false
 	}
 }
 
@@ -275,12 +256,7 @@ func (s *Bucket) endEpisode(ans *Answer, now time.Time) {
 	if s.Strikes > 0 {
 		renewed = s.RefusedAt // a backoff: any time after the last refusal
 	}
-	if s.Unanswered > 0 {
-		// A request in flight at the refusal was never answered: the
-		// server may have admitted it, and the count may be short.
-		s.Whole = false
-	}
-	s.Strikes, s.EpisodeAt, s.Unanswered = 0, time.Time{}, 0
+	s.Strikes, s.EpisodeAt = 0, time.Time{}
 	if s.Window <= 0 {
 		return
 	}
@@ -371,9 +347,6 @@ func (s *Bucket) observeScopeRefusal(ans *Answer, now time.Time) {
 	first := s.EpisodeAt.IsZero()
 	if first {
 		s.EpisodeAt = now
-		// The refused request's lease is released already: what is
-		// live is the others in flight.
-		s.Unanswered = s.Leases.Live(now)
 	}
 	if !named {
 		s.Strikes++
