@@ -38,6 +38,11 @@ type Bucket struct {
 	// provider default, or a refill assumed at the reset) rather than a
 	// server's statement; the next reading replaces them outright.
 	Assumed bool `json:"assumed,omitempty"`
+	// Defaulted marks Limit and Window as the provider's default, taken
+	// because no answer stated a limit: a guess, unlike the limit a
+	// window's roll keeps, which is still the server's word (see
+	// refusalOfScope). A reading that states a limit clears it.
+	Defaulted bool `json:"defaulted,omitempty"`
 	// Inferred marks a Reset no server stated: readings with remaining
 	// but no reset refill a window after the first reading of their
 	// window (see Observe).

@@ -310,7 +310,7 @@ func (b *Bucket) observeStated(r *headers.Reading, now, sent time.Time, def Defa
 	}
 	b.forgetUnstated(sent)
 	if r.Limit != UnknownCount {
-		b.Limit = r.Limit
+		b.Limit, b.Defaulted = r.Limit, false
 	}
 	if r.HasReset() {
 		b.Inferred = false
@@ -379,11 +379,11 @@ func (b *Bucket) forgetUnstated(sent time.Time) {
 func (b *Bucket) observeUnstated(r *headers.Reading, now, sent time.Time, counted bool, def Default) {
 	switch {
 	case r.Limit != UnknownCount && b.Remaining == UnknownCount:
-		b.Limit = r.Limit
+		b.Limit, b.Defaulted = r.Limit, false
 	case b.Remaining == UnknownCount && def.Limit > 0 && r.Limited == headers.NotLimited:
 		// The server says nothing: count against the provider's
 		// default from this first response on.
-		b.Limit, b.Remaining, b.Window, b.Assumed = def.Limit, def.Limit, def.Window, true
+		b.Limit, b.Remaining, b.Window, b.Assumed, b.Defaulted = def.Limit, def.Limit, def.Window, true, true
 		if def.Window > 0 {
 			b.Reset = now.Add(def.Window)
 		}

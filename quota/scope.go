@@ -160,14 +160,19 @@ func takeScope(s *Bucket, a *Ask, l Lease, now time.Time) {
 // bucket's: it is the first word of the bucket, and the narrowest scope
 // the server identifies — giving it to the request's scope would let a
 // request of another scope go to the bucket it says is empty. A bucket
-// whose counts are only assumed (a provider's default, taken after
-// answers that stated nothing: a proxy's 502) is known of no better: its
-// limit is a guess, not one the refusal could contradict.
+// whose limit is only assumed (a provider's default, taken after answers
+// that stated nothing: a proxy's 502) is known of no better: its limit is
+// a guess, not one the refusal could contradict. A bucket whose counts
+// are assumed at its window's roll still has the limit the server stated:
+// a refusal stating another is not the bucket's (memory seed 8494: an
+// endpoint's refusal, 2 remaining 0, taken for the bucket's just after
+// its roll, refilled it at the endpoint's reset, 6 s before its own).
 func refusalOfScope(b *Bucket, r *headers.Reading, now time.Time) bool {
+	guessed := b.Defaulted || b.Assumed && b.Limit == UnknownCount
 	switch {
 	case r.Resource != "" && b.Name != "":
 		return r.Resource != b.Name
-	case (!b.Known() || b.Assumed) && (r.Remaining != UnknownCount || r.Limit != UnknownCount):
+	case (!b.Known() || guessed) && (r.Remaining != UnknownCount || r.Limit != UnknownCount):
 		return false
 	case r.Limit != UnknownCount:
 		return b.Limit == UnknownCount || r.Limit != b.Limit

@@ -518,3 +518,35 @@ func TestPastAProvisionalLimitOneProcessGoesOneAtATime(t *testing.T) {
 		})
 	}
 }
+
+// An endpoint's refusal stating its own counts (a limit of 2, remaining 0,
+// its window's reset) that comes after the bucket rolled into a new window
+// is still the endpoint's: the bucket's remaining is assumed at the roll,
+// but its limit of 14 is the server's word, and a refusal stating 2
+// contradicts it. The refusal was given to the bucket, which then refilled
+// at the endpoint's reset, and a request went a second after another
+// process's primary refusal had said none were left for 6 s (the fleet
+// simulation's memory seed 8494).
+func TestScopeRefusalAfterTheBucketRolledPausesTheScope(t *testing.T) {
+	reset := t0.Add(7 * time.Second)
+	b, items, search := NewBucket(), NewBucket(), NewBucket()
+	a := &Ask{Policy: Policy{Kind: Greedy}}
+	Settle(nil, &b, 0, &Answer{Reading: &headers.Reading{Status: http.StatusOK, Limit: 14, Remaining: 3, Used: 11, Reset: reset}, Counted: true}, t0)
+	at := reset.Add(time.Second) // past the reset and its grace: the bucket rolls
+	id := reserveScoped(t, &b, &search, a, at)
+	if !b.Assumed || b.Limit != 14 {
+		t.Fatalf("after its reset the bucket is %+v, want its stated limit of 14 with the counts assumed", b)
+	}
+	endpointReset := at.Add(time.Second)
+	r := &headers.Reading{Status: http.StatusTooManyRequests, Limit: 2, Remaining: 0, Used: 2, Reset: endpointReset, Limited: headers.Primary}
+	SettleScoped(nil, &b, &search, id, &Answer{Reading: r, Counted: true, Sent: at}, at.Add(50*time.Millisecond))
+	if b.Limit != 14 || b.Remaining == 0 {
+		t.Errorf("the bucket took the endpoint's refusal: limit %d remaining %d, want its 14 left as it was", b.Limit, b.Remaining)
+	}
+	if w := waitScoped(&b, &items, a, at.Add(60*time.Millisecond)); w != 0 {
+		t.Errorf("a request of another scope waits %v, want none", w)
+	}
+	if w := waitScoped(&b, &search, a, at.Add(60*time.Millisecond)); w <= 0 {
+		t.Errorf("a search goes at once after its endpoint's refusal")
+	}
+}
