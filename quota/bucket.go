@@ -145,6 +145,11 @@ type Bucket struct {
 	NamedEnd time.Time     `json:"named_end,omitzero"`
 	Gap      time.Duration `json:"gap,omitempty"`
 	GapMax   time.Duration `json:"gap_max,omitempty"`
+	// NamedSlack is how much earlier than NamedEnd the end may be: the
+	// second a Retry-After or a reset rounds to, and for a Retry-After the
+	// round trip of the answer that named it, which counts from when the
+	// server wrote it. Zero in rows written before it was kept: a second.
+	NamedSlack time.Duration `json:"named_slack,omitempty"`
 	// Provisional marks a learnt limit that is not a count of a whole
 	// window by the whole fleet: a first refusal knows only this
 	// process's count, and a window that grew knows only its shorter

@@ -167,7 +167,13 @@ func TestPartialCountLeavesAWholeLimit(t *testing.T) {
 // end), and the server renewed the scope no later than the earliest.
 // From the latest, the lag was short, the next count was taken for a
 // whole window of the server's when it was not, and the limit learnt from
-// it was 1 of 8 (memory seed 1177).
+// it was 1 of 8 (memory seed 1177). Each refusal also bounds the end from
+// below: its Retry-After, rounded up to the second, counts from when the
+// server wrote it, after the request was sent. Both were sent at 0: the
+// first (2 s) puts the end no sooner than 1 s, the second (1 s) no later
+// than 1.6 s. The count began at the window's roll at 2.5 s, so its lag
+// is 1.5 s (1.9 s when the end was taken to be up to a second early
+// whatever the answer's round trip).
 func TestLagCountsFromTheEarliestNamedEnd(t *testing.T) {
 	s := NewBucket()
 	first := t0.Add(500 * time.Millisecond)
@@ -180,8 +186,8 @@ func TestLagCountsFromTheEarliestNamedEnd(t *testing.T) {
 	ok := reading(UnknownCount, UnknownCount, time.Time{})
 	at := t0.Add(2600 * time.Millisecond)
 	s.observeScope(&Answer{Reading: ok, Counted: true, Sent: at}, false, "", at)
-	if want := 1900 * time.Millisecond; s.Lag != want {
-		t.Errorf("lag %v, want %v (from 1 s before the earliest end named)", s.Lag, want)
+	if want := 1500 * time.Millisecond; s.Lag != want {
+		t.Errorf("lag %v, want %v (from the latest start the refusals allow)", s.Lag, want)
 	}
 }
 
@@ -259,5 +265,43 @@ func TestCountUnderACorrectedWindowIsNotWhole(t *testing.T) {
 	}
 	if s.Whole || !s.Provisional {
 		t.Errorf("limit %d, whole %v, provisional %v: a count under an 11 s window taken as a 10 s window's whole", s.Limit, s.Whole, s.Provisional)
+	}
+}
+
+// A limit found whole over a window learnt as two of the server's (14 over
+// 20 s for 7 per 10 s) is not kept when a refusal teaches the shorter
+// window: it was the count of two of them. The fleet simulation's memory
+// seed 5560 kept 14 whole under 10 s, held for ten windows.
+func TestShorterWindowDropsALimitCountedOverTheLonger(t *testing.T) {
+	s := NewBucket()
+	s.Learnt, s.Whole, s.Limit, s.Window = true, true, 14, 20*time.Second
+	s.Gap, s.GapMax = 19500*time.Millisecond, 21500*time.Millisecond
+	s.NamedEnd, s.BlockedUntil, s.RefusedAt = t0.Add(48400*time.Millisecond), t0.Add(48400*time.Millisecond), t0.Add(47400*time.Millisecond)
+	s.CountedFrom, s.Counted, s.Lag, s.LastCounted = t0.Add(48400*time.Millisecond), 7, time.Second, t0.Add(56500*time.Millisecond)
+	s.Remaining, s.Reset = 7, t0.Add(68400*time.Millisecond)
+	at := t0.Add(56830 * time.Millisecond)
+	s.observeScopeRefusal(&Answer{Reading: retryAfterOnly(2 * time.Second), Counted: true, Sent: at}, at)
+	if s.Window != 10*time.Second {
+		t.Fatalf("window %v, want 10s (the refusal corrects it)", s.Window)
+	}
+	if s.Limit != 7 || s.Whole {
+		t.Errorf("limit %d whole %v under the 10 s window, want 7 and not whole", s.Limit, s.Whole)
+	}
+}
+
+// A Retry-After counts from when the server wrote it, so the end it names
+// is late by up to the answer's round trip as well as the second it rounds
+// up: two ends of the server's 10 s windows (8 s and 18 s), named 0.35 s
+// late by an answer with a round trip of 0.1 s and 1 s late by one of
+// 0.65 s, are 10.65 s apart. Bounds of a second each way (9.65–11.65 s)
+// made the window 11 s, and a fleet counting under it drifted a second a
+// window from the server's (memory seed 5560: 3 of 7 taken whole); with
+// each end's slack they are 9–11.75 s, and the window 10 s.
+func TestNamedEndsAreLateByTheirRoundTrip(t *testing.T) {
+	s := NewBucket()
+	s.observeScopeRefusal(&Answer{Reading: retryAfterOnly(time.Second), Counted: true, Sent: t0.Add(7250 * time.Millisecond)}, t0.Add(7350*time.Millisecond))
+	s.observeScopeRefusal(&Answer{Reading: retryAfterOnly(time.Second), Counted: true, Sent: t0.Add(17350 * time.Millisecond)}, t0.Add(18*time.Second))
+	if s.Window != 10*time.Second {
+		t.Errorf("window %v (gap bounds %v–%v), want the server's 10s", s.Window, s.Gap, s.GapMax)
 	}
 }

@@ -253,10 +253,10 @@ func (s *Bucket) endEpisode(ans *Answer, now time.Time) {
 		}
 	}
 	renewed := s.BlockedUntil.Add(-time.Second) // a Retry-After counts whole seconds
-	if !s.NamedEnd.IsZero() && s.NamedEnd.Before(s.BlockedUntil) {
+	if !s.NamedEnd.IsZero() && !s.NamedEnd.After(s.BlockedUntil) {
 		// The earliest end a refusal of the episode named: an answer
 		// that left later names a later one, past the window's end.
-		renewed = s.NamedEnd.Add(-time.Second)
+		renewed = s.NamedEnd.Add(-s.namedSlack())
 	}
 	if s.Strikes > 0 {
 		renewed = s.RefusedAt // a backoff: any time after the last refusal
@@ -335,13 +335,22 @@ func (s *Bucket) observeScopeRefusal(ans *Answer, now time.Time) {
 		wait = bareBase(ans.BareWait)
 	}
 	until := now.Add(capPause(wait, ans.MaxPause))
+	// How much earlier than until the end may be: a Retry-After counts
+	// from when the server wrote it, up to a round trip before now, and
+	// both it and a reset round to the second.
+	slack := time.Second
+	if r.HasRetryAfter {
+		slack += max(now.Sub(sentAt(ans, now)), 0)
+	}
 	if !fresh {
 		if until.After(s.BlockedUntil) {
 			s.BlockedUntil = until
 		}
 		if named && until.Before(s.NamedEnd) {
 			// A refusal of the same window whose answer left sooner:
-			// the window's end is no later than it names.
+			// the window's end is no later than it names, and no
+			// earlier than either says.
+			s.NamedSlack = max(min(slack, s.namedSlack()-s.NamedEnd.Sub(until)), 0)
 			s.NamedEnd = until
 		}
 		return
@@ -361,7 +370,7 @@ func (s *Bucket) observeScopeRefusal(ans *Answer, now time.Time) {
 	switch {
 	case window > 0:
 	case named:
-		window = s.namedWindow(until.Sub(now), until)
+		window = s.namedWindow(until.Sub(now), until, slack)
 	default:
 		window = s.Window
 		if first {
@@ -373,7 +382,7 @@ func (s *Bucket) observeScopeRefusal(ans *Answer, now time.Time) {
 		}
 	}
 	if named {
-		s.NamedEnd = until
+		s.NamedEnd, s.NamedSlack = until, slack
 	}
 	// The count is of one of the server's windows when the window is
 	// known, counted whole, and the refusal comes before the server can
@@ -404,6 +413,16 @@ func (s *Bucket) observeScopeRefusal(ans *Answer, now time.Time) {
 		s.Limit = max(s.Counted, 1)
 	case whole:
 		s.Limit, s.Provisional, s.Whole = max(s.Counted, 1), false, true
+	case counted && window < s.Window && s.Learnt && !s.Provisional:
+		// The window shrank: a limit counted over the longer one,
+		// whole or not, is not the shorter's (memory seed 5560: 14
+		// found whole over 20 s, two of the server's 10 s, was kept
+		// whole when a refusal taught 10 s, and held there). The
+		// longer window spanned at most k of the shorter, so one of
+		// them admitted at least a k-th of its limit; the count under
+		// way, if lower than the old limit, errs low, the safe side.
+		k := int64((s.Window + window - 1) / window)
+		s.Limit, s.Whole = max(min(max(s.Counted, 1), s.Limit), (s.Limit+k-1)/k), false
 	case counted && window <= s.Window && s.Whole:
 		// A window's count, found before, is not contradicted by the
 		// count of a window that may have begun before the server's
@@ -435,14 +454,26 @@ func (s *Bucket) observeScopeRefusal(ans *Answer, now time.Time) {
 	}
 }
 
+// namedSlack is NamedSlack, a second in rows written before it was kept.
+func (s *Bucket) namedSlack() time.Duration {
+	if s.NamedSlack > 0 {
+		return s.NamedSlack
+	}
+	return time.Second
+}
+
 // namedWindow is the window a fresh refusal naming the end of the
-// server's window (until, wait from now) teaches, when the server states
-// none: a fixed window is at least as long as the wait to its end,
-// rounded up to whole seconds as a Retry-After counts them; and two
-// refusals of different windows name ends a whole number of windows
-// apart, each up to the second a Retry-After rounds up late, so a gap g
-// between two ends puts the window, or a multiple of it, between g − 1 s
-// and g + 1 s. The bounds of the gaps seen (Gap, GapMax) are narrowed by
+// server's window (until, wait from now, and up to slack late) teaches,
+// when the server states none: a fixed window is at least as long as the
+// wait to its end, rounded up to whole seconds as a Retry-After counts
+// them; and two refusals of different windows name ends a whole number of
+// windows apart, each late by up to its slack (the second a Retry-After
+// rounds up, and the round trip of its answer, since it counts from when
+// the server wrote it), so a gap g between two ends puts the window, or a
+// multiple of it, between g less the later end's slack and g plus the
+// earlier's (memory seed 5560: an end named 1.1 s late, by a Retry-After
+// of 1 s in an answer 0.6 s on its way, put the server's 10 s outside
+// bounds of a second each way, and the window stayed 11 s). The bounds of the gaps seen (Gap, GapMax) are narrowed by
 // each gap that agrees with them, and by a longer gap of k windows, whose
 // bounds divided by k agree with them (ends 10.86 s and then 19.54 s
 // apart: 10 s, where the first gap alone says 11 s); a shorter gap that
@@ -451,7 +482,7 @@ func (s *Bucket) observeScopeRefusal(ans *Answer, now time.Time) {
 // not a guess: a wait rounded up to a common window (10 s for a server's
 // 8 s) lets the fleet send its limit over a longer window than the
 // server's, and it is never refused again to learn better.
-func (s *Bucket) namedWindow(wait time.Duration, until time.Time) time.Duration {
+func (s *Bucket) namedWindow(wait time.Duration, until time.Time, slack time.Duration) time.Duration {
 	w := max(wait.Truncate(time.Second), time.Second)
 	if w < wait {
 		w += time.Second
@@ -460,7 +491,7 @@ func (s *Bucket) namedWindow(wait time.Duration, until time.Time) time.Duration 
 		// Ends named in one window differ by less than the second a
 		// Retry-After rounds to.
 		if gap := until.Sub(s.NamedEnd); gap >= 1500*time.Millisecond {
-			lo, hi := gap-time.Second, gap+time.Second
+			lo, hi := gap-slack, gap+s.namedSlack()
 			switch {
 			case s.GapMax <= 0 || hi <= s.Gap:
 				s.Gap, s.GapMax = lo, hi
