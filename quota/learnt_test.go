@@ -305,3 +305,37 @@ func TestNamedEndsAreLateByTheirRoundTrip(t *testing.T) {
 		t.Errorf("window %v (gap bounds %v–%v), want the server's 10s", s.Window, s.Gap, s.GapMax)
 	}
 }
+
+// A refusal naming no time (a proxy's bare 429) of a scope whose server
+// names the end of its window when it refuses pauses the scope — a minute,
+// then two — and teaches nothing: the limit found whole stays whole over
+// its window, and the first success after the pause ends the doubling.
+// Taken as the scope's, it made 9 per 7 s a provisional guess over 10
+// minutes (the fleet simulation's memory seed 403869, where the referee
+// now counts such a refusal).
+func TestBareRefusalOfANamingScopeOnlyPauses(t *testing.T) {
+	s := NewBucket()
+	s.Learnt, s.Whole, s.Limit, s.Window = true, true, 9, 7*time.Second
+	s.NamedEnd, s.NamedSlack, s.BlockedUntil, s.RefusedAt = t0, time.Second, t0, t0.Add(-time.Second)
+	s.Gap, s.GapMax = 6*time.Second, 8*time.Second
+	s.CountedFrom, s.Counted, s.Lag, s.LastCounted = t0, 3, time.Second, t0.Add(2*time.Second)
+	s.Remaining, s.Reset = 6, t0.Add(7*time.Second)
+	at := t0.Add(3 * time.Second)
+	s.observeScopeRefusal(&Answer{Reading: bareRefusal(), Counted: true, Sent: at, BareWait: time.Minute}, at)
+	if s.Limit != 9 || s.Window != 7*time.Second || !s.Whole || s.Provisional {
+		t.Errorf("after a bare refusal: limit %d window %v whole %v provisional %v, want 9 over 7s, whole", s.Limit, s.Window, s.Whole, s.Provisional)
+	}
+	if want := at.Add(time.Minute); s.BlockedUntil.Before(want) {
+		t.Errorf("paused until %v, want at least a minute (%v)", s.BlockedUntil.Sub(t0), want.Sub(t0))
+	}
+	again := s.BlockedUntil.Add(time.Millisecond)
+	s.observeScopeRefusal(&Answer{Reading: bareRefusal(), Counted: true, Sent: again, BareWait: time.Minute}, again)
+	if want := again.Add(2 * time.Minute); s.BlockedUntil.Before(want) {
+		t.Errorf("paused until %v after a second bare refusal, want at least two minutes (%v)", s.BlockedUntil.Sub(t0), want.Sub(t0))
+	}
+	ok := s.BlockedUntil.Add(time.Millisecond)
+	s.observeScope(&Answer{Reading: reading(UnknownCount, UnknownCount, time.Time{}), Counted: true, Sent: ok}, false, "", ok)
+	if s.Strikes != 0 || s.Limit != 9 || !s.Whole {
+		t.Errorf("after the pause: strikes %d limit %d whole %v, want 0 and 9 whole", s.Strikes, s.Limit, s.Whole)
+	}
+}

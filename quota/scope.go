@@ -203,8 +203,12 @@ func (s *Bucket) observeScope(ans *Answer, refused bool, holder string, now time
 		s.prune(now)
 		s.roll(now)
 		if r.Status < 500 {
-			if !s.EpisodeAt.IsZero() && !sentAt(ans, now).Before(s.BlockedUntil) {
+			switch sent := sentAt(ans, now); {
+			case sent.Before(s.BlockedUntil):
+			case !s.EpisodeAt.IsZero():
 				s.endEpisode(ans, now)
+			case s.Strikes > 0:
+				s.Strikes = 0 // the end of a pause that taught nothing
 			}
 			s.Probing = false
 		}
@@ -355,12 +359,27 @@ func (s *Bucket) observeScopeRefusal(ans *Answer, now time.Time) {
 		}
 		return
 	}
+	if !named && s.Learnt && !s.NamedEnd.IsZero() && s.EpisodeAt.IsZero() {
+		// A refusal naming no time of a scope whose server names
+		// the end of its window when it refuses: likely not the
+		// scope's own limit (a proxy in front, an abuse filter), so
+		// it pauses the scope, doubling as it repeats, and teaches
+		// nothing. Taken as the scope's, it made the limit found
+		// whole (9 per 7 s) a provisional guess over 10 minutes, and
+		// its episode's end put the count's start a minute off.
+		s.Strikes++
+		s.BlockedUntil = maxTime(s.BlockedUntil, until)
+		return
+	}
 	if r.Resource != "" {
 		s.Name = r.Resource
 	}
 	first := s.EpisodeAt.IsZero()
 	if first {
 		s.EpisodeAt = now
+		if named {
+			s.Strikes = 0 // a pause that taught nothing (above) is over
+		}
 	}
 	if !named {
 		s.Strikes++
