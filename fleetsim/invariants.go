@@ -21,7 +21,8 @@ const (
 	InvWriteSpacing = "write-spacing"
 	// InvLeases: a killed process's leases (units and concurrency slots)
 	// are back within their bound: LeaseBoundSwept while another process
-	// lives to prove it gone by its heartbeats, else the lease's length.
+	// lives to prove it gone by its heartbeats, else the lease's length
+	// (a block's: the length and quota.BlockMaxAge).
 	InvLeases = "leases"
 	// InvLearnt: a learnt endpoint limit is within 10 % of the server's
 	// true limit after 3 clean windows.

@@ -435,3 +435,14 @@ func TestEndpointRefusalAfterARollPausesOnlyTheEndpoint(t *testing.T) {
 		}
 	}
 }
+
+// TestBlockLeaseOfAKilledProcessJudgedAtItsEnd: memory seed 20191 with
+// bare refusals in its schedule (the referee's error). Its lease of 61 s
+// put the first check of a killed holder's leases (LeaseBoundSwept, 61 s
+// after the kill) exactly at the lease's length, where it was judged as
+// the lapse check, and a block taken 0.08 s before the kill, which lives
+// its length and quota.BlockMaxAge more, was still held. It failed every
+// run.
+func TestBlockLeaseOfAKilledProcessJudgedAtItsEnd(t *testing.T) {
+	repeatSeed(t, 20191, fleetsim.Switches{Bare: true}, 3, "go test ./fleetsim -run TestBlockLeaseOfAKilledProcessJudgedAtItsEnd")
+}
