@@ -148,7 +148,8 @@ type Bucket struct {
 	// NamedSlack is how much earlier than NamedEnd the end may be: the
 	// second a Retry-After or a reset rounds to, and for a Retry-After the
 	// round trip of the answer that named it, which counts from when the
-	// server wrote it. Zero in rows written before it was kept: a second.
+	// server wrote it (see namedWindow). Zero in rows written before it
+	// was kept: a second.
 	NamedSlack time.Duration `json:"named_slack,omitempty"`
 	// Provisional marks a learnt limit that is not a count of a whole
 	// window by the whole fleet: a first refusal knows only this

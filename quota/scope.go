@@ -257,10 +257,14 @@ func (s *Bucket) endEpisode(ans *Answer, now time.Time) {
 		}
 	}
 	renewed := s.BlockedUntil.Add(-time.Second) // a Retry-After counts whole seconds
-	if !s.NamedEnd.IsZero() && !s.NamedEnd.After(s.BlockedUntil) {
+	if !s.NamedEnd.IsZero() && s.NamedEnd.Before(s.BlockedUntil) {
 		// The earliest end a refusal of the episode named: an answer
 		// that left later names a later one, past the window's end.
-		renewed = s.NamedEnd.Add(-s.namedSlack())
+		// (Not the latest start the refusals' slack allows, which
+		// would shorten the lag: the ends come from processes whose
+		// clocks the database knows only within an estimate, and a
+		// lag too short takes a count for a whole window's.)
+		renewed = s.NamedEnd.Add(-time.Second)
 	}
 	if s.Strikes > 0 {
 		renewed = s.RefusedAt // a backoff: any time after the last refusal
@@ -352,10 +356,8 @@ func (s *Bucket) observeScopeRefusal(ans *Answer, now time.Time) {
 		}
 		if named && until.Before(s.NamedEnd) {
 			// A refusal of the same window whose answer left sooner:
-			// the window's end is no later than it names, and no
-			// earlier than either says.
-			s.NamedSlack = max(min(slack, s.namedSlack()-s.NamedEnd.Sub(until)), 0)
-			s.NamedEnd = until
+			// the window's end is no later than it names.
+			s.NamedEnd, s.NamedSlack = until, slack
 		}
 		return
 	}
@@ -436,12 +438,14 @@ func (s *Bucket) observeScopeRefusal(ans *Answer, now time.Time) {
 		// The window shrank: a limit counted over the longer one,
 		// whole or not, is not the shorter's (memory seed 5560: 14
 		// found whole over 20 s, two of the server's 10 s, was kept
-		// whole when a refusal taught 10 s, and held there). The
-		// longer window spanned at most k of the shorter, so one of
-		// them admitted at least a k-th of its limit; the count under
-		// way, if lower than the old limit, errs low, the safe side.
-		k := int64((s.Window + window - 1) / window)
-		s.Limit, s.Whole = max(min(max(s.Counted, 1), s.Limit), (s.Limit+k-1)/k), false
+		// whole when a refusal taught 10 s, and held there). Its
+		// share of the shorter window (rounded down) is the guess,
+		// or the count under way if more; a refusal corrects a guess
+		// too high, a probe one too low. (The lower bound, a share of
+		// the windows the longer one may span, made 13 over 7 s a 7
+		// where the server allows 10 per 6 s, which rose a request a
+		// window: memory seed 5413.)
+		s.Limit, s.Whole = max(min(s.Counted, s.Limit), s.Limit*int64(window)/int64(s.Window), 1), false
 	case counted && window <= s.Window && s.Whole:
 		// A window's count, found before, is not contradicted by the
 		// count of a window that may have begun before the server's
@@ -552,6 +556,19 @@ func statedPerWindow(r *headers.Reading, window time.Duration) int64 {
 	return max(1, int64(float64(r.Limit)*float64(window)/float64(per)))
 }
 
+// countedWithinShortest reports whether the window's count came within the
+// shortest window the gaps between named ends allow (Gap), less Lag: a
+// window learnt longer than the server's holds more than the server's
+// limit without a refusal (memory seed 5560: 8 counted over a window learnt
+// as 11 s raised the server's 7 per 10 s to 8). Without such bounds, or
+// when they agree with the window, any count of the window does.
+func (b *Bucket) countedWithinShortest() bool {
+	if b.GapMax <= 0 || b.Gap >= b.Window {
+		return true
+	}
+	return b.LastCounted.Sub(b.CountedFrom) < b.Gap-b.Lag
+}
+
 // LimitHoldWindows is how many windows a learnt limit that is a whole
 // window's count (Bucket.Whole) holds from the refusal that taught it
 // before it rises again: the server's limit itself, found, is where to
@@ -582,7 +599,7 @@ func (b *Bucket) riseLearnt() {
 		b.Probe = 0
 		return // refused within the window
 	}
-	if b.Probe > 0 && b.Counted > b.Limit && !b.CountedFrom.IsZero() && !b.Straddled {
+	if b.Probe > 0 && b.Counted > b.Limit && !b.CountedFrom.IsZero() && !b.Straddled && b.countedWithinShortest() {
 		b.Limit, b.Whole = b.Counted, false
 	}
 	if b.Remaining > 0 {
