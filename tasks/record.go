@@ -359,7 +359,7 @@ func decide(f attemptFacts, herr error, end ending, now time.Time, backoff func(
 	}
 	if IsLocalFault(herr) {
 		// Not the task's doing: no outcome, no retry spent.
-		return outcome{kind: EventInterrupted, err: herr, local: true}
+		return outcome{kind: EventInterrupted, err: herr, local: true, unsent: end.unsent}
 	}
 	if IsPermanent(herr) {
 		return outcome{kind: EventFailed, err: herr, early: true}

@@ -37,6 +37,8 @@ func TestDecide(t *testing.T) {
 		{"local fault", base, fmt.Errorf("get: %w", LocalFault(boom)), ending{}, outcome{kind: EventInterrupted, err: errors.New("get: boom"), local: true}},
 		{"local fault on the last attempt", with(func(a *attemptFacts) { a.RiverAttempt = 4 }), LocalFault(boom), ending{},
 			outcome{kind: EventInterrupted, err: boom, local: true}},
+		{"claimed after a local fault stopped the worker", base, LocalFault(boom), ending{unsent: true},
+			outcome{kind: EventInterrupted, err: boom, local: true, unsent: true}},
 		{"local fault while cancelled", base, LocalFault(boom), ending{cancelled: true}, outcome{kind: EventCancelled, err: boom}},
 		{"reschedule", base, Reschedule(time.Minute), ending{}, outcome{kind: EventRescheduled, delay: time.Minute}},
 		{"reschedule wrapped", base, fmt.Errorf("x: %w", Reschedule(0)), ending{}, outcome{kind: EventRescheduled}},
@@ -58,7 +60,7 @@ func TestDecide(t *testing.T) {
 	}
 	for _, c := range cases {
 		got := decide(c.facts, c.err, c.end, now, backoff)
-		if got.kind != c.want.kind || got.delay != c.want.delay || got.early != c.want.early || got.rateLimited != c.want.rateLimited || got.local != c.want.local ||
+		if got.kind != c.want.kind || got.delay != c.want.delay || got.early != c.want.early || got.rateLimited != c.want.rateLimited || got.local != c.want.local || got.unsent != c.want.unsent ||
 			fmt.Sprint(got.err) != fmt.Sprint(c.want.err) {
 			t.Errorf("%s: decide = %+v (err %v), want %+v (err %v)", c.name, got, got.err, c.want, c.want.err)
 		}

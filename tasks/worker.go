@@ -433,6 +433,16 @@ func (w *taskWorker[TD, TTx]) Work(ctx context.Context, job *river.Job[jobArgs])
 		// Cancelled while it waited with a reschedule River does not check
 		// for cancellation (one made available at once).
 		herr, end.cancelled = errors.New("cancelled"), true
+	} else if w.stopped() {
+		// Claimed once a local fault (or a lost heartbeat) has made Work
+		// stop: River may fetch the task that met the fault again before
+		// its producers stop. It does not run here, to meet the fault
+		// again: back to pending untouched, counted unsent, its history
+		// naming the fault. (Checked before the stopping below, which
+		// the fault also brings about once Work winds down: a claim
+		// then was named a shutdown, and the task's last event no
+		// longer said why the worker stopped.)
+		herr, end.unsent = LocalFault(w.faultErr), true
 	} else if w.stopping.Load() || w.wind.Err() != nil {
 		// Claimed while the worker stops: River may fetch a task one of
 		// its handlers just gave back (ErrStopping, or cancelled at the
@@ -441,12 +451,6 @@ func (w *taskWorker[TD, TTx]) Work(ctx context.Context, job *river.Job[jobArgs])
 		// never ran, so a send_once task is not taken for one that may
 		// have reached the server.
 		herr, end.stopping, end.unsent = context.Canceled, true, true
-	} else if w.stopped() {
-		// Claimed once a local fault (or a lost heartbeat) has made Work
-		// stop: River may fetch the task that met the fault again before
-		// its producers stop. It does not run here, to meet the fault
-		// again: back to pending untouched, its history naming the fault.
-		herr = LocalFault(w.faultErr)
 	} else {
 		hctx, cancel := context.WithCancelCause(ctx)
 		w.running.Store(t.ID, cancel)
