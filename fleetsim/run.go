@@ -671,8 +671,9 @@ func (w *world) noteLearning(now time.Time) {
 			}
 			return t.Sub(w.start).Round(time.Millisecond).String()
 		}
-		l := fmt.Sprintf("%s: limit %d window %v provisional %v whole %v, counted %d from t=%s (lag %v), refused at t=%s",
-			id.Resource, b.Limit, b.Window, b.Provisional, b.Whole, b.Counted, at(b.CountedFrom), b.Lag.Round(time.Millisecond), at(b.RefusedAt))
+		l := fmt.Sprintf("%s: limit %d window %v provisional %v whole %v, counted %d from t=%s (lag %v), refused at t=%s, gaps %v–%v",
+			id.Resource, b.Limit, b.Window, b.Provisional, b.Whole, b.Counted, at(b.CountedFrom), b.Lag.Round(time.Millisecond), at(b.RefusedAt),
+			b.Gap.Round(time.Millisecond), b.GapMax.Round(time.Millisecond))
 		key := fmt.Sprint(b.Limit, b.Window, b.Provisional, b.Whole)
 		if key != w.learnt {
 			w.learnt = key

@@ -32,6 +32,7 @@ var (
 	learntFlag    = flag.Bool("sim.learnt", false, "check the learnt endpoint limit in every schedule and under every window, not only in fleets of 8 under a window not learnt as two or more of the server's (open findings: see docs/simulation.md)")
 	noSkewFlag    = flag.Bool("sim.noskew", false, "set every clock right (to tell whether a failure needs clock skew)")
 	fastFlag      = flag.Duration("sim.maxlatency", 0, "cap every answer's latency (to tell whether a failure needs slow answers)")
+	keepGoingFlag = flag.Bool("sim.keepgoing", false, "run every schedule asked for, not stopping at the first that fails (to survey a range of seeds)")
 )
 
 func switches() fleetsim.Switches {
@@ -108,7 +109,8 @@ func TestSimulation(t *testing.T) {
 }
 
 // runSeeds runs n seeds from first, as many at once as GOMAXPROCS, and
-// stops at the first that fails (the lowest seed of those run).
+// stops at the first that fails (the lowest seed of those run), unless
+// -sim.keepgoing asks for all of them.
 func runSeeds(t *testing.T, kind string, first uint64, n int) {
 	var (
 		mu     sync.Mutex
@@ -122,7 +124,7 @@ func runSeeds(t *testing.T, kind string, first uint64, n int) {
 				mu.Lock()
 				seed := next
 				next++
-				stop := failed || seed >= first+uint64(n)
+				stop := failed && !*keepGoingFlag || seed >= first+uint64(n)
 				mu.Unlock()
 				if stop {
 					return

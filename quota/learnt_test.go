@@ -283,6 +283,29 @@ func TestShorterWindowDropsALimitCountedOverTheLonger(t *testing.T) {
 	}
 }
 
+// A limit found whole over a window a little longer than the server's (3
+// over 11 s for the server's 3 per 10 s) keeps its share of the window a
+// refusal corrects to the nearest request: 3, not 2.73 rounded down. A
+// fleet held at 2 seldom shows a probe's count within the shortest window
+// the named ends allow, so the guess too low held (the fleet simulation's
+// memory seed 8273, found by CI's bulk).
+func TestShorterWindowKeepsTheNearestShare(t *testing.T) {
+	s := NewBucket()
+	s.Learnt, s.Whole, s.Limit, s.Window = true, true, 3, 11*time.Second
+	s.Gap, s.GapMax = 9462*time.Millisecond, 12183*time.Millisecond
+	s.NamedEnd, s.NamedSlack, s.BlockedUntil, s.RefusedAt = t0.Add(42*time.Second), time.Second, t0.Add(42*time.Second), t0.Add(38*time.Second)
+	s.CountedFrom, s.Counted, s.Lag, s.LastCounted = t0.Add(56*time.Second), 1, 1219*time.Millisecond, t0.Add(64*time.Second)
+	s.Remaining, s.Reset = 2, t0.Add(67*time.Second)
+	at := t0.Add(65981 * time.Millisecond)
+	s.observeScopeRefusal(&Answer{Reading: retryAfterOnly(6 * time.Second), Counted: true, Sent: at.Add(-300 * time.Millisecond)}, at)
+	if s.Window != 10*time.Second {
+		t.Fatalf("window %v (gap bounds %v–%v), want 10s (the refusal corrects it)", s.Window, s.Gap, s.GapMax)
+	}
+	if s.Limit != 3 || s.Whole {
+		t.Errorf("limit %d whole %v under the 10 s window, want 3 and not whole", s.Limit, s.Whole)
+	}
+}
+
 // A Retry-After counts from when the server wrote it, so the end it names
 // is late by up to the answer's round trip as well as the second it rounds
 // up: two ends of the server's 10 s windows (8 s and 18 s), named 0.35 s

@@ -439,13 +439,19 @@ func (s *Bucket) observeScopeRefusal(ans *Answer, now time.Time) {
 		// whole or not, is not the shorter's (memory seed 5560: 14
 		// found whole over 20 s, two of the server's 10 s, was kept
 		// whole when a refusal taught 10 s, and held there). Its
-		// share of the shorter window (rounded down) is the guess,
-		// or the count under way if more; a refusal corrects a guess
-		// too high, a probe one too low. (The lower bound, a share of
-		// the windows the longer one may span, made 13 over 7 s a 7
-		// where the server allows 10 per 6 s, which rose a request a
-		// window: memory seed 5413.)
-		s.Limit, s.Whole = max(min(s.Counted, s.Limit), s.Limit*int64(window)/int64(s.Window), 1), false
+		// share of the shorter window, to the nearest request, is the
+		// guess, or the count under way if more; a refusal corrects a
+		// guess too high, a probe one too low — but a probe's count
+		// raises a limit only when it came within the shortest
+		// window the named ends allow (see countedWithinShortest),
+		// which a fleet paced over the window rarely shows, so a
+		// guess rounded down stayed low (memory seed 8273: 3 found
+		// whole over 11 s, the server's 10 s, became 2 and held).
+		// (The lower bound, a share of the windows the longer one may
+		// span, made 13 over 7 s a 7 where the server allows 10 per
+		// 6 s, which rose a request a window: memory seed 5413.)
+		share := (s.Limit*int64(window) + int64(s.Window)/2) / int64(s.Window)
+		s.Limit, s.Whole = max(min(s.Counted, s.Limit), share, 1), false
 	case counted && window <= s.Window && s.Whole:
 		// A window's count, found before, is not contradicted by the
 		// count of a window that may have begun before the server's
