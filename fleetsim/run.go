@@ -1,6 +1,7 @@
 package fleetsim
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -54,6 +55,9 @@ type Options struct {
 	Provider func(*provider.Provider)
 	// Switches are those the plan was drawn with.
 	Switches Switches
+	// TraceSteps is how many of the last steps a failure's report shows
+	// (0: 40).
+	TraceSteps int
 }
 
 // Result is what a schedule did.
@@ -147,7 +151,7 @@ var errKilled = errors.New("fleetsim: the process was killed")
 var errBlink = &pgconn.PgError{Severity: "FATAL", Code: "57P01", Message: "terminating connection due to administrator command"}
 
 func newWorld(t *testing.T, plan *Plan, opts Options) *world {
-	w := &world{t: t, plan: plan, opts: opts, start: time.Now(), trace: newTrace(40),
+	w := &world{t: t, plan: plan, opts: opts, start: time.Now(), trace: newTrace(cmp.Or(opts.TraceSteps, 40)),
 		killed: map[string]time.Time{}, open: map[int]string{}}
 	w.ref = &referee{start: w.start, trace: w.trace}
 	w.srv = newServer(plan, w.ref, w.trace, w.start)

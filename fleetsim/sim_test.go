@@ -32,6 +32,7 @@ var (
 	learntFlag    = flag.Bool("sim.learnt", false, "check the learnt endpoint limit in every schedule and under every window, not only in fleets of 8 under a window not learnt as two or more of the server's (open findings: see docs/simulation.md)")
 	noSkewFlag    = flag.Bool("sim.noskew", false, "set every clock right (to tell whether a failure needs clock skew)")
 	fastFlag      = flag.Duration("sim.maxlatency", 0, "cap every answer's latency (to tell whether a failure needs slow answers)")
+	traceFlag     = flag.Int("sim.trace", 0, "show this many of the last steps in a failure's report (0: 40)")
 	keepGoingFlag = flag.Bool("sim.keepgoing", false, "run every schedule asked for, not stopping at the first that fails (to survey a range of seeds)")
 )
 
@@ -178,7 +179,7 @@ func runOne(t *testing.T, kind string, seed uint64) *fleetsim.Result {
 	if *fastFlag > 0 {
 		plan.MinLatency, plan.MaxLatency = min(plan.MinLatency, *fastFlag), min(plan.MaxLatency, *fastFlag)
 	}
-	return fleetsim.Run(t, plan, fleetsim.Options{Store: kind, DSN: dsn(t, kind), Switches: switches()})
+	return fleetsim.Run(t, plan, fleetsim.Options{Store: kind, DSN: dsn(t, kind), Switches: switches(), TraceSteps: *traceFlag})
 }
 
 // dsn returns a fresh database of the kind for one schedule.
