@@ -372,7 +372,12 @@ func repeatSeed(t *testing.T, seed uint64, sw fleetsim.Switches, runs int, cmd s
 // does: 3 found whole over 11 s for the server's 10 s became 2 when a
 // refusal taught 10 s, its share rounded down, and no probe's count came
 // within the shortest window the named ends allowed to raise it
-// (quota.TestShorterWindowKeepsTheNearestShare).
+// (quota.TestShorterWindowKeepsTheNearestShare). 367789 (a fleet of 8, 7
+// runs in 20) and 4876 (3 processes, -sim.learnt, 6 in 20): a process
+// killed with a search in flight when a refusal found the count whole;
+// the server had admitted it, the fleet never counted it, and the limit
+// one short held for ten windows
+// (quota.TestLimitFoundWholeCountsALostRequestInFlight).
 func TestLearntLimitWithinATenth(t *testing.T) {
 	for _, c := range []struct {
 		seed uint64
@@ -394,6 +399,8 @@ func TestLearntLimitWithinATenth(t *testing.T) {
 		{6246, 20, false, "1 of 3, provisional, its window a floor from one refusal"},
 		{7734, 3, false, "7 of 5"},
 		{8273, 30, true, "2 of 3: 3 found whole over 11 s became 2 under 10 s and held"},
+		{367789, 10, true, "5 of 6 found whole: a killed process's search in flight at the refusal went uncounted"},
+		{4876, 10, false, "5 of 6 found whole: a killed process's search in flight at the refusal went uncounted"},
 		{403869, 10, false, "14 of 9, provisional, judged 5 s after a proxy's bare 429 had taught it (the referee: such a window is not clean)"},
 	} {
 		t.Run(fmt.Sprint(c.seed), func(t *testing.T) {

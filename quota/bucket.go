@@ -128,6 +128,14 @@ type Bucket struct {
 	// request: the limit itself, not a bound. It holds LimitHoldWindows
 	// windows from that refusal before it may rise (see riseLearnt).
 	Whole bool `json:"whole,omitempty"`
+	// Uncounted are the IDs of the scope's leases in flight when a
+	// refusal found its count whole (at most maxUncounted): the server
+	// may have admitted each in the refused window. An answer ends one
+	// (a success in the episode raises the limit, see observeScope); one
+	// that ends without an answer — its holder gone (FreeHolders), or
+	// lapsed — may have been charged and never counted, so the limit
+	// rises by one for it and is whole no longer (see uncountedLost).
+	Uncounted []uint64 `json:"uncounted,omitempty"`
 	// Probe is how many requests a window of a learnt limit admits
 	// beyond it, to ask whether the server allows more (see riseLearnt):
 	// the limit itself rises only once a window's count shows it.
@@ -204,7 +212,16 @@ func (b *Bucket) budgetNow(p Policy, now time.Time) (int64, bool) {
 }
 
 // prune forgets lapsed leases.
-func (b *Bucket) prune(now time.Time) { b.Leases = b.Leases.pruned(now) }
+func (b *Bucket) prune(now time.Time) {
+	if len(b.Uncounted) > 0 {
+		for _, l := range b.Leases {
+			if !now.Before(l.Until) {
+				b.uncountedLost(l.ID)
+			}
+		}
+	}
+	b.Leases = b.Leases.pruned(now)
+}
 
 // refillAt is the one moment the bucket counts as refilled, and so the
 // moment a wait for it ends: the reset plus the grace (see grace), or the
@@ -291,5 +308,6 @@ func sameWindowTolerance(window time.Duration) time.Duration {
 func (b Bucket) Clone() Bucket {
 	b.Leases = slices.Clone(b.Leases)
 	b.Unstated = slices.Clone(b.Unstated)
+	b.Uncounted = slices.Clone(b.Uncounted)
 	return b
 }

@@ -11,7 +11,7 @@ import (
 // a copy in Clone fails here) is filled, cloned, and the clone's changed.
 func TestCloneSharesNothing(t *testing.T) {
 	now := time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)
-	b := Bucket{Limit: 10, Leases: Leases{{ID: 1, Until: now}}, Unstated: []time.Time{now}}
+	b := Bucket{Limit: 10, Leases: Leases{{ID: 1, Until: now}}, Unstated: []time.Time{now}, Uncounted: []uint64{1}}
 	o := Owner{Leases: Leases{{ID: 2, Until: now}}, Points: map[string]Spent{"a": {{At: now, N: 1}}},
 		ContentMinute: Spent{{At: now, N: 1}}, ContentHour: Spent{{At: now, N: 1}}}
 	for _, v := range []any{&b, &o} {
@@ -30,9 +30,9 @@ func TestCloneSharesNothing(t *testing.T) {
 	if !reflect.DeepEqual(bc, b) || !reflect.DeepEqual(oc, o) {
 		t.Fatalf("clones differ: %+v %+v", bc, oc)
 	}
-	bc.Leases[0].ID, bc.Unstated[0], oc.Leases[0].ID, oc.Points["a"] = 9, now.Add(time.Second), 9, nil
+	bc.Leases[0].ID, bc.Unstated[0], bc.Uncounted[0], oc.Leases[0].ID, oc.Points["a"] = 9, now.Add(time.Second), 9, 9, nil
 	oc.ContentMinute[0].N, oc.ContentHour[0].N = 9, 9
-	if b.Leases[0].ID != 1 || !b.Unstated[0].Equal(now) || o.Leases[0].ID != 2 || o.Points["a"] == nil || o.ContentMinute[0].N != 1 || o.ContentHour[0].N != 1 {
+	if b.Leases[0].ID != 1 || !b.Unstated[0].Equal(now) || b.Uncounted[0] != 1 || o.Leases[0].ID != 2 || o.Points["a"] == nil || o.ContentMinute[0].N != 1 || o.ContentHour[0].N != 1 {
 		t.Fatalf("a change to a clone reached the original: %+v %+v", b, o)
 	}
 }

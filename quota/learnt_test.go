@@ -380,3 +380,51 @@ func TestRiseCountsOnlyWithinTheShortestWindow(t *testing.T) {
 		}
 	}
 }
+
+// A request in flight when a refusal finds the scope's count whole may
+// have been admitted in the refused window: when it ends without an
+// answer — its process killed, its lease freed or lapsed — the server may
+// have charged it uncounted, so the limit rises by one for it and is
+// whole no longer. An answer, whatever it says, changes nothing here.
+// The fleet simulation's memory seed 367789: a process killed with a
+// search in flight that the server admitted left 5 found whole of the
+// server's 6, held for ten windows.
+func TestLimitFoundWholeCountsALostRequestInFlight(t *testing.T) {
+	found := func() *Bucket {
+		s := NewBucket()
+		s.Learnt, s.Limit, s.Window = true, 6, 8*time.Second
+		s.CountedFrom, s.Counted, s.Lag, s.LastCounted = t0, 5, time.Second, t0.Add(2400*time.Millisecond)
+		s.Remaining, s.Reset = 1, t0.Add(8*time.Second)
+		s.Leases = Leases{
+			{ID: 1, Holder: "p6", Until: t0.Add(2 * time.Minute)},
+			{ID: 2, Holder: "p4", Until: t0.Add(2 * time.Minute)},
+		}
+		at := t0.Add(2800 * time.Millisecond)
+		s.observeScopeRefusal(&Answer{Reading: retryAfterOnly(5 * time.Second), Counted: true, Sent: at.Add(-300 * time.Millisecond)}, at)
+		if s.Limit != 5 || !s.Whole {
+			t.Fatalf("limit %d whole %v at the refusal, want 5 found whole", s.Limit, s.Whole)
+		}
+		return &s
+	}
+
+	s := found()
+	s.FreeHolders(func(h string) bool { return h == "p6" })
+	if s.Limit != 6 || s.Whole {
+		t.Errorf("limit %d whole %v once the killed holder's lease is freed, want 6 and not whole", s.Limit, s.Whole)
+	}
+	s.prune(t0.Add(3 * time.Minute)) // p4's lapses too
+	if s.Limit != 7 {
+		t.Errorf("limit %d once the other lease lapsed unanswered, want 7", s.Limit)
+	}
+
+	s = found()
+	s.Release(1) // answered
+	s.FreeHolders(func(string) bool { return true })
+	if s.Limit != 6 {
+		t.Errorf("limit %d when one request in flight answered and the other was lost, want 6", s.Limit)
+	}
+	s.FreeHolders(func(string) bool { return true })
+	if s.Limit != 6 {
+		t.Errorf("limit %d after freeing again, want 6 (each lost request counts once)", s.Limit)
+	}
+}

@@ -187,6 +187,13 @@ func (o *Owner) FreeHolders(gone func(holder string) bool) int {
 // FreeHolders releases the reservations of every holder gone reports as
 // gone, and returns how many it released.
 func (b *Bucket) FreeHolders(gone func(holder string) bool) int {
+	if len(b.Uncounted) > 0 {
+		for _, l := range b.Leases {
+			if l.Holder != "" && gone(l.Holder) {
+				b.uncountedLost(l.ID)
+			}
+		}
+	}
 	var n int
 	b.Leases, n = b.Leases.freed(gone)
 	return n

@@ -533,13 +533,17 @@ func (b *Bucket) spentElsewhere(n int64, now time.Time) {
 // Release returns the reservation of lease id unused (the request was
 // never sent, or its answer is not going to be observed). Releasing a
 // lease that lapsed, or twice, does nothing.
-func (b *Bucket) Release(id uint64) { b.Leases, _, _ = b.Leases.without(id) }
+func (b *Bucket) Release(id uint64) {
+	b.Leases, _, _ = b.Leases.without(id)
+	b.answered(id)
+}
 
 // refund releases lease id and gives back the pacing it took: the server
 // did not charge its answer.
 func (b *Bucket) refund(id uint64) {
 	var l Lease
 	var ok bool
+	b.answered(id)
 	if b.Leases, l, ok = b.Leases.without(id); ok && l.Spacing > 0 && !b.TAT.IsZero() {
 		b.TAT = b.TAT.Add(-l.Spacing)
 	}

@@ -1,6 +1,7 @@
 package quota
 
 import (
+	"slices"
 	"time"
 
 	"github.com/ratekeeper/ratekeeper/headers"
@@ -237,6 +238,49 @@ func (s *Bucket) countsTheLimit() bool {
 	return s.Learnt && !s.LimitStated && !s.Configured && !s.Provisional
 }
 
+// maxUncounted bounds Uncounted: a scope's requests in flight at a
+// refusal are few (its fleet's concurrency).
+const maxUncounted = 32
+
+// inFlightIDs are the IDs of the scope's leases (the refused request's
+// is released already), at most maxUncounted.
+func (s *Bucket) inFlightIDs() []uint64 {
+	var ids []uint64
+	for _, l := range s.Leases {
+		if len(ids) == maxUncounted {
+			break
+		}
+		ids = append(ids, l.ID)
+	}
+	return ids
+}
+
+// answered forgets lease id in Uncounted: its answer came, and counted
+// it if the server did.
+func (s *Bucket) answered(id uint64) {
+	if len(s.Uncounted) > 0 {
+		s.Uncounted = slices.DeleteFunc(s.Uncounted, func(u uint64) bool { return u == id })
+	}
+}
+
+// uncountedLost applies the end without an answer of lease id, when it is
+// one of Uncounted: its request, in flight when a refusal found the
+// scope's count whole, may have been admitted in that window and never
+// counted, so a limit still learnt from the count rises by one for it and
+// is whole no longer (a refusal corrects it if too high: see
+// observeScopeRefusal). Memory seed 367789: a process killed with a
+// search in flight, which the server admitted, left 5 found whole of the
+// server's 6, held for LimitHoldWindows.
+func (s *Bucket) uncountedLost(id uint64) {
+	if !slices.Contains(s.Uncounted, id) {
+		return
+	}
+	s.answered(id)
+	if s.countsTheLimit() && s.Limit > 0 {
+		s.Limit, s.Whole = s.Limit+1, false
+	}
+}
+
 // endEpisode closes an episode of refusals at the first success of a
 // request sent after its pause: the server has renewed the scope, and the
 // scope's window starts now (a server whose windows are fixed has just
@@ -378,7 +422,7 @@ func (s *Bucket) observeScopeRefusal(ans *Answer, now time.Time) {
 	}
 	first := s.EpisodeAt.IsZero()
 	if first {
-		s.EpisodeAt = now
+		s.EpisodeAt, s.Uncounted = now, nil
 		if named {
 			s.Strikes = 0 // a pause that taught nothing (above) is over
 		}
@@ -434,6 +478,7 @@ func (s *Bucket) observeScopeRefusal(ans *Answer, now time.Time) {
 		s.Limit = max(s.Counted, 1)
 	case whole:
 		s.Limit, s.Provisional, s.Whole = max(s.Counted, 1), false, true
+		s.Uncounted = s.inFlightIDs()
 	case counted && window < s.Window && s.Learnt && !s.Provisional:
 		// The window shrank: a limit counted over the longer one,
 		// whole or not, is not the shorter's (memory seed 5560: 14

@@ -2,8 +2,6 @@ package transport
 
 import (
 	"context"
-	"maps"
-	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -314,16 +312,13 @@ func (m *memoryState) FreeHolders(_ context.Context, gone func(string) bool) (in
 func (m *memoryState) Buckets(context.Context) (map[BucketID]quota.Bucket, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return copies(m.buckets, func(b *quota.Bucket) { b.Leases = slices.Clone(b.Leases) }), nil
+	return copies(m.buckets, func(b *quota.Bucket) { *b = b.Clone() }), nil
 }
 
 func (m *memoryState) Owners(context.Context) (map[OwnerID]quota.Owner, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return copies(m.owners, func(o *quota.Owner) {
-		o.Leases = slices.Clone(o.Leases)
-		o.Points = maps.Clone(o.Points)
-	}), nil
+	return copies(m.owners, func(o *quota.Owner) { *o = o.Clone() }), nil
 }
 
 // copies copies every value of a state map, and with deepen what the value
