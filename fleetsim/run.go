@@ -588,16 +588,12 @@ func (w *world) describeState() []string {
 // limit held the fleet back in when the shared state's /search bucket,
 // its limit learnt and not provisional, has none left in its window; and
 // as one the limit capped nothing in when no such bucket is there.
-func (w *world) noteSearchHeld(now time.Time) {
+func (w *world) noteSearchHeld(now time.Time, buckets map[transport.BucketID]quota.Bucket) {
 	w.srv.mu.Lock()
 	refused := w.srv.searchSince != 0
 	w.srv.mu.Unlock()
 	if !refused {
 		return // nothing is learnt, and no window counts, before
-	}
-	buckets, err := w.obs.Buckets(context.Background())
-	if err != nil {
-		return
 	}
 	capped := false
 	for id, b := range buckets {
@@ -630,17 +626,18 @@ func (w *world) checkLearnt(now time.Time) {
 	if !w.opts.Switches.Learnt && w.plan.Processes < LearntFleet {
 		return
 	}
-	w.noteLearning(now)
-	w.noteSearchHeld(now)
+	// One read serves the step: nothing runs between its uses.
+	buckets, err := w.obs.Buckets(context.Background())
+	if err != nil {
+		return // a blink: checked at the next window
+	}
+	w.noteLearning(now, buckets)
+	w.noteSearchHeld(now, buckets)
 	n, last := w.srv.cleanSearchWindows(now)
 	if n < 3 || last == w.learntAt {
 		return
 	}
 	w.learntAt = last
-	buckets, err := w.obs.Buckets(context.Background())
-	if err != nil {
-		return // a blink: checked at the next window
-	}
 	for id, b := range buckets {
 		if !strings.Contains(id.Resource, "/search") || b.Limit <= 0 {
 			continue
@@ -660,15 +657,16 @@ func (w *world) checkLearnt(now time.Time) {
 // noteLearning keeps each change of what the shared /search bucket
 // learnt (its limit, window and how sure), so that a learnt-limit
 // failure shows where its limit came from, not only where it ended.
-func (w *world) noteLearning(now time.Time) {
-	buckets, err := w.obs.Buckets(context.Background())
-	if err != nil {
-		return
-	}
+func (w *world) noteLearning(now time.Time, buckets map[transport.BucketID]quota.Bucket) {
 	for id, b := range buckets {
 		if !strings.Contains(id.Resource, "/search") || !b.Learnt {
 			continue
 		}
+		key := fmt.Sprint(b.Limit, b.Window, b.Provisional, b.Whole)
+		if key == w.learnt {
+			continue
+		}
+		w.learnt = key
 		at := func(t time.Time) string {
 			if t.IsZero() {
 				return "-"
@@ -678,19 +676,14 @@ func (w *world) noteLearning(now time.Time) {
 		l := fmt.Sprintf("%s: limit %d window %v provisional %v whole %v, counted %d from t=%s (lag %v), refused at t=%s, gaps %v–%v",
 			id.Resource, b.Limit, b.Window, b.Provisional, b.Whole, b.Counted, at(b.CountedFrom), b.Lag.Round(time.Millisecond), at(b.RefusedAt),
 			b.Gap.Round(time.Millisecond), b.GapMax.Round(time.Millisecond))
-		key := fmt.Sprint(b.Limit, b.Window, b.Provisional, b.Whole)
-		if key != w.learnt {
-			w.learnt = key
-			w.learning = append(w.learning, fmt.Sprintf("t=%-12v %s", now.Sub(w.start).Round(time.Millisecond), l))
-		}
+		w.learning = append(w.learning, fmt.Sprintf("t=%-12v %s", now.Sub(w.start).Round(time.Millisecond), l))
 	}
 }
 
 // LearntFleet is the fleet the learnt-limit invariant is checked in by
 // default: 8 processes (a quarter of the schedules and more), as the
 // invariant reads ("with a fleet of 8"). Smaller fleets are checked with
-// Switches.Learnt: memory seed 4876 (3 processes) still fails it now
-// and then (see docs/simulation.md).
+// Switches.Learnt (see docs/simulation.md for what it still finds).
 const LearntFleet = 8
 
 // multipleWindow reports whether a learnt window is two or more of the
