@@ -247,13 +247,13 @@ func seedBuckets(tb testing.TB, dsn string, remaining int64) {
 
 // slowTook is the least a decision in the database takes on a two-core
 // machine: a transaction's round trip. A unit of a block takes a
-// microsecond or two.
+// microsecond or two, unless the machine holds its goroutine up.
 const slowTook = 20 * time.Microsecond
 
 // slowPerMille is how many of a thousand decisions took slowTook or
-// more: those the database decided, not a block (and a few a busy
-// machine held up). A released decision's CPU is mostly theirs when
-// they are more than a few.
+// more: those the database decided, and those of blocks that a busy
+// machine held up — most of them once many processes share two cores
+// (16 processes: 1.8 ‰ slow, where 0.15 ‰ went to the database).
 func slowPerMille(ds []time.Duration) float64 {
 	n := 0
 	for _, d := range ds {
@@ -269,7 +269,7 @@ func slowPerMille(ds []time.Duration) float64 {
 // on 4 goroutines over the same 5 s (they start together once all are
 // ready) among 30 credentials of 10 owners whose quota never binds (a
 // reservation and its release per decision), the p99 time of one
-// decision, how many in a thousand the database decided (slowPerMille),
+// decision, how many in a thousand took a transaction's time (slowPerMille),
 // and the CPU the deciding processes used per decision over those 5 s
 // (the database's is not counted). procs-N releases each
 // reservation without an answer; answered-procs-N settles each with an
