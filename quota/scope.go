@@ -547,9 +547,10 @@ func (s *Bucket) namedSlack() time.Duration {
 // multiple of it, between g less the later end's slack and g plus the
 // earlier's (memory seed 5560: an end named 1.1 s late, by a Retry-After
 // of 1 s in an answer 0.6 s on its way, put the server's 10 s outside
-// bounds of a second each way, and the window stayed 11 s). The bounds of the gaps seen (Gap, GapMax) are narrowed by
-// each gap that agrees with them, and by a longer gap of k windows, whose
-// bounds divided by k agree with them (ends 10.86 s and then 19.54 s
+// bounds of a second each way, and the window stayed 11 s). The bounds
+// of the gaps seen (Gap, GapMax) are narrowed by each gap that agrees
+// with them, and by a longer gap of k windows, whose bounds divided by k
+// agree with them (ends 10.86 s and then 19.54 s
 // apart: 10 s, where the first gap alone says 11 s); a shorter gap that
 // does not agree shows the earlier ones were multiples, and replaces them.
 // The window is the middle of the bounds, to the second. The evidence,
