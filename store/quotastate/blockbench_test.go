@@ -34,8 +34,9 @@ func BenchmarkBlockUnits(b *testing.B) {
 				b.Fatal(err)
 			}
 			defer s.Close()
-			st := &timedState{State: quotastate.New(s, nil)}
+			st := quotastate.New(s, nil)
 			defer st.Close(context.Background())
+			d := &decider{st: st}
 			slots := decideSlots()
 			turns := make([][]transport.Slot, 30)
 			for k := range turns {
@@ -52,7 +53,7 @@ func BenchmarkBlockUnits(b *testing.B) {
 					spent++
 					r = &headers.Reading{Status: 200, Limit: 1e9, Remaining: 1e9 - spent, Reset: reset}
 				}
-				if err := decideOnce(st, turn, r); err != nil {
+				if err := d.decideOnce(turn, r); err != nil {
 					b.Fatal(err)
 				}
 			}

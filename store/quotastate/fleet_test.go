@@ -70,10 +70,14 @@ func (s *timedState) Reserve(ctx context.Context, p *transport.ReserveParams) (t
 	return d, err
 }
 
-func (s *timedState) print() {
+func (s *timedState) print() { printDecisions(s.times) }
+
+// printDecisions prints the times decisions took, on a line that
+// parseDecisions reads.
+func printDecisions(times []time.Duration) {
 	var b strings.Builder
 	b.WriteString("decisions")
-	for _, d := range s.times {
+	for _, d := range times {
 		fmt.Fprintf(&b, " %d", d.Microseconds())
 	}
 	fmt.Println(b.String())
