@@ -131,11 +131,13 @@ type Bucket struct {
 	// Uncounted are the IDs of the scope's leases in flight when a
 	// refusal found its count whole (at most maxUncounted): the server
 	// may have admitted each in the refused window. An answer ends one
-	// (a success in the episode raises the limit, see observeScope); one
-	// that ends without an answer — its holder gone (FreeHolders), or
-	// lapsed — may have been charged and never counted, so the limit
-	// rises by one for it and is whole no longer (see uncountedLost).
-	Uncounted []uint64 `json:"uncounted,omitempty"`
+	// (a success of that window raises the limit: see observeScope and
+	// countedLate); one that ends without an answer — its holder gone
+	// (FreeHolders), or lapsed — may have been charged and never
+	// counted, so the limit rises by one for it and is whole no longer
+	// (see uncountedLost). UncountedFrom is when that count began.
+	Uncounted     []uint64  `json:"uncounted,omitempty"`
+	UncountedFrom time.Time `json:"uncounted_from,omitzero"`
 	// Probe is how many requests a window of a learnt limit admits
 	// beyond it, to ask whether the server allows more (see riseLearnt):
 	// the limit itself rises only once a window's count shows it.

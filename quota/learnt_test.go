@@ -129,9 +129,9 @@ func TestEpisodeEndKeepsTheCountSinceThePause(t *testing.T) {
 	s.BlockedUntil, s.Reset, s.NamedEnd = t0.Add(8*time.Second), t0.Add(8*time.Second), t0.Add(8*time.Second)
 	s.CountedFrom = t0.Add(-time.Second)
 	bad := headers.Parse(http.StatusBadGateway, http.Header{"Content-Type": {"text/html"}}, nil, t0)
-	s.observeScope(&Answer{Reading: &bad, Counted: true, Sent: t0.Add(8100 * time.Millisecond)}, false, "", t0.Add(8200*time.Millisecond))
+	s.observeScope(&Answer{Reading: &bad, Counted: true, Sent: t0.Add(8100 * time.Millisecond)}, false, "", false, t0.Add(8200*time.Millisecond))
 	ok := reading(UnknownCount, UnknownCount, time.Time{})
-	s.observeScope(&Answer{Reading: ok, Counted: true, Sent: t0.Add(8300 * time.Millisecond)}, false, "", t0.Add(8500*time.Millisecond))
+	s.observeScope(&Answer{Reading: ok, Counted: true, Sent: t0.Add(8300 * time.Millisecond)}, false, "", false, t0.Add(8500*time.Millisecond))
 	if !s.EpisodeAt.IsZero() {
 		t.Fatalf("the success did not end the episode: %+v", s)
 	}
@@ -179,7 +179,7 @@ func TestLagCountsFromTheEarliestNamedEnd(t *testing.T) {
 	}
 	ok := reading(UnknownCount, UnknownCount, time.Time{})
 	at := t0.Add(2600 * time.Millisecond)
-	s.observeScope(&Answer{Reading: ok, Counted: true, Sent: at}, false, "", at)
+	s.observeScope(&Answer{Reading: ok, Counted: true, Sent: at}, false, "", false, at)
 	if want := 1900 * time.Millisecond; s.Lag != want {
 		t.Errorf("lag %v, want %v (from 1 s before the earliest end named)", s.Lag, want)
 	}
@@ -351,7 +351,7 @@ func TestBareRefusalOfANamingScopeOnlyPauses(t *testing.T) {
 		t.Errorf("paused until %v after a second bare refusal, want at least two minutes (%v)", s.BlockedUntil.Sub(t0), want.Sub(t0))
 	}
 	ok := s.BlockedUntil.Add(time.Millisecond)
-	s.observeScope(&Answer{Reading: reading(UnknownCount, UnknownCount, time.Time{}), Counted: true, Sent: ok}, false, "", ok)
+	s.observeScope(&Answer{Reading: reading(UnknownCount, UnknownCount, time.Time{}), Counted: true, Sent: ok}, false, "", false, ok)
 	if s.Strikes != 0 || s.Limit != 9 || !s.Whole {
 		t.Errorf("after the pause: strikes %d limit %d whole %v, want 0 and 9 whole", s.Strikes, s.Limit, s.Whole)
 	}
@@ -426,5 +426,54 @@ func TestLimitFoundWholeCountsALostRequestInFlight(t *testing.T) {
 	s.FreeHolders(func(string) bool { return true })
 	if s.Limit != 6 {
 		t.Errorf("limit %d after freeing again, want 6 (each lost request counts once)", s.Limit)
+	}
+}
+
+// TestLateSuccessInFlightAtAWholeRefusalRaisesTheLimit: a search in
+// flight when a refusal found the count whole (5), answered before the
+// refusal but written after the next window began to be counted (memory
+// seed 673974: a process held up), was admitted in the refused window:
+// the limit is 6, and the next window's count is not its. One answered
+// before the count began is of neither; one answered after the pause
+// ended counts in the window under way, as any.
+func TestLateSuccessInFlightAtAWholeRefusalRaisesTheLimit(t *testing.T) {
+	s := NewBucket()
+	s.Learnt, s.Limit, s.Window = true, 6, 8*time.Second
+	s.CountedFrom, s.Counted, s.Lag, s.LastCounted = t0, 5, time.Second, t0.Add(2400*time.Millisecond)
+	s.Remaining, s.Reset = 1, t0.Add(8*time.Second)
+	s.Leases = Leases{
+		{ID: 1, Holder: "p3", Until: t0.Add(2 * time.Minute)},
+		{ID: 2, Holder: "p4", Until: t0.Add(2 * time.Minute)},
+		{ID: 4, Holder: "p5", Until: t0.Add(2 * time.Minute)},
+	}
+	at := t0.Add(2800 * time.Millisecond)
+	s.observeScopeRefusal(&Answer{Reading: retryAfterOnly(5 * time.Second), Counted: true, Sent: at.Add(-300 * time.Millisecond)}, at)
+	if s.Limit != 5 || !s.Whole {
+		t.Fatalf("limit %d whole %v at the refusal, want 5 found whole", s.Limit, s.Whole)
+	}
+	ok := func(sent time.Duration) *Answer {
+		return &Answer{Reading: reading(UnknownCount, UnknownCount, time.Time{}), Counted: true, Sent: t0.Add(sent)}
+	}
+	// The pause (to 7.8 s) ends: a search sent after it succeeds, and
+	// the next window is counted from its answer.
+	s.Leases = append(s.Leases, Lease{ID: 3, Holder: "p0", Until: t0.Add(2 * time.Minute)})
+	SettleScoped(nil, nil, &s, 3, ok(8*time.Second), t0.Add(8300*time.Millisecond))
+	if s.Counted != 1 || !s.CountedFrom.After(at) {
+		t.Fatalf("counted %d from %v after the episode, want 1 of a window after the refusal", s.Counted, s.CountedFrom.Sub(t0))
+	}
+	// Lease 1's success, answered 13 ms before the refusal, is written now.
+	SettleScoped(nil, nil, &s, 1, ok(2200*time.Millisecond), at.Add(-13*time.Millisecond))
+	if s.Limit != 6 || !s.Whole || s.Counted != 1 {
+		t.Errorf("limit %d whole %v counted %d after a success in flight at the refusal was written late, want 6 whole, 1 counted", s.Limit, s.Whole, s.Counted)
+	}
+	// Lease 4's, answered before the count began, is written now.
+	SettleScoped(nil, nil, &s, 4, ok(-time.Second), t0.Add(-500*time.Millisecond))
+	if s.Limit != 6 || s.Counted != 1 {
+		t.Errorf("limit %d counted %d after a success answered before the count began was written late, want 6 and 1", s.Limit, s.Counted)
+	}
+	// Lease 2's, answered after the pause ended: of the window under way.
+	SettleScoped(nil, nil, &s, 2, ok(2500*time.Millisecond), t0.Add(8500*time.Millisecond))
+	if s.Limit != 6 || s.Counted != 2 {
+		t.Errorf("limit %d counted %d after a success answered after the pause, want 6 and 2", s.Limit, s.Counted)
 	}
 }

@@ -1,6 +1,7 @@
 package quota
 
 import (
+	"slices"
 	"time"
 
 	"github.com/ratekeeper/ratekeeper/headers"
@@ -491,13 +492,14 @@ func SettleScoped(o *Owner, b, scope *Bucket, id uint64, ans *Answer, now time.T
 	scoped := false
 	if scope != nil {
 		holder := scope.Leases.holderOf(id)
+		uncounted := len(scope.Uncounted) > 0 && slices.Contains(scope.Uncounted, id)
 		scope.Release(id)
 		if r := ans.Reading; r != nil {
 			// A bare refusal says nothing of b: the narrowest part of
 			// the API known to have refused is the request's scope.
 			scoped = r.Limited == headers.Bare ||
 				r.Limited == headers.Primary && (b == nil || refusalOfScope(b, r, now))
-			scope.observeScope(ans, scoped, holder, now)
+			scope.observeScope(ans, scoped, holder, uncounted, now)
 		}
 	}
 	// An answer the server did not charge (a 304 to a conditional

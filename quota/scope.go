@@ -195,7 +195,7 @@ func refusalOfScope(b *Bucket, r *headers.Reading, now time.Time) bool {
 // refusal of the scope (refused) pauses and teaches it. A scope nothing is
 // known of counts nothing: a success there changes nothing, so a store
 // writes nothing.
-func (s *Bucket) observeScope(ans *Answer, refused bool, holder string, now time.Time) {
+func (s *Bucket) observeScope(ans *Answer, refused bool, holder string, uncounted bool, now time.Time) {
 	r := ans.Reading
 	switch {
 	case refused:
@@ -213,6 +213,13 @@ func (s *Bucket) observeScope(ans *Answer, refused bool, holder string, now time
 			}
 			s.Probing = false
 		}
+		if uncounted && s.CountedFrom.After(s.RefusedAt) && now.Before(s.BlockedUntil) {
+			// Of the refused window's time, not of the count under way.
+			if !now.Before(s.UncountedFrom) {
+				s.countedLate()
+			}
+			return
+		}
 		if s.Remaining > 0 {
 			s.Remaining--
 		}
@@ -228,6 +235,24 @@ func (s *Bucket) observeScope(ans *Answer, refused bool, holder string, now time
 			// in the refused window: the server allowed it too.
 			s.Limit = s.Counted
 		}
+	}
+}
+
+// countedLate applies the success of a request in flight when a refusal
+// found the count of its window whole (one of Uncounted), answered within
+// that count's window — after it began (UncountedFrom) and before the
+// pause the refusal named ended — and written once the count had moved on
+// to a later window (a process held up, a store that blinked): the server
+// admitted it in the window the refusal found whole, which that count
+// missed, so the limit learnt from it rises by one; it spends nothing of
+// the window counted now. Memory seed 673974: a search
+// answered 13 ms before the refusal, written after the fleet had counted
+// 3 of the next window, left 6 found whole of the server's 7, and was
+// counted 4th of the next. (A success of the same window, written before
+// the count moves on, raises the limit as it counts: observeScope.)
+func (s *Bucket) countedLate() {
+	if s.countsTheLimit() && s.Limit > 0 {
+		s.Limit++
 	}
 }
 
@@ -422,7 +447,7 @@ func (s *Bucket) observeScopeRefusal(ans *Answer, now time.Time) {
 	}
 	first := s.EpisodeAt.IsZero()
 	if first {
-		s.EpisodeAt, s.Uncounted = now, nil
+		s.EpisodeAt, s.Uncounted, s.UncountedFrom = now, nil, time.Time{}
 		if named {
 			s.Strikes = 0 // a pause that taught nothing (above) is over
 		}
@@ -478,7 +503,7 @@ func (s *Bucket) observeScopeRefusal(ans *Answer, now time.Time) {
 		s.Limit = max(s.Counted, 1)
 	case whole:
 		s.Limit, s.Provisional, s.Whole = max(s.Counted, 1), false, true
-		s.Uncounted = s.inFlightIDs()
+		s.Uncounted, s.UncountedFrom = s.inFlightIDs(), s.CountedFrom
 	case counted && window < s.Window && s.Learnt && !s.Provisional:
 		// The window shrank: a limit counted over the longer one,
 		// whole or not, is not the shorter's (memory seed 5560: 14
