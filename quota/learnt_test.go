@@ -432,7 +432,7 @@ func TestLimitFoundWholeCountsALostRequestInFlight(t *testing.T) {
 // TestLateSuccessInFlightAtAWholeRefusalRaisesTheLimit: a search in
 // flight when a refusal found the count whole (5), answered before the
 // refusal but written after the next window began to be counted (memory
-// seed 673974: a process held up), was admitted in the refused window:
+// seed 673974: a database that blinked), was admitted in the refused window:
 // the limit is 6, and the next window's count is not its. One answered
 // before the count began is of neither; one answered after the pause
 // ended counts in the window under way, as any.

@@ -194,7 +194,8 @@ func refusalOfScope(b *Bucket, r *headers.Reading, now time.Time) bool {
 // as many — and the first success after an episode of refusals ends it; a
 // refusal of the scope (refused) pauses and teaches it. A scope nothing is
 // known of counts nothing: a success there changes nothing, so a store
-// writes nothing.
+// writes nothing. uncounted says the request's lease is one of Uncounted
+// (see countedLate).
 func (s *Bucket) observeScope(ans *Answer, refused bool, holder string, uncounted bool, now time.Time) {
 	r := ans.Reading
 	switch {
@@ -245,11 +246,11 @@ func (s *Bucket) observeScope(ans *Answer, refused bool, holder string, uncounte
 // to a later window (a process held up, a store that blinked): the server
 // admitted it in the window the refusal found whole, which that count
 // missed, so the limit learnt from it rises by one; it spends nothing of
-// the window counted now. Memory seed 673974: a search
-// answered 13 ms before the refusal, written after the fleet had counted
-// 3 of the next window, left 6 found whole of the server's 7, and was
-// counted 4th of the next. (A success of the same window, written before
-// the count moves on, raises the limit as it counts: observeScope.)
+// the window counted now. Memory seed 673974: a search answered 13 ms
+// before the refusal, written after the fleet had counted 3 of the next
+// window, left 6 found whole of the server's 7, and was counted 4th of
+// the next. (A success of the same window, written before the count
+// moves on, raises the limit as it counts: observeScope.)
 func (s *Bucket) countedLate() {
 	if s.countsTheLimit() && s.Limit > 0 {
 		s.Limit++
