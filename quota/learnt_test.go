@@ -381,6 +381,39 @@ func TestRiseCountsOnlyWithinTheShortestWindow(t *testing.T) {
 	}
 }
 
+// TestProbeThatCannotTeachDoubles: a limit of 5 (the server allows 6)
+// under a lag longer than the window (memory seed 4876: an episode ended
+// 11 s after the server renewed a scope of 10 s) is probed by one, the
+// server's 6, and never refused; the count may span two of the server's
+// windows, so it cannot raise the limit. The probe doubles, up to the
+// limit, so that a refusal comes and measures the lag again; a count that
+// can teach raises the limit and probes by a tenth again.
+func TestProbeThatCannotTeachDoubles(t *testing.T) {
+	s := NewBucket()
+	s.Learnt, s.Limit, s.Window, s.Probe = true, 5, 10*time.Second, 1
+	s.Gap, s.GapMax, s.Lag = 9700*time.Millisecond, 10500*time.Millisecond, 11*time.Second
+	s.RefusedAt = t0.Add(-time.Minute)
+	start := t0
+	window := func(counted int64) {
+		s.CountedFrom, s.Counted, s.LastCounted = start, counted, start.Add(1200*time.Millisecond)
+		s.Remaining, s.Reset = 0, start.Add(10*time.Second)
+		s.roll(s.Reset.Add(2 * time.Second))
+		start = s.CountedFrom
+	}
+	for _, want := range []int64{2, 4, 5, 5} {
+		sent := s.Limit + s.Probe
+		window(sent)
+		if s.Limit != 5 || s.Probe != want {
+			t.Fatalf("after a clean window of %d: limit %d probe %d, want 5 and %d", sent, s.Limit, s.Probe, want)
+		}
+	}
+	s.Lag, s.Straddled = time.Second, false // a refusal measured it again
+	window(6)
+	if s.Limit != 6 || s.Probe != 1 {
+		t.Errorf("after a count of 6 that can teach: limit %d probe %d, want 6 and 1", s.Limit, s.Probe)
+	}
+}
+
 // A request in flight when a refusal finds the scope's count whole may
 // have been admitted in the refused window: when it ends without an
 // answer — its process killed, its lease freed or lapsed — the server may

@@ -677,8 +677,10 @@ func (b *Bucket) riseLearnt() {
 		b.Probe = 0
 		return // refused within the window
 	}
-	if b.Probe > 0 && b.Counted > b.Limit && !b.CountedFrom.IsZero() && !b.Straddled && b.countedWithinShortest() {
-		b.Limit, b.Whole = b.Counted, false
+	// probed: the window sent beyond the limit, and no refusal came.
+	probed := b.Probe > 0 && b.Counted > b.Limit && !b.CountedFrom.IsZero()
+	if probed && !b.Straddled && b.countedWithinShortest() {
+		b.Limit, b.Whole, probed = b.Counted, false, false
 	}
 	if b.Remaining > 0 {
 		return // not spent whole: no reason to ask for more
@@ -686,5 +688,16 @@ func (b *Bucket) riseLearnt() {
 	if b.Whole && b.Reset.Sub(b.RefusedAt) < LimitHoldWindows*b.Window {
 		return
 	}
-	b.Probe = max(1, b.Limit/10)
+	next := max(1, b.Limit/10)
+	if probed {
+		// Its count could not raise the limit: it may span two of the
+		// server's windows, and will while Lag is what it is, which
+		// only a refusal measures again. The probe doubles, up to the
+		// limit, until the server refuses (memory seed 4876: an episode
+		// ended 11 s after the server renewed the scope, a window of
+		// 10 s, and a limit of 5 probed by 1 — the server's 6 — stayed
+		// 5 for good, never refused).
+		next = max(next, min(2*b.Probe, b.Limit))
+	}
+	b.Probe = next
 }
