@@ -187,11 +187,11 @@ func decideWorker() int {
 	}
 	wg.Wait()
 	fmt.Printf("window-cpu %d\n", (processCPU() - cpu).Microseconds())
-	var times []time.Duration
+	var times latencies
 	for _, d := range deciders {
-		times = append(times, d.times...)
+		times.merge(&d.times)
 	}
-	printDecisions(times)
+	times.print()
 	if r, ok := any(st).(interface{ Races() int64 }); ok {
 		fmt.Printf("races %d\n", r.Races())
 	}
@@ -211,7 +211,7 @@ type decider struct {
 	st    *quotastate.State
 	w     uint64 // the goroutine's number
 	seq   uint64
-	times []time.Duration
+	times latencies
 	// p and sp are the decision's and the release's, used again for
 	// the next as the transport uses its own: the benchmark measures
 	// the decisions, not the allocation of their arguments.
@@ -231,7 +231,7 @@ func (dc *decider) decideOnce(slots []transport.Slot, answer *headers.Reading) e
 	*p = transport.ReserveParams{Slots: slots, Ask: quota.Ask{Policy: quota.Policy{Kind: quota.Greedy}},
 		Lease: quota.Lease{ID: id, Until: now.Add(time.Minute)}, Now: now}
 	d, err := dc.st.Reserve(context.Background(), p)
-	dc.times = append(dc.times, time.Since(now))
+	dc.times.add(time.Since(now))
 	i, w := d.Index, d.Wait
 	if err != nil || w > time.Second {
 		return fmt.Errorf("reserve: wait %v, %v", w, err)
