@@ -142,7 +142,7 @@ type Bucket struct {
 	// beyond it, to ask whether the server allows more (see riseLearnt):
 	// the limit itself rises only once a window's count shows it.
 	Probe int64 `json:"probe,omitempty"`
-	// LastCounted is when the last answer counted in Counted came, and
+	// LastCounted is when the latest answer counted in Counted came, and
 	// Straddled marks a count whose window began less than Lag after
 	// the previous window's last answer: the server may have admitted
 	// that request in the window now counted, and the count may miss it.

@@ -510,3 +510,68 @@ func TestLateSuccessInFlightAtAWholeRefusalRaisesTheLimit(t *testing.T) {
 		t.Errorf("limit %d counted %d after a success answered after the pause, want 6 and 2", s.Limit, s.Counted)
 	}
 }
+
+// countedScope is a scope whose limit of 7 per 8 s is learnt whole, 4
+// counted in the window that began at t0.
+func countedScope() Bucket {
+	s := NewBucket()
+	s.Learnt, s.Whole, s.Limit, s.Window = true, true, 7, 8*time.Second
+	s.CountedFrom, s.Counted, s.Lag, s.LastCounted = t0, 4, time.Second, t0.Add(3*time.Second)
+	s.Remaining, s.Reset = 3, t0.Add(8*time.Second)
+	return s
+}
+
+// okAt is a success with no rate-limit headers, answered at.
+func okAt(at time.Time) *Answer {
+	return &Answer{Reading: reading(UnknownCount, UnknownCount, time.Time{}), Counted: true, Sent: at.Add(-100 * time.Millisecond)}
+}
+
+// TestAnswersOfAWindowCountedBeforeAreWrittenLate: a database blink held
+// back answers of the window before the one counted now (memory seed
+// 673974). A success answered 4 s before the count began does not count
+// in it (it made 8 of the server's 7); a refusal answered 3.9 s before
+// pauses the scope and does not judge the count (it found 1 of 7 whole).
+func TestAnswersOfAWindowCountedBeforeAreWrittenLate(t *testing.T) {
+	s := countedScope()
+	at := t0.Add(-4 * time.Second)
+	SettleScoped(nil, nil, &s, 1, okAt(at), at)
+	if s.Counted != 4 || s.Remaining != 3 {
+		t.Errorf("counted %d remaining %d after a success of the window before was written, want 4 and 3", s.Counted, s.Remaining)
+	}
+	at = t0.Add(-3900 * time.Millisecond)
+	SettleScoped(nil, nil, &s, 2, &Answer{Reading: retryAfterOnly(6 * time.Second), Counted: true, Sent: at.Add(-100 * time.Millisecond)}, at)
+	if s.Limit != 7 || !s.Whole || s.Counted != 4 || !s.CountedFrom.Equal(t0) || !s.RefusedAt.IsZero() {
+		t.Errorf("limit %d whole %v counted %d from %v refused at %v after a refusal of the window before was written, want 7 whole, 4 from 0s, none",
+			s.Limit, s.Whole, s.Counted, s.CountedFrom.Sub(t0), s.RefusedAt)
+	}
+	if want := at.Add(6 * time.Second); s.BlockedUntil.Before(want) {
+		t.Errorf("blocked until %v, want the refusal's %v kept", s.BlockedUntil.Sub(t0), want.Sub(t0))
+	}
+	// Within lateSlack of the count's start, an answer counts: the
+	// clocks that timed them agree only so far.
+	at = t0.Add(-lateSlack / 2)
+	SettleScoped(nil, nil, &s, 3, okAt(at), at)
+	if s.Counted != 5 {
+		t.Errorf("counted %d after a success answered just before the count began, want 5", s.Counted)
+	}
+}
+
+// TestLateSuccessKeepsTheLatestCounted: a success written late does not
+// move LastCounted back, which would hide that the next count may miss
+// the latest one (Straddled). Memory seed 673974: a search answered just
+// after the window's reset, counted in it within its grace, and two
+// written late after it, left the next count whole at 6 of 7.
+func TestLateSuccessKeepsTheLatestCounted(t *testing.T) {
+	s := countedScope()
+	latest := t0.Add(8*time.Second + 70*time.Millisecond) // within the reset's grace
+	SettleScoped(nil, nil, &s, 1, okAt(latest), latest)
+	early := t0.Add(3900 * time.Millisecond)
+	SettleScoped(nil, nil, &s, 2, okAt(early), early)
+	if !s.LastCounted.Equal(latest) {
+		t.Fatalf("last counted %v, want the latest answer's %v", s.LastCounted.Sub(t0), latest.Sub(t0))
+	}
+	s.roll(t0.Add(9 * time.Second))
+	if !s.CountedFrom.Equal(t0.Add(8*time.Second)) || !s.Straddled {
+		t.Errorf("next count from %v straddled %v, want from 8s, straddled", s.CountedFrom.Sub(t0), s.Straddled)
+	}
+}

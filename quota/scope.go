@@ -221,10 +221,15 @@ func (s *Bucket) observeScope(ans *Answer, refused bool, holder string, uncounte
 			}
 			return
 		}
+		if s.beforeCount(now) {
+			return
+		}
 		if s.Remaining > 0 {
 			s.Remaining--
 		}
-		s.Counted, s.LastCounted = s.Counted+1, now
+		// The latest answer counted: one written late (a store that
+		// blinked) came earlier than those counted before it.
+		s.Counted, s.LastCounted = s.Counted+1, maxTime(s.LastCounted, now)
 		switch {
 		case s.Counted == 1 && holder != "":
 			s.CountedBy = holder
@@ -237,6 +242,24 @@ func (s *Bucket) observeScope(ans *Answer, refused bool, holder string, uncounte
 			s.Limit = s.Counted
 		}
 	}
+}
+
+// lateSlack is how long before the count under way began an answer may
+// have come and still be counted in it (see beforeCount): the count's
+// start and an answer's time are different processes' clocks, each moved
+// to the database's within an estimate.
+const lateSlack = time.Second
+
+// beforeCount reports whether an answer that came at now, written only
+// now, came before the count under way began, by more than lateSlack: a
+// process held up, or a store that blinked, held it back while the count
+// moved on to a later window. It spent a window counted before, and says
+// nothing of this one's: a success counted in it made the count 8 where
+// the server allows 7, a refusal judging it found 1 whole of 7 (memory
+// seed 673974, a database blink of 4 s: a search answered 4 s before
+// the count began, and a refusal answered 3.9 s before).
+func (s *Bucket) beforeCount(now time.Time) bool {
+	return !s.CountedFrom.IsZero() && now.Before(s.CountedFrom.Add(-lateSlack))
 }
 
 // countedLate applies the success of a request in flight when a refusal
@@ -429,6 +452,12 @@ func (s *Bucket) observeScopeRefusal(ans *Answer, now time.Time) {
 			// the window's end is no later than it names.
 			s.NamedEnd, s.NamedSlack = until, slack
 		}
+		return
+	}
+	if s.beforeCount(now) {
+		// Of a window counted before the count under way: it pauses
+		// the scope as it says, and teaches nothing.
+		s.BlockedUntil = maxTime(s.BlockedUntil, until)
 		return
 	}
 	if !named && s.Learnt && !s.NamedEnd.IsZero() && s.EpisodeAt.IsZero() {
