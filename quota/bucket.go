@@ -132,7 +132,9 @@ type Bucket struct {
 	// refusal found its count whole (at most maxUncounted): the server
 	// may have admitted each in the refused window. An answer ends one
 	// (a success of that window raises the limit: see observeScope and
-	// countedLate); one that ends without an answer — its holder gone
+	// countedLate; one answered after the refusal's pause, of either
+	// window, raises it too, whole no longer); one that ends without an
+	// answer — its holder gone
 	// (FreeHolders), or lapsed — may have been charged and never
 	// counted, so the limit rises by one for it and is whole no longer
 	// (see uncountedLost). UncountedFrom is when that count began.

@@ -504,10 +504,12 @@ func TestLateSuccessInFlightAtAWholeRefusalRaisesTheLimit(t *testing.T) {
 	if s.Limit != 6 || s.Counted != 1 {
 		t.Errorf("limit %d counted %d after a success answered before the count began was written late, want 6 and 1", s.Limit, s.Counted)
 	}
-	// Lease 2's, answered after the pause ended: of the window under way.
+	// Lease 2's, answered after the pause ended: the server may have
+	// admitted it in either window (memory seed 620606), so it counts
+	// in the window under way and raises the limit, whole no longer.
 	SettleScoped(nil, nil, &s, 2, ok(2500*time.Millisecond), t0.Add(8500*time.Millisecond))
-	if s.Limit != 6 || s.Counted != 2 {
-		t.Errorf("limit %d counted %d after a success answered after the pause, want 6 and 2", s.Limit, s.Counted)
+	if s.Limit != 7 || s.Whole || s.Counted != 2 {
+		t.Errorf("limit %d whole %v counted %d after a success answered after the pause, want 7 not whole, 2", s.Limit, s.Whole, s.Counted)
 	}
 }
 

@@ -221,6 +221,19 @@ func (s *Bucket) observeScope(ans *Answer, refused bool, holder string, uncounte
 			}
 			return
 		}
+		if uncounted && s.CountedFrom.After(s.RefusedAt) {
+			// Sent before the refusal, answered after its pause: the
+			// server may have admitted it in either window. As a lost
+			// one (uncountedLost), it raises the limit found whole by
+			// one, which is whole no longer (a refusal corrects it if
+			// too high); it counts in the count under way too. Memory
+			// seed 620606: a search sent 0.2 s before the refusal that
+			// found 2 whole, answered 0.6 s after the pause, had been
+			// the server's third of 3.
+			if s.countsTheLimit() && s.Limit > 0 {
+				s.Limit, s.Whole = s.Limit+1, false
+			}
+		}
 		if s.beforeCount(now) {
 			return
 		}
